@@ -1,0 +1,13 @@
+import type { Db } from '../db/index.js';
+import type { OutboundTransport } from '../core/outbound/transport.js';
+import { outboundActivities } from './outbound.js';
+
+export type ActivityDeps = { db: Db; transport: OutboundTransport; serviceDomain: string };
+
+/** Every activity the worker registers, built from its real dependencies (the composition root passes them). */
+export function createActivities(deps: ActivityDeps) {
+  return {
+    ...outboundActivities(deps),
+  };
+}
+export type Activities = ReturnType<typeof createActivities>;

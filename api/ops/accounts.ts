@@ -1,0 +1,82 @@
+import { z } from 'zod';
+import { defineOperation, emailField } from '../contract.js';
+
+const user = z.object({
+  id: z.string().describe('Account id, usr_…'),
+  email: z.string(),
+  emailVerified: z.boolean(),
+  plan: z.string(),
+  createdAt: z.number().int().describe('ms epoch'),
+});
+const session = z.object({ token: z.string().describe('Session token: send as "Authorization: Bearer <token>"'), user });
+const password = z.string().min(8, 'must be at least 8 characters').max(200);
+
+/** Drops a value that does not pass `schema` instead of failing the request (provision's channel, referrer). */
+const dropInvalid = <T extends z.ZodType>(schema: T) => z.unknown().transform((v) => {
+  const r = schema.safeParse(v);
+  return r.success ? (r.data as z.output<T>) : undefined;
+}).optional();
+
+export const provision = defineOperation({
+  name: 'account.provision', method: 'POST', path: '/api/v1/provision', auth: 'public', status: 200,
+  summary: 'Create an account from an email address alone; returns its account key once and mails a verification link.',
+  body: z.strictObject({
+    email: emailField,
+    channel: dropInvalid(z.string().regex(/^[a-z0-9][a-z0-9_-]{0,63}$/)).describe('Distribution-channel slug; invalid values are dropped'),
+    ref: dropInvalid(z.string().min(1).max(128)).describe('Referral code'),
+    referrer: dropInvalid(z.url({ protocol: /^https?$/ }).max(2048)).describe('Landing referrer URL; invalid values are dropped'),
+  }),
+  output: z.object({
+    api_key: z.string().describe('The account key (svc_live_…); returned only here'),
+    user_id: z.string(), email: z.string(), email_verified: z.literal(false), is_new: z.literal(true),
+  }),
+  handler: (input, { core }) => core.accounts.provision(input),
+});
+
+export const signup = defineOperation({
+  name: 'auth.signup', method: 'POST', path: '/api/auth/signup', auth: 'public', status: 201,
+  summary: 'Create an account with a password; mails a verification link and answers a session.',
+  body: z.strictObject({ email: emailField, password }),
+  output: session,
+  handler: (input, { core }) => core.accounts.signup(input),
+});
+
+export const login = defineOperation({
+  name: 'auth.login', method: 'POST', path: '/api/auth/login', auth: 'public',
+  summary: 'Sign in with email and password.',
+  body: z.strictObject({ email: emailField, password: z.string().min(1).max(200) }),
+  output: session,
+  handler: (input, { core, clientIp }) => core.accounts.login(input, clientIp),
+});
+
+export const signinLink = defineOperation({
+  name: 'auth.signinLink', method: 'POST', path: '/api/auth/signin-link', auth: 'public',
+  summary: 'Mail a one-time sign-in link (answers ok whether or not the address has an account).',
+  body: z.strictObject({ email: emailField }),
+  output: z.object({ ok: z.literal(true) }),
+  handler: (input, { core }) => core.accounts.requestSigninLink(input),
+});
+
+export const signin = defineOperation({
+  name: 'auth.signin', method: 'POST', path: '/api/auth/signin', auth: 'public',
+  summary: 'Exchange a mailed sign-in token for a session.',
+  body: z.strictObject({ token: z.string().min(1).max(200) }),
+  output: session,
+  handler: (input, { core }) => core.accounts.signin(input),
+});
+
+export const verifyEmail = defineOperation({
+  name: 'auth.verify', method: 'GET', path: '/api/auth/verify', auth: 'public',
+  summary: 'Follow the emailed verification link: marks the account email verified.',
+  query: z.object({ token: z.string({ message: 'token is required' }).min(1).max(200) }),
+  output: z.object({ ok: z.literal(true), email: z.string(), emailVerified: z.literal(true) }),
+  handler: (input, { core }) => core.accounts.verifyEmail(input),
+});
+
+export const resendVerification = defineOperation({
+  name: 'auth.resendVerification', method: 'POST', path: '/api/auth/verify/resend', auth: ['session', 'oauth', 'account_key'],
+  summary: 'Mail a fresh verification link to the account address.',
+  body: z.strictObject({}),
+  output: z.object({ ok: z.literal(true), alreadyVerified: z.boolean() }),
+  handler: (_input, { core, principal }) => core.accounts.resendVerification(principal!.userId),
+});

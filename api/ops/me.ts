@@ -1,0 +1,40 @@
+import { z } from 'zod';
+import { unauthorized } from '../../core/errors.js';
+import { defineOperation } from '../contract.js';
+
+export const me = defineOperation({
+  name: 'me.get', method: 'GET', path: '/v1/me', auth: ['account_key', 'scoped_key', 'session', 'oauth'],
+  summary: 'Account status as seen by this credential.',
+  output: z.object({
+    email: z.string(),
+    emailVerified: z.boolean().describe('Sending is blocked until true'),
+    plan: z.string(),
+    sendingDomains: z.array(z.string()).describe('Outbound-verified domains this credential may use in From'),
+  }),
+  handler: async (_input, { core, principal }) => {
+    const user = await core.accounts.getUser(principal!.userId);
+    if (!user) throw unauthorized();
+    return { email: user.email, emailVerified: user.emailVerified, plan: user.plan, sendingDomains: [] };
+  },
+});
+
+export const usage = defineOperation({
+  name: 'billing.usage', method: 'GET', path: '/api/billing/usage', auth: ['session', 'oauth', 'account_key'],
+  summary: 'Usage against the plan: the monthly email bucket (inbound and outbound share it) and overage state.',
+  output: z.object({
+    plan: z.string(),
+    emails: z.object({ used: z.number(), included: z.number().nullable().describe('null = unlimited') }),
+    aiActions: z.object({ used: z.number() }),
+    meteringEnabled: z.boolean(),
+    meters: z.array(z.string()),
+    overage: z.object({
+      over: z.boolean(), metered: z.boolean(), blocked: z.boolean(),
+      status: z.string().nullable(), code: z.string().nullable(),
+    }),
+  }),
+  handler: async (_input, { core, principal }) => {
+    const user = await core.accounts.getUser(principal!.userId);
+    if (!user) throw unauthorized();
+    return core.usage.usage(user);
+  },
+});

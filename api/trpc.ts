@@ -1,0 +1,56 @@
+import { initTRPC, TRPCError } from '@trpc/server';
+import { createExpressMiddleware } from '@trpc/server/adapters/express';
+import type { Request, RequestHandler } from 'express';
+import { z } from 'zod';
+import { AppError } from '../core/errors.js';
+import type { Core } from '../core/index.js';
+import { combinedInput, type Operation } from './contract.js';
+import { describeIssues } from './errors.js';
+import { contextFor } from './rest.js';
+
+type TrpcContext = { req: Request; core: Core };
+
+const TRPC_CODES: Record<number, TRPCError['code']> = {
+  400: 'BAD_REQUEST', 401: 'UNAUTHORIZED', 403: 'FORBIDDEN', 404: 'NOT_FOUND', 405: 'METHOD_NOT_SUPPORTED',
+  408: 'TIMEOUT', 409: 'CONFLICT', 410: 'NOT_FOUND', 412: 'PRECONDITION_FAILED', 413: 'PAYLOAD_TOO_LARGE',
+  422: 'UNPROCESSABLE_CONTENT', 429: 'TOO_MANY_REQUESTS', 503: 'SERVICE_UNAVAILABLE',
+};
+
+const t = initTRPC.context<TrpcContext>().create({
+  errorFormatter({ shape, error }) {
+    const cause = error.cause;
+    const appCode = cause instanceof AppError ? cause.code : cause instanceof z.ZodError ? 'validation_error' : undefined;
+    const message = cause instanceof z.ZodError ? describeIssues(cause.issues) : shape.message;
+    return { ...shape, message, data: { ...shape.data, appCode, stack: undefined } };
+  },
+});
+
+/** Builds the tRPC router at /trpc from the same operations as REST: GET ops are queries, the rest mutations. */
+export function trpcMiddleware(ops: readonly Operation[], core: Core): RequestHandler {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  const tree: Record<string, any> = {};
+  for (const op of ops) {
+    const procedure = t.procedure.input(combinedInput(op));
+    const resolver = async ({ ctx, input }: { ctx: TrpcContext; input: unknown }) => {
+      try {
+        const opCtx = await contextFor(op, ctx.req, ctx.core);
+        return await op.handler(input as never, opCtx);
+      } catch (err) {
+        if (err instanceof AppError) throw new TRPCError({ code: TRPC_CODES[err.status] ?? 'INTERNAL_SERVER_ERROR', message: err.message, cause: err });
+        throw err;
+      }
+    };
+    const built = op.method === 'GET' ? procedure.query(resolver) : procedure.mutation(resolver);
+    const segments = op.name.split('.');
+    let node = tree;
+    for (const seg of segments.slice(0, -1)) node = node[seg] ??= {};
+    node[segments.at(-1)!] = built;
+  }
+  return createExpressMiddleware({
+    router: t.router(tree),
+    createContext: ({ req }) => ({ req, core }),
+    onError: ({ error, path }) => {
+      if (error.code === 'INTERNAL_SERVER_ERROR') console.error(`[trpc] ${path} failed:`, error.cause ?? error);
+    },
+  });
+}

@@ -1,0 +1,156 @@
+import { and, eq, gt, isNull } from 'drizzle-orm';
+import type { Db } from '../db/index.js';
+import { schema } from '../db/index.js';
+import { badRequest, conflict, unauthorized } from './errors.js';
+import { newId, randomToken } from './ids.js';
+import type { KeyService } from './keys.js';
+import type { SystemMailer } from './outbound/system-mail.js';
+import { createRateLimiter } from './rate-limit.js';
+import { credentialHash, hashPassword, verifyPassword } from './secrets.js';
+import type { TokenService } from './tokens.js';
+
+export type UserRow = typeof schema.users.$inferSelect;
+export type PublicUser = { id: string; email: string; emailVerified: boolean; plan: string; createdAt: number };
+
+const VERIFY_TTL_MS = 7 * 24 * 3600_000;
+const SIGNIN_TTL_MS = 15 * 60_000;
+
+export const normalizeEmail = (email: string) => email.trim().toLowerCase();
+export const toPublicUser = (u: UserRow): PublicUser =>
+  ({ id: u.id, email: u.email, emailVerified: u.emailVerified, plan: u.plan, createdAt: u.createdAt });
+
+/** Accounts: signup, login, provisioning, magic-link sign-in and email verification. */
+export function createAccountService(deps: {
+  db: Db; keys: KeyService; tokens: TokenService; mailer: SystemMailer; publicUrl: string; defaultPlan: string;
+}) {
+  const { db } = deps;
+  const loginLimiter = createRateLimiter({ limit: 10, windowMs: 15 * 60_000, message: 'Too many failed sign-in attempts; try again later' });
+  const mailLimiter = createRateLimiter({ limit: 5, windowMs: 3600_000, message: 'Too many emails requested for this address; try again later' });
+
+  async function findByEmail(email: string): Promise<UserRow | undefined> {
+    const [row] = await db.select().from(schema.users).where(eq(schema.users.email, normalizeEmail(email)));
+    return row;
+  }
+
+  async function createUser(values: { email: string; passwordHash?: string; channel?: string; ref?: string; referrer?: string }) {
+    const now = Date.now();
+    const rows = await db.insert(schema.users).values({
+      id: newId('usr'), email: normalizeEmail(values.email), passwordHash: values.passwordHash ?? null, plan: deps.defaultPlan,
+      channel: values.channel ?? null, ref: values.ref ?? null, referrer: values.referrer ?? null, createdAt: now, updatedAt: now,
+    }).onConflictDoNothing().returning();
+    if (!rows[0]) throw conflict('An account with this email already exists', 'account_exists');
+    return rows[0];
+  }
+
+  async function mintOneTimeToken(userId: string, purpose: 'verify_email' | 'signin', ttlMs: number): Promise<string> {
+    const token = randomToken(32);
+    const now = Date.now();
+    await db.insert(schema.authTokens).values({
+      id: newId('tok'), userId, purpose, tokenHash: credentialHash(token), expiresAt: now + ttlMs, createdAt: now,
+    });
+    return token;
+  }
+
+  /** Marks a one-time token used and returns its user; unknown, used or expired tokens are all 401. */
+  async function consumeOneTimeToken(token: string, purpose: 'verify_email' | 'signin'): Promise<UserRow> {
+    const now = Date.now();
+    const [used] = await db.update(schema.authTokens).set({ usedAt: now }).where(and(
+      eq(schema.authTokens.tokenHash, credentialHash(token)), eq(schema.authTokens.purpose, purpose),
+      isNull(schema.authTokens.usedAt), gt(schema.authTokens.expiresAt, now),
+    )).returning();
+    if (!used) throw unauthorized('This link is invalid, already used or expired', 'invalid_token');
+    const user = await getUser(used.userId);
+    if (!user) throw unauthorized('This link is invalid, already used or expired', 'invalid_token');
+    return user;
+  }
+
+  async function sendVerification(user: UserRow): Promise<void> {
+    const token = await mintOneTimeToken(user.id, 'verify_email', VERIFY_TTL_MS);
+    const link = `${deps.publicUrl}/api/auth/verify?token=${token}`;
+    await deps.mailer.send({
+      userId: user.id, to: user.email, subject: 'Verify your email address',
+      text: `Confirm ${user.email} to start sending:\n\n${link}\n\nThe link works once and expires in 7 days.`,
+    });
+  }
+
+  async function getUser(id: string): Promise<UserRow | undefined> {
+    const [row] = await db.select().from(schema.users).where(eq(schema.users.id, id));
+    return row;
+  }
+
+  async function session(user: UserRow) {
+    return { token: await deps.tokens.issue({ userId: user.id, kind: 'session' }), user: toPublicUser(user) };
+  }
+
+  return {
+    getUser,
+
+    async signup(input: { email: string; password: string }) {
+      const user = await createUser({ email: input.email, passwordHash: await hashPassword(input.password) });
+      await sendVerification(user);
+      return session(user);
+    },
+
+    async login(input: { email: string; password: string }, clientKey: string) {
+      const email = normalizeEmail(input.email);
+      loginLimiter.hit(`${clientKey}|${email}`);
+      const user = await findByEmail(email);
+      const ok = await verifyPassword(input.password, user?.passwordHash ?? null);
+      if (!user || !ok) throw unauthorized('Wrong email or password', 'invalid_credentials');
+      loginLimiter.reset(`${clientKey}|${email}`);
+      return session(user);
+    },
+
+    /** Creates an account from an email address alone and returns its account key, once. */
+    async provision(input: { email: string; channel?: string; ref?: string; referrer?: string }) {
+      const user = await createUser(input);
+      const apiKey = await deps.keys.getOrCreateAccountKey(user.id);
+      await sendVerification(user);
+      return { api_key: apiKey, user_id: user.id, email: user.email, email_verified: false as const, is_new: true as const };
+    },
+
+    /** Mails a sign-in link; answers the same whether or not the address has an account. */
+    async requestSigninLink(input: { email: string }) {
+      const email = normalizeEmail(input.email);
+      mailLimiter.hit(`signin|${email}`);
+      const user = await findByEmail(email);
+      if (user) {
+        const token = await mintOneTimeToken(user.id, 'signin', SIGNIN_TTL_MS);
+        const link = `${deps.publicUrl}/auth/signin?token=${token}`;
+        await deps.mailer.send({
+          userId: user.id, to: user.email, subject: 'Your sign-in link',
+          text: `Sign in to your account:\n\n${link}\n\nOr from an API client: POST ${deps.publicUrl}/api/auth/signin {"token":"${token}"}\n\nThe link works once and expires in 15 minutes.`,
+        });
+      }
+      return { ok: true as const };
+    },
+
+    async signin(input: { token: string }) {
+      const user = await consumeOneTimeToken(input.token, 'signin');
+      // Following a mailed link proves the address, as a verification link would.
+      if (!user.emailVerified) await markVerified(user.id);
+      return session((await getUser(user.id))!);
+    },
+
+    async verifyEmail(input: { token: string }) {
+      if (!input.token) throw badRequest('token is required');
+      const user = await consumeOneTimeToken(input.token, 'verify_email');
+      await markVerified(user.id);
+      return { ok: true as const, email: user.email, emailVerified: true as const };
+    },
+
+    async resendVerification(userId: string) {
+      const user = await getUser(userId);
+      if (!user) throw unauthorized();
+      if (user.emailVerified) return { ok: true as const, alreadyVerified: true };
+      mailLimiter.hit(`verify|${user.email}`);
+      await sendVerification(user);
+      return { ok: true as const, alreadyVerified: false };
+    },
+  };
+
+  async function markVerified(userId: string) {
+    await db.update(schema.users).set({ emailVerified: true, updatedAt: Date.now() }).where(eq(schema.users.id, userId));
+  }
+}
+export type AccountService = ReturnType<typeof createAccountService>;

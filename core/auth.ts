@@ -1,0 +1,60 @@
+import type { AccountService } from './accounts.js';
+import { forbidden, unauthorized } from './errors.js';
+import { KEY_PREFIX, type KeyService } from './keys.js';
+import { looksLikeJwt, type TokenService } from './tokens.js';
+
+/** Who is calling, as told apart from the one `Authorization: Bearer` header (DESIGN.md, wire conventions). */
+export type Principal =
+  | { kind: 'session'; userId: string }
+  | { kind: 'oauth'; userId: string; clientId?: string }
+  | { kind: 'account_key'; userId: string; keyId: string }
+  | { kind: 'scoped_key'; userId: string; keyId: string; domainId: string };
+export type CredentialKind = Principal['kind'] | 'app_password';
+
+export const KIND_LABEL: Record<CredentialKind, string> = {
+  session: 'a session token', oauth: 'an OAuth access token', account_key: 'the account key',
+  scoped_key: 'a domain-scoped key', app_password: 'an app password',
+};
+
+export function createAuthService(deps: { keys: KeyService; tokens: TokenService; accounts: AccountService }) {
+  return {
+    /** Resolves a bearer credential; undefined when none was sent, 401 when it is not valid now. */
+    async authenticate(authorization: string | undefined): Promise<Principal | undefined> {
+      if (authorization === undefined || authorization === '') return undefined;
+      const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
+      if (!match) throw unauthorized('Authorization must be "Bearer <credential>"');
+      const secret = match[1]!;
+      if (secret.startsWith('svc_pw_') || secret.startsWith('svc_imap_')) {
+        throw forbidden('App passwords are accepted only on /api/mailbox/*', 'wrong_credential');
+      }
+      if (secret.startsWith(KEY_PREFIX)) return fromKey(secret);
+      if (looksLikeJwt(secret)) {
+        const claims = await deps.tokens.verify(secret);
+        if (!(await deps.accounts.getUser(claims.userId))) throw unauthorized('Account no longer exists');
+        return claims.kind === 'oauth'
+          ? { kind: 'oauth', userId: claims.userId, ...(claims.clientId ? { clientId: claims.clientId } : {}) }
+          : { kind: 'session', userId: claims.userId };
+      }
+      throw unauthorized('Unrecognized credential');
+    },
+  };
+
+  async function fromKey(secret: string): Promise<Principal> {
+    const row = await deps.keys.lookup(secret);
+    if (!row) throw unauthorized('Invalid or revoked API key', 'invalid_key');
+    await deps.keys.touch(row);
+    if (row.kind === 'scoped' && row.domainId) return { kind: 'scoped_key', userId: row.userId, keyId: row.id, domainId: row.domainId };
+    return { kind: 'account_key', userId: row.userId, keyId: row.id };
+  }
+}
+export type AuthService = ReturnType<typeof createAuthService>;
+
+/** Throws 401 without a credential and 403 for a credential kind the operation does not take. */
+export function requireKind(principal: Principal | undefined, allowed: readonly CredentialKind[]): Principal {
+  if (!principal) throw unauthorized('Missing credentials: send "Authorization: Bearer <credential>"');
+  if (!allowed.includes(principal.kind)) {
+    const wanted = allowed.map((k) => KIND_LABEL[k]).join(' or ');
+    throw forbidden(`This endpoint does not accept ${KIND_LABEL[principal.kind]}; use ${wanted}`, 'wrong_credential');
+  }
+  return principal;
+}

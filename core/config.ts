@@ -1,0 +1,130 @@
+import { randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { z } from 'zod';
+import { parsePlans, type Plan } from './plans.js';
+
+const port = z.coerce.number().int().min(0).max(65535);
+const hostPort = z.string().regex(/^[^\s:]+(:\d{1,5})?$|^\[[0-9a-fA-F:]+\](:\d{1,5})?$/, 'expected ip[:port]');
+
+/** Every environment variable the service reads, with its default (DESIGN.md, Configuration). */
+const envSchema = z.object({
+  NODE_ENV: z.string().optional(),
+  PORT: port.default(3000),
+  PUBLIC_URL: z.url({ protocol: /^https?$/ }).optional(),
+  DATA_DIR: z.string().min(1).default('./.data'),
+  DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'expected postgres://…').optional(),
+  TEMPORAL_ADDRESS: z.string().regex(/^[^\s:]+:\d{1,5}$/, 'expected host:port').optional(),
+  TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
+  TEMPORAL_TASK_QUEUE: z.string().min(1).default('svc-mail'),
+  TEMPORAL_UI_PORT: port.default(8233),
+  TEMPORAL_DEV_PORT: port.default(7233),
+  SMTP_PORT: port.default(2525),
+  SERVICE_DOMAIN: z.string().min(1).regex(/^[a-z0-9.-]+$/i, 'expected a host name').default('localhost'),
+  DNS_SERVERS: z.string().optional(),
+  SMTP_RELAY_URL: z.string().regex(/^smtps?:\/\//, 'expected smtp://user:pass@host:port').optional(),
+  OUTBOUND_MODE: z.enum(['mx', 'relay', 'capture']).optional(),
+  MX_PORT: port.default(25),
+  SECRET_KEY: z.string().min(32, 'must be at least 32 characters').optional(),
+  DNS_PORT: port.optional(),
+  WEBHOOK_RETRY_SCHEDULE: z.string().optional(),
+  PLANS: z.string().optional(),
+  DEFAULT_PLAN: z.string().default('free'),
+  LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
+});
+
+export type Config = {
+  env: string;
+  port: number;
+  publicUrl: string;
+  dataDir: string;
+  databaseUrl: string | undefined;
+  temporal: { address: string | undefined; namespace: string; taskQueue: string; uiPort: number; devPort: number };
+  smtpPort: number;
+  serviceDomain: string;
+  dnsServers: string[];
+  relayUrl: string | undefined;
+  outboundMode: 'mx' | 'relay' | 'capture';
+  mxPort: number;
+  secretKey: string;
+  dnsPort: number | undefined;
+  webhookRetrySchedule: number[];
+  plans: Record<string, Plan>;
+  defaultPlan: string;
+  logLevel: 'debug' | 'info' | 'warn' | 'error';
+};
+
+export class ConfigError extends Error {}
+
+const DEFAULT_RETRY_SCHEDULE = [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000];
+
+/** Parses the environment once; throws ConfigError naming every bad variable. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const parsed = envSchema.safeParse(stripEmpty(env));
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`);
+    throw new ConfigError(`Invalid configuration:\n${lines.join('\n')}`);
+  }
+  const e = parsed.data;
+  const dataDir = resolve(e.DATA_DIR);
+  const outboundMode = e.OUTBOUND_MODE ?? (e.SMTP_RELAY_URL ? 'relay' : e.NODE_ENV === 'production' ? 'mx' : 'capture');
+  if (outboundMode === 'relay' && !e.SMTP_RELAY_URL) throw new ConfigError('Invalid configuration:\n  OUTBOUND_MODE=relay needs SMTP_RELAY_URL');
+  const plans = wrap('PLANS', () => parsePlans(e.PLANS));
+  if (!plans[e.DEFAULT_PLAN]) throw new ConfigError(`Invalid configuration:\n  DEFAULT_PLAN: no plan named "${e.DEFAULT_PLAN}" (have ${Object.keys(plans).join(', ')})`);
+  return {
+    env: e.NODE_ENV ?? 'development',
+    port: e.PORT,
+    publicUrl: (e.PUBLIC_URL ?? `http://localhost:${e.PORT}`).replace(/\/+$/, ''),
+    dataDir,
+    databaseUrl: e.DATABASE_URL,
+    temporal: { address: e.TEMPORAL_ADDRESS, namespace: e.TEMPORAL_NAMESPACE, taskQueue: e.TEMPORAL_TASK_QUEUE, uiPort: e.TEMPORAL_UI_PORT, devPort: e.TEMPORAL_DEV_PORT },
+    smtpPort: e.SMTP_PORT,
+    serviceDomain: e.SERVICE_DOMAIN.toLowerCase(),
+    dnsServers: parseList('DNS_SERVERS', e.DNS_SERVERS, (s) => hostPort.parse(s)),
+    relayUrl: e.SMTP_RELAY_URL,
+    outboundMode,
+    mxPort: e.MX_PORT,
+    secretKey: e.SECRET_KEY ?? persistedSecret(dataDir),
+    dnsPort: e.DNS_PORT,
+    webhookRetrySchedule: e.WEBHOOK_RETRY_SCHEDULE
+      ? parseList('WEBHOOK_RETRY_SCHEDULE', e.WEBHOOK_RETRY_SCHEDULE, (s) => z.coerce.number().int().min(0).parse(s))
+      : DEFAULT_RETRY_SCHEDULE,
+    plans,
+    defaultPlan: e.DEFAULT_PLAN,
+    logLevel: e.LOG_LEVEL,
+  };
+}
+
+function stripEmpty(env: NodeJS.ProcessEnv): Record<string, string> {
+  return Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== '')) as Record<string, string>;
+}
+
+function parseList<T>(name: string, raw: string | undefined, item: (s: string) => T): T[] {
+  if (!raw) return [];
+  return wrap(name, () => raw.split(',').map((s) => s.trim()).filter(Boolean).map(item));
+}
+
+function wrap<T>(name: string, fn: () => T): T {
+  try {
+    return fn();
+  } catch (err) {
+    const msg = err instanceof z.ZodError ? err.issues.map((i) => i.message).join('; ') : (err as Error).message;
+    throw new ConfigError(`Invalid configuration:\n  ${name}: ${msg}`);
+  }
+}
+
+/** SECRET_KEY unset: generate one on first boot and keep it in DATA_DIR (mode 0600). */
+function persistedSecret(dataDir: string): string {
+  const file = join(dataDir, 'secret.key');
+  if (existsSync(file)) return readFileSync(file, 'utf8').trim();
+  mkdirSync(dataDir, { recursive: true });
+  const secret = randomBytes(32).toString('base64url');
+  try {
+    writeFileSync(file, secret + '\n', { mode: 0o600, flag: 'wx' });
+    chmodSync(file, 0o600);
+    return secret;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST') return readFileSync(file, 'utf8').trim();
+    throw err;
+  }
+}

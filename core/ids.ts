@@ -1,0 +1,16 @@
+import { randomBytes } from 'node:crypto';
+
+/** Id prefixes of SPEC.md, plus the service's internal ones (evt_, ses_, tok_). */
+export type IdPrefix =
+  | 'dom' | 'rte' | 'msg' | 'dlv' | 'usr' | 'key' | 'apw' | 'bct' | 'lst' | 'tpl' | 'base'
+  | 'ssnd' | 'ctc' | 'cev' | 'att' | 'evt' | 'tok' | 'obx';
+
+/** `<prefix>_` + 24 random URL-safe characters (DESIGN.md: at least 20). */
+export function newId(prefix: IdPrefix): string {
+  return `${prefix}_${randomToken(18)}`;
+}
+
+/** URL-safe random string from `bytes` random bytes (4 characters per 3 bytes). */
+export function randomToken(bytes: number): string {
+  return randomBytes(bytes).toString('base64url');
+}

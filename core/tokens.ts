@@ -1,0 +1,43 @@
+import { errors, jwtVerify, SignJWT } from 'jose';
+import { deriveKey } from './secrets.js';
+import { unauthorized } from './errors.js';
+
+/** Session tokens (sign-in) and, later, OAuth access tokens: HS256 JWTs keyed from SECRET_KEY. */
+export type TokenKind = 'session' | 'oauth';
+export type TokenClaims = { userId: string; kind: TokenKind; clientId?: string };
+
+const ISSUER = 'svc-mail';
+export const SESSION_TTL_SECONDS = 7 * 24 * 3600;
+
+export function createTokenService(secretKey: string) {
+  const key = deriveKey(secretKey, 'jwt-v1');
+  return {
+    async issue(claims: TokenClaims, ttlSeconds = SESSION_TTL_SECONDS): Promise<string> {
+      return new SignJWT({ knd: claims.kind, ...(claims.clientId ? { cid: claims.clientId } : {}) })
+        .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+        .setSubject(claims.userId)
+        .setIssuer(ISSUER)
+        .setIssuedAt()
+        .setExpirationTime(Math.floor(Date.now() / 1000) + ttlSeconds)
+        .sign(key);
+    },
+    async verify(token: string): Promise<TokenClaims> {
+      try {
+        const { payload } = await jwtVerify(token, key, { issuer: ISSUER, algorithms: ['HS256'] });
+        const kind = payload.knd;
+        if ((kind !== 'session' && kind !== 'oauth') || typeof payload.sub !== 'string') throw unauthorized('Invalid token');
+        return { userId: payload.sub, kind, ...(typeof payload.cid === 'string' ? { clientId: payload.cid } : {}) };
+      } catch (err) {
+        if (err instanceof errors.JWTExpired) throw unauthorized('Token expired', 'token_expired');
+        if (err instanceof errors.JOSEError) throw unauthorized('Invalid token');
+        throw err;
+      }
+    },
+  };
+}
+export type TokenService = ReturnType<typeof createTokenService>;
+
+/** Does this bearer string look like a JWT (three base64url parts)? */
+export function looksLikeJwt(token: string): boolean {
+  return /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/.test(token);
+}

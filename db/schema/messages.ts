@@ -1,0 +1,46 @@
+import { index, integer, jsonb, pgTable, text, uniqueIndex } from 'drizzle-orm/pg-core';
+import { ms } from './columns.js';
+
+/**
+ * Messages (`msg_`), outbound and inbound. Outbound rows are written `queued` by the send path and
+ * moved on by the outbound delivery workflow; `workflow_id` names the run that delivered each one.
+ */
+export const messages = pgTable('messages', {
+  id: text('id').primaryKey(),
+  userId: text('user_id'),
+  direction: text('direction', { enum: ['outbound', 'inbound'] }).notNull(),
+  kind: text('kind', { enum: ['user', 'system'] }).notNull(),
+  domainId: text('domain_id'),
+  fromAddr: text('from_addr').notNull(),
+  toAddrs: jsonb('to_addrs').$type<string[]>().notNull(),
+  ccAddrs: jsonb('cc_addrs').$type<string[]>(),
+  bccAddrs: jsonb('bcc_addrs').$type<string[]>(),
+  replyTo: text('reply_to'),
+  subject: text('subject'),
+  html: text('html'),
+  text: text('text'),
+  headers: jsonb('headers').$type<Record<string, string>>(),
+  metadata: jsonb('metadata').$type<Record<string, string | number | boolean | null>>(),
+  status: text('status').notNull(),
+  workflowId: text('workflow_id'),
+  attempts: integer('attempts').notNull().default(0),
+  lastError: text('last_error'),
+  smtpMessageId: text('smtp_message_id'),
+  createdAt: ms('created_at').notNull(),
+  updatedAt: ms('updated_at').notNull(),
+  sentAt: ms('sent_at'),
+}, (t) => [
+  index('messages_user_created_idx').on(t.userId, t.createdAt),
+  index('messages_status_idx').on(t.status, t.createdAt),
+]);
+
+/** The local outbox of OUTBOUND_MODE=capture: the exact bytes that would have gone out. */
+export const outbox = pgTable('outbox', {
+  id: text('id').primaryKey(),
+  messageId: text('message_id').notNull(),
+  envelopeFrom: text('envelope_from').notNull(),
+  envelopeTo: jsonb('envelope_to').$type<string[]>().notNull(),
+  subject: text('subject'),
+  raw: text('raw').notNull(),
+  createdAt: ms('created_at').notNull(),
+}, (t) => [uniqueIndex('outbox_message_uq').on(t.messageId), index('outbox_created_idx').on(t.createdAt)]);

@@ -1,0 +1,52 @@
+import { Client, Connection } from '@temporalio/client';
+import proto from '@temporalio/proto';
+import type { WorkflowPort } from '../core/index.js';
+import { deliverOutboundWorkflowId } from '../workflows/ids.js';
+import { SEARCH_ATTRIBUTES } from './search-attributes.js';
+
+export type TemporalHandle = { client: Client; connection: Connection; namespace: string; taskQueue: string };
+
+/** Connects to the frontend, waiting (up to `waitMs`) until it answers for the namespace. */
+export async function connectTemporal(opts: { address: string; namespace: string; taskQueue: string; waitMs?: number }): Promise<TemporalHandle> {
+  const deadline = Date.now() + (opts.waitMs ?? 30_000);
+  let lastError: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const connection = await Connection.connect({ address: opts.address, connectTimeout: 2_000 });
+      await connection.workflowService.describeNamespace({ namespace: opts.namespace });
+      return { client: new Client({ connection, namespace: opts.namespace }), connection, namespace: opts.namespace, taskQueue: opts.taskQueue };
+    } catch (err) {
+      lastError = err;
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  }
+  throw new Error(`Temporal at ${opts.address} (namespace ${opts.namespace}) is not reachable: ${(lastError as Error)?.message}`);
+}
+
+/** Registers the service's search attributes on a server we did not start (idempotent). */
+export async function ensureSearchAttributes(t: TemporalHandle): Promise<void> {
+  const existing = await t.connection.operatorService.listSearchAttributes({ namespace: t.namespace });
+  const missing = Object.keys(SEARCH_ATTRIBUTES).filter((name) => !(name in (existing.customAttributes ?? {})));
+  if (missing.length === 0) return;
+  await t.connection.operatorService.addSearchAttributes({
+    namespace: t.namespace,
+    searchAttributes: Object.fromEntries(missing.map((n) => [n, proto.temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD])),
+  });
+}
+
+/** The WorkflowPort core uses, backed by a real Temporal client. */
+export function createWorkflowPort(t: TemporalHandle): WorkflowPort {
+  return {
+    async startOutboundBatch(messageIds) {
+      await t.client.workflow.start('deliverOutboundWorkflow', {
+        taskQueue: t.taskQueue,
+        workflowId: deliverOutboundWorkflowId(messageIds[0]!),
+        args: [{ messageIds }],
+        workflowIdConflictPolicy: 'USE_EXISTING',
+      });
+    },
+    async ping() {
+      await t.connection.workflowService.getSystemInfo({});
+    },
+  };
+}

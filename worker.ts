@@ -1,0 +1,59 @@
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
+import { createActivities } from './activities/index.js';
+import type { Config } from './core/config.js';
+import { createResolver } from './core/dns.js';
+import { captureTransport, mxTransport, relayTransport, type OutboundTransport } from './core/outbound/transport.js';
+import type { Database } from './db/index.js';
+
+export const WORKFLOWS_PATH = fileURLToPath(new URL('./workflows/index.ts', import.meta.url));
+
+export type RunningWorker = { worker: Worker; done: Promise<void>; shutdown(): Promise<void> };
+
+/** The sending provider chosen by OUTBOUND_MODE. */
+export function createTransport(config: Config, database: Database): OutboundTransport {
+  if (config.outboundMode === 'capture') return captureTransport(database.db, join(config.dataDir, 'outbox'));
+  if (config.outboundMode === 'relay') return relayTransport(config.relayUrl!);
+  return mxTransport({ resolver: createResolver(config.dnsServers), port: config.mxPort, heloName: config.serviceDomain });
+}
+
+/**
+ * The Temporal worker: the composition root of activities (real db, transport, resolver) and the
+ * registered workflows (the workflows/index.ts barrel). `workflowBundle` lets tests bundle once.
+ */
+export async function startWorker(opts: {
+  config: Config; database: Database; address: string; workflowBundle?: WorkerOptions['workflowBundle'];
+}): Promise<RunningWorker> {
+  const { config, database } = opts;
+  const transport = createTransport(config, database);
+  const connection = await NativeConnection.connect({ address: opts.address });
+  const worker = await Worker.create({
+    connection,
+    namespace: config.temporal.namespace,
+    taskQueue: config.temporal.taskQueue,
+    activities: createActivities({ db: database.db, transport, serviceDomain: config.serviceDomain }),
+    ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
+    maxConcurrentActivityTaskExecutions: 200,
+    maxConcurrentWorkflowTaskExecutions: 200,
+    maxCachedWorkflows: 1000,
+  });
+  const done = worker.run().finally(async () => {
+    transport.close();
+    await connection.close();
+  });
+  return {
+    worker,
+    done,
+    async shutdown() {
+      if (worker.getState() === 'RUNNING') worker.shutdown();
+      await done;
+    },
+  };
+}
+
+// `npm run start:worker`: the worker alone, against TEMPORAL_ADDRESS and a shared DATABASE_URL.
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const { runRoles } = await import('./runtime/service.js');
+  await runRoles(['worker']);
+}

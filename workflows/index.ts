@@ -1,0 +1,2 @@
+export { deliverOutboundWorkflow } from './deliver-outbound.js';
+export { sweepOutboundWorkflow } from './sweep-outbound.js';
