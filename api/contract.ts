@@ -40,10 +40,11 @@ export function defineOperation<P extends AnyObject, Q extends AnyObject, B exte
 
 export const schemaBaseName = (op: Operation) => op.schemaName ?? op.name.replace(/\./g, '-').replace(/([a-z])([A-Z])/g, '$1-$2').toLowerCase();
 
-/** The tRPC input: params, query and body fields merged into one object. */
-export function combinedInput(op: Operation): AnyObject {
+/** The tRPC input: params, query and body fields merged into one object (absent input reads as `{}`). */
+export function combinedInput(op: Operation): z.ZodType {
   const shape = { ...(op.params?.shape ?? {}), ...(op.query?.shape ?? {}), ...(op.body?.shape ?? {}) };
-  return op.body && isStrict(op.body) ? z.strictObject(shape) : z.object(shape);
+  const object = op.body && isStrict(op.body) ? z.strictObject(shape) : z.object(shape);
+  return z.preprocess((v) => v ?? {}, object);
 }
 
 function isStrict(schema: AnyObject): boolean {
@@ -52,5 +53,6 @@ function isStrict(schema: AnyObject): boolean {
 }
 
 /** A bounded string of an email address (normalized later by core). */
-export const emailField = z.email({ message: 'must be a valid email address' }).max(254);
+export const emailField = z.string().trim().max(254).pipe(z.email({ message: 'must be a valid email address' }))
+  .describe('Email address');
 export const okSchema = z.object({ ok: z.literal(true) });

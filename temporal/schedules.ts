@@ -5,7 +5,7 @@ import type { TemporalHandle } from './client.js';
 /** Recurring housekeeping as Temporal Schedules (DESIGN.md); creating one that exists is success. */
 export async function ensureSchedules(t: TemporalHandle): Promise<void> {
   const schedules = [
-    { scheduleId: sweepOutboundScheduleId, workflowType: 'sweepOutboundWorkflow', every: '1 minute' },
+    { scheduleId: sweepOutboundScheduleId(t.taskQueue), workflowType: 'sweepOutboundWorkflow', every: '1 minute' },
   ];
   for (const s of schedules) {
     try {

@@ -1,3 +1,4 @@
 /** Deterministic workflow ids, derived from the entity each workflow models (DESIGN.md, workflows/). */
 export const deliverOutboundWorkflowId = (firstMessageId: string) => `outbound-${firstMessageId}`;
-export const sweepOutboundScheduleId = 'outbound-sweep';
+/** Schedules are per task queue, so deployments (or test runs) sharing a namespace keep their own. */
+export const sweepOutboundScheduleId = (taskQueue: string) => `outbound-sweep-${taskQueue}`;

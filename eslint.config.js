@@ -1,0 +1,42 @@
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+import { builtinModules } from 'node:module';
+
+/** Imports a workflow may never make: Node built-ins, the database, the network, our I/O layers. */
+const NOT_IN_WORKFLOWS = [
+  ...builtinModules, ...builtinModules.map((m) => `node:${m}`),
+  'pg', 'drizzle-orm', 'drizzle-orm/*', '@electric-sql/*', 'nodemailer', 'nodemailer/*', 'smtp-server', 'mailparser', 'mailauth',
+  'express', '@trpc/*', 'jose', '@temporalio/client', '@temporalio/worker', '@temporalio/activity',
+  '../db/*', '../core/*', '../api/*', '../smtp/*', '../temporal/*', '../runtime/*',
+];
+
+export default tseslint.config(
+  { ignores: ['node_modules/', '.data/', '.temporal/', 'dist/', 'db/migrations/'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  {
+    rules: {
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+      '@typescript-eslint/consistent-type-imports': ['error', { fixStyle: 'inline-type-imports' }],
+    },
+  },
+  {
+    files: ['workflows/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': ['error', {
+        patterns: [{ group: NOT_IN_WORKFLOWS, message: 'Workflows are deterministic: no I/O imports. Reach I/O through activities (import type + proxyActivities).', allowTypeImports: true }],
+        paths: [{ name: '../activities/index.js', message: 'Import activities with "import type" and call them through proxyActivities.', allowTypeImports: true }],
+      }],
+      'no-restricted-globals': ['error',
+        { name: 'setTimeout', message: 'Use sleep() from @temporalio/workflow.' },
+        { name: 'setInterval', message: 'Use sleep() in a loop from @temporalio/workflow.' },
+        { name: 'fetch', message: 'Network calls belong in activities.' },
+        { name: 'process', message: 'Workflows cannot read the environment: pass values as arguments.' },
+      ],
+    },
+  },
+  {
+    files: ['test/**/*.ts', 'bench/**/*.ts'],
+    rules: { '@typescript-eslint/no-explicit-any': 'off' },
+  },
+);

@@ -1,0 +1,133 @@
+import Ajv from 'ajv';
+import addFormats from 'ajv-formats';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { operations } from '../api/ops/index.js';
+import { schemaBaseName, type Operation } from '../api/contract.js';
+import { tokenFromMail, waitForMail } from './helpers/outbox.js';
+import { startStack, type TestStack } from './helpers/stack.js';
+
+let stack: TestStack;
+let session: string;
+let accountKey: string;
+let n = 0;
+const uniqueEmail = () => `contract-${++n}-${Date.now()}@example.com`;
+
+beforeAll(async () => {
+  stack = await startStack();
+  session = (await stack.api('POST', '/api/auth/signup', { body: { email: 'contract@example.com', password: 'contract password' } })).body.token;
+  accountKey = (await stack.api('GET', '/api/keys', { token: session })).body.key;
+});
+afterAll(async () => { await stack?.stop(); });
+
+type Example = { path?: string; body?: unknown; query?: string; token?: string };
+/** A real, valid call for every operation. A new operation without an example fails the walk below. */
+const examples: Record<string, () => Promise<Example>> = {
+  'account.provision': async () => ({ body: { email: uniqueEmail(), channel: 'docs' } }),
+  'auth.signup': async () => ({ body: { email: uniqueEmail(), password: 'a long password' } }),
+  'auth.login': async () => ({ body: { email: 'contract@example.com', password: 'contract password' } }),
+  'auth.signinLink': async () => ({ body: { email: 'contract@example.com' } }),
+  'auth.signin': async () => {
+    const email = uniqueEmail();
+    await stack.api('POST', '/api/auth/signup', { body: { email, password: 'a long password' } });
+    await stack.api('POST', '/api/auth/signin-link', { body: { email } });
+    return { body: { token: tokenFromMail((await waitForMail(stack, email, /sign-in/)).raw) } };
+  },
+  'auth.verify': async () => {
+    const email = uniqueEmail();
+    await stack.api('POST', '/api/v1/provision', { body: { email } });
+    return { query: `token=${tokenFromMail((await waitForMail(stack, email, /Verify/)).raw)}` };
+  },
+  'auth.resendVerification': async () => ({ token: session, body: {} }),
+  'keys.get': async () => ({ token: session }),
+  'keys.rotate': async () => ({ token: session }),
+  'me.get': async () => ({ token: (await stack.api('GET', '/api/keys', { token: session })).body.key }),
+  'billing.usage': async () => ({ token: session }),
+  'outbox.list': async () => ({ token: session, query: 'limit=5' }),
+};
+
+const ajv = new Ajv({ allErrors: true, strict: false });
+addFormats(ajv);
+async function served(name: string) {
+  const res = await fetch(`${stack.baseUrl}/v1/schemas/${name}.json`);
+  expect(res.status, name).toBe(200);
+  expect(res.headers.get('content-type')).toMatch(/^application\/schema\+json/);
+  const schema = await res.json();
+  expect(schema.$id).toBe(`${stack.config.publicUrl}/v1/schemas/${name}.json`);
+  expect(schema.$schema).toBe('http://json-schema.org/draft-07/schema#');
+  return schema;
+}
+
+describe('every operation', () => {
+  it('is listed at /v1/schemas with absolute urls', async () => {
+    const list = (await stack.api('GET', '/v1/schemas')).body.schemas as { name: string; url: string }[];
+    for (const op of operations) {
+      const base = schemaBaseName(op);
+      expect(list.map((s) => s.name)).toContain(`${base}-response`);
+      if (op.body) expect(list.map((s) => s.name)).toContain(`${base}-request`);
+    }
+    for (const s of list) expect(s.url).toBe(`${stack.config.publicUrl}/v1/schemas/${s.name}.json`);
+    expect((await stack.api('GET', '/v1/schemas/nope.json')).status).toBe(404);
+  });
+
+  it.each(operations.map((op) => [op.name, op] as const))('%s: a real call validates against its served schemas', async (name, op: Operation) => {
+    expect(examples[name], `add an example call for ${name} to test/contract.test.ts`).toBeDefined();
+    const ex = await examples[name]!();
+    const base = schemaBaseName(op);
+    if (op.body) expect(ajv.validate(await served(`${base}-request`), ex.body), JSON.stringify(ajv.errors)).toBe(true);
+    const res = await stack.api(op.method, `${ex.path ?? op.path}${ex.query ? `?${ex.query}` : ''}`, { token: ex.token, body: ex.body });
+    expect(res.status, JSON.stringify(res.body)).toBe(op.status ?? 200);
+    const valid = ajv.validate(await served(`${base}-response`), res.body);
+    expect(valid, `${name}: ${JSON.stringify(ajv.errors)}`).toBe(true);
+  });
+
+  it.each(operations.filter((op) => op.auth !== 'public').map((op) => [op.name, op] as const))('%s: no credential is a JSON 401', async (_n, op: Operation) => {
+    const res = await stack.api(op.method, op.path, op.body ? { body: {} } : {});
+    expect(res.status).toBe(401);
+    expect(res.body).toEqual({ error: expect.any(String), code: 'unauthorized' });
+  });
+
+  it.each(operations.filter((op) => op.body).map((op) => [op.name, op] as const))('%s: extra fields and wrong types are a JSON 400', async (name, op: Operation) => {
+    const ex = await examples[name]!();
+    const extra = await stack.api(op.method, op.path, { token: ex.token, body: { ...(ex.body as object), notAField: 1 } });
+    expect(extra.status).toBe(400);
+    expect(extra.body.code).toBe('validation_error');
+    expect(extra.body.error).toContain('notAField');
+    const keys = Object.keys(op.body!.shape);
+    if (keys.length === 0) return;
+    const wrong = await stack.api(op.method, op.path, { token: ex.token, body: Object.fromEntries(keys.map((k) => [k, { nested: true }])) });
+    expect([400]).toContain(wrong.status);
+    expect(typeof wrong.body.error).toBe('string');
+  });
+});
+
+describe('wire conventions', () => {
+  it('answers malformed JSON 400, oversized bodies 413 and unknown routes 404, all as JSON', async () => {
+    expect((await stack.api('POST', '/api/auth/login', { raw: '{"email": ' })).body).toEqual({ error: 'Malformed JSON body', code: 'invalid_json' });
+    const big = await stack.api('POST', '/api/auth/login', { raw: JSON.stringify({ email: 'x'.repeat(31 * 1024 * 1024) }) });
+    expect(big).toMatchObject({ status: 413, body: { code: 'payload_too_large' } });
+    expect(await stack.api('DELETE', '/api/nothing-here')).toMatchObject({ status: 404, body: { code: 'not_found' } });
+    expect((await stack.api('POST', '/api/auth/login', { raw: '[1,2]' })).status).toBe(400);
+  });
+
+  it('serves health with the database and Temporal reachable', async () => {
+    const res = await stack.api('GET', '/api/health');
+    expect(res).toMatchObject({ status: 200, body: { ok: true, database: { ok: true, kind: 'postgres' }, temporal: { ok: true } } });
+    expect(ajv.validate(await served('health-response'), res.body)).toBe(true);
+  });
+
+  it('exposes the same operations over tRPC with the same errors', async () => {
+    accountKey = (await stack.api('GET', '/api/keys', { token: session })).body.key;
+    const me = await stack.api('GET', '/trpc/me.get', { token: accountKey });
+    expect(me.status).toBe(200);
+    expect(me.body.result.data).toMatchObject({ email: 'contract@example.com' });
+    const rotated = await stack.api('POST', '/trpc/keys.rotate', { token: session, body: {} });
+    expect(rotated.body.result.data.key).toMatch(/^svc_live_/);
+    accountKey = rotated.body.result.data.key;
+    const noAuth = await stack.api('GET', '/trpc/billing.usage');
+    expect(noAuth.status).toBe(401);
+    expect(noAuth.body.error.data.appCode).toBe('unauthorized');
+    const bad = await stack.api('POST', '/trpc/auth.signup', { body: { email: 'nope', password: 'x' } });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.data.appCode).toBe('validation_error');
+  });
+});

@@ -1,0 +1,28 @@
+import { ESLint } from 'eslint';
+import { describe, expect, it } from 'vitest';
+
+const eslint = new ESLint();
+const lint = async (code: string, filePath: string) => (await eslint.lintText(code, { filePath }))[0]!.messages.map((m) => m.message);
+
+describe('workflow determinism lint', () => {
+  it('forbids Node built-ins, the database, the network and timers in workflows/', async () => {
+    const messages = await lint(
+      "import { readFileSync } from 'node:fs';\nimport pg from 'pg';\nimport { schema } from '../db/index.js';\nimport { createActivities } from '../activities/index.js';\nexport const x = () => [readFileSync, pg, schema, createActivities, setTimeout, fetch];\n",
+      'workflows/probe.ts',
+    );
+    expect(messages.filter((m) => /deterministic|proxyActivities/.test(m))).toHaveLength(4);
+    expect(messages.filter((m) => /sleep\(\)|activities\./.test(m))).toHaveLength(2);
+  });
+
+  it('allows type-only activity imports and the workflow SDK', async () => {
+    const messages = await lint(
+      "import { proxyActivities } from '@temporalio/workflow';\nimport type { Activities } from '../activities/index.js';\nexport const a = proxyActivities<Activities>({ startToCloseTimeout: '1 minute' });\n",
+      'workflows/probe.ts',
+    );
+    expect(messages).toEqual([]);
+  });
+
+  it('leaves the same imports alone outside workflows/', async () => {
+    expect(await lint("import { readFileSync } from 'node:fs';\nexport const x = readFileSync;\n", 'activities/probe.ts')).toEqual([]);
+  });
+});

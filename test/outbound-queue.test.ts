@@ -1,0 +1,60 @@
+import { eq } from 'drizzle-orm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { schema } from '../db/index.js';
+import { createOutboundQueue } from '../core/outbound/queue.js';
+import { sweepOutboundScheduleId } from '../workflows/ids.js';
+import { eventually, startStack, type TestStack } from './helpers/stack.js';
+import { connectTemporal } from '../temporal/client.js';
+
+describe('outbound group commit', () => {
+  it('flushes up to maxBatch ids per start, and by timer below that', async () => {
+    const batches: string[][] = [];
+    const q = createOutboundQueue({ startBatch: async (ids) => void batches.push(ids), flushMs: 5, maxBatch: 3 });
+    q.enqueue(['a', 'b']);
+    q.enqueue(['c', 'd', 'e', 'f', 'g']);
+    await q.flush();
+    expect(batches).toEqual([['a', 'b', 'c'], ['d', 'e', 'f'], ['g']]);
+    q.enqueue(['h']);
+    await new Promise((r) => setTimeout(r, 30));
+    expect(batches.at(-1)).toEqual(['h']);
+  });
+
+  it('a failed start is reported with its ids and does not stop later batches', async () => {
+    const failed: string[][] = [];
+    const started: string[][] = [];
+    let calls = 0;
+    const q = createOutboundQueue({
+      startBatch: async (ids) => { if (calls++ === 0) throw new Error('temporal down'); started.push(ids); },
+      onError: (_e, ids) => failed.push(ids), maxBatch: 1,
+    });
+    q.enqueue(['x', 'y']);
+    await q.flush();
+    expect(failed).toEqual([['x']]);
+    expect(started).toEqual([['y']]);
+  });
+});
+
+describe('outbound sweep', () => {
+  let stack: TestStack;
+  beforeAll(async () => { stack = await startStack(); });
+  afterAll(async () => { await stack?.stop(); });
+
+  it('delivers a message left queued by a crash between commit and workflow start', async () => {
+    const db = stack.service.core.db;
+    const old = Date.now() - 5 * 60_000;
+    await db.insert(schema.messages).values({
+      id: 'msg_stranded_by_a_crash_000', userId: null, direction: 'outbound', kind: 'system', fromAddr: 'svc <no-reply@localhost>',
+      toAddrs: ['someone@example.com'], subject: 'left behind', text: 'hello', status: 'queued', createdAt: old, updatedAt: old,
+    });
+    const t = await connectTemporal({ address: stack.service.temporalAddress, namespace: 'default', taskQueue: stack.config.temporal.taskQueue });
+    await t.client.schedule.getHandle(sweepOutboundScheduleId(stack.config.temporal.taskQueue)).trigger();
+    const row = await eventually(async () => {
+      const [r] = await db.select().from(schema.messages).where(eq(schema.messages.id, 'msg_stranded_by_a_crash_000'));
+      return r?.status === 'sent' ? r : undefined;
+    }, 30_000);
+    expect(row.workflowId).toBe('outbound-msg_stranded_by_a_crash_000-sweep');
+    const [captured] = await db.select().from(schema.outbox).where(eq(schema.outbox.messageId, row.id));
+    expect(captured!.raw).toContain('Subject: left behind');
+    await t.connection.close();
+  });
+});
