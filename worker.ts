@@ -6,6 +6,7 @@ import type { Config } from './core/config.js';
 import { createResolver } from './core/dns.js';
 import { captureTransport, mxTransport, relayTransport, type OutboundTransport } from './core/outbound/transport.js';
 import type { Database } from './db/index.js';
+import type { Core } from './core/index.js';
 
 export const WORKFLOWS_PATH = fileURLToPath(new URL('./workflows/index.ts', import.meta.url));
 
@@ -23,16 +24,16 @@ export function createTransport(config: Config, database: Database): OutboundTra
  * registered workflows (the workflows/index.ts barrel). `workflowBundle` lets tests bundle once.
  */
 export async function startWorker(opts: {
-  config: Config; database: Database; address: string; workflowBundle?: WorkerOptions['workflowBundle'];
+  core: Core; address: string; workflowBundle?: WorkerOptions['workflowBundle'];
 }): Promise<RunningWorker> {
-  const { config, database } = opts;
+  const { config, database } = opts.core;
   const transport = createTransport(config, database);
   const connection = await NativeConnection.connect({ address: opts.address });
   const worker = await Worker.create({
     connection,
     namespace: config.temporal.namespace,
     taskQueue: config.temporal.taskQueue,
-    activities: createActivities({ db: database.db, transport, serviceDomain: config.serviceDomain }),
+    activities: createActivities({ db: database.db, transport, serviceDomain: config.serviceDomain, domains: opts.core.domains }),
     ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
     maxConcurrentActivityTaskExecutions: 200,
     maxConcurrentWorkflowTaskExecutions: 200,

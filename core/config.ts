@@ -28,6 +28,10 @@ const envSchema = z.object({
   SECRET_KEY: z.string().min(32, 'must be at least 32 characters').optional(),
   DNS_PORT: port.optional(),
   WEBHOOK_RETRY_SCHEDULE: z.string().optional(),
+  DOMAIN_VERIFY_INITIAL_MS: z.coerce.number().int().min(100).default(60_000),
+  DOMAIN_VERIFY_MAX_MS: z.coerce.number().int().min(100).default(3_600_000),
+  DOMAIN_VERIFY_DEADLINE_MS: z.coerce.number().int().min(100).default(72 * 3_600_000),
+  REGISTRAR: z.enum(['simulated']).optional(),
   PLANS: z.string().optional(),
   DEFAULT_PLAN: z.string().default('free'),
   LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
@@ -49,6 +53,8 @@ export type Config = {
   secretKey: string;
   dnsPort: number | undefined;
   webhookRetrySchedule: number[];
+  registrar: 'simulated' | undefined;
+  domainVerify: { initialDelayMs: number; maxDelayMs: number; deadlineMs: number };
   plans: Record<string, Plan>;
   defaultPlan: string;
   logLevel: 'debug' | 'info' | 'warn' | 'error';
@@ -89,6 +95,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webhookRetrySchedule: e.WEBHOOK_RETRY_SCHEDULE
       ? parseList('WEBHOOK_RETRY_SCHEDULE', e.WEBHOOK_RETRY_SCHEDULE, (s) => z.coerce.number().int().min(0).parse(s))
       : DEFAULT_RETRY_SCHEDULE,
+    registrar: e.REGISTRAR,
+    domainVerify: { initialDelayMs: e.DOMAIN_VERIFY_INITIAL_MS, maxDelayMs: e.DOMAIN_VERIFY_MAX_MS, deadlineMs: e.DOMAIN_VERIFY_DEADLINE_MS },
     plans,
     defaultPlan: e.DEFAULT_PLAN,
     logLevel: e.LOG_LEVEL,

@@ -2,11 +2,19 @@ import type { Config } from './config.js';
 import type { Database } from '../db/index.js';
 import { createAccountService } from './accounts.js';
 import { createAuthService } from './auth.js';
+import { createResolver } from './dns.js';
+import { domainDto, type DomainRow, type EnrichedDomain } from './domains/dto.js';
+import { createHostedZoneService } from './domains/hosted.js';
+import { builtinProvider, createProviderRegistry } from './domains/providers.js';
+import { simulatedRegistrar } from './domains/registrar.js';
+import { createRegistrationService } from './domains/registration.js';
+import { createDomainService, type DomainService } from './domains/service.js';
 import { createInboundService } from './inbound.js';
-import { createOutboxService } from './outbox.js';
 import { createKeyService } from './keys.js';
 import { createOutboundQueue, type OutboundQueue } from './outbound/queue.js';
 import { createSystemMailer } from './outbound/system-mail.js';
+import { createOutboxService } from './outbox.js';
+import { createScopedKeyService } from './scoped-keys.js';
 import { createSealer } from './secrets.js';
 import { createTokenService } from './tokens.js';
 import { createUsageService } from './usage.js';
@@ -14,6 +22,11 @@ import { createUsageService } from './usage.js';
 /** The ports core needs from the Temporal side; implemented in temporal/ with a real client. */
 export type WorkflowPort = {
   startOutboundBatch(messageIds: string[]): Promise<void>;
+  /** Starts the DNS verification loop of a domain (starting twice is success). */
+  startDomainVerification(d: { domainId: string; userId: string; domain: string }): Promise<void>;
+  /** Asks a running verification loop to check again now. */
+  nudgeDomainVerification(domainId: string): Promise<void>;
+  stopDomainVerification(domainId: string): Promise<void>;
   ping(): Promise<void>;
 };
 
@@ -23,6 +36,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
   const db = deps.database.db;
   const sealer = createSealer(config.secretKey);
   const tokens = createTokenService(config.secretKey);
+  const resolver = createResolver(config.dnsServers);
   const queue: OutboundQueue = createOutboundQueue({
     startBatch: (ids) => deps.workflows.startOutboundBatch(ids),
     onError: (err, ids) => console.error(`[outbound] could not start delivery of ${ids.length} message(s); the sweep will retry:`, (err as Error).message),
@@ -31,12 +45,32 @@ export function createCore(deps: { database: Database; config: Config; workflows
   const keys = createKeyService({ db, sealer });
   const accounts = createAccountService({ db, keys, tokens, mailer, publicUrl: config.publicUrl, defaultPlan: config.defaultPlan });
   const auth = createAuthService({ keys, tokens, accounts });
+  const usage = createUsageService({ db, plans: config.plans, defaultPlan: config.defaultPlan });
   const inbound = createInboundService();
   const outbox = createOutboxService({ db });
-  const usage = createUsageService({ db, plans: config.plans, defaultPlan: config.defaultPlan });
+  const providers = createProviderRegistry([builtinProvider(config.serviceDomain)]);
+
+  const planOf = async (userId: string) => usage.planOf((await accounts.getUser(userId))?.plan ?? config.defaultPlan);
+  /** List/detail enrichment (SPEC.md, Domain): webhook fields and the daily-cap flag. */
+  const enrich = async (rows: DomainRow[], userId: string): Promise<EnrichedDomain[]> => {
+    const user = await accounts.getUser(userId);
+    const dailyLimitReached = user ? await usage.dailyLimitReached(user) : false;
+    return rows.map((r) => ({ ...domainDto(r), webhookUrl: null, webhookAckMode: null, webhookStatus: null, dailyLimitReached }));
+  };
+  // The domain and hosted-zone services refer to each other (delete cleans hosted records; claims insert domains).
+  const hosted = createHostedZoneService({ db, base: config.serviceDomain, domains: () => domains });
+  const domains: DomainService = createDomainService({
+    db, sealer, resolver, serviceDomain: config.serviceDomain, providers, workflows: deps.workflows, planOf, enrich,
+    cleanupHosted: (id) => hosted.cleanup(id),
+  });
+  const registration = createRegistrationService({
+    db, registrar: config.registrar === 'simulated' ? simulatedRegistrar() : undefined, serviceDomain: config.serviceDomain, domains, hosted,
+  });
+  const scopedKeys = createScopedKeyService({ db, sealer, domains });
 
   return {
-    config, db, database: deps.database, workflows: deps.workflows, sealer, tokens, queue, mailer, keys, accounts, auth, usage, inbound, outbox,
+    config, db, database: deps.database, workflows: deps.workflows, sealer, tokens, queue, mailer, keys, accounts, auth, usage,
+    inbound, outbox, providers, domains, hosted, registration, scopedKeys, resolver,
     async close() {
       await queue.close();
     },

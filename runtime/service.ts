@@ -7,6 +7,7 @@ import { createApp } from '../api/app.js';
 import { ConfigError, loadConfig, type Config } from '../core/config.js';
 import { createCore, type Core } from '../core/index.js';
 import { openDatabase } from '../db/index.js';
+import { startDnsServer } from '../dns/server.js';
 import { createSmtpServer, listenSmtp } from '../smtp/server.js';
 import { connectTemporal, createWorkflowPort, ensureSearchAttributes } from '../temporal/client.js';
 import { startDevServer, type DevServer } from '../temporal/dev-server.js';
@@ -20,6 +21,7 @@ export type Service = {
   core: Core;
   apiPort?: number;
   smtpPort?: number;
+  dnsPort?: number;
   temporalAddress: string;
   worker?: RunningWorker;
   stop(): Promise<void>;
@@ -53,12 +55,12 @@ export async function startService(config: Config, roles: Role[], opts: { workfl
     const temporal = await connectTemporal({ address, namespace: config.temporal.namespace, taskQueue: config.temporal.taskQueue });
     cleanups.push(() => temporal.connection.close());
     if (!devServer) await ensureSearchAttributes(temporal);
-    const core = createCore({ database, config, workflows: createWorkflowPort(temporal) });
+    const core = createCore({ database, config, workflows: createWorkflowPort(temporal, config.domainVerify) });
     cleanups.push(() => core.close());
     const service: Service = { core, temporalAddress: address, stop };
 
     if (roles.includes('worker')) {
-      service.worker = await startWorker({ config, database, address, workflowBundle: opts.workflowBundle });
+      service.worker = await startWorker({ core, address, workflowBundle: opts.workflowBundle });
       cleanups.push(() => service.worker!.shutdown());
       await ensureSchedules(temporal);
       log(`[worker] polling task queue ${config.temporal.taskQueue}`);
@@ -68,6 +70,12 @@ export async function startService(config: Config, roles: Role[], opts: { workfl
       service.smtpPort = await listenSmtp(smtp, config.smtpPort);
       cleanups.push(() => new Promise<void>((resolve) => smtp.close(() => resolve())));
       log(`[smtp] inbound SMTP on port ${service.smtpPort}`);
+    }
+    if (roles.includes('api') && config.dnsPort !== undefined) {
+      const dns = await startDnsServer({ port: config.dnsPort, host: '0.0.0.0', lookup: (name, type) => core.hosted.lookup(name, type) });
+      service.dnsPort = dns.port;
+      cleanups.push(() => dns.close());
+      log(`[dns] authoritative for ${config.serviceDomain} and hosted domains on port ${dns.port} (UDP and TCP)`);
     }
     if (roles.includes('api')) {
       const server: Server = createApp(core).listen(config.port);

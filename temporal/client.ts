@@ -1,7 +1,8 @@
-import { Client, Connection } from '@temporalio/client';
+import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import proto from '@temporalio/proto';
 import type { WorkflowPort } from '../core/index.js';
-import { deliverOutboundWorkflowId } from '../workflows/ids.js';
+import { deliverOutboundWorkflowId, verifyDomainWorkflowId } from '../workflows/ids.js';
+import { SvcAccountId, SvcDomain, SvcDomainStatus } from '../workflows/search-attributes.js';
 import { SEARCH_ATTRIBUTES } from './search-attributes.js';
 
 export type TemporalHandle = { client: Client; connection: Connection; namespace: string; taskQueue: string };
@@ -34,9 +35,32 @@ export async function ensureSearchAttributes(t: TemporalHandle): Promise<void> {
   });
 }
 
+export type DomainVerifyTiming = { initialDelayMs: number; maxDelayMs: number; deadlineMs: number };
+
+const ignoreNotFound = (err: unknown) => {
+  if (!(err instanceof WorkflowNotFoundError)) throw err;
+};
+
 /** The WorkflowPort core uses, backed by a real Temporal client. */
-export function createWorkflowPort(t: TemporalHandle): WorkflowPort {
+export function createWorkflowPort(t: TemporalHandle, timing: DomainVerifyTiming): WorkflowPort {
   return {
+    async startDomainVerification(d) {
+      await t.client.workflow.start('verifyDomainWorkflow', {
+        taskQueue: t.taskQueue,
+        workflowId: verifyDomainWorkflowId(d.domainId),
+        args: [{ ...d, ...timing }],
+        workflowIdConflictPolicy: 'USE_EXISTING',
+        typedSearchAttributes: [
+          { key: SvcAccountId, value: d.userId }, { key: SvcDomain, value: d.domain }, { key: SvcDomainStatus, value: 'pending' },
+        ],
+      });
+    },
+    async nudgeDomainVerification(domainId) {
+      await t.client.workflow.getHandle(verifyDomainWorkflowId(domainId)).signal('checkNowSignal').catch(ignoreNotFound);
+    },
+    async stopDomainVerification(domainId) {
+      await t.client.workflow.getHandle(verifyDomainWorkflowId(domainId)).terminate('domain deleted').catch(ignoreNotFound);
+    },
     async startOutboundBatch(messageIds) {
       await t.client.workflow.start('deliverOutboundWorkflow', {
         taskQueue: t.taskQueue,

@@ -1,8 +1,4 @@
-/** Custom search attributes the workflows set, so an operator can filter runs in the Temporal UI. */
-export const SEARCH_ATTRIBUTES = {
-  SvcAccountId: 'Keyword',
-  SvcDomain: 'Keyword',
-  SvcDomainStatus: 'Keyword',
-  SvcMessageId: 'Keyword',
-} as const;
-export type SearchAttributeName = keyof typeof SEARCH_ATTRIBUTES;
+import { ALL_SEARCH_ATTRIBUTES } from '../workflows/search-attributes.js';
+
+/** Name → type of every custom search attribute, for registering them on a server. */
+export const SEARCH_ATTRIBUTES: Record<string, 'Keyword'> = Object.fromEntries(ALL_SEARCH_ATTRIBUTES.map((k) => [k.name, 'Keyword']));

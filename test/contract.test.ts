@@ -1,5 +1,5 @@
-import Ajv from 'ajv';
-import addFormats from 'ajv-formats';
+import { Ajv } from 'ajv';
+import addFormatsModule from 'ajv-formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { operations } from '../api/ops/index.js';
 import { schemaBaseName, type Operation } from '../api/contract.js';
@@ -46,7 +46,7 @@ const examples: Record<string, () => Promise<Example>> = {
 };
 
 const ajv = new Ajv({ allErrors: true, strict: false });
-addFormats(ajv);
+(addFormatsModule as unknown as { default: (a: Ajv) => void }).default(ajv);
 async function served(name: string) {
   const res = await fetch(`${stack.baseUrl}/v1/schemas/${name}.json`);
   expect(res.status, name).toBe(200);

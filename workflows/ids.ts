@@ -2,3 +2,4 @@
 export const deliverOutboundWorkflowId = (firstMessageId: string) => `outbound-${firstMessageId}`;
 /** Schedules are per task queue, so deployments (or test runs) sharing a namespace keep their own. */
 export const sweepOutboundScheduleId = (taskQueue: string) => `outbound-sweep-${taskQueue}`;
+export const verifyDomainWorkflowId = (domainId: string) => `verify-domain-${domainId}`;

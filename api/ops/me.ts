@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { unauthorized } from '../../core/errors.js';
+import { actorOf } from '../../core/domains/service.js';
 import { defineOperation } from '../contract.js';
 
 export const me = defineOperation({
@@ -14,7 +15,7 @@ export const me = defineOperation({
   handler: async (_input, { core, principal }) => {
     const user = await core.accounts.getUser(principal!.userId);
     if (!user) throw unauthorized();
-    return { email: user.email, emailVerified: user.emailVerified, plan: user.plan, sendingDomains: [] };
+    return { email: user.email, emailVerified: user.emailVerified, plan: user.plan, sendingDomains: await core.domains.sendingDomains(actorOf(principal!)) };
   },
 });
 

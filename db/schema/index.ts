@@ -1,2 +1,3 @@
 export * from './accounts.js';
 export * from './messages.js';
+export * from './domains.js';

@@ -1,0 +1,55 @@
+import { z } from 'zod';
+
+const flag = z.union([z.literal(0), z.literal(1)]);
+
+/** A domain row as stored (SPEC.md, Domain). Write responses return this. */
+export const domainRow = z.object({
+  id: z.string().describe('dom_…'),
+  user_id: z.string(),
+  domain: z.string().describe('Lowercased name'),
+  status: z.enum(['pending', 'verified', 'failed']).describe('verified follows the MX check'),
+  mx_verified: flag.describe('1 once MX resolves to the service; gates inbound mail'),
+  spf_verified: flag,
+  dkim_verified: flag,
+  dmarc_verified: flag,
+  zero_retention: flag,
+  track_opens: flag,
+  enc_public_key: z.string().nullable(),
+  enc_key_alg: z.string().nullable(),
+  enc_fingerprint: z.string().nullable(),
+  enc_format: z.string().nullable(),
+  provider: z.string().describe('Sending provider type; assigned by the service'),
+  email_provider_id: z.string().nullable(),
+  dns_tokens: z.string().nullable(),
+  last_checked_at: z.number().int().nullable(),
+  created_at: z.number().int(),
+  tracking_webhook_url: z.string().optional(),
+  webhook_events: z.string().optional(),
+});
+
+export const webhookStatus = z.object({
+  status: z.enum(['ok', 'fail', 'running', 'timeout']).nullable(),
+  message: z.string().nullable(),
+  code: z.number().int().nullable(),
+  at: z.number().int().nullable(),
+  consecutiveFailures: z.number().int(),
+  firstFailedAt: z.number().int().nullable(),
+  unhealthy: z.boolean(),
+});
+
+/** List and detail responses add the enrichment fields. */
+export const enrichedDomain = domainRow.extend({
+  webhookUrl: z.string().nullable(),
+  webhookAckMode: z.enum(['lenient', 'ack']).nullable(),
+  webhookStatus: webhookStatus.nullable(),
+  dailyLimitReached: z.boolean(),
+});
+
+export const dnsRecord = z.object({
+  type: z.enum(['MX', 'TXT', 'CNAME', 'A']),
+  name: z.string().describe('Full hostname (FQDN)'),
+  value: z.string().describe('Bare RDATA value'),
+  priority: z.number().int().optional().describe('MX records only'),
+});
+
+export const domainIdParams = z.object({ id: z.string().regex(/^dom_[A-Za-z0-9_-]+$/, 'not a domain id (dom_…)') });

@@ -1,0 +1,171 @@
+import type { Resolver } from 'node:dns/promises';
+import { and, eq, ne } from 'drizzle-orm';
+import type { Db } from '../../db/index.js';
+import { schema } from '../../db/index.js';
+import type { Principal } from '../auth.js';
+import { badRequest, conflict, forbidden, notFound } from '../errors.js';
+import { newId } from '../ids.js';
+import type { WorkflowPort } from '../index.js';
+import type { Plan } from '../plans.js';
+import type { Sealer } from '../secrets.js';
+import { checkDomainRecords, type DomainChecks } from './check.js';
+import { generateDkimKey } from './dkim.js';
+import { domainDto, type DomainRow, type EnrichedDomain } from './dto.js';
+import { normalizeDomainName } from './names.js';
+import type { ProviderRegistry } from './providers.js';
+
+export const DKIM_SELECTOR = 'svc1';
+/** Who acts on domains: an account, or a domain-scoped key that sees only its one domain. */
+export type Actor = { userId: string; domainId?: string };
+export const actorOf = (p: Principal): Actor => (p.kind === 'scoped_key' ? { userId: p.userId, domainId: p.domainId } : { userId: p.userId });
+
+export type DomainDeps = {
+  db: Db; sealer: Sealer; resolver: Resolver; serviceDomain: string; providers: ProviderRegistry; workflows: WorkflowPort;
+  planOf(userId: string): Promise<Plan>;
+  enrich(rows: DomainRow[], userId: string): Promise<EnrichedDomain[]>;
+  cleanupHosted(domainId: string): Promise<number>;
+};
+
+/** Domains: add, list, read, delete, and the DNS check the verification loop and verify-now share. */
+export function createDomainService(deps: DomainDeps) {
+  const { db } = deps;
+  const d = schema.domains;
+
+  /** Loads a domain the actor may see; anything else is 404, as if it did not exist. */
+  async function load(actor: Actor, id: string): Promise<DomainRow> {
+    const [row] = await db.select().from(d).where(and(eq(d.id, id), eq(d.userId, actor.userId)));
+    if (!row || (actor.domainId && actor.domainId !== row.id)) throw notFound('Domain not found');
+    return row;
+  }
+
+  const providerOf = (row: DomainRow) => deps.providers.byId(row.emailProviderId ?? '') ?? deps.providers.default;
+  const dnsOf = (row: DomainRow) => (row.hosted ? [] : providerOf(row).records(row));
+
+  /** Inserts a domain row with a fresh DKIM key; `verified` rows (hosted) pass all four checks at once. */
+  async function insertDomain(actor: Actor, name: string, opts: { providerId?: string; verified?: boolean; hosted?: boolean }) {
+    const [own] = await db.select({ id: d.id }).from(d).where(and(eq(d.userId, actor.userId), eq(d.domain, name)));
+    if (own) throw conflict(`${name} is already on this account (${own.id})`, 'domain_exists');
+    const [held] = await db.select({ id: d.id }).from(d).where(and(eq(d.domain, name), eq(d.status, 'verified'), ne(d.userId, actor.userId)));
+    if (held) throw conflict(`${name} is verified by another account`, 'domain_taken');
+    const key = await generateDkimKey();
+    const now = Date.now();
+    const provider = opts.providerId ? deps.providers.byId(opts.providerId)! : deps.providers.default;
+    const v = opts.verified ? 1 : 0;
+    const rows = await db.insert(d).values({
+      id: newId('dom'), userId: actor.userId, domain: name, status: opts.verified ? 'verified' : 'pending',
+      mxVerified: v, spfVerified: v, dkimVerified: v, dmarcVerified: v, provider: provider.type,
+      emailProviderId: opts.providerId ?? null, dkimSelector: DKIM_SELECTOR, dkimPublicKey: key.publicKeyB64,
+      dkimPrivateKeySealed: deps.sealer.seal(key.privateKeyPem), sendingEnabled: Boolean(opts.verified), hosted: Boolean(opts.hosted),
+      lastCheckedAt: opts.verified ? now : null, createdAt: now, updatedAt: now,
+    }).onConflictDoNothing().returning();
+    if (!rows[0]) throw conflict(`${name} is already on this account`, 'domain_exists');
+    return rows[0];
+  }
+
+  /** Checks DNS now, stores the result, enables sending once SPF and DKIM pass. */
+  async function runCheck(row: DomainRow) {
+    const checks: DomainChecks = row.hosted
+      ? { mx: true, spf: true, dkim: true, dmarc: true }
+      : await checkDomainRecords(deps.resolver, { domain: row.domain, serviceDomain: deps.serviceDomain, selector: row.dkimSelector, publicKeyB64: row.dkimPublicKey });
+    let mx = checks.mx;
+    if (mx && row.status !== 'verified') {
+      const [held] = await db.select({ id: d.id }).from(d).where(and(eq(d.domain, row.domain), eq(d.status, 'verified'), ne(d.userId, row.userId)));
+      if (held) mx = false; // another account verified it first: the MX proves nothing about this one
+    }
+    const status = mx ? 'verified' as const : row.status === 'verified' ? 'verified' as const : 'pending' as const;
+    const sending = await enableSending(row, checks);
+    const checkedAt = Date.now();
+    await db.update(d).set({
+      status, mxVerified: mx ? 1 : 0, spfVerified: +checks.spf, dkimVerified: +checks.dkim, dmarcVerified: +checks.dmarc,
+      sendingEnabled: row.sendingEnabled || Boolean(sending.enabled), lastCheckedAt: checkedAt, updatedAt: checkedAt,
+    }).where(eq(d.id, row.id));
+    return { status, checks: { ...checks, mx }, checkedAt, sending };
+  }
+
+  async function enableSending(row: DomainRow, checks: DomainChecks) {
+    const provider = providerOf(row);
+    if (!(checks.spf && checks.dkim)) {
+      const missing = [!checks.spf && 'SPF', !checks.dkim && 'DKIM'].filter(Boolean).join(' and ');
+      return { ok: false, enabled: row.sendingEnabled, dkimVerified: checks.dkim, providerId: provider.id, error: `${missing} not found yet` };
+    }
+    try {
+      const r = await provider.enableSending(row);
+      return { ok: true, enabled: r.enabled, dkimVerified: true, alreadyEnabled: r.alreadyEnabled, providerId: provider.id };
+    } catch (err) {
+      return { ok: false, enabled: false, dkimVerified: true, providerId: provider.id, error: (err as Error).message };
+    }
+  }
+
+  return {
+    load, insertDomain, dnsOf,
+
+    async add(actor: Actor, input: { domain: string; email_provider_id?: string }) {
+      if (actor.domainId) throw forbidden('A domain-scoped key cannot add domains', 'wrong_credential');
+      const name = normalizeDomainName(input.domain, deps.serviceDomain);
+      if (input.email_provider_id) {
+        if (!(await deps.planOf(actor.userId)).paid) throw forbidden('Choosing a sending provider needs a paid plan', 'plan_required');
+        if (!deps.providers.byId(input.email_provider_id)) throw badRequest(`Unknown email_provider_id "${input.email_provider_id}"`, 'unknown_provider');
+      }
+      const row = await insertDomain(actor, name, { providerId: input.email_provider_id });
+      await deps.workflows.startDomainVerification({ domainId: row.id, userId: row.userId, domain: row.domain });
+      return { domain: domainDto(row), dns: dnsOf(row) };
+    },
+
+    async list(actor: Actor) {
+      const rows = await db.select().from(d).where(and(eq(d.userId, actor.userId), ...(actor.domainId ? [eq(d.id, actor.domainId)] : [])))
+        .orderBy(d.createdAt);
+      return deps.enrich(rows, actor.userId);
+    },
+
+    async get(actor: Actor, id: string) {
+      const row = await load(actor, id);
+      return { domain: (await deps.enrich([row], actor.userId))[0]!, dns: dnsOf(row) };
+    },
+
+    async remove(actor: Actor, id: string) {
+      const row = await load(actor, id);
+      const warnings: string[] = [];
+      const deregistered: string[] = [];
+      try {
+        await providerOf(row).deregister(row);
+        deregistered.push(row.provider);
+      } catch (err) {
+        warnings.push(`deregister ${row.provider}: ${(err as Error).message}`);
+      }
+      let dnsDeleted = 0;
+      try {
+        dnsDeleted = await deps.cleanupHosted(row.id);
+      } catch (err) {
+        warnings.push(`hosted DNS: ${(err as Error).message}`);
+      }
+      await deps.workflows.stopDomainVerification(row.id).catch((err: Error) => warnings.push(`verification workflow: ${err.message}`));
+      await db.transaction(async (tx) => {
+        await tx.delete(schema.apiKeys).where(and(eq(schema.apiKeys.domainId, row.id), eq(schema.apiKeys.kind, 'scoped')));
+        await tx.delete(d).where(eq(d.id, row.id));
+      });
+      return { ok: true as const, cleanup: { deregistered, dnsDeleted, warnings } };
+    },
+
+    async verifyNow(actor: Actor, id: string) {
+      const result = await runCheck(await load(actor, id));
+      await deps.workflows.nudgeDomainVerification(id).catch(() => undefined);
+      return result;
+    },
+
+    /** The verification loop's step: undefined when the domain is gone. */
+    async checkById(id: string) {
+      const [row] = await db.select().from(d).where(eq(d.id, id));
+      if (!row) return undefined;
+      const r = await runCheck(row);
+      return { ...r, allPassed: r.checks.mx && r.checks.spf && r.checks.dkim && r.checks.dmarc };
+    },
+
+    /** Outbound-verified domains the actor may put in From. */
+    async sendingDomains(actor: Actor): Promise<string[]> {
+      const rows = await db.select({ id: d.id, domain: d.domain }).from(d)
+        .where(and(eq(d.userId, actor.userId), eq(d.sendingEnabled, true), eq(d.spfVerified, 1), eq(d.dkimVerified, 1)));
+      return rows.filter((r) => !actor.domainId || r.id === actor.domainId).map((r) => r.domain).sort();
+    },
+  };
+}
+export type DomainService = ReturnType<typeof createDomainService>;

@@ -1,0 +1,68 @@
+import { sql } from 'drizzle-orm';
+import { boolean, index, integer, jsonb, pgTable, text, uniqueIndex } from 'drizzle-orm/pg-core';
+import { ms } from './columns.js';
+
+/**
+ * Domains (`dom_`). The SPEC.md row fields, plus internal ones never shown: the DKIM key pair (private
+ * key sealed), whether outbound sending is enabled with the provider, and whether we host its DNS.
+ */
+export const domains = pgTable('domains', {
+  id: text('id').primaryKey(),
+  userId: text('user_id').notNull(),
+  domain: text('domain').notNull(),
+  status: text('status', { enum: ['pending', 'verified', 'failed'] }).notNull(),
+  mxVerified: integer('mx_verified').notNull().default(0),
+  spfVerified: integer('spf_verified').notNull().default(0),
+  dkimVerified: integer('dkim_verified').notNull().default(0),
+  dmarcVerified: integer('dmarc_verified').notNull().default(0),
+  zeroRetention: integer('zero_retention').notNull().default(0),
+  trackOpens: integer('track_opens').notNull().default(0),
+  encPublicKey: text('enc_public_key'),
+  encKeyAlg: text('enc_key_alg'),
+  encFingerprint: text('enc_fingerprint'),
+  encFormat: text('enc_format'),
+  provider: text('provider').notNull(),
+  emailProviderId: text('email_provider_id'),
+  dnsTokens: text('dns_tokens'),
+  lastCheckedAt: ms('last_checked_at'),
+  createdAt: ms('created_at').notNull(),
+  updatedAt: ms('updated_at').notNull(),
+  trackingWebhookUrl: text('tracking_webhook_url'),
+  webhookEvents: text('webhook_events'),
+  dkimSelector: text('dkim_selector').notNull(),
+  dkimPublicKey: text('dkim_public_key').notNull(),
+  dkimPrivateKeySealed: text('dkim_private_key_sealed').notNull(),
+  sendingEnabled: boolean('sending_enabled').notNull().default(false),
+  hosted: boolean('hosted').notNull().default(false),
+}, (t) => [
+  uniqueIndex('domains_user_domain_uq').on(t.userId, t.domain),
+  uniqueIndex('domains_hosted_uq').on(t.domain).where(sql`hosted`),
+  index('domains_domain_idx').on(t.domain),
+]);
+
+/** Records of the hosted zones under SERVICE_DOMAIN (and of registered domains), served by the built-in DNS server. */
+export const hostedDnsRecords = pgTable('hosted_dns_records', {
+  id: text('id').primaryKey(),
+  domainId: text('domain_id'),
+  name: text('name').notNull(),
+  type: text('type').notNull(),
+  value: text('value').notNull(),
+  priority: integer('priority'),
+  ttl: integer('ttl').notNull().default(300),
+  createdAt: ms('created_at').notNull(),
+}, (t) => [index('hosted_dns_name_idx').on(t.name), index('hosted_dns_domain_idx').on(t.domainId)]);
+
+/** Domains bought through the registrar, with what was charged. */
+export const domainRegistrations = pgTable('domain_registrations', {
+  id: text('id').primaryKey(),
+  userId: text('user_id').notNull(),
+  domain: text('domain').notNull(),
+  registrar: text('registrar').notNull(),
+  status: text('status').notNull(),
+  reference: text('reference'),
+  years: integer('years').notNull(),
+  amount: integer('amount_cents').notNull(),
+  currency: text('currency').notNull(),
+  contact: jsonb('contact').$type<Record<string, string>>().notNull(),
+  createdAt: ms('created_at').notNull(),
+}, (t) => [uniqueIndex('domain_registrations_domain_uq').on(t.domain)]);

@@ -1,0 +1,9 @@
+import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
+
+/** Custom search attributes set by the workflows, so an operator can filter runs in the Temporal UI. */
+export const SvcAccountId = defineSearchAttributeKey('SvcAccountId', SearchAttributeType.KEYWORD);
+export const SvcDomain = defineSearchAttributeKey('SvcDomain', SearchAttributeType.KEYWORD);
+export const SvcDomainStatus = defineSearchAttributeKey('SvcDomainStatus', SearchAttributeType.KEYWORD);
+export const SvcMessageId = defineSearchAttributeKey('SvcMessageId', SearchAttributeType.KEYWORD);
+
+export const ALL_SEARCH_ATTRIBUTES = [SvcAccountId, SvcDomain, SvcDomainStatus, SvcMessageId];
