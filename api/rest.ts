@@ -10,8 +10,8 @@ export function mountRest(app: Express, ops: readonly Operation[], core: Core, o
     const route = app.route(op.path);
     const method = op.method.toLowerCase() as 'get' | 'post' | 'put' | 'patch' | 'delete';
     route[method](async (req, res) => {
-      const input = parseInput(op, req);
       const ctx = await contextFor(op, req, core);
+      const input = parseInput(op, req);
       const result = await op.handler(input as never, ctx);
       const body = opts.checkOutput ? op.output.parse(result) : result;
       res.status(op.status ?? 200).json(body);

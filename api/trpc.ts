@@ -4,7 +4,7 @@ import type { Request, RequestHandler } from 'express';
 import { z } from 'zod';
 import { AppError } from '../core/errors.js';
 import type { Core } from '../core/index.js';
-import { combinedInput, type Operation } from './contract.js';
+import { combinedInput, type Operation, type OpContext } from './contract.js';
 import { describeIssues } from './errors.js';
 import { contextFor } from './rest.js';
 
@@ -25,19 +25,29 @@ const t = initTRPC.context<TrpcContext>().create({
   },
 });
 
+function toTrpcError(err: unknown): unknown {
+  if (err instanceof AppError) return new TRPCError({ code: TRPC_CODES[err.status] ?? 'INTERNAL_SERVER_ERROR', message: err.message, cause: err });
+  return err;
+}
+
 /** Builds the tRPC router at /trpc from the same operations as REST: GET ops are queries, the rest mutations. */
 export function trpcMiddleware(ops: readonly Operation[], core: Core): RequestHandler {
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   const tree: Record<string, any> = {};
   for (const op of ops) {
-    const procedure = t.procedure.input(combinedInput(op));
-    const resolver = async ({ ctx, input }: { ctx: TrpcContext; input: unknown }) => {
+    // Authentication runs before input parsing, as on REST: no validation detail for anonymous callers.
+    const procedure = t.procedure.use(async ({ ctx, next }) => {
       try {
-        const opCtx = await contextFor(op, ctx.req, ctx.core);
-        return await op.handler(input as never, opCtx);
+        return await next({ ctx: { ...ctx, op: await contextFor(op, ctx.req, ctx.core) } });
       } catch (err) {
-        if (err instanceof AppError) throw new TRPCError({ code: TRPC_CODES[err.status] ?? 'INTERNAL_SERVER_ERROR', message: err.message, cause: err });
-        throw err;
+        throw toTrpcError(err);
+      }
+    }).input(combinedInput(op));
+    const resolver = async ({ ctx, input }: { ctx: TrpcContext & { op: OpContext }; input: unknown }) => {
+      try {
+        return await op.handler(input as never, ctx.op);
+      } catch (err) {
+        throw toTrpcError(err);
       }
     };
     const built = op.method === 'GET' ? procedure.query(resolver) : procedure.mutation(resolver);

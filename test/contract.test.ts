@@ -13,7 +13,7 @@ let n = 0;
 const uniqueEmail = () => `contract-${++n}-${Date.now()}@example.com`;
 
 beforeAll(async () => {
-  stack = await startStack();
+  stack = await startStack({ REGISTRAR: 'simulated', SERVICE_DOMAIN: 'contract.svc.test', DNS_SERVERS: '127.0.0.1:9', DOMAIN_VERIFY_INITIAL_MS: '600000' });
   session = (await stack.api('POST', '/api/auth/signup', { body: { email: 'contract@example.com', password: 'contract password' } })).body.token;
   accountKey = (await stack.api('GET', '/api/keys', { token: session })).body.key;
 });
@@ -43,7 +43,29 @@ const examples: Record<string, () => Promise<Example>> = {
   'me.get': async () => ({ token: (await stack.api('GET', '/api/keys', { token: session })).body.key }),
   'billing.usage': async () => ({ token: session }),
   'outbox.list': async () => ({ token: session, query: 'limit=5' }),
+  'domains.list': async () => ({ token: session }),
+  'domains.add': async () => ({ token: session, body: { domain: `d${++n}.example.com` } }),
+  'domains.get': async () => ({ token: session, path: `/api/domains/${await newDomainId()}` }),
+  'domains.delete': async () => ({ token: session, path: `/api/domains/${await newDomainId()}` }),
+  'domains.verify': async () => ({ token: session, path: `/api/domains/${await newDomainId()}/verify` }),
+  'subdomains.suggest': async () => ({ token: session }),
+  'subdomains.check': async () => ({ token: session, query: 'name=ok-label' }),
+  'subdomains.claim': async () => ({ token: session, body: { subdomain: `claim-${++n}` } }),
+  'registration.check': async () => ({ token: session, query: 'domain=contract-shop.com' }),
+  'registration.register': async () => ({ token: session, body: { domain: `contract-${++n}.com`, contact: {
+    firstName: 'A', lastName: 'B', email: 'a@example.com', phone: '+1.4155550100', address: '1 Main St', city: 'SF', zip: '94105', country: 'US',
+  } } }),
+  'scopedKeys.list': async () => ({ token: session }),
+  'scopedKeys.create': async () => ({ token: session, body: { domainId: await newDomainId() } }),
+  'scopedKeys.revoke': async () => {
+    const created = await stack.api('POST', '/api/keys/scoped', { token: session, body: { domainId: await newDomainId() } });
+    return { token: session, path: `/api/keys/scoped/${created.body.id}` };
+  },
 };
+
+async function newDomainId(): Promise<string> {
+  return (await stack.api('POST', '/api/domains', { token: session, body: { domain: `x${++n}.example.com` } })).body.domain.id;
+}
 
 const ajv = new Ajv({ allErrors: true, strict: false });
 (addFormatsModule as unknown as { default: (a: Ajv) => void }).default(ajv);
@@ -88,13 +110,13 @@ describe('every operation', () => {
 
   it.each(operations.filter((op) => op.body).map((op) => [op.name, op] as const))('%s: extra fields and wrong types are a JSON 400', async (name, op: Operation) => {
     const ex = await examples[name]!();
-    const extra = await stack.api(op.method, op.path, { token: ex.token, body: { ...(ex.body as object), notAField: 1 } });
+    const extra = await stack.api(op.method, ex.path ?? op.path, { token: ex.token, body: { ...(ex.body as object), notAField: 1 } });
     expect(extra.status).toBe(400);
     expect(extra.body.code).toBe('validation_error');
     expect(extra.body.error).toContain('notAField');
     const keys = Object.keys(op.body!.shape);
     if (keys.length === 0) return;
-    const wrong = await stack.api(op.method, op.path, { token: ex.token, body: Object.fromEntries(keys.map((k) => [k, { nested: true }])) });
+    const wrong = await stack.api(op.method, ex.path ?? op.path, { token: ex.token, body: Object.fromEntries(keys.map((k) => [k, { nested: true }])) });
     expect([400]).toContain(wrong.status);
     expect(typeof wrong.body.error).toBe('string');
   });
@@ -126,6 +148,7 @@ describe('wire conventions', () => {
     const noAuth = await stack.api('GET', '/trpc/billing.usage');
     expect(noAuth.status).toBe(401);
     expect(noAuth.body.error.data.appCode).toBe('unauthorized');
+    expect((await stack.api('POST', '/trpc/domains.add', { body: { domain: 42 } })).status).toBe(401);
     const bad = await stack.api('POST', '/trpc/auth.signup', { body: { email: 'nope', password: 'x' } });
     expect(bad.status).toBe(400);
     expect(bad.body.error.data.appCode).toBe('validation_error');
