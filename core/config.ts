@@ -32,6 +32,7 @@ const envSchema = z.object({
   DOMAIN_VERIFY_MAX_MS: z.coerce.number().int().min(100).default(3_600_000),
   DOMAIN_VERIFY_DEADLINE_MS: z.coerce.number().int().min(100).default(72 * 3_600_000),
   REGISTRAR: z.enum(['simulated']).optional(),
+  ATTACHMENT_FETCH_ALLOW_PRIVATE: z.enum(['0', '1', 'true', 'false']).optional(),
   PLANS: z.string().optional(),
   DEFAULT_PLAN: z.string().default('free'),
   LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
@@ -54,6 +55,8 @@ export type Config = {
   dnsPort: number | undefined;
   webhookRetrySchedule: number[];
   registrar: 'simulated' | undefined;
+  /** Let attachment URLs reach loopback/private addresses (local testing only). */
+  attachmentFetchAllowPrivate: boolean;
   domainVerify: { initialDelayMs: number; maxDelayMs: number; deadlineMs: number };
   plans: Record<string, Plan>;
   defaultPlan: string;
@@ -96,6 +99,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       ? parseList('WEBHOOK_RETRY_SCHEDULE', e.WEBHOOK_RETRY_SCHEDULE, (s) => z.coerce.number().int().min(0).parse(s))
       : DEFAULT_RETRY_SCHEDULE,
     registrar: e.REGISTRAR,
+    attachmentFetchAllowPrivate: e.ATTACHMENT_FETCH_ALLOW_PRIVATE === '1' || e.ATTACHMENT_FETCH_ALLOW_PRIVATE === 'true',
     domainVerify: { initialDelayMs: e.DOMAIN_VERIFY_INITIAL_MS, maxDelayMs: e.DOMAIN_VERIFY_MAX_MS, deadlineMs: e.DOMAIN_VERIFY_DEADLINE_MS },
     plans,
     defaultPlan: e.DEFAULT_PLAN,

@@ -1,3 +1,4 @@
 export * from './accounts.js';
 export * from './messages.js';
 export * from './domains.js';
+export * from './sending.js';

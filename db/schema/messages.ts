@@ -29,6 +29,14 @@ export const messages = pgTable('messages', {
   createdAt: ms('created_at').notNull(),
   updatedAt: ms('updated_at').notNull(),
   sentAt: ms('sent_at'),
+  inReplyTo: text('in_reply_to'),
+  trackOpens: integer('track_opens').notNull().default(0),
+  trackClicks: integer('track_clicks').notNull().default(0),
+  /** Attachment specs resolved at send time: `{filename, contentType, url}` or `{filename, contentType, fileId}`. */
+  attachments: jsonb('attachments').$type<{ filename: string; contentType: string; url?: string; fileId?: string }[]>(),
+  scheduledSendId: text('scheduled_send_id'),
+  bounceType: text('bounce_type'),
+  nextAttemptAt: ms('next_attempt_at'),
 }, (t) => [
   index('messages_user_created_idx').on(t.userId, t.createdAt),
   index('messages_status_idx').on(t.status, t.createdAt),
