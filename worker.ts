@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities } from './activities/index.js';
+import { createDeliveryService } from './core/sending/delivery.js';
 import type { Config } from './core/config.js';
 import { createResolver } from './core/dns.js';
 import { captureTransport, mxTransport, relayTransport, type OutboundTransport } from './core/outbound/transport.js';
@@ -33,7 +34,13 @@ export async function startWorker(opts: {
     connection,
     namespace: config.temporal.namespace,
     taskQueue: config.temporal.taskQueue,
-    activities: createActivities({ db: database.db, transport, serviceDomain: config.serviceDomain, domains: opts.core.domains }),
+    activities: createActivities({
+      db: database.db, domains: opts.core.domains, scheduled: opts.core.scheduled, attachments: opts.core.attachments,
+      delivery: createDeliveryService({
+        db: database.db, transport, sealer: opts.core.sealer, serviceDomain: config.serviceDomain,
+        attachments: opts.core.attachments, events: opts.core.events, suppressions: opts.core.suppressions,
+      }),
+    }),
     ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
     maxConcurrentActivityTaskExecutions: 200,
     maxConcurrentWorkflowTaskExecutions: 200,

@@ -1,16 +1,22 @@
+import type { AttachmentService } from '../core/attachments/service.js';
 import type { DomainService } from '../core/domains/service.js';
-import type { OutboundTransport } from '../core/outbound/transport.js';
+import type { DeliveryService } from '../core/sending/delivery.js';
+import type { ScheduledSendService } from '../core/sending/scheduled.js';
 import type { Db } from '../db/index.js';
+import { attachmentActivities } from './attachments.js';
 import { domainActivities } from './domains.js';
 import { outboundActivities } from './outbound.js';
+import { scheduledActivities } from './scheduled.js';
 
-export type ActivityDeps = { db: Db; transport: OutboundTransport; serviceDomain: string; domains: DomainService };
+export type ActivityDeps = { db: Db; delivery: DeliveryService; domains: DomainService; scheduled: ScheduledSendService; attachments: AttachmentService };
 
 /** Every activity the worker registers, built from its real dependencies (the composition root passes them). */
 export function createActivities(deps: ActivityDeps) {
   return {
     ...outboundActivities(deps),
     ...domainActivities(deps),
+    ...attachmentActivities(deps),
+    ...scheduledActivities(deps),
   };
 }
 export type Activities = ReturnType<typeof createActivities>;

@@ -32,6 +32,7 @@ const envSchema = z.object({
   DOMAIN_VERIFY_MAX_MS: z.coerce.number().int().min(100).default(3_600_000),
   DOMAIN_VERIFY_DEADLINE_MS: z.coerce.number().int().min(100).default(72 * 3_600_000),
   REGISTRAR: z.enum(['simulated']).optional(),
+  OUTBOUND_RETRY_SCHEDULE: z.string().optional(),
   ATTACHMENT_FETCH_ALLOW_PRIVATE: z.enum(['0', '1', 'true', 'false']).optional(),
   PLANS: z.string().optional(),
   DEFAULT_PLAN: z.string().default('free'),
@@ -55,6 +56,8 @@ export type Config = {
   dnsPort: number | undefined;
   webhookRetrySchedule: number[];
   registrar: 'simulated' | undefined;
+  /** Delays (ms) between later attempts at a temporarily failed outbound message; then it bounces. */
+  outboundRetrySchedule: number[];
   /** Let attachment URLs reach loopback/private addresses (local testing only). */
   attachmentFetchAllowPrivate: boolean;
   domainVerify: { initialDelayMs: number; maxDelayMs: number; deadlineMs: number };
@@ -65,6 +68,8 @@ export type Config = {
 
 export class ConfigError extends Error {}
 
+/** 5 min, 15 min, 30 min, 1 h, 2 h, 4 h, 8 h, 16 h, 24 h, 24 h: about three and a half days in all. */
+const DEFAULT_OUTBOUND_RETRY = [300_000, 900_000, 1_800_000, 3_600_000, 7_200_000, 14_400_000, 28_800_000, 57_600_000, 86_400_000, 86_400_000];
 const DEFAULT_RETRY_SCHEDULE = [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000];
 
 /** Parses the environment once; throws ConfigError naming every bad variable. */
@@ -99,6 +104,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       ? parseList('WEBHOOK_RETRY_SCHEDULE', e.WEBHOOK_RETRY_SCHEDULE, (s) => z.coerce.number().int().min(0).parse(s))
       : DEFAULT_RETRY_SCHEDULE,
     registrar: e.REGISTRAR,
+    outboundRetrySchedule: e.OUTBOUND_RETRY_SCHEDULE
+      ? parseList('OUTBOUND_RETRY_SCHEDULE', e.OUTBOUND_RETRY_SCHEDULE, (s) => z.coerce.number().int().min(0).parse(s))
+      : DEFAULT_OUTBOUND_RETRY,
     attachmentFetchAllowPrivate: e.ATTACHMENT_FETCH_ALLOW_PRIVATE === '1' || e.ATTACHMENT_FETCH_ALLOW_PRIVATE === 'true',
     domainVerify: { initialDelayMs: e.DOMAIN_VERIFY_INITIAL_MS, maxDelayMs: e.DOMAIN_VERIFY_MAX_MS, deadlineMs: e.DOMAIN_VERIFY_DEADLINE_MS },
     plans,

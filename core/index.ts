@@ -1,6 +1,7 @@
 import type { Config } from './config.js';
 import type { Database } from '../db/index.js';
 import { createAccountService } from './accounts.js';
+import { createAttachmentService } from './attachments/service.js';
 import { createAuthService } from './auth.js';
 import { createResolver } from './dns.js';
 import { domainDto, type DomainRow, type EnrichedDomain } from './domains/dto.js';
@@ -16,12 +17,23 @@ import { createSystemMailer } from './outbound/system-mail.js';
 import { createOutboxService } from './outbox.js';
 import { createScopedKeyService } from './scoped-keys.js';
 import { createSealer } from './secrets.js';
+import { createTemplateService } from './templates/service.js';
+import { createEventService } from './sending/events.js';
+import { createMessageService } from './sending/messages.js';
+import { createScheduledSendService } from './sending/scheduled.js';
+import { createSendService } from './sending/service.js';
+import { createSuppressionService } from './sending/suppressions.js';
+import { createTracking } from './sending/tracking.js';
 import { createTokenService } from './tokens.js';
 import { createUsageService } from './usage.js';
 
 /** The ports core needs from the Temporal side; implemented in temporal/ with a real client. */
 export type WorkflowPort = {
   startOutboundBatch(messageIds: string[]): Promise<void>;
+  /** Starts the workflow that parks one scheduled send until its time. */
+  startScheduledSend(s: { id: string; messageId: string; userId: string; scheduledAt: number }): Promise<void>;
+  /** Cancels a parked send through its workflow update: `canceled`, or `too_late` once sending began. */
+  cancelScheduledSend(id: string): Promise<'canceled' | 'too_late'>;
   /** Starts the DNS verification loop of a domain (starting twice is success). */
   startDomainVerification(d: { domainId: string; userId: string; domain: string }): Promise<void>;
   /** Asks a running verification loop to check again now. */
@@ -48,6 +60,9 @@ export function createCore(deps: { database: Database; config: Config; workflows
   const usage = createUsageService({ db, plans: config.plans, defaultPlan: config.defaultPlan });
   const inbound = createInboundService();
   const outbox = createOutboxService({ db });
+  const attachments = createAttachmentService({
+    db, publicUrl: config.publicUrl, secretKey: config.secretKey, allowPrivate: config.attachmentFetchAllowPrivate,
+  });
   const providers = createProviderRegistry([builtinProvider(config.serviceDomain)]);
 
   const planOf = async (userId: string) => usage.planOf((await accounts.getUser(userId))?.plan ?? config.defaultPlan);
@@ -67,10 +82,17 @@ export function createCore(deps: { database: Database; config: Config; workflows
     db, registrar: config.registrar === 'simulated' ? simulatedRegistrar() : undefined, serviceDomain: config.serviceDomain, domains, hosted,
   });
   const scopedKeys = createScopedKeyService({ db, sealer, domains });
+  const templates = createTemplateService({ db });
+  const suppressions = createSuppressionService({ db });
+  const events = createEventService({ db });
+  const tracking = createTracking({ publicUrl: config.publicUrl, secretKey: config.secretKey });
+  const scheduled = createScheduledSendService({ db, workflows: deps.workflows });
+  const sending = createSendService({ db, accounts, usage, suppressions, templates, attachments, tracking, queue, scheduled });
+  const messages = createMessageService({ db, events });
 
   return {
     config, db, database: deps.database, workflows: deps.workflows, sealer, tokens, queue, mailer, keys, accounts, auth, usage,
-    inbound, outbox, providers, domains, hosted, registration, scopedKeys, resolver,
+    inbound, outbox, attachments, providers, domains, hosted, registration, scopedKeys, resolver, templates, suppressions, events, tracking, scheduled, sending, messages,
     async close() {
       await queue.close();
     },

@@ -1,30 +1,58 @@
-import { and, eq, gte, sql } from 'drizzle-orm';
+import { and, eq, inArray, sql } from 'drizzle-orm';
 import type { Db } from '../db/index.js';
 import { schema } from '../db/index.js';
 import type { Plan } from './plans.js';
 
-/** Start of the current UTC calendar month / day, ms epoch. */
-export const monthStart = (now = new Date()) => Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1);
-export const dayStart = (now = new Date()) => Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate());
+const iso = (now: Date) => now.toISOString();
+export const monthKey = (now = new Date()) => `m:${iso(now).slice(0, 7)}`;
+export const dayKey = (now = new Date()) => `d:${iso(now).slice(0, 10)}`;
+/** Seconds until the next UTC midnight, for Retry-After on the daily cap. */
+export const secondsToMidnight = (now = new Date()) =>
+  Math.max(1, Math.ceil((Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1) - now.getTime()) / 1000));
 
-/** Usage against the plan: the monthly bucket (inbound and outbound share it) and the daily send cap. */
+type Tx = Pick<Db, 'insert'>;
+
+/**
+ * Usage against the plan: the monthly bucket (inbound and outbound share it) and the daily send cap,
+ * kept as counters bumped in the same transaction that accepts the mail.
+ */
 export function createUsageService(deps: { db: Db; plans: Record<string, Plan>; defaultPlan: string }) {
   const { db } = deps;
+  const c = schema.usageCounters;
   const planOf = (name: string): Plan => deps.plans[name] ?? deps.plans[deps.defaultPlan]!;
 
-  async function countSince(userId: string, since: number, direction?: 'outbound'): Promise<number> {
-    const [row] = await db.select({ n: sql<string>`count(*)` }).from(schema.messages).where(and(
-      eq(schema.messages.userId, userId), eq(schema.messages.kind, 'user'), gte(schema.messages.createdAt, since),
-      ...(direction ? [eq(schema.messages.direction, direction)] : []),
-    ));
-    return Number(row?.n ?? 0);
+  async function counts(userId: string): Promise<{ month: number; day: number }> {
+    const rows = await db.select().from(c).where(and(eq(c.userId, userId), inArray(c.period, [monthKey(), dayKey()])));
+    return { month: rows.find((r) => r.period === monthKey())?.count ?? 0, day: rows.find((r) => r.period === dayKey())?.count ?? 0 };
+  }
+
+  async function bump(tx: Tx, userId: string, period: string, n: number): Promise<void> {
+    await tx.insert(c).values({ userId, period, count: n }).onConflictDoUpdate({ target: [c.userId, c.period], set: { count: sql`${c.count} + ${n}` } });
   }
 
   return {
     planOf,
+
+    /** How many more messages may be accepted now: by the daily cap and by a blocking monthly bucket. */
+    async headroom(user: { id: string; plan: string }): Promise<{ daily: number; monthly: number }> {
+      const plan = planOf(user.plan);
+      const used = await counts(user.id);
+      return {
+        daily: plan.dailySendCap === null ? Infinity : Math.max(0, plan.dailySendCap - used.day),
+        monthly: plan.includedEmails === null || plan.overage !== 'block' ? Infinity : Math.max(0, plan.includedEmails - used.month),
+      };
+    },
+
+    /** Counts `n` accepted messages, inside the accepting transaction. */
+    async consume(tx: Tx, userId: string, n: number, opts: { outbound: boolean }): Promise<void> {
+      if (n <= 0) return;
+      await bump(tx, userId, monthKey(), n);
+      if (opts.outbound) await bump(tx, userId, dayKey(), n);
+    },
+
     async usage(user: { id: string; plan: string }) {
       const plan = planOf(user.plan);
-      const used = await countSince(user.id, monthStart());
+      const used = (await counts(user.id)).month;
       const over = plan.includedEmails !== null && used >= plan.includedEmails;
       const metered = over && plan.overage === 'metered';
       const blocked = over && plan.overage === 'block';
@@ -34,16 +62,13 @@ export function createUsageService(deps: { db: Db; plans: Record<string, Plan>; 
         aiActions: { used: 0 },
         meteringEnabled: plan.overage === 'metered',
         meters: plan.overage === 'metered' ? ['emails'] : [],
-        overage: {
-          over, metered, blocked,
-          status: over ? (blocked ? 'blocked' : 'ok') : null,
-          code: blocked ? 'monthly_quota_exceeded' : null,
-        },
+        overage: { over, metered, blocked, status: over ? (blocked ? 'blocked' : 'ok') : null, code: blocked ? 'monthly_quota_exceeded' : null },
       };
     },
+
     async dailyLimitReached(user: { id: string; plan: string }): Promise<boolean> {
       const cap = planOf(user.plan).dailySendCap;
-      return cap !== null && (await countSince(user.id, dayStart(), 'outbound')) >= cap;
+      return cap !== null && (await counts(user.id)).day >= cap;
     },
   };
 }

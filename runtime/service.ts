@@ -55,14 +55,14 @@ export async function startService(config: Config, roles: Role[], opts: { workfl
     const temporal = await connectTemporal({ address, namespace: config.temporal.namespace, taskQueue: config.temporal.taskQueue });
     cleanups.push(() => temporal.connection.close());
     if (!devServer) await ensureSearchAttributes(temporal);
-    const core = createCore({ database, config, workflows: createWorkflowPort(temporal, config.domainVerify) });
+    const core = createCore({ database, config, workflows: createWorkflowPort(temporal, config.domainVerify, config.outboundRetrySchedule) });
     cleanups.push(() => core.close());
     const service: Service = { core, temporalAddress: address, stop };
 
     if (roles.includes('worker')) {
       service.worker = await startWorker({ core, address, workflowBundle: opts.workflowBundle });
       cleanups.push(() => service.worker!.shutdown());
-      await ensureSchedules(temporal);
+      await ensureSchedules(temporal, { retrySchedule: config.outboundRetrySchedule });
       log(`[worker] polling task queue ${config.temporal.taskQueue}`);
     }
     if (roles.includes('smtp')) {

@@ -1,8 +1,8 @@
-import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
+import { type ApplicationFailure, Client, Connection, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import proto from '@temporalio/proto';
 import type { WorkflowPort } from '../core/index.js';
-import { deliverOutboundWorkflowId, verifyDomainWorkflowId } from '../workflows/ids.js';
-import { SvcAccountId, SvcDomain, SvcDomainStatus } from '../workflows/search-attributes.js';
+import { deliverOutboundWorkflowId, scheduledSendWorkflowId, verifyDomainWorkflowId } from '../workflows/ids.js';
+import { SvcAccountId, SvcDomain, SvcDomainStatus, SvcMessageId } from '../workflows/search-attributes.js';
 import { SEARCH_ATTRIBUTES } from './search-attributes.js';
 
 export type TemporalHandle = { client: Client; connection: Connection; namespace: string; taskQueue: string };
@@ -42,8 +42,26 @@ const ignoreNotFound = (err: unknown) => {
 };
 
 /** The WorkflowPort core uses, backed by a real Temporal client. */
-export function createWorkflowPort(t: TemporalHandle, timing: DomainVerifyTiming): WorkflowPort {
+export function createWorkflowPort(t: TemporalHandle, timing: DomainVerifyTiming, retrySchedule: number[]): WorkflowPort {
   return {
+    async startScheduledSend(s) {
+      await t.client.workflow.start('scheduledSendWorkflow', {
+        taskQueue: t.taskQueue, workflowId: scheduledSendWorkflowId(s.id), workflowIdConflictPolicy: 'USE_EXISTING',
+        args: [{ scheduledSendId: s.id, messageId: s.messageId, scheduledAt: s.scheduledAt, retrySchedule }],
+        typedSearchAttributes: [{ key: SvcAccountId, value: s.userId }, { key: SvcMessageId, value: s.messageId }],
+      });
+    },
+    async cancelScheduledSend(id) {
+      try {
+        await t.client.workflow.getHandle(scheduledSendWorkflowId(id)).executeUpdate('cancelUpdate');
+        return 'canceled';
+      } catch (err) {
+        if (err instanceof WorkflowUpdateFailedError && (err.cause as ApplicationFailure | undefined)?.type === 'too_late') return 'too_late';
+        // The workflow has finished: it either sent the message or was canceled already.
+        if (err instanceof WorkflowNotFoundError || (err as Error).message?.includes('workflow execution already completed')) return 'too_late';
+        throw err;
+      }
+    },
     async startDomainVerification(d) {
       await t.client.workflow.start('verifyDomainWorkflow', {
         taskQueue: t.taskQueue,
@@ -65,7 +83,7 @@ export function createWorkflowPort(t: TemporalHandle, timing: DomainVerifyTiming
       await t.client.workflow.start('deliverOutboundWorkflow', {
         taskQueue: t.taskQueue,
         workflowId: deliverOutboundWorkflowId(messageIds[0]!),
-        args: [{ messageIds }],
+        args: [{ messageIds, retrySchedule }],
         workflowIdConflictPolicy: 'USE_EXISTING',
       });
     },

@@ -1,22 +1,27 @@
 import { ScheduleAlreadyRunning, ScheduleOverlapPolicy } from '@temporalio/client';
-import { sweepOutboundScheduleId } from '../workflows/ids.js';
+import { cleanupAttachmentsScheduleId, sweepOutboundScheduleId } from '../workflows/ids.js';
 import type { TemporalHandle } from './client.js';
 
 /** Recurring housekeeping as Temporal Schedules (DESIGN.md); creating one that exists is success. */
-export async function ensureSchedules(t: TemporalHandle): Promise<void> {
-  const schedules = [
-    { scheduleId: sweepOutboundScheduleId(t.taskQueue), workflowType: 'sweepOutboundWorkflow', every: '1 minute' },
+export async function ensureSchedules(t: TemporalHandle, opts: { retrySchedule: number[] }): Promise<void> {
+  const schedules: { scheduleId: string; workflowType: string; every: string; args?: unknown[] }[] = [
+    { scheduleId: sweepOutboundScheduleId(t.taskQueue), workflowType: 'sweepOutboundWorkflow', every: '1 minute', args: [{ retrySchedule: opts.retrySchedule }] },
+    { scheduleId: cleanupAttachmentsScheduleId(t.taskQueue), workflowType: 'cleanupAttachmentsWorkflow', every: '1 hour', args: [] },
   ];
   for (const s of schedules) {
     try {
       await t.client.schedule.create({
         scheduleId: s.scheduleId,
         spec: { intervals: [{ every: s.every }] },
-        action: { type: 'startWorkflow', workflowType: s.workflowType, taskQueue: t.taskQueue, workflowId: s.scheduleId, args: [] },
+        action: { type: 'startWorkflow', workflowType: s.workflowType, taskQueue: t.taskQueue, workflowId: s.scheduleId, args: s.args ?? [] },
         policies: { overlap: ScheduleOverlapPolicy.SKIP },
       });
     } catch (err) {
       if (!(err instanceof ScheduleAlreadyRunning)) throw err;
+      // Keep an existing schedule's arguments in step with the configuration of this boot.
+      await t.client.schedule.getHandle(s.scheduleId).update((prev) => ({
+        ...prev, action: { ...prev.action, type: 'startWorkflow', workflowType: s.workflowType, taskQueue: t.taskQueue, args: s.args ?? [] },
+      }));
     }
   }
 }

@@ -1,7 +1,9 @@
 import { Ajv } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eq } from 'drizzle-orm';
 import { operations } from '../api/ops/index.js';
+import { schema } from '../db/index.js';
 import { schemaBaseName, type Operation } from '../api/contract.js';
 import { tokenFromMail, waitForMail } from './helpers/outbox.js';
 import { startStack, type TestStack } from './helpers/stack.js';
@@ -16,7 +18,13 @@ beforeAll(async () => {
   stack = await startStack({ REGISTRAR: 'simulated', SERVICE_DOMAIN: 'contract.svc.test', DNS_SERVERS: '127.0.0.1:9', DOMAIN_VERIFY_INITIAL_MS: '600000' });
   session = (await stack.api('POST', '/api/auth/signup', { body: { email: 'contract@example.com', password: 'contract password' } })).body.token;
   accountKey = (await stack.api('GET', '/api/keys', { token: session })).body.key;
+  await stack.service.core.db.update(schema.users).set({ emailVerified: true }).where(eq(schema.users.email, 'contract@example.com'));
+  await stack.api('POST', '/api/domains/subdomain', { token: session, body: { subdomain: 'sender' } });
 });
+const FROM = 'hello@sender.contract.svc.test';
+const key = async () => (await stack.api('GET', '/api/keys', { token: session })).body.key as string;
+const sendOne = async (extra: Record<string, unknown> = {}) =>
+  (await stack.api('POST', '/v1/send', { token: await key(), body: { from: FROM, to: `r${++n}@example.com`, subject: 's', text: 't', ...extra } })).body.id as string;
 afterAll(async () => { await stack?.stop(); });
 
 type Example = { path?: string; body?: unknown; query?: string; token?: string };
@@ -43,6 +51,34 @@ const examples: Record<string, () => Promise<Example>> = {
   'me.get': async () => ({ token: (await stack.api('GET', '/api/keys', { token: session })).body.key }),
   'billing.usage': async () => ({ token: session }),
   'outbox.list': async () => ({ token: session, query: 'limit=5' }),
+  'templates.list': async () => ({ token: session }),
+  'templates.listBase': async () => ({ token: session }),
+  'templates.create': async () => ({ token: session, body: { name: 'Contract', subject: 'Hi {{name}}', html: '<p>{{name}}</p>' } }),
+  'templates.get': async () => ({ token: session, path: '/api/templates/base_welcome' }),
+  'templates.update': async () => {
+    const created = await stack.api('POST', '/api/templates', { token: session, body: { name: `t${++n}`, subject: 'Hello', text: 'Hi {{name}}' } });
+    return { token: session, path: `/api/templates/${created.body.id}`, body: { name: 'Renamed', text: null } };
+  },
+  'templates.delete': async () => {
+    const created = await stack.api('POST', '/api/templates', { token: session, body: { name: `t${++n}`, subject: 'Hello' } });
+    return { token: session, path: `/api/templates/${created.body.id}` };
+  },
+  'attachments.upload': async () => ({ token: session, body: { filename: 'a.txt', content: Buffer.from('hi').toString('base64') } }),
+  'send.single': async () => ({ token: await key(), body: { from: FROM, to: 'one@example.com', subject: 'Hello', text: 'Hi', metadata: { a: 1 } } }),
+  'send.batch': async () => ({ token: await key(), body: { from: FROM, subject: 'Hi {{n}}', text: 'x', recipients: [{ to: 'a@example.com', templateData: { n: 1 } }, { to: 'bad' }] } }),
+  'scheduled.list': async () => ({ token: await key() }),
+  'scheduled.get': async () => ({ token: await key(), path: `/v1/scheduled/${await sendOne({ scheduledAt: 'in 1 hour' })}` }),
+  'scheduled.cancel': async () => ({ token: await key(), path: `/v1/scheduled/${await sendOne({ scheduledAt: 'in 1 hour' })}` }),
+  'messages.list': async () => ({ token: session, query: 'limit=5' }),
+  'messages.get': async () => ({ token: session, path: `/api/messages/${await sendOne({ metadata: { k: 'v' } })}` }),
+  'events.timeline': async () => ({ token: session }),
+  'suppressions.list': async () => ({ token: session }),
+  'suppressions.add': async () => ({ token: session, body: { email: `s${++n}@example.com`, reason: 'manual' } }),
+  'suppressions.remove': async () => {
+    const email = `s${++n}@example.com`;
+    await stack.api('POST', '/api/contacts/suppressions', { token: session, body: { email } });
+    return { token: session, path: `/api/contacts/suppressions/${email}` };
+  },
   'domains.list': async () => ({ token: session }),
   'domains.add': async () => ({ token: session, body: { domain: `d${++n}.example.com` } }),
   'domains.get': async () => ({ token: session, path: `/api/domains/${await newDomainId()}` }),

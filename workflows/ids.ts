@@ -2,4 +2,7 @@
 export const deliverOutboundWorkflowId = (firstMessageId: string) => `outbound-${firstMessageId}`;
 /** Schedules are per task queue, so deployments (or test runs) sharing a namespace keep their own. */
 export const sweepOutboundScheduleId = (taskQueue: string) => `outbound-sweep-${taskQueue}`;
+export const cleanupAttachmentsScheduleId = (taskQueue: string) => `attachments-cleanup-${taskQueue}`;
 export const verifyDomainWorkflowId = (domainId: string) => `verify-domain-${domainId}`;
+export const deferredDeliveryWorkflowId = (messageId: string) => `deferred-${messageId}`;
+export const scheduledSendWorkflowId = (scheduledSendId: string) => `scheduled-${scheduledSendId}`;

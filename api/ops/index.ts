@@ -1,5 +1,6 @@
 import type { Operation } from '../contract.js';
 import * as accounts from './accounts.js';
+import * as attachments from './attachments.js';
 import * as domains from './domains.js';
 import * as hosted from './hosted.js';
 import * as keys from './keys.js';
@@ -7,11 +8,30 @@ import * as me from './me.js';
 import * as outbox from './outbox.js';
 import * as registration from './registration.js';
 import * as scopedKeys from './scoped-keys.js';
+import * as templates from './templates.js';
+import * as send from './send.js';
+import * as scheduled from './scheduled.js';
+import * as messages from './messages.js';
+import * as suppressions from './suppressions.js';
 
 const ops = (m: Record<string, unknown>) => Object.values(m).filter((v): v is Operation => typeof v === 'object' && v !== null && 'handler' in v);
 
-/** Every operation of the API. Fixed paths come before `:id` paths of the same prefix. */
+/** Literal path segments sort before `:param` ones, so `/api/templates/base` is matched before `/api/templates/:id`. */
+function specificity(a: Operation, b: Operation): number {
+  const x = a.path.split('/');
+  const y = b.path.split('/');
+  for (let i = 0; i < Math.min(x.length, y.length); i++) {
+    const px = x[i]!.startsWith(':');
+    const py = y[i]!.startsWith(':');
+    if (px !== py) return px ? 1 : -1;
+    if (x[i] !== y[i]) return 0;
+  }
+  return 0;
+}
+
+/** Every operation of the API, fixed paths ahead of parameterized ones. */
 export const operations: readonly Operation[] = [
-  ...ops(accounts), ...ops(keys), ...ops(scopedKeys), ...ops(me), ...ops(outbox),
-  ...ops(hosted), ...ops(registration), ...ops(domains),
-];
+  ...ops(accounts), ...ops(keys), ...ops(scopedKeys), ...ops(me), ...ops(outbox), ...ops(attachments),
+  ...ops(hosted), ...ops(registration), ...ops(domains), ...ops(templates),
+  ...ops(send), ...ops(scheduled), ...ops(messages), ...ops(suppressions),
+].sort(specificity);

@@ -8,7 +8,8 @@ import { schema } from '../../db/index.js';
 import { isNoRecord } from '../dns.js';
 import { newId } from '../ids.js';
 
-export type SendOutcome = { status: 'sent'; response?: string } | { status: 'temporary' | 'permanent'; error: string };
+export type Rejection = { address: string; error: string; permanent: boolean };
+export type SendOutcome = { status: 'sent'; response?: string; rejected?: Rejection[] } | { status: 'temporary' | 'permanent'; error: string };
 export type Envelope = { from: string; to: string[] };
 export type OutboundTransport = {
   send(messageId: string, envelope: Envelope, raw: Buffer, subject: string | null): Promise<SendOutcome>;
@@ -20,6 +21,14 @@ export function classifySmtpError(err: unknown): SendOutcome {
   const e = err as { responseCode?: number; response?: string; message?: string };
   const error = e.response ?? e.message ?? String(err);
   return { status: e.responseCode && e.responseCode >= 500 ? 'permanent' : 'temporary', error };
+}
+
+/** Recipients refused while others were accepted (nodemailer reports them on a successful send). */
+function rejectionsOf(info: unknown): Rejection[] {
+  const errors = (info as { rejectedErrors?: { recipient?: string; responseCode?: number; response?: string; message?: string }[] }).rejectedErrors;
+  return (errors ?? []).map((e) => ({
+    address: e.recipient ?? '', error: e.response ?? e.message ?? 'rejected', permanent: (e.responseCode ?? 0) >= 500,
+  }));
 }
 
 /**
@@ -47,7 +56,7 @@ export function relayTransport(relayUrl: string): OutboundTransport {
     async send(_id, envelope, raw) {
       try {
         const info = await transport.sendMail({ envelope, raw });
-        return { status: 'sent', response: info.response };
+        return { status: 'sent', response: info.response, rejected: rejectionsOf(info) };
       } catch (err) {
         return classifySmtpError(err);
       }
@@ -104,7 +113,7 @@ export function mxTransport(opts: { resolver: Resolver; port: number; heloName: 
       }
       try {
         const info = await poolFor(address).sendMail({ envelope, raw });
-        return { status: 'sent', response: info.response };
+        return { status: 'sent', response: info.response, rejected: rejectionsOf(info) };
       } catch (err) {
         last = classifySmtpError(err);
         if (last.status === 'permanent') return last;

@@ -63,3 +63,10 @@ export const scheduledSends = pgTable('scheduled_sends', {
   createdAt: ms('created_at').notNull(),
   updatedAt: ms('updated_at').notNull(),
 }, (t) => [index('scheduled_sends_user_idx').on(t.userId, t.scheduledAt)]);
+
+/** Per-account counters of the plan limits (`d:YYYY-MM-DD` outbound per day, `m:YYYY-MM` all mail per month), bumped in the accepting transaction. */
+export const usageCounters = pgTable('usage_counters', {
+  userId: text('user_id').notNull(),
+  period: text('period').notNull(),
+  count: integer('count').notNull().default(0),
+}, (t) => [uniqueIndex('usage_counters_uq').on(t.userId, t.period)]);

@@ -1,0 +1,10 @@
+import type { ScheduledSendService } from '../core/sending/scheduled.js';
+
+/** Scheduled-send activities: row state changes, each guarded by the current status (idempotent). */
+export function scheduledActivities(deps: { scheduled: ScheduledSendService }) {
+  return {
+    releaseScheduledSend: (input: { scheduledSendId: string }) => deps.scheduled.release(input.scheduledSendId),
+    markScheduledCanceled: (input: { scheduledSendId: string }) => deps.scheduled.markCanceled(input.scheduledSendId),
+    finishScheduledSend: (input: { scheduledSendId: string; ok: boolean }) => deps.scheduled.markDone(input.scheduledSendId, input.ok),
+  };
+}

@@ -1,0 +1,56 @@
+import { z } from 'zod';
+import { actorOf } from '../../core/domains/service.js';
+import { defineOperation } from '../contract.js';
+
+const AUTH = ['session', 'oauth', 'account_key', 'scoped_key'] as const;
+const scalar = z.union([z.string(), z.number(), z.boolean(), z.null()]);
+const message = z.object({
+  id: z.string(), direction: z.enum(['outbound', 'inbound']), status: z.string(), domain_id: z.string().nullable(),
+  from: z.string(), to: z.array(z.string()), cc: z.array(z.string()), subject: z.string().nullable(),
+  metadata: z.record(z.string(), scalar).nullable(), attempts: z.number().int(), last_error: z.string().nullable(),
+  workflow_id: z.string().nullable().describe('The Temporal workflow run that delivered it'), smtp_message_id: z.string().nullable(),
+  bounce_type: z.string().nullable(), next_attempt_at: z.number().int().nullable(),
+  created_at: z.number().int(), updated_at: z.number().int(), sent_at: z.number().int().nullable(),
+});
+export const eventSchema = z.object({
+  id: z.string().describe('evt_…'), type: z.string(), messageId: z.string().nullable(), recipient: z.string().nullable(),
+  data: z.record(z.string(), z.unknown()), createdAt: z.number().int(),
+});
+
+export const listMessages = defineOperation({
+  name: 'messages.list', method: 'GET', path: '/api/messages', auth: AUTH,
+  summary: 'Messages, newest first; page with `before` (the created_at of the last one seen).',
+  query: z.object({
+    limit: z.coerce.number().int().min(1).max(200).default(50),
+    before: z.coerce.number().int().positive().optional(),
+    search: z.string().max(200).optional().describe('Matches subject, from or to'),
+  }),
+  output: z.array(message),
+  handler: (input, { core, principal }) => core.messages.list(actorOf(principal!), input),
+});
+
+export const getMessage = defineOperation({
+  name: 'messages.get', method: 'GET', path: '/api/messages/:id', auth: AUTH,
+  summary: 'One message with its metadata, attachments, deliveries and events.',
+  params: z.object({ id: z.string().regex(/^msg_[A-Za-z0-9_-]+$/, 'not a message id (msg_…)') }),
+  output: z.object({
+    message: message.extend({ html: z.string().nullable(), text: z.string().nullable() }),
+    attachments: z.array(z.object({ filename: z.string(), contentType: z.string() })),
+    deliveries: z.array(z.unknown()),
+    events: z.array(eventSchema),
+  }),
+  handler: (input, { core, principal }) => core.messages.get(actorOf(principal!), input.id),
+});
+
+export const listEvents = defineOperation({
+  name: 'events.timeline', method: 'GET', path: '/api/events', auth: AUTH,
+  summary: 'The delivery timeline: what the service did with messages, newest first.',
+  query: z.object({
+    limit: z.coerce.number().int().min(1).max(500).default(100),
+    before: z.coerce.number().int().positive().optional(),
+    messageId: z.string().max(100).optional(),
+    type: z.string().max(50).optional(),
+  }),
+  output: z.array(eventSchema),
+  handler: (input, { core, principal }) => core.events.list(principal!.userId, input),
+});

@@ -1,0 +1,42 @@
+import { and, desc, eq, ilike, lt, or, sql } from 'drizzle-orm';
+import type { Db } from '../../db/index.js';
+import { schema } from '../../db/index.js';
+import type { Actor } from '../domains/service.js';
+import { notFound } from '../errors.js';
+import type { EventService } from './events.js';
+
+type Row = typeof schema.messages.$inferSelect;
+
+/** Reading what happened: messages newest first, one message with its events and delivery state. */
+export function createMessageService(deps: { db: Db; events: EventService }) {
+  const { db } = deps;
+  const m = schema.messages;
+  const dto = (r: Row) => ({
+    id: r.id, direction: r.direction, status: r.status, domain_id: r.domainId, from: r.fromAddr, to: r.toAddrs, cc: r.ccAddrs ?? [],
+    subject: r.subject, metadata: r.metadata ?? null, attempts: r.attempts, last_error: r.lastError, workflow_id: r.workflowId,
+    smtp_message_id: r.smtpMessageId, bounce_type: r.bounceType, next_attempt_at: r.nextAttemptAt,
+    created_at: r.createdAt, updated_at: r.updatedAt, sent_at: r.sentAt,
+  });
+  const scope = (actor: Actor) => and(eq(m.userId, actor.userId), eq(m.kind, 'user'), ...(actor.domainId ? [eq(m.domainId, actor.domainId)] : []));
+
+  return {
+    async list(actor: Actor, opts: { limit: number; before?: number; search?: string }) {
+      const like = opts.search ? `%${opts.search.replace(/[%_\\]/g, '\\$&')}%` : undefined;
+      const rows = await db.select().from(m).where(and(
+        scope(actor),
+        ...(opts.before ? [lt(m.createdAt, opts.before)] : []),
+        ...(like ? [or(ilike(m.subject, like), ilike(m.fromAddr, like), sql`${m.toAddrs}::text ilike ${like}`)] : []),
+      )).orderBy(desc(m.createdAt)).limit(opts.limit);
+      return rows.map(dto);
+    },
+
+    async get(actor: Actor, id: string) {
+      const [row] = await db.select().from(m).where(and(scope(actor), eq(m.id, id)));
+      if (!row) throw notFound('Message not found');
+      const events = await deps.events.list(actor.userId, { limit: 500, messageId: id });
+      const attachments = (row.attachments ?? []).map((a) => ({ filename: a.filename, contentType: a.contentType }));
+      return { message: { ...dto(row), html: row.html, text: row.text }, attachments, deliveries: [] as unknown[], events };
+    },
+  };
+}
+export type MessageService = ReturnType<typeof createMessageService>;

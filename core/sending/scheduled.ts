@@ -1,0 +1,91 @@
+import { and, desc, eq } from 'drizzle-orm';
+import type { Db } from '../../db/index.js';
+import { schema } from '../../db/index.js';
+import type { Actor } from '../domains/service.js';
+import { conflict, notFound, unavailable } from '../errors.js';
+import { newId } from '../ids.js';
+import type { WorkflowPort } from '../index.js';
+
+type Tx = Pick<Db, 'insert'>;
+export type ScheduledStart = { id: string; messageId: string; userId: string; scheduledAt: number };
+
+/** Scheduled sends (`ssnd_`): rows, their workflows, and the cancel that answers definitively. */
+export function createScheduledSendService(deps: { db: Db; workflows: WorkflowPort }) {
+  const { db } = deps;
+  const s = schema.scheduledSends;
+  const m = schema.messages;
+
+  async function find(actor: Actor, id: string) {
+    const [row] = await db.select({ s, m }).from(s).innerJoin(m, eq(m.id, s.messageId)).where(and(eq(s.id, id), eq(s.userId, actor.userId)));
+    if (!row || (actor.domainId && row.m.domainId !== actor.domainId)) throw notFound('Scheduled send not found');
+    return row;
+  }
+  const dto = ({ s: r, m: msg }: { s: typeof s.$inferSelect; m: typeof m.$inferSelect }) => ({
+    id: r.id, messageId: r.messageId, status: r.status, scheduledAt: r.scheduledAt, createdAt: r.createdAt, updatedAt: r.updatedAt,
+    from: msg.fromAddr, to: msg.toAddrs, subject: msg.subject,
+  });
+
+  return {
+    async insert(tx: Tx, v: { userId: string; messageId: string; scheduledAt: number }): Promise<string> {
+      const id = newId('ssnd');
+      const now = Date.now();
+      await tx.insert(s).values({ id, userId: v.userId, messageId: v.messageId, scheduledAt: v.scheduledAt, status: 'scheduled', createdAt: now, updatedAt: now });
+      return id;
+    },
+
+    /** Starts one workflow per scheduled send; a start that fails cancels its row and answers 503. */
+    async startAll(items: ScheduledStart[]): Promise<void> {
+      const failed: string[] = [];
+      await Promise.all(items.map(async (it) => {
+        try {
+          await deps.workflows.startScheduledSend(it);
+        } catch {
+          failed.push(it.id);
+          await db.update(s).set({ status: 'failed', updatedAt: Date.now() }).where(eq(s.id, it.id));
+          await db.update(m).set({ status: 'canceled', updatedAt: Date.now() }).where(eq(m.id, it.messageId));
+        }
+      }));
+      if (failed.length) throw unavailable(`Could not schedule ${failed.length} message(s): the scheduler is unavailable`);
+    },
+
+    async list(actor: Actor, opts: { limit: number; status?: string }) {
+      const rows = await db.select({ s, m }).from(s).innerJoin(m, eq(m.id, s.messageId))
+        .where(and(eq(s.userId, actor.userId), ...(actor.domainId ? [eq(m.domainId, actor.domainId)] : []), ...(opts.status ? [eq(s.status, opts.status as 'scheduled')] : [])))
+        .orderBy(desc(s.scheduledAt)).limit(opts.limit);
+      return rows.map(dto);
+    },
+
+    get: async (actor: Actor, id: string) => dto(await find(actor, id)),
+
+    /** Cancels through the workflow's update: `canceled`, or 409 `too_late` once sending started. */
+    async cancel(actor: Actor, id: string) {
+      const row = await find(actor, id);
+      if (row.s.status === 'canceled') return { ok: true as const, id, status: 'canceled' as const };
+      if (row.s.status !== 'scheduled') throw conflict(`Too late to cancel: the send is ${row.s.status}`, 'too_late');
+      const outcome = await deps.workflows.cancelScheduledSend(id);
+      if (outcome === 'too_late') throw conflict('Too late to cancel: sending has already started', 'too_late');
+      return { ok: true as const, id, status: 'canceled' as const };
+    },
+
+    /** Workflow step when the time comes: claims the row for sending; false if it was canceled meanwhile. */
+    async release(id: string): Promise<{ go: boolean; messageId: string }> {
+      const [row] = await db.update(s).set({ status: 'sending', updatedAt: Date.now() }).where(and(eq(s.id, id), eq(s.status, 'scheduled'))).returning();
+      if (row) {
+        await db.update(m).set({ status: 'queued', updatedAt: Date.now() }).where(eq(m.id, row.messageId));
+        return { go: true, messageId: row.messageId };
+      }
+      const [cur] = await db.select().from(s).where(eq(s.id, id));
+      return { go: cur?.status === 'sending', messageId: cur?.messageId ?? '' };
+    },
+
+    async markCanceled(id: string): Promise<void> {
+      const [row] = await db.update(s).set({ status: 'canceled', updatedAt: Date.now() }).where(and(eq(s.id, id), eq(s.status, 'scheduled'))).returning();
+      if (row) await db.update(m).set({ status: 'canceled', updatedAt: Date.now() }).where(eq(m.id, row.messageId));
+    },
+
+    async markDone(id: string, ok: boolean): Promise<void> {
+      await db.update(s).set({ status: ok ? 'sent' : 'failed', updatedAt: Date.now() }).where(eq(s.id, id));
+    },
+  };
+}
+export type ScheduledSendService = ReturnType<typeof createScheduledSendService>;

@@ -1,0 +1,159 @@
+import { and, eq } from 'drizzle-orm';
+import type { Db } from '../../db/index.js';
+import { schema } from '../../db/index.js';
+import type { AccountService } from '../accounts.js';
+import type { AttachmentService } from '../attachments/service.js';
+import type { DomainRow } from '../domains/dto.js';
+import type { Actor } from '../domains/service.js';
+import { AppError, forbidden, notFound, tooMany } from '../errors.js';
+import { newId } from '../ids.js';
+import type { OutboundQueue } from '../outbound/queue.js';
+import type { TemplateService } from '../templates/service.js';
+import type { MergeData } from '../templates/merge.js';
+import { secondsToMidnight, type UsageService } from '../usage.js';
+import { domainOf, formatMailbox, parseMailbox, parseMailboxes, type Mailbox } from './addresses.js';
+import { checkHeaders, composeContent } from './compose.js';
+import type { ScheduledSendService } from './scheduled.js';
+import { parseScheduledAt } from './schedule-time.js';
+import type { SuppressionService } from './suppressions.js';
+import type { Tracking } from './tracking.js';
+
+export type AttachmentSpec = { filename: string; url?: string; content?: string; contentType?: string };
+export type Scalar = string | number | boolean | null;
+export type SendInput = {
+  from: string; to: string | string[]; subject?: string; html?: string; text?: string; templateId?: string; templateData?: MergeData;
+  cc?: string | string[]; bcc?: string | string[]; replyTo?: string; inReplyTo?: string; headers?: Record<string, string>;
+  metadata?: Record<string, Scalar>; sequence?: string; sequenceInput?: Record<string, Scalar>; attachments?: AttachmentSpec[];
+  scheduledAt?: string | number; trackOpens?: boolean; trackClicks?: boolean;
+};
+export type BatchInput = Omit<SendInput, 'to' | 'cc' | 'bcc' | 'metadata' | 'sequence' | 'sequenceInput'> & {
+  recipients: { to: string; templateData?: MergeData; headers?: Record<string, string> }[];
+};
+type MessageValues = typeof schema.messages.$inferInsert;
+export type BatchResult = { to: string; status: 'sent' | 'scheduled' | 'failed'; id?: string; error?: string; code?: string };
+
+/** What is shared by every message of one call: the checked sender, template, attachments, schedule. */
+type Prepared = {
+  user: { id: string; plan: string }; domain: DomainRow; from: Mailbox; template?: { subject: string | null; html: string | null; text: string | null };
+  attachments: MessageValues['attachments']; scheduledAt?: number; trackOpens: boolean; trackClicks: boolean;
+};
+
+/** The accept path of POST /v1/send and /v1/send/batch: every gate, then one transaction, then the queue. */
+export function createSendService(deps: {
+  db: Db; accounts: AccountService; usage: UsageService; suppressions: SuppressionService; templates: TemplateService;
+  attachments: AttachmentService; tracking: Tracking; queue: OutboundQueue; scheduled: ScheduledSendService;
+}) {
+  const { db } = deps;
+
+  async function prepare(actor: Actor, input: SendInput | BatchInput): Promise<Prepared> {
+    const user = await deps.accounts.getUser(actor.userId);
+    if (!user) throw notFound('Account not found');
+    if (!user.emailVerified) throw forbidden('Verify the account email before sending (see GET /v1/me)', 'email_not_verified');
+    const from = parseMailbox(input.from, 'from');
+    const d = schema.domains;
+    const [domain] = await db.select().from(d).where(and(eq(d.userId, actor.userId), eq(d.domain, domainOf(from.address))));
+    const usable = domain && domain.sendingEnabled && domain.spfVerified === 1 && domain.dkimVerified === 1 && (!actor.domainId || actor.domainId === domain.id);
+    if (!usable) throw forbidden(`${domainOf(from.address)} is not a verified sending domain for this credential`, 'domain_not_verified');
+    const template = input.templateId ? await deps.templates.resolve(actor.userId, input.templateId) : undefined;
+    const when = input.scheduledAt === undefined ? undefined : parseScheduledAt(input.scheduledAt);
+    // Inline content is kept until 7 days past the scheduled time, so a late send still finds it.
+    const attachments = input.attachments?.length ? await deps.attachments.prepareForSend(actor.userId, input.attachments, { keepUntil: when }) : null;
+    return {
+      user, domain, from, template, attachments,
+      scheduledAt: when !== undefined && when > Date.now() + 1000 ? when : undefined,
+      trackOpens: input.trackOpens ?? domain.trackOpens === 1, trackClicks: input.trackClicks ?? false,
+    };
+  }
+
+  /** Builds one message row (ids, merged content, tracking) from the shared parts and one recipient's parts. */
+  function build(p: Prepared, m: { to: Mailbox[]; cc: Mailbox[]; bcc: Mailbox[]; explicit: SendInput | BatchInput; data?: MergeData; headers: Record<string, string>; metadata?: Record<string, Scalar> }): MessageValues {
+    const id = newId('msg');
+    const content = composeContent(m.explicit, p.template, m.data);
+    const html = content.html && (p.trackOpens || p.trackClicks) ? deps.tracking.instrumentHtml(content.html, id, { opens: p.trackOpens, clicks: p.trackClicks }) : content.html;
+    const now = Date.now();
+    return {
+      id, userId: p.user.id, direction: 'outbound', kind: 'user', domainId: p.domain.id, fromAddr: formatMailbox(p.from),
+      toAddrs: m.to.map(formatMailbox), ccAddrs: m.cc.map(formatMailbox), bccAddrs: m.bcc.map(formatMailbox),
+      replyTo: m.explicit.replyTo ? formatMailbox(parseMailbox(m.explicit.replyTo, 'replyTo')) : null, subject: content.subject, html, text: content.text,
+      headers: m.headers, metadata: m.metadata ?? null, inReplyTo: m.explicit.inReplyTo ?? null,
+      trackOpens: +p.trackOpens, trackClicks: +p.trackClicks, attachments: p.attachments,
+      status: p.scheduledAt ? 'scheduled' : 'queued', createdAt: now, updatedAt: now,
+    };
+  }
+
+  /** Inserts the rows and counts them against the plan in one transaction; then queues or schedules them. */
+  async function commit(p: Prepared, rows: MessageValues[]): Promise<Map<string, string>> {
+    const ssnd = new Map<string, string>();
+    await db.transaction(async (tx) => {
+      if (rows.length) await tx.insert(schema.messages).values(rows);
+      await deps.usage.consume(tx, p.user.id, rows.length, { outbound: true });
+      if (p.scheduledAt) for (const r of rows) ssnd.set(r.id!, await deps.scheduled.insert(tx, { userId: p.user.id, messageId: r.id!, scheduledAt: p.scheduledAt }));
+    });
+    if (p.scheduledAt) await deps.scheduled.startAll([...ssnd].map(([messageId, id]) => ({ id, messageId, userId: p.user.id, scheduledAt: p.scheduledAt! })));
+    else deps.queue.enqueue(rows.map((r) => r.id!));
+    return ssnd;
+  }
+
+  function limitError(room: { daily: number; monthly: number }): AppError | undefined {
+    if (room.monthly < 1) return new AppError(402, 'monthly_quota_exceeded', 'The monthly email bucket of this plan is used up');
+    if (room.daily < 1) return tooMany('The daily send cap of this plan is reached', 'daily_limit', secondsToMidnight());
+    return undefined;
+  }
+
+  return {
+    async send(actor: Actor, input: SendInput) {
+      if (input.sequence) throw notFound(`No active sequence named "${input.sequence}"`, 'sequence_not_found');
+      const p = await prepare(actor, input);
+      const to = parseMailboxes(input.to, 'to');
+      const cc = parseMailboxes(input.cc, 'cc');
+      const bcc = parseMailboxes(input.bcc, 'bcc');
+      const blocked = await deps.suppressions.suppressed(p.user.id, [...to, ...cc, ...bcc].map((m) => m.address));
+      if (blocked.size) throw new AppError(422, 'recipient_suppressed', `Suppressed recipient(s): ${[...blocked].join(', ')}`);
+      const over = limitError(await deps.usage.headroom(p.user));
+      if (over) throw over;
+      const row = build(p, { to, cc, bcc, explicit: input, data: input.templateData, headers: checkHeaders(input.headers), metadata: input.metadata });
+      const ssnd = await commit(p, [row]);
+      return p.scheduledAt
+        ? { id: ssnd.get(row.id!)!, status: 'scheduled' as const, scheduledAt: p.scheduledAt }
+        : { id: row.id!, status: 'queued' as const };
+    },
+
+    async sendBatch(actor: Actor, input: BatchInput) {
+      const p = await prepare(actor, input);
+      const shared = checkHeaders(input.headers);
+      let room = await deps.usage.headroom(p.user);
+      const parsed = input.recipients.map((r, i) => {
+        try {
+          return parseMailbox(r.to, `recipients[${i}].to`);
+        } catch (err) {
+          return err as AppError;
+        }
+      });
+      const blocked = await deps.suppressions.suppressed(p.user.id, parsed.flatMap((m) => (m instanceof AppError ? [] : [m.address])));
+      const results: BatchResult[] = [];
+      const rows: MessageValues[] = [];
+      for (const [i, r] of input.recipients.entries()) {
+        try {
+          const to = parsed[i]!;
+          if (to instanceof AppError) throw to;
+          if (blocked.has(to.address)) throw new AppError(422, 'recipient_suppressed', `${to.address} is suppressed`);
+          const over = limitError(room);
+          if (over) throw over;
+          const data = { ...input.templateData, ...r.templateData };
+          const row = build(p, { to: [to], cc: [], bcc: [], explicit: input, data, headers: { ...shared, ...checkHeaders(r.headers, `recipients[${i}].headers`) } });
+          room = { daily: room.daily - 1, monthly: room.monthly - 1 };
+          rows.push(row);
+          results.push({ to: r.to, status: p.scheduledAt ? 'scheduled' : 'sent', id: row.id! });
+        } catch (err) {
+          if (!(err instanceof AppError)) throw err;
+          results.push({ to: r.to, status: 'failed', error: err.message, code: err.code });
+        }
+      }
+      const ssnd = await commit(p, rows);
+      for (const res of results) if (res.status === 'scheduled') res.id = ssnd.get(res.id!)!;
+      const count = (s: string) => results.filter((r) => r.status === s).length;
+      return { results, sent: count('sent'), scheduled: count('scheduled'), failed: count('failed') };
+    },
+  };
+}
+export type SendService = ReturnType<typeof createSendService>;

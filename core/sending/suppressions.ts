@@ -1,0 +1,39 @@
+import { and, desc, eq, inArray } from 'drizzle-orm';
+import type { Db } from '../../db/index.js';
+import { schema } from '../../db/index.js';
+import { notFound } from '../errors.js';
+import { newId } from '../ids.js';
+
+type Tx = Pick<Db, 'insert'>;
+
+/** The suppression list: addresses an account's sends refuse (hard bounces, complaints, manual entries). */
+export function createSuppressionService(deps: { db: Db }) {
+  const { db } = deps;
+  const s = schema.suppressions;
+  const dto = (r: typeof s.$inferSelect) => ({ id: r.id, email: r.email, reason: r.reason, messageId: r.messageId, detail: r.detail, createdAt: r.createdAt });
+
+  return {
+    async list(userId: string) {
+      return (await db.select().from(s).where(eq(s.userId, userId)).orderBy(desc(s.createdAt))).map(dto);
+    },
+    /** Adds (or keeps) a suppression; idempotent per address. */
+    async add(userId: string, email: string, reason: string, extra: { messageId?: string; detail?: string } = {}, tx: Tx = db) {
+      await tx.insert(s).values({
+        id: newId('sup'), userId, email: email.toLowerCase(), reason, messageId: extra.messageId ?? null,
+        detail: extra.detail ?? null, createdAt: Date.now(),
+      }).onConflictDoNothing();
+    },
+    async remove(userId: string, email: string) {
+      const gone = await db.delete(s).where(and(eq(s.userId, userId), eq(s.email, email.toLowerCase()))).returning({ id: s.id });
+      if (gone.length === 0) throw notFound(`${email} is not suppressed`);
+      return { ok: true as const };
+    },
+    /** Which of these addresses are suppressed for the account. */
+    async suppressed(userId: string, emails: string[]): Promise<Set<string>> {
+      if (emails.length === 0) return new Set();
+      const rows = await db.select({ email: s.email }).from(s).where(and(eq(s.userId, userId), inArray(s.email, emails.map((e) => e.toLowerCase()))));
+      return new Set(rows.map((r) => r.email));
+    },
+  };
+}
+export type SuppressionService = ReturnType<typeof createSuppressionService>;
