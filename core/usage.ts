@@ -11,6 +11,10 @@ export const secondsToMidnight = (now = new Date()) =>
   Math.max(1, Math.ceil((Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1) - now.getTime()) / 1000));
 
 type Tx = Pick<Db, 'insert'>;
+const room = (plan: Plan, used: { month: number; day: number }) => ({
+  daily: plan.dailySendCap === null ? Infinity : Math.max(0, plan.dailySendCap - used.day),
+  monthly: plan.includedEmails === null || plan.overage !== 'block' ? Infinity : Math.max(0, plan.includedEmails - used.month),
+});
 
 /**
  * Usage against the plan: the monthly bucket (inbound and outbound share it) and the daily send cap,
@@ -26,28 +30,23 @@ export function createUsageService(deps: { db: Db; plans: Record<string, Plan>; 
     return { month: rows.find((r) => r.period === monthKey())?.count ?? 0, day: rows.find((r) => r.period === dayKey())?.count ?? 0 };
   }
 
-  async function bump(tx: Tx, userId: string, period: string, n: number): Promise<void> {
-    await tx.insert(c).values({ userId, period, count: n }).onConflictDoUpdate({ target: [c.userId, c.period], set: { count: sql`${c.count} + ${n}` } });
-  }
-
   return {
     planOf,
 
     /** How many more messages may be accepted now: by the daily cap and by a blocking monthly bucket. */
     async headroom(user: { id: string; plan: string }): Promise<{ daily: number; monthly: number }> {
-      const plan = planOf(user.plan);
-      const used = await counts(user.id);
-      return {
-        daily: plan.dailySendCap === null ? Infinity : Math.max(0, plan.dailySendCap - used.day),
-        monthly: plan.includedEmails === null || plan.overage !== 'block' ? Infinity : Math.max(0, plan.includedEmails - used.month),
-      };
+      return room(planOf(user.plan), await counts(user.id));
     },
+
+    /** Headroom from counters already read (the send path reads them with its other gates). */
+    headroomOf: (planName: string, used: { month: number; day: number }) => room(planOf(planName), used),
 
     /** Counts `n` accepted messages, inside the accepting transaction. */
     async consume(tx: Tx, userId: string, n: number, opts: { outbound: boolean }): Promise<void> {
       if (n <= 0) return;
-      await bump(tx, userId, monthKey(), n);
-      if (opts.outbound) await bump(tx, userId, dayKey(), n);
+      const periods = opts.outbound ? [monthKey(), dayKey()] : [monthKey()];
+      await tx.insert(c).values(periods.map((period) => ({ userId, period, count: n })))
+        .onConflictDoUpdate({ target: [c.userId, c.period], set: { count: sql`${c.count} + excluded.count` } });
     },
 
     async usage(user: { id: string; plan: string }) {

@@ -19,6 +19,21 @@ describe('outbound group commit', () => {
     expect(batches.at(-1)).toEqual(['h']);
   });
 
+  it('while a start is under way, new ids gather into the next batch (batches grow with load)', async () => {
+    const batches: string[][] = [];
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const q = createOutboundQueue({ startBatch: async (ids) => { batches.push(ids); if (batches.length === 1) await gate; }, flushMs: 1, maxInFlight: 1 });
+    q.enqueue(['first']);
+    await new Promise((r) => setTimeout(r, 10));
+    for (const id of ['a', 'b', 'c', 'd']) q.enqueue([id]);
+    await new Promise((r) => setTimeout(r, 10));
+    expect(batches).toEqual([['first']]);
+    release();
+    await q.flush();
+    expect(batches).toEqual([['first'], ['a', 'b', 'c', 'd']]);
+  });
+
   it('a failed start is reported with its ids and does not stop later batches', async () => {
     const failed: string[][] = [];
     const started: string[][] = [];

@@ -1,6 +1,8 @@
 /**
  * Group commit for immediate sends (DESIGN.md, The Temporal budget): accepted message ids are collected
- * and handed to `startBatch` once per flush, every `flushMs` or `maxBatch` ids, whichever comes first.
+ * and handed to `startBatch`, at most `maxBatch` ids per start. While `maxInFlight` starts are still
+ * under way, new ids wait and join the next batch, so batches grow with load on their own: at low load
+ * every message starts at once (after `flushMs`), under load one start carries up to 100 messages.
  * A failed start leaves the rows `queued`; the outbound sweep schedule picks them up.
  */
 export type OutboundQueue = { enqueue(ids: string[]): void; flush(): Promise<void>; close(): Promise<void> };
@@ -9,38 +11,47 @@ export function createOutboundQueue(opts: {
   startBatch: (ids: string[]) => Promise<void>;
   flushMs?: number;
   maxBatch?: number;
+  maxInFlight?: number;
   onError?: (err: unknown, ids: string[]) => void;
 }): OutboundQueue {
-  const flushMs = opts.flushMs ?? 5;
+  const flushMs = opts.flushMs ?? 25;
   const maxBatch = opts.maxBatch ?? 100;
+  const maxInFlight = opts.maxInFlight ?? 1;
   let pending: string[] = [];
   let timer: NodeJS.Timeout | undefined;
   const inFlight = new Set<Promise<void>>();
+  let idle: (() => void)[] = [];
 
-  function drain(): void {
+  function pump(force = false): void {
     if (timer) clearTimeout(timer);
     timer = undefined;
-    while (pending.length > 0) {
+    while (pending.length > 0 && (inFlight.size < maxInFlight || force)) {
       const ids = pending.slice(0, maxBatch);
       pending = pending.slice(maxBatch);
-      const p = opts.startBatch(ids).catch((err) => opts.onError?.(err, ids));
+      const p: Promise<void> = opts.startBatch(ids).catch((err) => opts.onError?.(err, ids)).finally(() => {
+        inFlight.delete(p);
+        // A full batch goes at once; a partial one waits out the window, so under load batches fill up.
+        if (pending.length >= maxBatch) pump();
+        else if (pending.length > 0) timer ??= setTimeout(() => pump(), flushMs);
+        else if (inFlight.size === 0) idle.splice(0).forEach((fn) => fn());
+      });
       inFlight.add(p);
-      void p.finally(() => inFlight.delete(p));
     }
   }
 
   return {
     enqueue(ids) {
       pending.push(...ids);
-      if (pending.length >= maxBatch) drain();
-      else if (!timer) timer = setTimeout(drain, flushMs);
+      if (pending.length >= maxBatch && inFlight.size < maxInFlight) pump();
+      else if (!timer && inFlight.size < maxInFlight) timer = setTimeout(() => pump(), flushMs);
     },
     async flush() {
-      drain();
-      await Promise.all([...inFlight]);
+      pump(true);
+      if (inFlight.size > 0) await new Promise<void>((resolve) => idle.push(resolve));
     },
     async close() {
       await this.flush();
+      idle = [];
     },
   };
 }

@@ -68,6 +68,9 @@ export function relayTransport(relayUrl: string): OutboundTransport {
 /** Direct delivery to each recipient domain's MX (OUTBOUND_MODE=mx), resolved through DNS_SERVERS. */
 export function mxTransport(opts: { resolver: Resolver; port: number; heloName: string }): OutboundTransport {
   const pools = new Map<string, Transporter>();
+  // MX and address answers are kept for a minute: a burst to one domain should not cost lookups per message.
+  const mxCache = new Map<string, { at: number; hosts: string[] }>();
+  const aCache = new Map<string, { at: number; address: string }>();
   const poolFor = (host: string) => {
     let t = pools.get(host);
     if (!t) {
@@ -92,21 +95,42 @@ export function mxTransport(opts: { resolver: Resolver; port: number; heloName: 
     },
   };
 
-  async function sendToDomain(domain: string, envelope: Envelope, raw: Buffer): Promise<SendOutcome> {
+  async function mxHosts(domain: string): Promise<string[]> {
+    const hit = mxCache.get(domain);
+    if (hit && Date.now() - hit.at < 60_000) return hit.hosts;
     let hosts: string[];
     try {
       const mx = await opts.resolver.resolveMx(domain);
       hosts = mx.sort((a, b) => a.priority - b.priority).map((r) => r.exchange);
       if (hosts.length === 0) hosts = [domain];
     } catch (err) {
-      if (isNoRecord(err)) hosts = [domain]; // RFC 5321 §5.1: no MX, use the domain's own address
-      else return { status: 'temporary', error: `MX lookup for ${domain} failed: ${(err as Error).message}` };
+      if (!isNoRecord(err)) throw err;
+      hosts = [domain]; // RFC 5321 §5.1: no MX, use the domain's own address
+    }
+    mxCache.set(domain, { at: Date.now(), hosts });
+    return hosts;
+  }
+
+  async function addressOf(host: string): Promise<string> {
+    const hit = aCache.get(host);
+    if (hit && Date.now() - hit.at < 60_000) return hit.address;
+    const address = (await opts.resolver.resolve4(host))[0] ?? host;
+    aCache.set(host, { at: Date.now(), address });
+    return address;
+  }
+
+  async function sendToDomain(domain: string, envelope: Envelope, raw: Buffer): Promise<SendOutcome> {
+    let hosts: string[];
+    try {
+      hosts = await mxHosts(domain);
+    } catch (err) {
+      return { status: 'temporary', error: `MX lookup for ${domain} failed: ${(err as Error).message}` };
     }
     let last: SendOutcome = { status: 'temporary', error: `no MX host for ${domain}` };
     for (const host of hosts) {
       let address: string;
       try {
-        address = (await opts.resolver.resolve4(host))[0] ?? host;
+        address = await addressOf(host);
       } catch (err) {
         last = { status: isNoRecord(err) && hosts.length === 1 ? 'permanent' : 'temporary', error: `cannot resolve ${host}: ${(err as Error).message}` };
         continue;

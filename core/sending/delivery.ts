@@ -13,6 +13,9 @@ import type { EventService } from './events.js';
 import type { SuppressionService } from './suppressions.js';
 
 type MessageRow = typeof schema.messages.$inferSelect;
+const DELIVERY_CONCURRENCY = 20;
+type SentRecord = { row: MessageRow; recipients: string[]; response?: string };
+const KEY_CACHE_MS = 60_000;
 export type DeliveryResult = { sent: number; bounced: number; skipped: number; deferred: string[] };
 const bare = (a: string) => (/<([^>]+)>/.exec(a)?.[1] ?? a).toLowerCase();
 
@@ -27,9 +30,19 @@ export function createDeliveryService(deps: {
   const { db } = deps;
   const m = schema.messages;
 
+  // Signing keys by domain id, briefly cached: a batch signs many messages of one domain.
+  const keys = new Map<string, { at: number; d: typeof schema.domains.$inferSelect | undefined }>();
+  async function domainFor(id: string) {
+    const hit = keys.get(id);
+    if (hit && Date.now() - hit.at < KEY_CACHE_MS) return hit.d;
+    const [d] = await db.select().from(schema.domains).where(eq(schema.domains.id, id));
+    keys.set(id, { at: Date.now(), d });
+    return d;
+  }
+
   async function sign(row: MessageRow, raw: Buffer): Promise<Buffer> {
     if (!row.domainId) return raw;
-    const [d] = await db.select().from(schema.domains).where(eq(schema.domains.id, row.domainId));
+    const d = await domainFor(row.domainId);
     if (!d) return raw;
     // mailauth's typings describe flat options; the signer reads `signatureData` (one entry per signature).
     const options = {
@@ -62,7 +75,22 @@ export function createDeliveryService(deps: {
   }
 
   /** One attempt at one claimed message; answers whether it was sent, bounced or deferred. */
-  async function deliver(row: MessageRow, final: boolean): Promise<'sent' | 'bounced' | 'deferred'> {
+  /** Records cleanly sent messages of one chunk with one update and one multi-row event insert. */
+  async function recordSent(batch: SentRecord[]): Promise<void> {
+    if (batch.length === 0) return;
+    const at = Date.now();
+    await db.update(m).set({
+      status: 'sent', sentAt: at, lastError: null, nextAttemptAt: null, attempts: sql`${m.attempts} + 1`, updatedAt: at,
+      smtpMessageId: sql`'<' || ${m.id} || ${`@${deps.serviceDomain}>`}`,
+    }).where(inArray(m.id, batch.map((b) => b.row.id)));
+    const user = batch.filter((b) => b.row.userId && b.row.kind === 'user');
+    await deps.events.recordMany(user.map((b) => ({
+      userId: b.row.userId!, messageId: b.row.id, domainId: b.row.domainId, type: 'email.sent' as const, data: { to: b.recipients, response: b.response },
+    })));
+  }
+
+  /** One attempt; a clean success is handed to `sentBatch` for a bulk write when one is given. */
+  async function deliver(row: MessageRow, final: boolean, sentBatch?: SentRecord[]): Promise<'sent' | 'bounced' | 'deferred'> {
     let result: { outcome: SendOutcome; smtpMessageId: string };
     try {
       result = await attempt(row);
@@ -75,6 +103,10 @@ export function createDeliveryService(deps: {
     const at = Date.now();
     const base = { attempts: sql`${m.attempts} + 1`, updatedAt: at, smtpMessageId: result.smtpMessageId || null };
     const recipients = [...row.toAddrs, ...(row.ccAddrs ?? []), ...(row.bccAddrs ?? [])].map(bare);
+    if (outcome.status === 'sent' && sentBatch && !outcome.rejected?.length) {
+      sentBatch.push({ row, recipients, response: outcome.response });
+      return 'sent';
+    }
     if (outcome.status === 'sent') {
       await db.update(m).set({ ...base, status: 'sent', sentAt: at, lastError: null, nextAttemptAt: null }).where(eq(m.id, row.id));
       if (row.userId && row.kind === 'user') await deps.events.record({ userId: row.userId, messageId: row.id, domainId: row.domainId, type: 'email.sent', data: { to: recipients, response: outcome.response } });
@@ -99,10 +131,13 @@ export function createDeliveryService(deps: {
         .where(and(inArray(m.id, input.messageIds), or(eq(m.status, 'queued'), and(eq(m.status, 'sending'), eq(m.workflowId, input.workflowId)))))
         .returning();
       const result: DeliveryResult = { sent: 0, bounced: 0, skipped: input.messageIds.length - claimed.length, deferred: [] };
-      for (const row of claimed) {
-        const r = await deliver(row, false);
-        if (r === 'deferred') result.deferred.push(row.id);
-        else result[r] += 1;
+      // Several messages at once: each waits mostly on its SMTP round trip, and the transport pools connections.
+      for (let i = 0; i < claimed.length; i += DELIVERY_CONCURRENCY) {
+        const chunk = claimed.slice(i, i + DELIVERY_CONCURRENCY);
+        const sent: SentRecord[] = [];
+        const outcomes = await Promise.all(chunk.map((row) => deliver(row, false, sent)));
+        await recordSent(sent);
+        outcomes.forEach((r, j) => (r === 'deferred' ? result.deferred.push(chunk[j]!.id) : (result[r] += 1)));
       }
       return result;
     },

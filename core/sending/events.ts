@@ -21,6 +21,14 @@ export function createEventService(deps: { db: Db }) {
       await tx.insert(e).values(row);
       return row;
     },
+    async recordMany(evs: { userId: string; messageId?: string | null; domainId?: string | null; type: EventType; recipient?: string | null; data?: Record<string, unknown> }[]) {
+      if (evs.length === 0) return;
+      const now = Date.now();
+      await db.insert(e).values(evs.map((ev) => ({
+        id: newId('evt'), userId: ev.userId, messageId: ev.messageId ?? null, domainId: ev.domainId ?? null, type: ev.type,
+        recipient: ev.recipient ?? null, data: ev.data ?? {}, createdAt: now,
+      })));
+    },
     async list(userId: string, opts: { limit: number; before?: number; messageId?: string; type?: string }) {
       const rows = await db.select().from(e).where(and(
         eq(e.userId, userId),

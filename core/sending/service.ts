@@ -1,4 +1,4 @@
-import { and, eq } from 'drizzle-orm';
+import { sql } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import type { AccountService } from '../accounts.js';
@@ -13,6 +13,7 @@ import type { MergeData } from '../templates/merge.js';
 import { secondsToMidnight, type UsageService } from '../usage.js';
 import { domainOf, formatMailbox, parseMailbox, parseMailboxes, type Mailbox } from './addresses.js';
 import { checkHeaders, composeContent } from './compose.js';
+import { loadSendContext } from './context.js';
 import type { ScheduledSendService } from './scheduled.js';
 import { parseScheduledAt } from './schedule-time.js';
 import type { SuppressionService } from './suppressions.js';
@@ -36,6 +37,7 @@ export type BatchResult = { to: string; status: 'sent' | 'scheduled' | 'failed';
 type Prepared = {
   user: { id: string; plan: string }; domain: DomainRow; from: Mailbox; template?: { subject: string | null; html: string | null; text: string | null };
   attachments: MessageValues['attachments']; scheduledAt?: number; trackOpens: boolean; trackClicks: boolean;
+  suppressed: Set<string>; room: { daily: number; monthly: number };
 };
 
 /** The accept path of POST /v1/send and /v1/send/batch: every gate, then one transaction, then the queue. */
@@ -45,13 +47,13 @@ export function createSendService(deps: {
 }) {
   const { db } = deps;
 
-  async function prepare(actor: Actor, input: SendInput | BatchInput): Promise<Prepared> {
-    const user = await deps.accounts.getUser(actor.userId);
-    if (!user) throw notFound('Account not found');
-    if (!user.emailVerified) throw forbidden('Verify the account email before sending (see GET /v1/me)', 'email_not_verified');
+  async function prepare(actor: Actor, input: SendInput | BatchInput, recipients: string[]): Promise<Prepared> {
     const from = parseMailbox(input.from, 'from');
-    const d = schema.domains;
-    const [domain] = await db.select().from(d).where(and(eq(d.userId, actor.userId), eq(d.domain, domainOf(from.address))));
+    const ctx = await loadSendContext(db, { userId: actor.userId, domain: domainOf(from.address), emails: recipients });
+    if (!ctx) throw notFound('Account not found');
+    if (!ctx.emailVerified) throw forbidden('Verify the account email before sending (see GET /v1/me)', 'email_not_verified');
+    const user = { id: actor.userId, plan: ctx.plan };
+    const domain = ctx.domain?.id ? ctx.domain : undefined;
     const usable = domain && domain.sendingEnabled && domain.spfVerified === 1 && domain.dkimVerified === 1 && (!actor.domainId || actor.domainId === domain.id);
     if (!usable) throw forbidden(`${domainOf(from.address)} is not a verified sending domain for this credential`, 'domain_not_verified');
     const template = input.templateId ? await deps.templates.resolve(actor.userId, input.templateId) : undefined;
@@ -59,7 +61,7 @@ export function createSendService(deps: {
     // Inline content is kept until 7 days past the scheduled time, so a late send still finds it.
     const attachments = input.attachments?.length ? await deps.attachments.prepareForSend(actor.userId, input.attachments, { keepUntil: when }) : null;
     return {
-      user, domain, from, template, attachments,
+      user, domain, from, template, attachments, suppressed: ctx.suppressed, room: deps.usage.headroomOf(ctx.plan, ctx),
       scheduledAt: when !== undefined && when > Date.now() + 1000 ? when : undefined,
       trackOpens: input.trackOpens ?? domain.trackOpens === 1, trackClicks: input.trackClicks ?? false,
     };
@@ -84,6 +86,14 @@ export function createSendService(deps: {
   /** Inserts the rows and counts them against the plan in one transaction; then queues or schedules them. */
   async function commit(p: Prepared, rows: MessageValues[]): Promise<Map<string, string>> {
     const ssnd = new Map<string, string>();
+    if (!p.scheduledAt) {
+      if (rows.length === 0) return ssnd;
+      // One statement: the rows and the counters commit together without a transaction's extra round trips.
+      const accepted = db.$with('accepted', { id: sql<string>`id` }).as(db.insert(schema.messages).values(rows).returning({ id: schema.messages.id }).getSQL());
+      await deps.usage.consume(db.with(accepted), p.user.id, rows.length, { outbound: true });
+      deps.queue.enqueue(rows.map((r) => r.id!));
+      return ssnd;
+    }
     await db.transaction(async (tx) => {
       if (rows.length) await tx.insert(schema.messages).values(rows);
       await deps.usage.consume(tx, p.user.id, rows.length, { outbound: true });
@@ -103,13 +113,12 @@ export function createSendService(deps: {
   return {
     async send(actor: Actor, input: SendInput) {
       if (input.sequence) throw notFound(`No active sequence named "${input.sequence}"`, 'sequence_not_found');
-      const p = await prepare(actor, input);
       const to = parseMailboxes(input.to, 'to');
       const cc = parseMailboxes(input.cc, 'cc');
       const bcc = parseMailboxes(input.bcc, 'bcc');
-      const blocked = await deps.suppressions.suppressed(p.user.id, [...to, ...cc, ...bcc].map((m) => m.address));
-      if (blocked.size) throw new AppError(422, 'recipient_suppressed', `Suppressed recipient(s): ${[...blocked].join(', ')}`);
-      const over = limitError(await deps.usage.headroom(p.user));
+      const p = await prepare(actor, input, [...to, ...cc, ...bcc].map((m) => m.address));
+      if (p.suppressed.size) throw new AppError(422, 'recipient_suppressed', `Suppressed recipient(s): ${[...p.suppressed].join(', ')}`);
+      const over = limitError(p.room);
       if (over) throw over;
       const row = build(p, { to, cc, bcc, explicit: input, data: input.templateData, headers: checkHeaders(input.headers), metadata: input.metadata });
       const ssnd = await commit(p, [row]);
@@ -119,9 +128,6 @@ export function createSendService(deps: {
     },
 
     async sendBatch(actor: Actor, input: BatchInput) {
-      const p = await prepare(actor, input);
-      const shared = checkHeaders(input.headers);
-      let room = await deps.usage.headroom(p.user);
       const parsed = input.recipients.map((r, i) => {
         try {
           return parseMailbox(r.to, `recipients[${i}].to`);
@@ -129,7 +135,10 @@ export function createSendService(deps: {
           return err as AppError;
         }
       });
-      const blocked = await deps.suppressions.suppressed(p.user.id, parsed.flatMap((m) => (m instanceof AppError ? [] : [m.address])));
+      const p = await prepare(actor, input, parsed.flatMap((m) => (m instanceof AppError ? [] : [m.address])));
+      const shared = checkHeaders(input.headers);
+      let room = p.room;
+      const blocked = p.suppressed;
       const results: BatchResult[] = [];
       const rows: MessageValues[] = [];
       for (const [i, r] of input.recipients.entries()) {

@@ -1,0 +1,119 @@
+/**
+ * npm run bench:send — sending throughput on this machine, in the documented production-like setup:
+ * PostgreSQL, the Temporal dev server, all roles in one process, OUTBOUND_MODE=mx to a loopback SMTP
+ * sink found through a loopback DNS server. Measures (a) API accept rate and latency percentiles for
+ * POST /v1/send, (b) end-to-end delivered messages/s, and (c) the same sink fed directly by a pooled,
+ * DKIM-signing nodemailer transport as the ceiling; prints (b)/(c).
+ *   BENCH_MESSAGES (default 2000), BENCH_CONCURRENCY (default 32), TEST_PG_URL, TEMPORAL_ADDRESS.
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { eq } from 'drizzle-orm';
+import nodemailer from 'nodemailer';
+import { loadConfig } from '../core/config.js';
+import { schema } from '../db/index.js';
+import { startService } from '../runtime/service.js';
+import { startDevServer } from '../temporal/dev-server.js';
+import { startTestDns } from '../test/helpers/dns.js';
+import { createTestDatabase } from '../test/helpers/pg.js';
+import { freePort } from '../test/helpers/ports.js';
+import { apiClient } from '../test/helpers/stack.js';
+import { startCountingSink } from './sink.js';
+import { percentile, pool } from './util.js';
+
+const N = Number(process.env.BENCH_MESSAGES ?? 2000);
+const C = Number(process.env.BENCH_CONCURRENCY ?? 32);
+
+async function main() {
+  const sink = await startCountingSink();
+  const dns = await startTestDns();
+  dns.zone.set('rcpt.test', 'MX', [{ value: 'sink.rcpt.test', priority: 10 }]);
+  dns.zone.set('sink.rcpt.test', 'A', [{ value: '127.0.0.1' }]);
+  const pg = await createTestDatabase();
+  const temporal = process.env.TEMPORAL_ADDRESS ? undefined : await startDevServer({ port: await freePort(), namespace: 'default' });
+  const port = await freePort();
+  const config = loadConfig({
+    PORT: String(port), SMTP_PORT: String(await freePort()), DATA_DIR: mkdtempSync(join(tmpdir(), 'svc-bench-')), DATABASE_URL: pg.url,
+    TEMPORAL_ADDRESS: process.env.TEMPORAL_ADDRESS ?? temporal!.address, SERVICE_DOMAIN: 'bench.svc.test', OUTBOUND_MODE: 'mx',
+    MX_PORT: String(sink.port), DNS_SERVERS: dns.server.address, SECRET_KEY: 'bench-secret-key-0123456789-abcdefghijklmnop', NODE_ENV: 'production',
+    PLANS: JSON.stringify({ free: { includedEmails: null, dailySendCap: null, overage: 'metered', paid: true } }),
+  });
+  const service = await startService(config, (process.env.BENCH_ROLES ?? 'api,worker').split(',') as ('api' | 'worker')[], { log: () => undefined });
+  const api = apiClient(`http://127.0.0.1:${service.apiPort}`);
+  try {
+    const s = (await api('POST', '/api/auth/signup', { body: { email: 'bench@example.com', password: 'bench password' } })).body;
+    await service.core.db.update(schema.users).set({ emailVerified: true }).where(eq(schema.users.id, s.user.id));
+    const dom = (await api('POST', '/api/domains/subdomain', { token: s.token, body: { subdomain: 'fast' } })).body.domain;
+    const key = (await api('GET', '/api/keys', { token: s.token })).body.key;
+    const from = 'Bench <bench@fast.bench.svc.test>';
+    const body = (i: number) => ({ from, to: `user${i}@rcpt.test`, subject: `Message ${i}`, text: `Hello ${i}`, html: `<p>Hello <b>${i}</b></p>` });
+
+    // (c) the ceiling: the same messages, DKIM-signed and sent by a pooled nodemailer transport.
+    const [row] = await service.core.db.select().from(schema.domains).where(eq(schema.domains.id, dom.id));
+    const direct = nodemailer.createTransport({
+      host: '127.0.0.1', port: sink.port, pool: true, maxConnections: 5, secure: false, ignoreTLS: true,
+      dkim: { domainName: row!.domain, keySelector: row!.dkimSelector, privateKey: service.core.sealer.open(row!.dkimPrivateKeySealed) },
+    });
+    sink.reset();
+    const t0 = performance.now();
+    if (process.env.BENCH_SKIP_CEILING !== '1') await pool(N, C, (i) => direct.sendMail(body(i)));
+    const ceiling = N / ((performance.now() - t0) / 1000);
+    direct.close();
+
+    // (a) + (b) through the service.
+    sink.reset();
+    const latencies: number[] = [];
+    const start = performance.now();
+    await pool(N, C, async (i) => {
+      const t = performance.now();
+      const r = await api('POST', '/v1/send', { token: key, body: body(i) });
+      if (r.status !== 200) throw new Error(`send ${i}: ${r.status} ${JSON.stringify(r.body)}`);
+      latencies.push(performance.now() - t);
+    });
+    const acceptSecs = (performance.now() - start) / 1000;
+    latencies.sort((a, b) => a - b);
+    console.log(`messages ${N}, concurrency ${C}`);
+    console.log(`(a) accept: ${(N / acceptSecs).toFixed(0)}/s; latency p50 ${percentile(latencies, 50).toFixed(1)} ms, p95 ${percentile(latencies, 95).toFixed(1)} ms, p99 ${percentile(latencies, 99).toFixed(1)} ms`);
+    await sink.waitForCount(N, Number(process.env.BENCH_TIMEOUT_MS ?? 300_000)).catch(async (err) => {
+      const rows = await service.core.db.select({ status: schema.messages.status, lastError: schema.messages.lastError }).from(schema.messages);
+      const by = new Map<string, number>();
+      for (const r of rows) by.set(`${r.status} ${r.lastError ?? ''}`, (by.get(`${r.status} ${r.lastError ?? ''}`) ?? 0) + 1);
+      console.error('message states:', Object.fromEntries(by));
+      throw err;
+    });
+    const e2eSecs = (performance.now() - start) / 1000;
+    const e2e = N / e2eSecs;
+
+    console.log(`(b) end to end: ${e2e.toFixed(1)} delivered/s (${e2eSecs.toFixed(1)} s)`);
+    // (a') latency at a steady offered load (open loop): what a caller sees at the target rate.
+    const rate = Number(process.env.BENCH_RATE ?? 100);
+    const steady: number[] = [];
+    const sends: Promise<void>[] = [];
+    const t1 = performance.now();
+    for (let i = 0; i < rate * 10; i++) {
+      const due = t1 + (i * 1000) / rate;
+      const wait = due - performance.now();
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+      sends.push((async () => {
+        const t = performance.now();
+        const r = await api('POST', '/v1/send', { token: key, body: body(N + i) });
+        if (r.status !== 200) throw new Error(`send: ${r.status}`);
+        steady.push(performance.now() - t);
+      })());
+    }
+    await Promise.all(sends);
+    steady.sort((a, b) => a - b);
+    console.log(`(a') accept at a steady ${rate}/s for 10 s: p50 ${percentile(steady, 50).toFixed(1)} ms, p95 ${percentile(steady, 95).toFixed(1)} ms, p99 ${percentile(steady, 99).toFixed(1)} ms`);
+    console.log(`(c) ceiling, pooled nodemailer + DKIM direct to the sink: ${ceiling.toFixed(1)}/s`);
+    console.log(`(b)/(c) = ${(e2e / ceiling).toFixed(2)}`);
+  } finally {
+    await service.stop();
+    await temporal?.stop();
+    await pg.drop();
+    await sink.close();
+    await dns.close();
+  }
+}
+
+await main();
