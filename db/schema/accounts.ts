@@ -12,6 +12,8 @@ export const users = pgTable('users', {
   channel: text('channel'),
   ref: text('ref'),
   referrer: text('referrer'),
+  /** The account webhook secret (`whsec_…`), sealed: signs tracking-webhook events and is the fallback key. */
+  webhookSecretSealed: text('webhook_secret_sealed'),
   createdAt: ms('created_at').notNull(),
   updatedAt: ms('updated_at').notNull(),
 }, (t) => [uniqueIndex('users_email_uq').on(t.email)]);

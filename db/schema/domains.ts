@@ -34,6 +34,8 @@ export const domains = pgTable('domains', {
   dkimPrivateKeySealed: text('dkim_private_key_sealed').notNull(),
   sendingEnabled: boolean('sending_enabled').notNull().default(false),
   hosted: boolean('hosted').notNull().default(false),
+  /** Health streak of the latest webhook deliveries (SPEC.md webhookStatus). */
+  webhookHealth: jsonb('webhook_health').$type<Record<string, unknown>>(),
 }, (t) => [
   uniqueIndex('domains_user_domain_uq').on(t.userId, t.domain),
   uniqueIndex('domains_hosted_uq').on(t.domain).where(sql`hosted`),

@@ -2,3 +2,4 @@ export * from './accounts.js';
 export * from './messages.js';
 export * from './domains.js';
 export * from './sending.js';
+export * from './inbound.js';

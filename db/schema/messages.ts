@@ -37,9 +37,17 @@ export const messages = pgTable('messages', {
   scheduledSendId: text('scheduled_send_id'),
   bounceType: text('bounce_type'),
   nextAttemptAt: ms('next_attempt_at'),
+  /** Inbound: conversation root (first References id, else In-Reply-To, else its own Message-ID). */
+  threadId: text('thread_id'),
+  /** Inbound: {spf, dkim, dmarc, spam} verdicts. */
+  auth: jsonb('auth').$type<Record<string, string | null>>(),
+  envelopeFrom: text('envelope_from'),
+  receivedAt: ms('received_at'),
+  sizeBytes: integer('size_bytes'),
 }, (t) => [
   index('messages_user_created_idx').on(t.userId, t.createdAt),
   index('messages_status_idx').on(t.status, t.createdAt),
+  index('messages_thread_idx').on(t.userId, t.threadId),
 ]);
 
 /** The local outbox of OUTBOUND_MODE=capture: the exact bytes that would have gone out. */

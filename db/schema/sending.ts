@@ -50,8 +50,10 @@ export const events = pgTable('events', {
   type: text('type').notNull(),
   recipient: text('recipient'),
   data: jsonb('data').$type<Record<string, unknown>>(),
+  /** Engagement webhook dispatch: null (not routed), `pending`, `done`, `failed`. */
+  webhookState: text('webhook_state'),
   createdAt: ms('created_at').notNull(),
-}, (t) => [index('events_user_created_idx').on(t.userId, t.createdAt), index('events_message_idx').on(t.messageId)]);
+}, (t) => [index('events_webhook_state_idx').on(t.webhookState, t.domainId), index('events_user_created_idx').on(t.userId, t.createdAt), index('events_message_idx').on(t.messageId)]);
 
 /** Scheduled sends (`ssnd_`): one parked message each, owned by a scheduled-send workflow until it fires. */
 export const scheduledSends = pgTable('scheduled_sends', {
