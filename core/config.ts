@@ -32,6 +32,11 @@ const envSchema = z.object({
   DOMAIN_VERIFY_MAX_MS: z.coerce.number().int().min(100).default(3_600_000),
   DOMAIN_VERIFY_DEADLINE_MS: z.coerce.number().int().min(100).default(72 * 3_600_000),
   REGISTRAR: z.enum(['simulated']).optional(),
+  SMTP_MAX_MESSAGE_BYTES: z.coerce.number().int().min(1024).default(30 * 1024 * 1024),
+  SMTP_MAX_CLIENTS: z.coerce.number().int().min(1).default(200),
+  SMTP_IDLE_TIMEOUT_MS: z.coerce.number().int().min(1000).default(60_000),
+  SMTP_TLS_KEY: z.string().optional(),
+  SMTP_TLS_CERT: z.string().optional(),
   OUTBOUND_RETRY_SCHEDULE: z.string().optional(),
   ATTACHMENT_FETCH_ALLOW_PRIVATE: z.enum(['0', '1', 'true', 'false']).optional(),
   PLANS: z.string().optional(),
@@ -56,6 +61,7 @@ export type Config = {
   dnsPort: number | undefined;
   webhookRetrySchedule: number[];
   registrar: 'simulated' | undefined;
+  smtp: { maxMessageBytes: number; maxClients: number; idleTimeoutMs: number; tlsKeyFile: string | undefined; tlsCertFile: string | undefined };
   /** Delays (ms) between later attempts at a temporarily failed outbound message; then it bounces. */
   outboundRetrySchedule: number[];
   /** Let attachment URLs reach loopback/private addresses (local testing only). */
@@ -104,6 +110,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       ? parseList('WEBHOOK_RETRY_SCHEDULE', e.WEBHOOK_RETRY_SCHEDULE, (s) => z.coerce.number().int().min(0).parse(s))
       : DEFAULT_RETRY_SCHEDULE,
     registrar: e.REGISTRAR,
+    smtp: { maxMessageBytes: e.SMTP_MAX_MESSAGE_BYTES, maxClients: e.SMTP_MAX_CLIENTS, idleTimeoutMs: e.SMTP_IDLE_TIMEOUT_MS, tlsKeyFile: e.SMTP_TLS_KEY, tlsCertFile: e.SMTP_TLS_CERT },
     outboundRetrySchedule: e.OUTBOUND_RETRY_SCHEDULE
       ? parseList('OUTBOUND_RETRY_SCHEDULE', e.OUTBOUND_RETRY_SCHEDULE, (s) => z.coerce.number().int().min(0).parse(s))
       : DEFAULT_OUTBOUND_RETRY,

@@ -4,13 +4,20 @@ import { createAccountService } from './accounts.js';
 import { createAttachmentService } from './attachments/service.js';
 import { createAuthService } from './auth.js';
 import { createResolver } from './dns.js';
-import { domainDto, type DomainRow, type EnrichedDomain } from './domains/dto.js';
+import { domainDto, type DomainRow, type EnrichedDomain, type WebhookStatus } from './domains/dto.js';
+import { createWebhookTests } from './webhooks/test-event.js';
 import { createHostedZoneService } from './domains/hosted.js';
 import { builtinProvider, createProviderRegistry } from './domains/providers.js';
 import { simulatedRegistrar } from './domains/registrar.js';
 import { createRegistrationService } from './domains/registration.js';
 import { createDomainService, type DomainService } from './domains/service.js';
-import { createInboundService } from './inbound.js';
+import { createInboundService } from './inbound/service.js';
+import { createAccountSecretService } from './webhooks/account-secret.js';
+import { createDeliveryStore } from './webhooks/deliveries.js';
+import { createReplayService } from './webhooks/replay.js';
+import { createRouteService } from './webhooks/routes.js';
+import { createEncryptionService } from './inbound/encryption-service.js';
+import { createReportService } from './inbound/report-service.js';
 import { createKeyService } from './keys.js';
 import { createOutboundQueue, type OutboundQueue } from './outbound/queue.js';
 import { createSystemMailer } from './outbound/system-mail.js';
@@ -39,6 +46,10 @@ export type WorkflowPort = {
   /** Asks a running verification loop to check again now. */
   nudgeDomainVerification(domainId: string): Promise<void>;
   stopDomainVerification(domainId: string): Promise<void>;
+  /** Starts the delivery workflow of one inbound message (starting twice is success). */
+  startInboundDelivery(m: { messageId: string; userId: string }): Promise<void>;
+  /** Continues a delivery's retry ladder in its own workflow, from `startAttempt`. */
+  startWebhookDelivery(d: { deliveryId: string; startAttempt: number }): Promise<void>;
   ping(): Promise<void>;
 };
 
@@ -58,7 +69,6 @@ export function createCore(deps: { database: Database; config: Config; workflows
   const accounts = createAccountService({ db, keys, tokens, mailer, publicUrl: config.publicUrl, defaultPlan: config.defaultPlan });
   const auth = createAuthService({ keys, tokens, accounts });
   const usage = createUsageService({ db, plans: config.plans, defaultPlan: config.defaultPlan });
-  const inbound = createInboundService();
   const outbox = createOutboxService({ db });
   const attachments = createAttachmentService({
     db, publicUrl: config.publicUrl, secretKey: config.secretKey, allowPrivate: config.attachmentFetchAllowPrivate,
@@ -70,7 +80,11 @@ export function createCore(deps: { database: Database; config: Config; workflows
   const enrich = async (rows: DomainRow[], userId: string): Promise<EnrichedDomain[]> => {
     const user = await accounts.getUser(userId);
     const dailyLimitReached = user ? await usage.dailyLimitReached(user) : false;
-    return rows.map((r) => ({ ...domainDto(r), webhookUrl: null, webhookAckMode: null, webhookStatus: null, dailyLimitReached }));
+    const hooks = await routes.catchAllsFor(rows.map((r) => r.id));
+    return rows.map((r) => ({
+      ...domainDto(r), webhookUrl: hooks.get(r.id)?.url ?? null, webhookAckMode: hooks.get(r.id)?.ackMode ?? null,
+      webhookStatus: (r.webhookHealth as WebhookStatus | null) ?? null, dailyLimitReached,
+    }));
   };
   // The domain and hosted-zone services refer to each other (delete cleans hosted records; claims insert domains).
   const hosted = createHostedZoneService({ db, base: config.serviceDomain, domains: () => domains });
@@ -82,17 +96,27 @@ export function createCore(deps: { database: Database; config: Config; workflows
     db, registrar: config.registrar === 'simulated' ? simulatedRegistrar() : undefined, serviceDomain: config.serviceDomain, domains, hosted,
   });
   const scopedKeys = createScopedKeyService({ db, sealer, domains });
+  const encryption = createEncryptionService({ db, domains });
   const templates = createTemplateService({ db });
   const suppressions = createSuppressionService({ db });
   const events = createEventService({ db });
+  const reports = createReportService({ db, events, suppressions });
   const tracking = createTracking({ publicUrl: config.publicUrl, secretKey: config.secretKey });
   const scheduled = createScheduledSendService({ db, workflows: deps.workflows });
   const sending = createSendService({ db, accounts, usage, suppressions, templates, attachments, tracking, queue, scheduled });
   const messages = createMessageService({ db, events });
+  const accountSecret = createAccountSecretService({ db, sealer });
+  const routes = createRouteService({ db, sealer, domains });
+  const deliveryStore = createDeliveryStore({ db, sealer, routes, accountSecret: (userId) => accountSecret.get(userId) });
+  const webhookTests = createWebhookTests({ routes });
+  const replay = createReplayService({ db, deliveries: deliveryStore, workflows: deps.workflows, retrySchedule: config.webhookRetrySchedule });
+  const inbound = createInboundService({
+    db, sealer, resolver, serviceDomain: config.serviceDomain, attachments, encryption, routes, deliveries: deliveryStore, usage, workflows: deps.workflows,
+  });
 
   return {
     config, db, database: deps.database, workflows: deps.workflows, sealer, tokens, queue, mailer, keys, accounts, auth, usage,
-    inbound, outbox, attachments, providers, domains, hosted, registration, scopedKeys, resolver, templates, suppressions, events, tracking, scheduled, sending, messages,
+    inbound, outbox, attachments, providers, domains, hosted, registration, scopedKeys, encryption, resolver, templates, suppressions, events, reports, tracking, scheduled, sending, messages, accountSecret, routes, deliveryStore, replay, webhookTests,
     async close() {
       await queue.close();
     },

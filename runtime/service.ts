@@ -55,7 +55,7 @@ export async function startService(config: Config, roles: Role[], opts: { workfl
     const temporal = await connectTemporal({ address, namespace: config.temporal.namespace, taskQueue: config.temporal.taskQueue });
     cleanups.push(() => temporal.connection.close());
     if (!devServer) await ensureSearchAttributes(temporal);
-    const core = createCore({ database, config, workflows: createWorkflowPort(temporal, config.domainVerify, config.outboundRetrySchedule) });
+    const core = createCore({ database, config, workflows: createWorkflowPort(temporal, config) });
     cleanups.push(() => core.close());
     const service: Service = { core, temporalAddress: address, stop };
 

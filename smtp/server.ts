@@ -1,25 +1,30 @@
+import { readFileSync } from 'node:fs';
 import { SMTPServer } from 'smtp-server';
 import type { Core } from '../core/index.js';
+import { onData } from './on-data.js';
 import { onRcptTo } from './on-rcpt-to.js';
 
-export const MAX_MESSAGE_BYTES = 30 * 1024 * 1024;
-
-/** The inbound SMTP server (port SMTP_PORT): receives mail for verified domains. */
+/**
+ * The inbound SMTP server (port SMTP_PORT): recipients on MX-verified domains only, a message size
+ * limit, bounded clients and idle time, and STARTTLS (SMTP_TLS_KEY/SMTP_TLS_CERT files, else the
+ * self-signed development certificate smtp-server ships).
+ */
 export function createSmtpServer(core: Core): SMTPServer {
+  const { smtp } = core.config;
+  const tls = smtp.tlsKeyFile && smtp.tlsCertFile ? { key: readFileSync(smtp.tlsKeyFile), cert: readFileSync(smtp.tlsCertFile) } : {};
   return new SMTPServer({
     name: core.config.serviceDomain,
     banner: 'svc-mail ESMTP',
     authOptional: true,
-    disabledCommands: ['AUTH', 'STARTTLS'],
-    size: MAX_MESSAGE_BYTES,
-    maxClients: 200,
-    socketTimeout: 60_000,
+    disabledCommands: ['AUTH'],
+    size: smtp.maxMessageBytes,
+    maxClients: smtp.maxClients,
+    socketTimeout: smtp.idleTimeoutMs,
+    closeTimeout: 5_000,
     logger: false,
+    ...tls,
     onRcptTo: onRcptTo(core),
-    onData(stream, _session, callback) {
-      stream.resume();
-      stream.on('end', () => callback(Object.assign(new Error('5.7.1 No recipient was accepted'), { responseCode: 554 })));
-    },
+    onData: onData(core, smtp.maxMessageBytes),
   });
 }
 

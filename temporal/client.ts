@@ -1,7 +1,7 @@
-import { type ApplicationFailure, Client, Connection, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
+import { type ApplicationFailure, Client, Connection, WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import proto from '@temporalio/proto';
 import type { WorkflowPort } from '../core/index.js';
-import { deliverOutboundWorkflowId, scheduledSendWorkflowId, verifyDomainWorkflowId } from '../workflows/ids.js';
+import { deliverOutboundWorkflowId, inboundDeliveryWorkflowId, scheduledSendWorkflowId, verifyDomainWorkflowId, webhookDeliveryWorkflowId } from '../workflows/ids.js';
 import { SvcAccountId, SvcDomain, SvcDomainStatus, SvcMessageId } from '../workflows/search-attributes.js';
 import { SEARCH_ATTRIBUTES } from './search-attributes.js';
 
@@ -42,8 +42,28 @@ const ignoreNotFound = (err: unknown) => {
 };
 
 /** The WorkflowPort core uses, backed by a real Temporal client. */
-export function createWorkflowPort(t: TemporalHandle, timing: DomainVerifyTiming, retrySchedule: number[]): WorkflowPort {
+export type WorkflowSettings = { domainVerify: DomainVerifyTiming; outboundRetrySchedule: number[]; webhookRetrySchedule: number[] };
+
+export function createWorkflowPort(t: TemporalHandle, settings: WorkflowSettings): WorkflowPort {
+  const timing = settings.domainVerify;
+  const retrySchedule = settings.outboundRetrySchedule;
   return {
+    async startInboundDelivery(m) {
+      await t.client.workflow.start('inboundDeliveryWorkflow', {
+        taskQueue: t.taskQueue, workflowId: inboundDeliveryWorkflowId(m.messageId), workflowIdConflictPolicy: 'USE_EXISTING',
+        workflowIdReusePolicy: 'REJECT_DUPLICATE', args: [{ messageId: m.messageId, retrySchedule: settings.webhookRetrySchedule }],
+        typedSearchAttributes: [{ key: SvcAccountId, value: m.userId }, { key: SvcMessageId, value: m.messageId }],
+      }).catch((err) => {
+        // A finished workflow with this id means the message was delivered already: a retried SMTP transaction.
+        if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+      });
+    },
+    async startWebhookDelivery(d) {
+      await t.client.workflow.start('webhookDeliveryWorkflow', {
+        taskQueue: t.taskQueue, workflowId: webhookDeliveryWorkflowId(d.deliveryId), workflowIdConflictPolicy: 'USE_EXISTING',
+        args: [{ deliveryId: d.deliveryId, retrySchedule: settings.webhookRetrySchedule, startAttempt: d.startAttempt }],
+      });
+    },
     async startScheduledSend(s) {
       await t.client.workflow.start('scheduledSendWorkflow', {
         taskQueue: t.taskQueue, workflowId: scheduledSendWorkflowId(s.id), workflowIdConflictPolicy: 'USE_EXISTING',

@@ -1,5 +1,6 @@
 import { Ajv } from 'ajv';
 import addFormatsModule from 'ajv-formats';
+import { generateKeyPairSync } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eq } from 'drizzle-orm';
 import { operations } from '../api/ops/index.js';
@@ -79,6 +80,11 @@ const examples: Record<string, () => Promise<Example>> = {
     await stack.api('POST', '/api/contacts/suppressions', { token: session, body: { email } });
     return { token: session, path: `/api/contacts/suppressions/${email}` };
   },
+  'domains.setEncryption': async () => ({
+    token: session, path: `/api/domains/${await newDomainId()}/encryption`,
+    body: { publicKey: generateKeyPairSync('rsa', { modulusLength: 2048 }).publicKey.export({ type: 'spki', format: 'pem' }).toString() },
+  }),
+  'domains.clearEncryption': async () => ({ token: session, path: `/api/domains/${await newDomainId()}/encryption` }),
   'domains.list': async () => ({ token: session }),
   'domains.add': async () => ({ token: session, body: { domain: `d${++n}.example.com` } }),
   'domains.get': async () => ({ token: session, path: `/api/domains/${await newDomainId()}` }),

@@ -6,3 +6,5 @@ export const cleanupAttachmentsScheduleId = (taskQueue: string) => `attachments-
 export const verifyDomainWorkflowId = (domainId: string) => `verify-domain-${domainId}`;
 export const deferredDeliveryWorkflowId = (messageId: string) => `deferred-${messageId}`;
 export const scheduledSendWorkflowId = (scheduledSendId: string) => `scheduled-${scheduledSendId}`;
+export const inboundDeliveryWorkflowId = (messageId: string) => `inbound-${messageId}`;
+export const webhookDeliveryWorkflowId = (deliveryId: string) => `webhook-${deliveryId}`;

@@ -2,6 +2,7 @@ import type { Operation } from '../contract.js';
 import * as accounts from './accounts.js';
 import * as attachments from './attachments.js';
 import * as domains from './domains.js';
+import * as encryption from './encryption.js';
 import * as hosted from './hosted.js';
 import * as keys from './keys.js';
 import * as me from './me.js';
@@ -13,6 +14,9 @@ import * as send from './send.js';
 import * as scheduled from './scheduled.js';
 import * as messages from './messages.js';
 import * as suppressions from './suppressions.js';
+import * as webhooks from './webhooks.js';
+import * as routes from './routes.js';
+import * as deliveries from './deliveries.js';
 
 const ops = (m: Record<string, unknown>) => Object.values(m).filter((v): v is Operation => typeof v === 'object' && v !== null && 'handler' in v);
 
@@ -32,6 +36,7 @@ function specificity(a: Operation, b: Operation): number {
 /** Every operation of the API, fixed paths ahead of parameterized ones. */
 export const operations: readonly Operation[] = [
   ...ops(accounts), ...ops(keys), ...ops(scopedKeys), ...ops(me), ...ops(outbox), ...ops(attachments),
-  ...ops(hosted), ...ops(registration), ...ops(domains), ...ops(templates),
+  ...ops(hosted), ...ops(registration), ...ops(domains), ...ops(encryption), ...ops(templates),
   ...ops(send), ...ops(scheduled), ...ops(messages), ...ops(suppressions),
+  ...ops(webhooks), ...ops(routes), ...ops(deliveries),
 ].sort(specificity);

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { actorOf } from '../../core/domains/service.js';
 import { defineOperation } from '../contract.js';
+import { deliverySchema } from './deliveries.js';
 
 const AUTH = ['session', 'oauth', 'account_key', 'scoped_key'] as const;
 const scalar = z.union([z.string(), z.number(), z.boolean(), z.null()]);
@@ -34,9 +35,12 @@ export const getMessage = defineOperation({
   summary: 'One message with its metadata, attachments, deliveries and events.',
   params: z.object({ id: z.string().regex(/^msg_[A-Za-z0-9_-]+$/, 'not a message id (msg_…)') }),
   output: z.object({
-    message: message.extend({ html: z.string().nullable(), text: z.string().nullable() }),
+    message: message.extend({
+      html: z.string().nullable(), text: z.string().nullable(), thread_id: z.string().nullable().describe('Inbound: the conversation root'),
+      auth: z.record(z.string(), z.string().nullable()).nullable().describe('Inbound: spf, dkim, dmarc, spam verdicts'),
+    }),
     attachments: z.array(z.object({ filename: z.string(), contentType: z.string() })),
-    deliveries: z.array(z.unknown()),
+    deliveries: z.array(deliverySchema).describe('Webhook deliveries of an inbound message, newest first'),
     events: z.array(eventSchema),
   }),
   handler: (input, { core, principal }) => core.messages.get(actorOf(principal!), input.id),

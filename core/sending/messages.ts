@@ -4,6 +4,7 @@ import { schema } from '../../db/index.js';
 import type { Actor } from '../domains/service.js';
 import { notFound } from '../errors.js';
 import type { EventService } from './events.js';
+import { deliveryDto } from '../webhooks/deliveries.js';
 
 type Row = typeof schema.messages.$inferSelect;
 
@@ -35,7 +36,8 @@ export function createMessageService(deps: { db: Db; events: EventService }) {
       if (!row) throw notFound('Message not found');
       const events = await deps.events.list(actor.userId, { limit: 500, messageId: id });
       const attachments = (row.attachments ?? []).map((a) => ({ filename: a.filename, contentType: a.contentType }));
-      return { message: { ...dto(row), html: row.html, text: row.text }, attachments, deliveries: [] as unknown[], events };
+      const deliveries = await db.select().from(schema.deliveries).where(eq(schema.deliveries.messageId, id)).orderBy(desc(schema.deliveries.createdAt));
+      return { message: { ...dto(row), html: row.html, text: row.text, thread_id: row.threadId, auth: row.auth ?? null }, attachments, deliveries: deliveries.map(deliveryDto), events };
     },
   };
 }

@@ -28,6 +28,11 @@ export const inboundRaw = pgTable('inbound_raw', {
   content: bytea('content').notNull(),
   encrypted: boolean('encrypted').notNull().default(false),
   encAlg: text('enc_alg'),
+  /**
+   * The `email.received` payload, sealed with the service key. Kept for replay on ordinary domains;
+   * on zero-retention and encrypted domains it exists only while deliveries are under way.
+   */
+  payloadSealed: text('payload_sealed'),
   createdAt: ms('created_at').notNull(),
 });
 

@@ -1,0 +1,28 @@
+import type { Resolver } from 'node:dns/promises';
+import { authenticate } from 'mailauth';
+
+export type AuthVerdicts = { spf: string | null; dkim: string | null; dmarc: string | null; spam: string | null };
+const NOT_SCORED: AuthVerdicts = { spf: null, dkim: null, dmarc: null, spam: null };
+
+/**
+ * Scores SPF, DKIM and DMARC with mailauth through DNS_SERVERS. Bounded in time: a slow resolver
+ * must not hold the SMTP transaction, so after `timeoutMs` the message is delivered unscored (nulls).
+ */
+export async function scoreMessage(raw: Buffer, opts: { ip: string; helo: string; sender: string; mta: string; resolver: Resolver; timeoutMs?: number }): Promise<AuthVerdicts> {
+  const resolve = (name: string, rr: string) => opts.resolver.resolve(name, rr);
+  const scoring = authenticate(raw, { ip: opts.ip, helo: opts.helo, sender: opts.sender, mta: opts.mta, resolver: resolve as never, disableArc: true, disableBimi: true } as never)
+    .then((r) => ({
+      spf: r.spf ? String(r.spf.status?.result ?? null) : null,
+      dkim: r.dkim?.results?.length ? String(r.dkim.results[0]!.status?.result ?? null) : 'none',
+      dmarc: r.dmarc ? String(r.dmarc.status?.result ?? null) : null,
+      spam: null,
+    }))
+    .catch(() => NOT_SCORED);
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<AuthVerdicts>((resolve) => { timer = setTimeout(() => resolve(NOT_SCORED), opts.timeoutMs ?? 5000); });
+  try {
+    return await Promise.race([scoring, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

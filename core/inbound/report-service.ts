@@ -1,0 +1,109 @@
+import { and, eq, inArray } from 'drizzle-orm';
+import type { Db } from '../../db/index.js';
+import { schema } from '../../db/index.js';
+import type { EventService } from '../sending/events.js';
+import type { SuppressionService } from '../sending/suppressions.js';
+import type { BounceRecipient, ParsedReport } from './reports.js';
+
+type MessageRow = typeof schema.messages.$inferSelect & { userId: string };
+type Tx = Pick<Db, 'select' | 'insert' | 'update'>;
+type ComplaintReport = Extract<ParsedReport, { kind: 'complaint' }>;
+export type ReportResult = { matched: boolean; messageId: string | null };
+
+const bare = (a: string) => (/<([^>]+)>/.exec(a)?.[1] ?? a).trim().toLowerCase();
+const eventKey = (type: string, recipient: string | null, detail: string) => `${type}|${recipient ?? ''}|${detail}`;
+
+/**
+ * Maps a reported address onto a recipient of the message, so that a report (which anyone who saw the
+ * message id could forge) only ever affects the people the message went to. A single-recipient message
+ * takes any address: forwarding rewrites the final recipient and feedback loops often redact it.
+ */
+function resolveRecipient(reported: string | null, recipients: string[]): string | null {
+  if (reported && recipients.includes(reported)) return reported;
+  return recipients.length === 1 ? recipients[0]! : null;
+}
+
+/**
+ * Asynchronous bounces and complaints: applies a parsed report to the outbound message it is about,
+ * as `email.bounced` / `email.complained` events, suppressions and the message's bounce state.
+ */
+export function createReportService(deps: { db: Db; events: EventService; suppressions: SuppressionService }) {
+  const { db } = deps;
+  const m = schema.messages;
+  const e = schema.events;
+
+  async function load(id: string): Promise<MessageRow | undefined> {
+    const [row] = await db.select().from(m).where(and(eq(m.id, id), eq(m.direction, 'outbound'), eq(m.kind, 'user')));
+    return row?.userId ? { ...row, userId: row.userId } : undefined;
+  }
+
+  /** Keys of the report events the message already has, so a report that arrives twice is recorded once. */
+  async function recorded(tx: Tx, messageId: string): Promise<Set<string>> {
+    const rows = await tx.select({ type: e.type, recipient: e.recipient, data: e.data }).from(e)
+      .where(and(eq(e.messageId, messageId), inArray(e.type, ['email.bounced', 'email.complained'])));
+    return new Set(rows.map((r) => eventKey(r.type, r.recipient, String((r.data?.bounce as { type?: string } | undefined)?.type ?? ''))));
+  }
+
+  /** One entry per affected recipient of the message; a hard failure outweighs a soft one for the same address. */
+  function bounceTargets(row: MessageRow, reported: BounceRecipient[]): Map<string, BounceRecipient> {
+    const recipients = [...row.toAddrs, ...(row.ccAddrs ?? []), ...(row.bccAddrs ?? [])].map(bare);
+    const targets = new Map<string, BounceRecipient>();
+    for (const r of reported) {
+      const address = resolveRecipient(r.address, recipients);
+      if (address && targets.get(address)?.type !== 'hard') targets.set(address, r);
+    }
+    return targets;
+  }
+
+  async function applyBounce(row: MessageRow, reported: BounceRecipient[]): Promise<void> {
+    const targets = bounceTargets(row, reported);
+    if (targets.size === 0) return;
+    const hard = [...targets.values()].some((r) => r.type === 'hard');
+    await db.transaction(async (tx) => {
+      const seen = await recorded(tx, row.id);
+      for (const [address, r] of targets) {
+        if (r.type === 'hard') await deps.suppressions.add(row.userId, address, 'hard_bounce', { messageId: row.id, detail: r.diagnostic ?? undefined }, tx);
+        if (seen.has(eventKey('email.bounced', address, r.type))) continue;
+        await deps.events.record({
+          userId: row.userId, messageId: row.id, domainId: row.domainId, type: 'email.bounced', recipient: address,
+          data: { bounce: { type: r.type, diagnostic: r.diagnostic } },
+        }, tx);
+      }
+      // A later soft report (a delay notice arriving late) never downgrades a hard bounce.
+      const bounceType = hard || row.bounceType === 'hard' ? 'hard' : 'soft';
+      await tx.update(m).set({ bounceType, ...(hard ? { status: 'bounced' } : {}), updatedAt: Date.now() }).where(eq(m.id, row.id));
+    });
+  }
+
+  async function applyComplaint(row: MessageRow, report: ComplaintReport): Promise<void> {
+    // "not-spam" is a recipient taking a complaint back: nothing to suppress or report.
+    if (report.feedbackType === 'not-spam') return;
+    const recipients = [...row.toAddrs, ...(row.ccAddrs ?? []), ...(row.bccAddrs ?? [])].map(bare);
+    const address = resolveRecipient(report.recipient, recipients);
+    const detail = `${report.feedbackType} report${report.userAgent ? ` from ${report.userAgent}` : ''}`;
+    await db.transaction(async (tx) => {
+      if (address) await deps.suppressions.add(row.userId, address, 'complaint', { messageId: row.id, detail }, tx);
+      if ((await recorded(tx, row.id)).has(eventKey('email.complained', address, ''))) return;
+      await deps.events.record({
+        userId: row.userId, messageId: row.id, domainId: row.domainId, type: 'email.complained', recipient: address,
+        data: { complaint: { feedbackType: report.feedbackType, userAgent: report.userAgent } },
+      }, tx);
+    });
+  }
+
+  return {
+    /**
+     * Applies a report to its outbound user message; `matched: false` (nothing recorded) when the message is
+     * unknown. Idempotent: suppressions are kept once and an event already recorded for the same message,
+     * type and recipient (and bounce type) is not repeated.
+     */
+    async apply(report: ParsedReport): Promise<ReportResult> {
+      const row = report.messageId ? await load(report.messageId) : undefined;
+      if (!row) return { matched: false, messageId: null };
+      if (report.kind === 'bounce') await applyBounce(row, report.recipients);
+      else await applyComplaint(row, report);
+      return { matched: true, messageId: row.id };
+    },
+  };
+}
+export type ReportService = ReturnType<typeof createReportService>;

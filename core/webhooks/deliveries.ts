@@ -1,0 +1,97 @@
+import { and, desc, eq } from 'drizzle-orm';
+import type { Db } from '../../db/index.js';
+import { schema } from '../../db/index.js';
+import { newId } from '../ids.js';
+import type { Sealer } from '../secrets.js';
+import { recordHealth } from './health.js';
+import { postWebhook, type AttemptCapture } from './post.js';
+import { TRACKING_PATTERN, type RouteService } from './routes.js';
+
+export type DeliveryRow = typeof schema.deliveries.$inferSelect;
+export type AttemptResult = { ok: boolean; status: number | null; reason: string | null };
+
+/** Webhook deliveries: rows, one captured attempt at a time, and reading attempts back. */
+export function createDeliveryStore(deps: { db: Db; sealer: Sealer; routes: RouteService; accountSecret(userId: string): Promise<string> }) {
+  const { db } = deps;
+  const dl = schema.deliveries;
+  const at = schema.deliveryAttempts;
+
+  /** The body to POST: a stored inbound payload (with this delivery's `to`) or the delivery's own payload. */
+  async function bodyOf(d: DeliveryRow): Promise<string | undefined> {
+    if (d.kind === 'engagement') return JSON.stringify(d.payload);
+    const [raw] = await db.select({ p: schema.inboundRaw.payloadSealed }).from(schema.inboundRaw).where(eq(schema.inboundRaw.messageId, d.messageId));
+    if (!raw?.p) return undefined;
+    return JSON.stringify({ ...JSON.parse(deps.sealer.open(raw.p)), ...(d.payload ?? {}) });
+  }
+
+  async function target(d: DeliveryRow) {
+    const [route] = await db.select().from(schema.routes).where(eq(schema.routes.id, d.routeId));
+    const ackMode = route?.ackMode ?? 'lenient';
+    const secret = !route || route.pattern === TRACKING_PATTERN ? await deps.accountSecret(d.userId) : deps.routes.secretOf(route);
+    return { url: route?.url ?? d.url, ackMode, secret };
+  }
+
+  return {
+    bodyOf,
+
+    async create(v: { id?: string; userId: string; messageId: string; routeId: string; domainId: string | null; url: string; kind: DeliveryRow['kind']; payload?: Record<string, unknown>; workflowId?: string }): Promise<DeliveryRow> {
+      const now = Date.now();
+      const row = { id: v.id ?? newId('dlv'), userId: v.userId, messageId: v.messageId, routeId: v.routeId, domainId: v.domainId, url: v.url, kind: v.kind,
+        status: 'pending' as const, payload: v.payload ?? null, workflowId: v.workflowId ?? null, createdAt: now, updatedAt: now };
+      await db.insert(dl).values(row).onConflictDoNothing();
+      const [stored] = await db.select().from(dl).where(eq(dl.id, row.id));
+      return stored!;
+    },
+
+    /**
+     * Attempt `n` of a delivery: signed POST, captured as an `att_` row, delivery and domain health updated.
+     * Idempotent per (delivery, n): a repeated call answers the recorded outcome without posting again.
+     */
+    async attempt(deliveryId: string, n: number, nextDelayMs: number | null): Promise<AttemptResult> {
+      const [done] = await db.select().from(at).where(and(eq(at.deliveryId, deliveryId), eq(at.attemptNumber, n)));
+      if (done) return { ok: done.ok === 1, status: done.responseStatus, reason: done.reason };
+      const [d] = await db.select().from(dl).where(eq(dl.id, deliveryId));
+      if (!d) return { ok: false, status: null, reason: 'not_found' };
+      const body = await bodyOf(d);
+      if (body === undefined) {
+        await db.update(dl).set({ status: 'failed', nextRetryAt: null, lastReason: 'no_payload', updatedAt: Date.now() }).where(eq(dl.id, d.id));
+        return { ok: false, status: null, reason: 'no_payload' };
+      }
+      const t = await target(d);
+      const c: AttemptCapture = await postWebhook({ url: t.url, body, secret: t.secret, ackMode: t.ackMode });
+      await db.insert(at).values({
+        id: newId('att'), deliveryId, messageId: d.messageId, attemptNumber: n, ok: c.ok ? 1 : 0, reason: c.reason, requestHeaders: c.requestHeaders,
+        requestBody: c.requestBody, responseStatus: c.status, responseHeaders: c.responseHeaders, responseBody: c.responseBody,
+        durationMs: c.durationMs, requestedAt: c.requestedAt, createdAt: Date.now(),
+      }).onConflictDoNothing();
+      const retry = !c.ok && nextDelayMs !== null;
+      await db.update(dl).set({
+        status: c.ok ? 'delivered' : retry ? 'pending' : 'failed', attempts: n, lastStatusCode: c.status, lastReason: c.reason, url: t.url,
+        nextRetryAt: retry ? Date.now() + nextDelayMs : null, retryAttempts: retry ? n : Math.max(0, n - 1), updatedAt: Date.now(),
+      }).where(eq(dl.id, d.id));
+      if (d.domainId && d.kind !== 'engagement') await recordHealth(db, d.domainId, c);
+      return { ok: c.ok, status: c.status, reason: c.reason };
+    },
+
+    async get(userId: string, id: string): Promise<DeliveryRow | undefined> {
+      const [row] = await db.select().from(dl).where(and(eq(dl.id, id), eq(dl.userId, userId)));
+      return row;
+    },
+
+    async attemptsOf(deliveryId: string) {
+      const rows = await db.select().from(at).where(eq(at.deliveryId, deliveryId)).orderBy(desc(at.attemptNumber));
+      return rows.map((a) => ({
+        id: a.id, delivery_id: a.deliveryId, message_id: a.messageId, attempt_number: a.attemptNumber, ok: (a.ok ? 1 : 0) as 0 | 1, reason: a.reason,
+        request_headers: a.requestHeaders, request_body: a.requestBody, response_status: a.responseStatus, response_headers: a.responseHeaders,
+        response_body: a.responseBody, duration_ms: a.durationMs, requested_at: a.requestedAt, created_at: a.createdAt,
+      }));
+    },
+  };
+}
+export type DeliveryStore = ReturnType<typeof createDeliveryStore>;
+
+/** SPEC.md Webhook delivery row. */
+export const deliveryDto = (d: DeliveryRow) => ({
+  id: d.id, message_id: d.messageId, route_id: d.routeId, url: d.url, status: d.status, attempts: d.attempts, last_status_code: d.lastStatusCode,
+  next_retry_at: d.nextRetryAt, retry_attempts: d.retryAttempts, created_at: d.createdAt, updated_at: d.updatedAt,
+});

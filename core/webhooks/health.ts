@@ -1,0 +1,28 @@
+import { eq } from 'drizzle-orm';
+import type { Db } from '../../db/index.js';
+import { schema } from '../../db/index.js';
+import type { WebhookStatus } from '../domains/dto.js';
+import type { AttemptCapture } from './post.js';
+
+/** A domain's webhook turns unhealthy after this many failed attempts in a row. */
+export const UNHEALTHY_AFTER = 5;
+
+/** Folds one attempt into the domain's webhook health streak (SPEC.md webhookStatus). */
+export async function recordHealth(db: Db, domainId: string, a: AttemptCapture): Promise<void> {
+  const [row] = await db.select({ h: schema.domains.webhookHealth }).from(schema.domains).where(eq(schema.domains.id, domainId));
+  if (!row) return;
+  const prev = (row.h ?? null) as WebhookStatus | null;
+  const at = a.requestedAt;
+  const next: WebhookStatus = a.ok
+    ? { status: 'ok', message: `Delivered (HTTP ${a.status})`, code: a.status, at, consecutiveFailures: 0, firstFailedAt: null, unhealthy: false }
+    : {
+      status: a.reason === 'timeout' ? 'timeout' : 'fail',
+      message: a.reason === 'timeout' ? 'No answer within 15 s' : a.reason === 'network' ? `Network error: ${a.responseBody ?? ''}`.trim()
+        : a.reason === 'no-ack' ? `HTTP ${a.status} without acknowledgement` : a.reason === 'redirect' ? `HTTP ${a.status} redirect (not followed)` : `HTTP ${a.status}`,
+      code: a.status, at,
+      consecutiveFailures: (prev?.consecutiveFailures ?? 0) + 1,
+      firstFailedAt: prev?.consecutiveFailures ? prev.firstFailedAt : at,
+      unhealthy: (prev?.consecutiveFailures ?? 0) + 1 >= UNHEALTHY_AFTER,
+    };
+  await db.update(schema.domains).set({ webhookHealth: next }).where(eq(schema.domains.id, domainId));
+}

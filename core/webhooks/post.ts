@@ -1,0 +1,50 @@
+import { signatureHeaders } from './sign.js';
+
+export const WEBHOOK_TIMEOUT_MS = 15_000;
+const CAPTURE_BYTES = 4096;
+const cut = (s: string) => (Buffer.byteLength(s) > CAPTURE_BYTES ? Buffer.from(s).subarray(0, CAPTURE_BYTES).toString('utf8') : s);
+
+/** Failure classes of an attempt (att_ `reason`); bulk replay reports them as http, timeout, network, redirect, no-ack. */
+export type FailureReason = 'http_4xx' | 'http_5xx' | 'timeout' | 'network' | 'redirect' | 'no-ack';
+export const failureClass = (r: string | null) => (r?.startsWith('http_') ? 'http' : r);
+
+export type AttemptCapture = {
+  ok: boolean; reason: FailureReason | null; status: number | null; requestHeaders: string; requestBody: string;
+  responseHeaders: string | null; responseBody: string | null; durationMs: number; requestedAt: number;
+};
+
+/**
+ * One signed POST of a webhook payload (re-signed on every attempt). 15 s timeout, redirects are not
+ * followed (a 3xx is a failure); `ack` mode needs 2xx plus `{"status":"ok"}` or `x-svc-ack: ok`.
+ */
+export async function postWebhook(opts: { url: string; body: string; secret: string; ackMode: 'lenient' | 'ack'; timeoutMs?: number }): Promise<AttemptCapture> {
+  const requestedAt = Date.now();
+  const headers = { 'content-type': 'application/json', 'user-agent': 'svc-mail-webhooks/1', ...signatureHeaders(opts.secret, opts.body, requestedAt) };
+  const base = { requestHeaders: JSON.stringify(headers), requestBody: cut(opts.body), requestedAt };
+  const started = performance.now();
+  try {
+    const res = await fetch(opts.url, {
+      method: 'POST', headers, body: opts.body, redirect: 'manual', signal: AbortSignal.timeout(opts.timeoutMs ?? WEBHOOK_TIMEOUT_MS),
+    });
+    const text = await res.text().catch(() => '');
+    const responseHeaders = JSON.stringify(Object.fromEntries(res.headers));
+    const durationMs = Math.round(performance.now() - started);
+    const reason = classify(res.status, res.headers.get('x-svc-ack'), text, opts.ackMode);
+    return { ...base, ok: reason === null, reason, status: res.status, responseHeaders, responseBody: cut(text), durationMs };
+  } catch (err) {
+    const timedOut = (err as Error).name === 'TimeoutError' || (err as Error).name === 'AbortError';
+    return { ...base, ok: false, reason: timedOut ? 'timeout' : 'network', status: null, responseHeaders: null, responseBody: (err as Error).message, durationMs: Math.round(performance.now() - started) };
+  }
+}
+
+function classify(status: number, ackHeader: string | null, body: string, mode: 'lenient' | 'ack'): FailureReason | null {
+  if (status >= 300 && status < 400) return 'redirect';
+  if (status >= 500) return 'http_5xx';
+  if (status < 200 || status >= 300) return 'http_4xx';
+  if (mode === 'lenient' || ackHeader?.trim().toLowerCase() === 'ok') return null;
+  try {
+    return (JSON.parse(body) as { status?: unknown }).status === 'ok' ? null : 'no-ack';
+  } catch {
+    return 'no-ack';
+  }
+}

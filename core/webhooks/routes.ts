@@ -1,0 +1,123 @@
+import { and, eq, inArray, ne } from 'drizzle-orm';
+import type { Db } from '../../db/index.js';
+import { schema } from '../../db/index.js';
+import { domainDto, type DomainRow } from '../domains/dto.js';
+import type { Actor, DomainService } from '../domains/service.js';
+import { badRequest, conflict, notFound } from '../errors.js';
+import { newId } from '../ids.js';
+import type { Sealer } from '../secrets.js';
+import { newWebhookSecret } from './sign.js';
+import { checkWebhookUrl } from './url.js';
+
+export type RouteRow = typeof schema.routes.$inferSelect;
+/** Route of a domain's tracking webhook: never matched by an address, signed with the account secret. */
+export const TRACKING_PATTERN = '@tracking';
+const PATTERN = /^(\*|[a-z0-9._+-]+|[a-z0-9._+-]+\*|\*[a-z0-9._+-]+)$/;
+
+/** How specific a pattern is for `local`: -1 no match; exact beats wildcards (longer literal first) beats `*`. */
+export function patternScore(pattern: string, local: string): number {
+  if (pattern === TRACKING_PATTERN) return -1;
+  if (pattern === '*') return 0;
+  if (!pattern.includes('*')) return pattern === local ? 10_000 : -1;
+  const literal = pattern.replace('*', '');
+  const hit = pattern.endsWith('*') ? local.startsWith(literal) : local.endsWith(literal);
+  return hit && local.length > literal.length ? 1 + literal.length * 2 + (pattern.endsWith('*') ? 1 : 0) : -1;
+}
+
+/** Routes: the catch-all webhook of a domain and address routes; the most specific match wins. */
+export function createRouteService(deps: { db: Db; sealer: Sealer; domains: DomainService }) {
+  const { db } = deps;
+  const r = schema.routes;
+
+  const inboundReady = (d: DomainRow) => {
+    if (d.mxVerified !== 1) throw conflict(`${d.domain} has no verified MX yet: inbound mail, webhooks and routes need it`, 'domain_not_verified');
+  };
+  const routeDto = (row: RouteRow, domain: string) => ({
+    id: row.id, domain_id: row.domainId, domain, pattern: row.pattern, url: row.url, ack_mode: row.ackMode, created_at: row.createdAt, updated_at: row.updatedAt,
+  });
+
+  /** Creates or updates the route of (domain, pattern), keeping its secret across updates. */
+  async function upsert(d: DomainRow, pattern: string, url: string, ackMode: 'lenient' | 'ack'): Promise<{ row: RouteRow; secret: string }> {
+    const now = Date.now();
+    const [existing] = await db.select().from(r).where(and(eq(r.domainId, d.id), eq(r.pattern, pattern)));
+    if (existing) {
+      const [row] = await db.update(r).set({ url, ackMode, updatedAt: now }).where(eq(r.id, existing.id)).returning();
+      return { row: row!, secret: deps.sealer.open(existing.secretSealed) };
+    }
+    const secret = newWebhookSecret();
+    const [row] = await db.insert(r).values({ id: newId('rte'), userId: d.userId, domainId: d.id, pattern, url, ackMode, secretSealed: deps.sealer.seal(secret), createdAt: now, updatedAt: now }).returning();
+    return { row: row!, secret };
+  }
+
+  async function catchAll(d: DomainRow): Promise<RouteRow | undefined> {
+    const [row] = await db.select().from(r).where(and(eq(r.domainId, d.id), eq(r.pattern, '*')));
+    return row;
+  }
+
+  return {
+    upsert,
+    secretOf: (row: RouteRow) => deps.sealer.open(row.secretSealed),
+
+    async setCatchAll(actor: Actor, domainId: string, input: { url: string; ackMode?: 'lenient' | 'ack' }) {
+      const d = await deps.domains.load(actor, domainId);
+      inboundReady(d);
+      const { row, secret } = await upsert(d, '*', checkWebhookUrl(input.url), input.ackMode ?? 'lenient');
+      return { domain: domainDto(d), webhookUrl: row.url, ackMode: row.ackMode, routeId: row.id, signingSecret: secret };
+    },
+
+    async deleteCatchAll(actor: Actor, domainId: string) {
+      const d = await deps.domains.load(actor, domainId);
+      await db.delete(r).where(and(eq(r.domainId, d.id), eq(r.pattern, '*')));
+      return { ok: true as const };
+    },
+
+    async catchAllOf(actor: Actor, domainId: string) {
+      const d = await deps.domains.load(actor, domainId);
+      const row = await catchAll(d);
+      if (!row) throw notFound('This domain has no webhook');
+      return { domain: d, route: row };
+    },
+
+    /** Catch-all routes of these domains, for list/detail enrichment. */
+    async catchAllsFor(domainIds: string[]): Promise<Map<string, RouteRow>> {
+      if (domainIds.length === 0) return new Map();
+      const rows = await db.select().from(r).where(and(inArray(r.domainId, domainIds), eq(r.pattern, '*')));
+      return new Map(rows.map((row) => [row.domainId, row]));
+    },
+
+    async list(actor: Actor) {
+      const rows = await db.select({ r, domain: schema.domains.domain }).from(r).innerJoin(schema.domains, eq(schema.domains.id, r.domainId))
+        .where(and(eq(r.userId, actor.userId), ne(r.pattern, TRACKING_PATTERN), ...(actor.domainId ? [eq(r.domainId, actor.domainId)] : [])))
+        .orderBy(r.createdAt);
+      return rows.map((x) => routeDto(x.r, x.domain));
+    },
+
+    async create(actor: Actor, input: { domainId: string; address: string; url: string; ackMode?: 'lenient' | 'ack' }) {
+      const d = await deps.domains.load(actor, input.domainId);
+      inboundReady(d);
+      const pattern = input.address.trim().toLowerCase();
+      if (pattern.includes('@') || !PATTERN.test(pattern)) throw badRequest('address must be *, a local part, or one wildcard at its start or end (support-*, *-agent); no @', 'invalid_pattern');
+      const { row, secret } = await upsert(d, pattern, checkWebhookUrl(input.url), input.ackMode ?? 'lenient');
+      return { ...routeDto(row, d.domain), signingSecret: secret };
+    },
+
+    async remove(actor: Actor, id: string) {
+      const [row] = await db.select().from(r).where(and(eq(r.id, id), eq(r.userId, actor.userId)));
+      if (!row || row.pattern === TRACKING_PATTERN || (actor.domainId && row.domainId !== actor.domainId)) throw notFound('Route not found');
+      await db.delete(r).where(eq(r.id, id));
+      return { ok: true as const };
+    },
+
+    /** The route a recipient local part reaches on a domain, or undefined. */
+    async match(domainId: string, local: string): Promise<RouteRow | undefined> {
+      const rows = await db.select().from(r).where(eq(r.domainId, domainId));
+      let best: { row: RouteRow; score: number } | undefined;
+      for (const row of rows) {
+        const score = patternScore(row.pattern, local.toLowerCase());
+        if (score >= 0 && (!best || score > best.score)) best = { row, score };
+      }
+      return best?.row;
+    },
+  };
+}
+export type RouteService = ReturnType<typeof createRouteService>;

@@ -1,0 +1,1 @@
+ALTER TABLE "inbound_raw" ADD COLUMN "payload_sealed" text;

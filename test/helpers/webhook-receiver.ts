@@ -1,0 +1,54 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export type Hit = { path: string; headers: IncomingMessage['headers']; body: string; json: any; verified: boolean };
+type Behavior = (hit: Hit, count: number) => { status: number; body?: string; headers?: Record<string, string> };
+
+/** Verifies `x-svc-signature` as DESIGN.md says a receiver should: HMAC-SHA256(secret, "<t>." + body), |now - t| ≤ 5 min. */
+export function verifySignature(secret: string, header: string | undefined, body: string, now = Date.now()): boolean {
+  const m = /^t=(\d+),v1=([0-9a-f]{64})$/.exec(header ?? '');
+  if (!m || Math.abs(now - Number(m[1])) > 5 * 60_000) return false;
+  const expected = createHmac('sha256', secret).update(`${m[1]}.${body}`).digest();
+  return timingSafeEqual(expected, Buffer.from(m[2]!, 'hex'));
+}
+
+/** A real HTTP webhook receiver on loopback: per-path behaviour, signature checked with the registered secret. */
+export async function startWebhookReceiver() {
+  const hits: Hit[] = [];
+  const behaviors = new Map<string, Behavior>();
+  const secrets = new Map<string, string>();
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    let body = '';
+    req.on('data', (c) => (body += c));
+    req.on('end', () => {
+      const path = req.url ?? '/';
+      let json: unknown = null;
+      try { json = JSON.parse(body); } catch { /* not JSON */ }
+      const secret = secrets.get(path);
+      const hit: Hit = { path, headers: req.headers, body, json, verified: secret ? verifySignature(secret, req.headers['x-svc-signature'] as string, body) : false };
+      hits.push(hit);
+      const count = hits.filter((h) => h.path === path).length;
+      const fallback: Behavior = () => ({ status: 200, body: '{"status":"ok"}' });
+      const out = (behaviors.get(path) ?? fallback)(hit, count);
+      res.writeHead(out.status, { 'content-type': 'application/json', ...out.headers }).end(out.body ?? '');
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return {
+    base, hits,
+    on(path: string, b: Behavior) { behaviors.set(path, b); },
+    secret(path: string, s: string) { secrets.set(path, s); },
+    hitsOn: (path: string) => hits.filter((h) => h.path === path),
+    async waitFor(path: string, n = 1, timeoutMs = 20_000) {
+      const deadline = Date.now() + timeoutMs;
+      while (hits.filter((h) => h.path === path).length < n) {
+        if (Date.now() > deadline) throw new Error(`${path}: ${hits.filter((h) => h.path === path).length}/${n} hits within ${timeoutMs} ms`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      return hits.filter((h) => h.path === path);
+    },
+    close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }),
+  };
+}

@@ -1,0 +1,163 @@
+import { connect } from 'node:net';
+import { eq } from 'drizzle-orm';
+import nodemailer from 'nodemailer';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { schema } from '../db/index.js';
+import { signatureHeaders } from '../core/webhooks/sign.js';
+import { startTestDns } from './helpers/dns.js';
+import { eventually, startStack, type TestStack } from './helpers/stack.js';
+import { startWebhookReceiver, verifySignature } from './helpers/webhook-receiver.js';
+
+const SERVICE = 'in.svc.test';
+const DOMAIN = `inbox.${SERVICE}`;
+let stack: TestStack;
+let dns: Awaited<ReturnType<typeof startTestDns>>;
+let hooks: Awaited<ReturnType<typeof startWebhookReceiver>>;
+let token: string;
+let domainId: string;
+
+beforeAll(async () => {
+  dns = await startTestDns();
+  hooks = await startWebhookReceiver();
+  stack = await startStack({ SERVICE_DOMAIN: SERVICE, DNS_SERVERS: dns.server.address, WEBHOOK_RETRY_SCHEDULE: '300,300,300', SMTP_MAX_MESSAGE_BYTES: '200000' });
+  token = (await stack.api('POST', '/api/auth/signup', { body: { email: 'receiver@example.com', password: 'receiver password' } })).body.token;
+  domainId = (await stack.api('POST', '/api/domains/subdomain', { token, body: { subdomain: 'inbox' } })).body.domain.id;
+});
+afterAll(async () => {
+  await stack?.stop();
+  await hooks?.close();
+  await dns?.close();
+});
+
+const smtp = () => nodemailer.createTransport({ host: '127.0.0.1', port: stack.service.smtpPort!, secure: false, ignoreTLS: true, tls: { rejectUnauthorized: false } });
+async function setHook(path: string, ackMode: 'lenient' | 'ack' = 'lenient') {
+  const res = await stack.api('PUT', `/api/domains/${domainId}/webhook`, { token, body: { url: `${hooks.base}${path}`, ackMode } });
+  expect(res.status).toBe(200);
+  hooks.secret(path, res.body.signingSecret);
+  return res.body;
+}
+const deliveriesOf = async (messageId: string) => (await stack.api('GET', `/api/messages/${messageId}`, { token })).body.deliveries;
+
+describe('signature', () => {
+  it('matches the known-answer vector of DESIGN.md', () => {
+    const h = signatureHeaders('whsec_svc_test', '{"type":"email.received","id":"evt_123"}', 1750000000000);
+    expect(h['x-svc-signature']).toBe('t=1750000000000,v1=9f9e150ea1ba2394647e2875b05b17c3248a054aceba3b6f1cd3223fe8f3f2a4');
+    expect(h['x-svc-timestamp']).toBe('1750000000000');
+  });
+});
+
+describe('inbound mail to webhooks', () => {
+  it('delivers a signed email.received with the DESIGN.md payload', async () => {
+    const set = await setHook('/hook');
+    expect(set).toMatchObject({ webhookUrl: `${hooks.base}/hook`, ackMode: 'lenient', routeId: expect.stringMatching(/^rte_/), signingSecret: expect.stringMatching(/^whsec_/) });
+    expect((await stack.api('GET', `/api/domains/${domainId}/webhook/secret`, { token })).body.secret).toBe(set.signingSecret);
+    await smtp().sendMail({
+      from: 'Alice <alice@sender.example>', to: `hello@${DOMAIN}`, subject: 'Hi there', text: 'Plain body', html: '<p>HTML body</p>',
+      references: '<root@sender.example>', attachments: [{ filename: 'notes.txt', content: 'attached notes' }],
+    });
+    const [hit] = await hooks.waitFor('/hook');
+    expect(hit!.verified).toBe(true);
+    expect(hit!.headers['x-svc-timestamp']).toMatch(/^\d+$/);
+    const p = hit!.json;
+    expect(p).toMatchObject({
+      id: expect.stringMatching(/^msg_/), type: 'email.received', from: { address: 'alice@sender.example', name: 'Alice' },
+      to: [{ address: `hello@${DOMAIN}` }], subject: 'Hi there', text: 'Plain body', html: '<p>HTML body</p>', threadId: '<root@sender.example>',
+      auth: { spf: expect.anything(), dkim: expect.anything(), dmarc: expect.anything(), spam: null },
+    });
+    expect(Object.keys(p.auth).sort()).toEqual(['dkim', 'dmarc', 'spam', 'spf']);
+    expect(new Date(p.receivedAtIso).getTime()).toBe(p.receivedAt);
+    expect(p.attachments).toEqual([{ id: expect.any(String), filename: 'notes.txt', contentType: 'text/plain', size: 14, url: expect.stringContaining('/v1/attachments/') }]);
+    const file = await fetch(p.attachments[0].url.replace(stack.config.publicUrl, stack.baseUrl));
+    expect(await file.text()).toBe('attached notes');
+    const dlv = await eventually(async () => { const d = (await deliveriesOf(p.id))[0]; return d?.status === 'delivered' ? d : undefined; });
+    expect(dlv).toMatchObject({ id: expect.stringMatching(/^dlv_/), message_id: p.id, route_id: set.routeId, attempts: 1, last_status_code: 200, retry_attempts: 0 });
+    const dom = (await stack.api('GET', `/api/domains/${domainId}`, { token })).body.domain;
+    expect(dom).toMatchObject({ webhookUrl: `${hooks.base}/hook`, webhookAckMode: 'lenient', webhookStatus: { status: 'ok', code: 200, consecutiveFailures: 0, unhealthy: false } });
+  });
+
+  it('a receiver that fails twice then succeeds gets the message on the third attempt, with three att_ rows', async () => {
+    await setHook('/flaky');
+    hooks.on('/flaky', (_h, n) => (n <= 2 ? { status: 503, body: 'down' } : { status: 200, body: 'ok' }));
+    await smtp().sendMail({ from: 'bob@sender.example', to: `flaky@${DOMAIN}`, subject: 'third time', text: 'x' });
+    const hits = await hooks.waitFor('/flaky', 3);
+    expect(hits.every((h) => h.verified)).toBe(true);
+    expect(new Set(hits.map((h) => h.headers['x-svc-signature'])).size).toBe(3);
+    const messageId = hits[0]!.json.id;
+    const dlv = await eventually(async () => { const d = (await deliveriesOf(messageId))[0]; return d?.status === 'delivered' ? d : undefined; });
+    expect(dlv).toMatchObject({ attempts: 3, retry_attempts: 2, next_retry_at: null });
+    const attempts = (await stack.api('GET', `/api/deliveries/${dlv.id}/attempts`, { token })).body.attempts;
+    expect(attempts.map((a: any) => [a.attempt_number, a.ok, a.reason, a.response_status])).toEqual([[3, 1, null, 200], [2, 0, 'http_5xx', 503], [1, 0, 'http_5xx', 503]]);
+    expect(JSON.parse(attempts[0].request_headers)).toHaveProperty('x-svc-signature');
+    expect(attempts[0].request_body).toContain('"type":"email.received"');
+    expect(attempts[0].duration_ms).toBeGreaterThanOrEqual(0);
+  });
+
+  it('ack mode without the acknowledgement fails (no-ack); a redirect fails too', async () => {
+    await setHook('/noack', 'ack');
+    hooks.on('/noack', () => ({ status: 200, body: '{"received":true}' }));
+    await smtp().sendMail({ from: 'c@sender.example', to: `noack@${DOMAIN}`, subject: 'ack?', text: 'x' });
+    const [first] = await hooks.waitFor('/noack', 4);
+    const failed = await eventually(async () => { const d = (await deliveriesOf(first!.json.id))[0]; return d?.status === 'failed' ? d : undefined; });
+    expect(failed.attempts).toBe(4);
+    const reasons = (await stack.api('GET', `/api/deliveries/${failed.id}/attempts`, { token })).body.attempts.map((a: any) => a.reason);
+    expect(new Set(reasons)).toEqual(new Set(['no-ack']));
+
+    await setHook('/acked', 'ack');
+    hooks.on('/acked', () => ({ status: 200, body: 'fine', headers: { 'x-svc-ack': 'ok' } }));
+    await smtp().sendMail({ from: 'c@sender.example', to: `acked@${DOMAIN}`, subject: 'ack header', text: 'x' });
+    const [acked] = await hooks.waitFor('/acked');
+    await eventually(async () => (await deliveriesOf(acked!.json.id))[0]?.status === 'delivered');
+
+    await setHook('/redirect');
+    hooks.on('/redirect', () => ({ status: 302, headers: { location: `${hooks.base}/hook` } }));
+    await smtp().sendMail({ from: 'c@sender.example', to: `moved@${DOMAIN}`, subject: 'moved', text: 'x' });
+    const [r] = await hooks.waitFor('/redirect');
+    const d = await eventually(async () => { const x = (await deliveriesOf(r!.json.id))[0]; return x?.status === 'failed' ? x : undefined; });
+    const att = (await stack.api('GET', `/api/deliveries/${d.id}/attempts`, { token })).body.attempts;
+    expect(att.at(-1)).toMatchObject({ ok: 0, reason: 'redirect', response_status: 302 });
+    const dom = (await stack.api('GET', `/api/domains/${domainId}`, { token })).body.domain;
+    expect(dom.webhookStatus.consecutiveFailures).toBeGreaterThan(0);
+  });
+});
+
+describe('SMTP ingress', () => {
+  it('refuses unknown domains with 550 and oversize messages with 552', async () => {
+    await expect(smtp().sendMail({ from: 'x@sender.example', to: 'who@unknown.example', subject: 's', text: 't' })).rejects.toMatchObject({ responseCode: 550 });
+    await expect(smtp().sendMail({ from: 'x@sender.example', to: `big@${DOMAIN}`, subject: 's', text: 'x'.repeat(300_000) })).rejects.toMatchObject({ responseCode: 552 });
+  });
+
+  it('a retried SMTP transaction (same bytes) never delivers twice', async () => {
+    await setHook('/once');
+    const raw = `From: d@sender.example\r\nTo: once@${DOMAIN}\r\nSubject: once\r\nMessage-ID: <once-1@sender.example>\r\n\r\nbody\r\n`;
+    const t = smtp();
+    await t.sendMail({ envelope: { from: 'd@sender.example', to: [`once@${DOMAIN}`] }, raw });
+    await t.sendMail({ envelope: { from: 'd@sender.example', to: [`once@${DOMAIN}`] }, raw });
+    await hooks.waitFor('/once');
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(hooks.hitsOn('/once')).toHaveLength(1);
+  });
+
+  it('a bare LF before a dot does not split a message (no smuggling)', async () => {
+    await setHook('/smuggle');
+    const port = stack.service.smtpPort!;
+    const lines = [
+      'EHLO probe.example', `MAIL FROM:<e@sender.example>`, `RCPT TO:<smuggle@${DOMAIN}>`, 'DATA',
+      `From: e@sender.example\r\nTo: smuggle@${DOMAIN}\r\nSubject: outer\r\n\r\nfirst part\n.\nMAIL FROM:<evil@sender.example>\r\nRCPT TO:<smuggle@${DOMAIN}>\r\nDATA\r\nSubject: smuggled\r\n\r\nsecond\r\n.`, 'QUIT',
+    ];
+    await new Promise<void>((resolve, reject) => {
+      const s = connect(port, '127.0.0.1');
+      let step = 0;
+      s.on('data', (d) => {
+        const text = d.toString();
+        if (step < lines.length && /^(220|250|354)/m.test(text)) s.write(`${lines[step++]}\r\n`);
+        if (/^221/m.test(text)) { s.end(); resolve(); }
+      });
+      s.on('error', reject);
+    });
+    const hits = await hooks.waitFor('/smuggle');
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(hooks.hitsOn('/smuggle')).toHaveLength(1);
+    expect(hits[0]!.json.subject).toBe('outer');
+    expect(hits[0]!.json.text).toContain('MAIL FROM:<evil@sender.example>');
+  });
+});
