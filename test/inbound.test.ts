@@ -1,12 +1,10 @@
 import { connect } from 'node:net';
-import { eq } from 'drizzle-orm';
 import nodemailer from 'nodemailer';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { schema } from '../db/index.js';
 import { signatureHeaders } from '../core/webhooks/sign.js';
 import { startTestDns } from './helpers/dns.js';
 import { eventually, startStack, type TestStack } from './helpers/stack.js';
-import { startWebhookReceiver, verifySignature } from './helpers/webhook-receiver.js';
+import { startWebhookReceiver } from './helpers/webhook-receiver.js';
 
 const SERVICE = 'in.svc.test';
 const DOMAIN = `inbox.${SERVICE}`;

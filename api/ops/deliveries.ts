@@ -8,7 +8,7 @@ export const deliverySchema = z.object({
   attempts: z.number().int(), last_status_code: z.number().int().nullable(), next_retry_at: z.number().int().nullable(),
   retry_attempts: z.number().int(), created_at: z.number().int(), updated_at: z.number().int(),
 });
-const ids = (prefix: string) => z.array(z.string().min(1).max(100)).max(50).optional().describe(`${prefix} ids`);
+const ids = (prefix: string) => z.array(z.string().min(1).max(100)).max(500).optional().describe(`${prefix} ids (at most 50 in all, threads expanded first)`);
 
 export const retryDelivery = defineOperation({
   name: 'deliveries.retry', method: 'POST', path: '/api/deliveries/:id/retry', auth: AUTH,

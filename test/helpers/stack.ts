@@ -1,11 +1,19 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { inject } from 'vitest';
 import { loadConfig, type Config } from '../../core/config.js';
 import { ALL_ROLES, startService, type Role, type Service } from '../../runtime/service.js';
 import { createTestDatabase } from './pg.js';
 import { freePort } from './ports.js';
+
+// Worker logs at WARN: the INFO lines of every worker start would bury test output.
+try {
+  Runtime.install({ logger: new DefaultLogger('WARN') });
+} catch {
+  /* installed already in this process */
+}
 
 export type TestStack = {
   service: Service;

@@ -1,0 +1,178 @@
+import { generateKeyPairSync } from 'node:crypto';
+import { eq } from 'drizzle-orm';
+import nodemailer from 'nodemailer';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { decryptRsaOaepEnvelope } from '../core/inbound/encryption.js';
+import { schema } from '../db/index.js';
+import { startWorker } from '../worker.js';
+import { startTestDns } from './helpers/dns.js';
+import { eventually, startStack, type TestStack } from './helpers/stack.js';
+import { startWebhookReceiver } from './helpers/webhook-receiver.js';
+
+const SERVICE = 'rp.svc.test';
+let stack: TestStack;
+let dns: Awaited<ReturnType<typeof startTestDns>>;
+let hooks: Awaited<ReturnType<typeof startWebhookReceiver>>;
+let token: string;
+
+beforeAll(async () => {
+  dns = await startTestDns();
+  hooks = await startWebhookReceiver();
+  stack = await startStack({ SERVICE_DOMAIN: SERVICE, DNS_SERVERS: dns.server.address, WEBHOOK_RETRY_SCHEDULE: '400,400' });
+  token = (await stack.api('POST', '/api/auth/signup', { body: { email: 'replayer@example.com', password: 'replayer password' } })).body.token;
+});
+afterAll(async () => {
+  await stack?.stop();
+  await hooks?.close();
+  await dns?.close();
+});
+
+const smtp = () => nodemailer.createTransport({ host: '127.0.0.1', port: stack.service.smtpPort!, secure: false, ignoreTLS: true });
+const claim = async (label: string) => (await stack.api('POST', '/api/domains/subdomain', { token, body: { subdomain: label } })).body.domain.id as string;
+const hook = (id: string, path: string) => stack.api('PUT', `/api/domains/${id}/webhook`, { token, body: { url: `${hooks.base}${path}` } });
+const mail = (to: string, extra: Record<string, unknown> = {}) => smtp().sendMail({ from: 'sender@far.example', to, subject: 's', text: 'body', ...extra });
+const deliveriesOf = async (messageId: string) => (await stack.api('GET', `/api/messages/${messageId}`, { token })).body.deliveries;
+
+describe('routes', () => {
+  it('the most specific pattern wins; webhook URLs must be https except loopback', async () => {
+    const id = await claim('routed');
+    await hook(id, '/catchall');
+    const mk = (address: string, path: string) => stack.api('POST', '/api/routes', { token, body: { domainId: id, address, url: `${hooks.base}${path}` } });
+    expect((await mk('support-*', '/support')).status).toBe(201);
+    expect((await mk('*-agent', '/agent')).status).toBe(201);
+    expect((await mk('support-vip', '/vip')).status).toBe(201);
+    expect((await mk('a@b', '/x')).body.code).toBe('invalid_pattern');
+    expect((await stack.api('POST', '/api/routes', { token, body: { domainId: id, address: 'x', url: 'http://example.com/hook' } })).body.code).toBe('invalid_webhook_url');
+    expect((await stack.api('PUT', `/api/domains/${id}/webhook`, { token, body: { url: 'ftp://example.com' } })).status).toBe(400);
+    for (const [local, path] of [['support-vip', '/vip'], ['support-billing', '/support'], ['sales-agent', '/agent'], ['random', '/catchall']]) {
+      await mail(`${local}@routed.${SERVICE}`);
+      const hits = await hooks.waitFor(path!);
+      expect(hits.some((h) => h.json.to[0].address === `${local}@routed.${SERVICE}`), `${local} → ${path}`).toBe(true);
+    }
+    const list = (await stack.api('GET', '/api/routes', { token })).body;
+    expect(list.map((r: any) => r.pattern).sort()).toEqual(['*', '*-agent', 'support-*', 'support-vip']);
+    const vip = list.find((r: any) => r.pattern === 'support-vip');
+    expect((await stack.api('DELETE', `/api/routes/${vip.id}`, { token })).body).toEqual({ ok: true });
+  });
+
+  it('routes and webhooks need a domain with verified MX', async () => {
+    const pending = (await stack.api('POST', '/api/domains', { token, body: { domain: 'pending-mx.example.com' } })).body.domain.id;
+    expect((await hook(pending, '/nope')).body.code).toBe('domain_not_verified');
+  });
+});
+
+describe('replay', () => {
+  let messageId: string;
+  let deliveryId: string;
+  beforeAll(async () => {
+    const id = await claim('replay');
+    await hook(id, '/replay');
+    await mail(`x@replay.${SERVICE}`, { subject: 'replay me', references: '<thread-root@far.example>' });
+    messageId = (await hooks.waitFor('/replay'))[0]!.json.id;
+    deliveryId = (await eventually(async () => { const d = (await deliveriesOf(messageId))[0]; return d?.status === 'delivered' ? d : undefined; })).id;
+  });
+
+  it('retries one delivery as a new row, leaving the original untouched; 404 for another account', async () => {
+    const res = await stack.api('POST', `/api/deliveries/${deliveryId}/retry`, { token });
+    expect(res.body).toMatchObject({ ok: true, status: 200, delivery: { message_id: messageId, status: 'delivered', attempts: 1 } });
+    expect(res.body.delivery.id).not.toBe(deliveryId);
+    expect(await hooks.waitFor('/replay', 2)).toHaveLength(2);
+    const rows = await deliveriesOf(messageId);
+    expect(rows).toHaveLength(2);
+    expect(rows.find((r: any) => r.id === deliveryId)).toMatchObject({ status: 'delivered', attempts: 1 });
+    const other = (await stack.api('POST', '/api/auth/signup', { body: { email: 'intruder@example.com', password: 'intruder pw' } })).body.token;
+    expect((await stack.api('POST', `/api/deliveries/${deliveryId}/retry`, { token: other })).status).toBe(404);
+    expect((await stack.api('GET', `/api/deliveries/${deliveryId}/attempts`, { token: other })).status).toBe(404);
+  });
+
+  it('bulk replay: threads expand, one POST per endpoint per message, skips are reported, 50-id cap', async () => {
+    const before = hooks.hitsOn('/replay').length;
+    const res = await stack.api('POST', '/api/deliveries/retry', { token, body: {
+      deliveryIds: [deliveryId, 'dlv_doesnotexist000000000000'], messageIds: [messageId, 'msg_nothing0000000000000000'], threadIds: ['<thread-root@far.example>'],
+    } });
+    expect(res.status).toBe(200);
+    const reasons = res.body.results.map((r: any) => r.reason).sort();
+    // The thread expands to the same message as messageIds, so it adds nothing; that message's endpoint was already hit via deliveryIds.
+    expect(reasons).toEqual([null, 'duplicate_endpoint', 'no_delivery', 'not_found'].sort());
+    expect(res.body).toMatchObject({ ok: false, delivered: 1, failed: 0, skipped: 3, requested: 4 });
+    expect(res.body.requested).toBe(res.body.results.length);
+    await hooks.waitFor('/replay', before + 1);
+    await new Promise((r) => setTimeout(r, 500));
+    expect(hooks.hitsOn('/replay')).toHaveLength(before + 1);
+    const many = Array.from({ length: 51 }, (_, i) => `msg_${String(i).padStart(24, '0')}`);
+    expect((await stack.api('POST', '/api/deliveries/retry', { token, body: { messageIds: many } })).body.code).toBe('too_many_ids');
+    expect((await stack.api('POST', '/api/deliveries/retry', { token, body: {} })).status).toBe(400);
+  });
+
+  it('reports failure classes for endpoints that fail', async () => {
+    const id = await claim('failing');
+    await hook(id, '/down');
+    hooks.on('/down', () => ({ status: 500 }));
+    await mail(`x@failing.${SERVICE}`);
+    const mid = (await hooks.waitFor('/down'))[0]!.json.id;
+    await eventually(async () => (await deliveriesOf(mid))[0]?.status === 'failed');
+    const res = await stack.api('POST', '/api/deliveries/retry', { token, body: { messageIds: [mid] } });
+    expect(res.body.results[0]).toMatchObject({ ok: false, status: 500, reason: 'http' });
+    expect(res.body).toMatchObject({ failed: 1, delivered: 0, skipped: 0 });
+  });
+});
+
+describe('durability', () => {
+  it('killing the worker mid-retry and starting it again delivers the message exactly once', async () => {
+    const id = await claim('durable');
+    await hook(id, '/durable');
+    let healthy = false;
+    hooks.on('/durable', () => (healthy ? { status: 200 } : { status: 503 }));
+    await mail(`x@durable.${SERVICE}`);
+    await hooks.waitFor('/durable', 1);
+    await stack.service.worker!.shutdown();
+    healthy = true;
+    await new Promise((r) => setTimeout(r, 1500));
+    stack.service.worker = await startWorker({ core: stack.service.core, address: stack.service.temporalAddress, workflowBundle: { codePath: inject('workflowBundlePath') } });
+    const hits = await hooks.waitFor('/durable', 2);
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(hooks.hitsOn('/durable')).toHaveLength(2);
+    const ok = hooks.hitsOn('/durable').filter((_h, i) => i > 0);
+    expect(ok).toHaveLength(1);
+    expect((await deliveriesOf(hits[0]!.json.id))[0]).toMatchObject({ status: 'delivered', attempts: 2 });
+  });
+});
+
+describe('retention', () => {
+  it('zero retention delivers with inline attachments and keeps nothing to replay', async () => {
+    const id = await claim('ephemeral');
+    await stack.service.core.db.update(schema.domains).set({ zeroRetention: 1 }).where(eq(schema.domains.id, id));
+    await hook(id, '/zero');
+    await mail(`x@ephemeral.${SERVICE}`, { subject: 'secret', attachments: [{ filename: 'a.txt', content: 'inline me' }] });
+    const [hit] = await hooks.waitFor('/zero');
+    expect(hit!.json.attachments[0]).toMatchObject({ filename: 'a.txt', content: Buffer.from('inline me').toString('base64') });
+    expect(hit!.json.attachments[0].url).toBeUndefined();
+    const mid = hit!.json.id;
+    await eventually(async () => (await stack.service.core.db.select().from(schema.inboundRaw).where(eq(schema.inboundRaw.messageId, mid))).length === 0);
+    const [row] = await stack.service.core.db.select().from(schema.messages).where(eq(schema.messages.id, mid));
+    expect(row).toMatchObject({ subject: null, text: null, html: null });
+    const dlv = (await deliveriesOf(mid))[0];
+    expect((await stack.api('POST', `/api/deliveries/${dlv.id}/retry`, { token })).body.code).toBe('no_delivery');
+  });
+
+  it('an encrypted domain stores the message only encrypted; it decrypts with the private key', async () => {
+    const id = await claim('sealed');
+    const { publicKey, privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+    const set = await stack.api('PUT', `/api/domains/${id}/encryption`, { token, body: { publicKey: publicKey.export({ type: 'spki', format: 'pem' }) } });
+    expect(set.body.domain).toMatchObject({ enc_key_alg: 'RSA-OAEP-256' });
+    await hook(id, '/sealed');
+    await mail(`x@sealed.${SERVICE}`, { subject: 'for your eyes only', text: 'classified body' });
+    const [hit] = await hooks.waitFor('/sealed');
+    expect(hit!.json.text.trim()).toBe('classified body');
+    const mid = hit!.json.id;
+    await eventually(async () => (await stack.service.core.db.select().from(schema.inboundRaw).where(eq(schema.inboundRaw.messageId, mid)))[0]?.payloadSealed === null);
+    const [raw] = await stack.service.core.db.select().from(schema.inboundRaw).where(eq(schema.inboundRaw.messageId, mid));
+    expect(raw!.encrypted).toBe(true);
+    expect(raw!.content.toString('latin1')).not.toContain('classified');
+    const plain = decryptRsaOaepEnvelope(raw!.content, privateKey.export({ type: 'pkcs8', format: 'pem' }) as string);
+    expect(plain.toString()).toContain('Subject: for your eyes only');
+    expect(plain.toString()).toContain('classified body');
+    const [row] = await stack.service.core.db.select().from(schema.messages).where(eq(schema.messages.id, mid));
+    expect(row!.text).toBeNull();
+  });
+});
