@@ -36,7 +36,7 @@ export async function startWorker(opts: {
     taskQueue: config.temporal.taskQueue,
     activities: createActivities({
       db: database.db, domains: opts.core.domains, scheduled: opts.core.scheduled, attachments: opts.core.attachments,
-      inbound: opts.core.inbound, deliveryStore: opts.core.deliveryStore,
+      inbound: opts.core.inbound, deliveryStore: opts.core.deliveryStore, engagement: opts.core.engagement,
       delivery: createDeliveryService({
         db: database.db, transport, sealer: opts.core.sealer, serviceDomain: config.serviceDomain,
         attachments: opts.core.attachments, events: opts.core.events, suppressions: opts.core.suppressions,

@@ -1,17 +1,19 @@
 import type { AttachmentService } from '../core/attachments/service.js';
 import type { DomainService } from '../core/domains/service.js';
 import type { InboundService } from '../core/inbound/service.js';
+import type { EngagementService } from '../core/webhooks/engagement.js';
 import type { DeliveryStore } from '../core/webhooks/deliveries.js';
 import type { DeliveryService } from '../core/sending/delivery.js';
 import type { ScheduledSendService } from '../core/sending/scheduled.js';
 import type { Db } from '../db/index.js';
 import { attachmentActivities } from './attachments.js';
 import { domainActivities } from './domains.js';
+import { engagementActivities } from './engagement.js';
 import { inboundActivities } from './inbound.js';
 import { outboundActivities } from './outbound.js';
 import { scheduledActivities } from './scheduled.js';
 
-export type ActivityDeps = { inbound: InboundService; deliveryStore: DeliveryStore; db: Db; delivery: DeliveryService; domains: DomainService; scheduled: ScheduledSendService; attachments: AttachmentService };
+export type ActivityDeps = { engagement: EngagementService; inbound: InboundService; deliveryStore: DeliveryStore; db: Db; delivery: DeliveryService; domains: DomainService; scheduled: ScheduledSendService; attachments: AttachmentService };
 
 /** Every activity the worker registers, built from its real dependencies (the composition root passes them). */
 export function createActivities(deps: ActivityDeps) {
@@ -21,6 +23,7 @@ export function createActivities(deps: ActivityDeps) {
     ...attachmentActivities(deps),
     ...scheduledActivities(deps),
     ...inboundActivities(deps),
+    ...engagementActivities(deps),
   };
 }
 export type Activities = ReturnType<typeof createActivities>;

@@ -6,6 +6,7 @@ import { createAuthService } from './auth.js';
 import { createResolver } from './dns.js';
 import { domainDto, type DomainRow, type EnrichedDomain, type WebhookStatus } from './domains/dto.js';
 import { createWebhookTests } from './webhooks/test-event.js';
+import { createEngagementService } from './webhooks/engagement.js';
 import { createHostedZoneService } from './domains/hosted.js';
 import { builtinProvider, createProviderRegistry } from './domains/providers.js';
 import { simulatedRegistrar } from './domains/registrar.js';
@@ -50,6 +51,8 @@ export type WorkflowPort = {
   startInboundDelivery(m: { messageId: string; userId: string }): Promise<void>;
   /** Continues a delivery's retry ladder in its own workflow, from `startAttempt`. */
   startWebhookDelivery(d: { deliveryId: string; startAttempt: number }): Promise<void>;
+  /** Wakes (or starts) the engagement dispatcher of a domain. */
+  nudgeEngagement(domainId: string): Promise<void>;
   ping(): Promise<void>;
 };
 
@@ -109,6 +112,10 @@ export function createCore(deps: { database: Database; config: Config; workflows
   const routes = createRouteService({ db, sealer, domains });
   const deliveryStore = createDeliveryStore({ db, sealer, routes, accountSecret: (userId) => accountSecret.get(userId) });
   const webhookTests = createWebhookTests({ routes });
+  const engagement = createEngagementService({
+    db, domains, routes, accountSecret, deliveries: deliveryStore, workflows: deps.workflows, retrySchedule: config.webhookRetrySchedule,
+  });
+  events.attachRouter(engagement.router);
   const replay = createReplayService({ db, deliveries: deliveryStore, workflows: deps.workflows, retrySchedule: config.webhookRetrySchedule });
   const inbound = createInboundService({
     db, sealer, resolver, serviceDomain: config.serviceDomain, attachments, encryption, routes, deliveries: deliveryStore, usage, workflows: deps.workflows,
@@ -116,7 +123,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
 
   return {
     config, db, database: deps.database, workflows: deps.workflows, sealer, tokens, queue, mailer, keys, accounts, auth, usage,
-    inbound, outbox, attachments, providers, domains, hosted, registration, scopedKeys, encryption, resolver, templates, suppressions, events, reports, tracking, scheduled, sending, messages, accountSecret, routes, deliveryStore, replay, webhookTests,
+    inbound, outbox, attachments, providers, domains, hosted, registration, scopedKeys, encryption, resolver, templates, suppressions, events, reports, tracking, scheduled, sending, messages, accountSecret, routes, deliveryStore, replay, webhookTests, engagement,
     async close() {
       await queue.close();
     },

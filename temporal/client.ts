@@ -1,7 +1,7 @@
 import { type ApplicationFailure, Client, Connection, WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import proto from '@temporalio/proto';
 import type { WorkflowPort } from '../core/index.js';
-import { deliverOutboundWorkflowId, inboundDeliveryWorkflowId, scheduledSendWorkflowId, verifyDomainWorkflowId, webhookDeliveryWorkflowId } from '../workflows/ids.js';
+import { deliverOutboundWorkflowId, engagementDispatchWorkflowId, inboundDeliveryWorkflowId, scheduledSendWorkflowId, verifyDomainWorkflowId, webhookDeliveryWorkflowId } from '../workflows/ids.js';
 import { SvcAccountId, SvcDomain, SvcDomainStatus, SvcMessageId } from '../workflows/search-attributes.js';
 import { SEARCH_ATTRIBUTES } from './search-attributes.js';
 
@@ -56,6 +56,11 @@ export function createWorkflowPort(t: TemporalHandle, settings: WorkflowSettings
       }).catch((err) => {
         // A finished workflow with this id means the message was delivered already: a retried SMTP transaction.
         if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+      });
+    },
+    async nudgeEngagement(domainId) {
+      await t.client.workflow.signalWithStart('engagementDispatchWorkflow', {
+        taskQueue: t.taskQueue, workflowId: engagementDispatchWorkflowId(domainId), args: [{ domainId }], signal: 'moreEventsSignal', signalArgs: [],
       });
     },
     async startWebhookDelivery(d) {

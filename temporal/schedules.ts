@@ -1,10 +1,12 @@
 import { ScheduleAlreadyRunning, ScheduleOverlapPolicy } from '@temporalio/client';
-import { cleanupAttachmentsScheduleId, sweepOutboundScheduleId } from '../workflows/ids.js';
+import { cleanupAttachmentsScheduleId, engagementSweepScheduleId, pruneAttemptsScheduleId, sweepOutboundScheduleId } from '../workflows/ids.js';
 import type { TemporalHandle } from './client.js';
 
 /** Recurring housekeeping as Temporal Schedules (DESIGN.md); creating one that exists is success. */
 export async function ensureSchedules(t: TemporalHandle, opts: { retrySchedule: number[] }): Promise<void> {
   const schedules: { scheduleId: string; workflowType: string; every: string; args?: unknown[] }[] = [
+    { scheduleId: engagementSweepScheduleId(t.taskQueue), workflowType: 'sweepEngagementWorkflow', every: '1 minute' },
+    { scheduleId: pruneAttemptsScheduleId(t.taskQueue), workflowType: 'pruneAttemptsWorkflow', every: '1 day' },
     { scheduleId: sweepOutboundScheduleId(t.taskQueue), workflowType: 'sweepOutboundWorkflow', every: '1 minute', args: [{ retrySchedule: opts.retrySchedule }] },
     { scheduleId: cleanupAttachmentsScheduleId(t.taskQueue), workflowType: 'cleanupAttachmentsWorkflow', every: '1 hour', args: [] },
   ];

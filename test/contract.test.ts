@@ -7,7 +7,9 @@ import { operations } from '../api/ops/index.js';
 import { schema } from '../db/index.js';
 import { schemaBaseName, type Operation } from '../api/contract.js';
 import { tokenFromMail, waitForMail } from './helpers/outbox.js';
-import { startStack, type TestStack } from './helpers/stack.js';
+import { eventually, startStack, type TestStack } from './helpers/stack.js';
+import { startWebhookReceiver } from './helpers/webhook-receiver.js';
+import nodemailer from 'nodemailer';
 
 let stack: TestStack;
 let session: string;
@@ -23,10 +25,26 @@ beforeAll(async () => {
   await stack.api('POST', '/api/domains/subdomain', { token: session, body: { subdomain: 'sender' } });
 });
 const FROM = 'hello@sender.contract.svc.test';
+let receiver: Awaited<ReturnType<typeof startWebhookReceiver>> | undefined;
+const senderDomainId = async () => (await stack.api('GET', '/api/domains', { token: session })).body.find((d: any) => d.domain === 'sender.contract.svc.test').id as string;
+/** A real inbound message delivered to a loopback webhook; answers its delivery id. */
+async function inboundDelivery(): Promise<string> {
+  receiver ??= await startWebhookReceiver();
+  const id = await senderDomainId();
+  await stack.api('PUT', `/api/domains/${id}/webhook`, { token: session, body: { url: `${receiver.base}/c` } });
+  const t = nodemailer.createTransport({ host: '127.0.0.1', port: stack.service.smtpPort!, secure: false, ignoreTLS: true });
+  const subject = `inbound ${++n}`;
+  await t.sendMail({ from: 'x@far.example', to: 'in@sender.contract.svc.test', subject, text: 'hi' });
+  const hit = (await receiver.waitFor('/c', 1)).find((h) => h.json?.subject === subject) ?? (await eventually(async () => receiver!.hitsOn('/c').find((h) => h.json?.subject === subject)));
+  return (await eventually(async () => (await stack.api('GET', `/api/messages/${hit.json.id}`, { token: session })).body.deliveries?.[0]?.id)) as string;
+}
 const key = async () => (await stack.api('GET', '/api/keys', { token: session })).body.key as string;
 const sendOne = async (extra: Record<string, unknown> = {}) =>
   (await stack.api('POST', '/v1/send', { token: await key(), body: { from: FROM, to: `r${++n}@example.com`, subject: 's', text: 't', ...extra } })).body.id as string;
-afterAll(async () => { await stack?.stop(); });
+afterAll(async () => {
+  await stack?.stop();
+  await receiver?.close();
+});
 
 type Example = { path?: string; body?: unknown; query?: string; token?: string };
 /** A real, valid call for every operation. A new operation without an example fails the walk below. */
@@ -85,6 +103,34 @@ const examples: Record<string, () => Promise<Example>> = {
     body: { publicKey: generateKeyPairSync('rsa', { modulusLength: 2048 }).publicKey.export({ type: 'spki', format: 'pem' }).toString() },
   }),
   'domains.clearEncryption': async () => ({ token: session, path: `/api/domains/${await newDomainId()}/encryption` }),
+  'webhooks.set': async () => ({ token: session, path: `/api/domains/${await senderDomainId()}/webhook`, body: { url: 'https://hooks.example.com/in', ackMode: 'ack' } }),
+  'webhooks.delete': async () => ({ token: session, path: `/api/domains/${await claimId()}/webhook` }),
+  'webhooks.secret': async () => {
+    const id = await claimId();
+    await stack.api('PUT', `/api/domains/${id}/webhook`, { token: session, body: { url: 'https://hooks.example.com/s' } });
+    return { token: session, path: `/api/domains/${id}/webhook/secret` };
+  },
+  'webhooks.test': async () => {
+    receiver ??= await startWebhookReceiver();
+    const id = await claimId();
+    await stack.api('PUT', `/api/domains/${id}/webhook`, { token: session, body: { url: `${receiver.base}/t` } });
+    return { token: session, path: `/api/domains/${id}/webhook/test` };
+  },
+  'webhooks.accountSecret': async () => ({ token: session }),
+  'webhooks.rotateAccountSecret': async () => ({ token: session }),
+  'routes.list': async () => ({ token: session }),
+  'routes.create': async () => ({ token: session, body: { domainId: await claimId(), address: 'support-*', url: 'https://hooks.example.com/support' } }),
+  'routes.delete': async () => {
+    const r = await stack.api('POST', '/api/routes', { token: session, body: { domainId: await claimId(), address: 'ops', url: 'https://hooks.example.com/ops' } });
+    return { token: session, path: `/api/routes/${r.body.id}` };
+  },
+  'deliveries.retry': async () => ({ token: session, path: `/api/deliveries/${await inboundDelivery()}/retry` }),
+  'deliveries.retryMany': async () => ({ token: session, body: { deliveryIds: [await inboundDelivery()], messageIds: ['msg_unknown00000000000000000'] } }),
+  'deliveries.attempts': async () => ({ token: session, path: `/api/deliveries/${await inboundDelivery()}/attempts` }),
+  'engagement.setTrackingWebhook': async () => ({ token: session, path: `/api/domains/${await claimId()}/tracking-webhook`, body: { url: 'https://hooks.example.com/track' } }),
+  'engagement.clearTrackingWebhook': async () => ({ token: session, path: `/api/domains/${await claimId()}/tracking-webhook` }),
+  'engagement.setWebhookEvents': async () => ({ token: session, path: `/api/domains/${await claimId()}/webhook-events`, body: { events: ['email.opened', 'email.clicked'] } }),
+  'engagement.clearWebhookEvents': async () => ({ token: session, path: `/api/domains/${await claimId()}/webhook-events` }),
   'domains.list': async () => ({ token: session }),
   'domains.add': async () => ({ token: session, body: { domain: `d${++n}.example.com` } }),
   'domains.get': async () => ({ token: session, path: `/api/domains/${await newDomainId()}` }),
@@ -104,6 +150,10 @@ const examples: Record<string, () => Promise<Example>> = {
     return { token: session, path: `/api/keys/scoped/${created.body.id}` };
   },
 };
+
+async function claimId(): Promise<string> {
+  return (await stack.api('POST', '/api/domains/subdomain', { token: session, body: { subdomain: `c${++n}-hook` } })).body.domain.id;
+}
 
 async function newDomainId(): Promise<string> {
   return (await stack.api('POST', '/api/domains', { token: session, body: { domain: `x${++n}.example.com` } })).body.domain.id;

@@ -8,3 +8,6 @@ export const deferredDeliveryWorkflowId = (messageId: string) => `deferred-${mes
 export const scheduledSendWorkflowId = (scheduledSendId: string) => `scheduled-${scheduledSendId}`;
 export const inboundDeliveryWorkflowId = (messageId: string) => `inbound-${messageId}`;
 export const webhookDeliveryWorkflowId = (deliveryId: string) => `webhook-${deliveryId}`;
+export const engagementDispatchWorkflowId = (domainId: string) => `engagement-${domainId}`;
+export const engagementSweepScheduleId = (taskQueue: string) => `engagement-sweep-${taskQueue}`;
+export const pruneAttemptsScheduleId = (taskQueue: string) => `attempts-prune-${taskQueue}`;

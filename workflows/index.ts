@@ -6,3 +6,5 @@ export { deferredDeliveryWorkflow } from './deferred-delivery.js';
 export { scheduledSendWorkflow } from './scheduled-send.js';
 export { inboundDeliveryWorkflow } from './inbound-delivery.js';
 export { webhookDeliveryWorkflow } from './webhook-delivery.js';
+export { engagementDispatchWorkflow } from './engagement-dispatch.js';
+export { pruneAttemptsWorkflow, sweepEngagementWorkflow } from './housekeeping.js';

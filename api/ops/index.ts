@@ -17,6 +17,7 @@ import * as suppressions from './suppressions.js';
 import * as webhooks from './webhooks.js';
 import * as routes from './routes.js';
 import * as deliveries from './deliveries.js';
+import * as engagement from './engagement.js';
 
 const ops = (m: Record<string, unknown>) => Object.values(m).filter((v): v is Operation => typeof v === 'object' && v !== null && 'handler' in v);
 
@@ -38,5 +39,5 @@ export const operations: readonly Operation[] = [
   ...ops(accounts), ...ops(keys), ...ops(scopedKeys), ...ops(me), ...ops(outbox), ...ops(attachments),
   ...ops(hosted), ...ops(registration), ...ops(domains), ...ops(encryption), ...ops(templates),
   ...ops(send), ...ops(scheduled), ...ops(messages), ...ops(suppressions),
-  ...ops(webhooks), ...ops(routes), ...ops(deliveries),
+  ...ops(webhooks), ...ops(routes), ...ops(deliveries), ...ops(engagement),
 ].sort(specificity);

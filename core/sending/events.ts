@@ -5,29 +5,49 @@ import { newId } from '../ids.js';
 
 export type EventType = 'email.sent' | 'email.bounced' | 'email.complained' | 'email.opened' | 'email.clicked' | 'email.deferred' | 'email.received';
 type Tx = Pick<Db, 'insert'>;
+type NewEvent = { userId: string; messageId?: string | null; domainId?: string | null; type: EventType; recipient?: string | null; data?: Record<string, unknown> };
+/** Decides whether an event goes to an engagement webhook, and wakes that domain's dispatcher. */
+export type EngagementRouter = { wants(domainId: string, type: string): Promise<boolean>; nudge(domainId: string): void };
 
 /** The delivery timeline: what the service did with each message, newest first. */
 export function createEventService(deps: { db: Db }) {
   const { db } = deps;
   const e = schema.events;
   const dto = (r: typeof e.$inferSelect) => ({ id: r.id, type: r.type, messageId: r.messageId, recipient: r.recipient, data: r.data ?? {}, createdAt: r.createdAt });
+  let router: EngagementRouter | undefined;
+
+  /** Rows for new events, `pending` for a webhook where the domain routes that type to one. */
+  async function rows(evs: NewEvent[]) {
+    const now = Date.now();
+    const nudge = new Set<string>();
+    const out = [];
+    for (const ev of evs) {
+      const routed = Boolean(router && ev.domainId && (await router.wants(ev.domainId, ev.type)));
+      if (routed) nudge.add(ev.domainId!);
+      out.push({
+        id: newId('evt'), userId: ev.userId, messageId: ev.messageId ?? null, domainId: ev.domainId ?? null, type: ev.type,
+        recipient: ev.recipient ?? null, data: ev.data ?? {}, webhookState: routed ? 'pending' : null, createdAt: now,
+      });
+    }
+    return { out, nudge };
+  }
+
   return {
     dto,
-    async record(ev: { userId: string; messageId?: string | null; domainId?: string | null; type: EventType; recipient?: string | null; data?: Record<string, unknown> }, tx: Tx = db) {
-      const row = {
-        id: newId('evt'), userId: ev.userId, messageId: ev.messageId ?? null, domainId: ev.domainId ?? null, type: ev.type,
-        recipient: ev.recipient ?? null, data: ev.data ?? {}, createdAt: Date.now(),
-      };
-      await tx.insert(e).values(row);
-      return row;
+    attachRouter(r: EngagementRouter) {
+      router = r;
     },
-    async recordMany(evs: { userId: string; messageId?: string | null; domainId?: string | null; type: EventType; recipient?: string | null; data?: Record<string, unknown> }[]) {
+    async record(ev: NewEvent, tx: Tx = db) {
+      const { out, nudge } = await rows([ev]);
+      await tx.insert(e).values(out);
+      for (const d of nudge) router!.nudge(d);
+      return out[0]!;
+    },
+    async recordMany(evs: NewEvent[]) {
       if (evs.length === 0) return;
-      const now = Date.now();
-      await db.insert(e).values(evs.map((ev) => ({
-        id: newId('evt'), userId: ev.userId, messageId: ev.messageId ?? null, domainId: ev.domainId ?? null, type: ev.type,
-        recipient: ev.recipient ?? null, data: ev.data ?? {}, createdAt: now,
-      })));
+      const { out, nudge } = await rows(evs);
+      await db.insert(e).values(out);
+      for (const d of nudge) router!.nudge(d);
     },
     async list(userId: string, opts: { limit: number; before?: number; messageId?: string; type?: string }) {
       const rows = await db.select().from(e).where(and(

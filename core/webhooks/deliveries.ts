@@ -59,19 +59,10 @@ export function createDeliveryStore(deps: { db: Db; sealer: Sealer; routes: Rout
       }
       const t = await target(d);
       const c: AttemptCapture = await postWebhook({ url: t.url, body, secret: t.secret, ackMode: t.ackMode });
-      await db.insert(at).values({
-        id: newId('att'), deliveryId, messageId: d.messageId, attemptNumber: n, ok: c.ok ? 1 : 0, reason: c.reason, requestHeaders: c.requestHeaders,
-        requestBody: c.requestBody, responseStatus: c.status, responseHeaders: c.responseHeaders, responseBody: c.responseBody,
-        durationMs: c.durationMs, requestedAt: c.requestedAt, createdAt: Date.now(),
-      }).onConflictDoNothing();
-      const retry = !c.ok && nextDelayMs !== null;
-      await db.update(dl).set({
-        status: c.ok ? 'delivered' : retry ? 'pending' : 'failed', attempts: n, lastStatusCode: c.status, lastReason: c.reason, url: t.url,
-        nextRetryAt: retry ? Date.now() + nextDelayMs : null, retryAttempts: retry ? n : Math.max(0, n - 1), updatedAt: Date.now(),
-      }).where(eq(dl.id, d.id));
-      if (d.domainId && d.kind !== 'engagement') await recordHealth(db, d.domainId, c);
-      return { ok: c.ok, status: c.status, reason: c.reason };
+      return record(d, n, c, t.url, nextDelayMs);
     },
+
+    record: (d: DeliveryRow, n: number, c: AttemptCapture, url: string, nextDelayMs: number | null) => record(d, n, c, url, nextDelayMs),
 
     async get(userId: string, id: string): Promise<DeliveryRow | undefined> {
       const [row] = await db.select().from(dl).where(and(eq(dl.id, id), eq(dl.userId, userId)));
@@ -87,6 +78,22 @@ export function createDeliveryStore(deps: { db: Db; sealer: Sealer; routes: Rout
       }));
     },
   };
+
+  /** Captures attempt `n` as an att_ row and moves the delivery and the domain's health on. */
+  async function record(d: DeliveryRow, n: number, c: AttemptCapture, url: string, nextDelayMs: number | null): Promise<AttemptResult> {
+    await db.insert(at).values({
+        id: newId('att'), deliveryId: d.id, messageId: d.messageId, attemptNumber: n, ok: c.ok ? 1 : 0, reason: c.reason, requestHeaders: c.requestHeaders,
+        requestBody: c.requestBody, responseStatus: c.status, responseHeaders: c.responseHeaders, responseBody: c.responseBody,
+        durationMs: c.durationMs, requestedAt: c.requestedAt, createdAt: Date.now(),
+      }).onConflictDoNothing();
+      const retry = !c.ok && nextDelayMs !== null;
+      await db.update(dl).set({
+        status: c.ok ? 'delivered' : retry ? 'pending' : 'failed', attempts: n, lastStatusCode: c.status, lastReason: c.reason, url,
+        nextRetryAt: retry ? Date.now() + nextDelayMs : null, retryAttempts: retry ? n : Math.max(0, n - 1), updatedAt: Date.now(),
+      }).where(eq(dl.id, d.id));
+      if (d.domainId && d.kind !== 'engagement') await recordHealth(db, d.domainId, c);
+      return { ok: c.ok, status: c.status, reason: c.reason };
+  }
 }
 export type DeliveryStore = ReturnType<typeof createDeliveryStore>;
 

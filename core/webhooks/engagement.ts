@@ -1,0 +1,109 @@
+import { and, asc, eq, inArray, lt } from 'drizzle-orm';
+import type { Db } from '../../db/index.js';
+import { schema } from '../../db/index.js';
+import { domainDto } from '../domains/dto.js';
+import type { Actor, DomainService } from '../domains/service.js';
+import { badRequest } from '../errors.js';
+import type { WorkflowPort } from '../index.js';
+import type { AccountSecretService } from './account-secret.js';
+import type { DeliveryStore } from './deliveries.js';
+import { postWebhook } from './post.js';
+import { TRACKING_PATTERN, type RouteService } from './routes.js';
+import { checkWebhookUrl } from './url.js';
+
+export const ENGAGEMENT_TYPES = ['email.sent', 'email.bounced', 'email.complained', 'email.opened', 'email.clicked'] as const;
+type Target = { routeId: string; url: string; ackMode: 'lenient' | 'ack'; secret: string };
+
+/**
+ * Engagement events to webhooks (SPEC.md Events): the tracking webhook when set (account secret) wins;
+ * else the catch-all route when the domain opted in to the type (route secret). Events are recorded
+ * `pending` first and delivered in batches; only an event whose first POST fails gets a workflow.
+ */
+export function createEngagementService(deps: {
+  db: Db; domains: DomainService; routes: RouteService; accountSecret: AccountSecretService; deliveries: DeliveryStore; workflows: WorkflowPort; retrySchedule: number[];
+}) {
+  const { db } = deps;
+  const d = schema.domains;
+  const ev = schema.events;
+
+  async function target(domainId: string, type: string): Promise<Target | undefined> {
+    const [dom] = await db.select().from(d).where(eq(d.id, domainId));
+    if (!dom || !(ENGAGEMENT_TYPES as readonly string[]).includes(type)) return undefined;
+    const routes = await db.select().from(schema.routes).where(and(eq(schema.routes.domainId, domainId), inArray(schema.routes.pattern, [TRACKING_PATTERN, '*'])));
+    const tracking = routes.find((r) => r.pattern === TRACKING_PATTERN);
+    if (tracking) return { routeId: tracking.id, url: tracking.url, ackMode: tracking.ackMode, secret: await deps.accountSecret.get(dom.userId) };
+    const catchAll = routes.find((r) => r.pattern === '*');
+    const wanted = dom.webhookEvents ? (JSON.parse(dom.webhookEvents) as 'all' | string[]) : undefined;
+    if (!catchAll || !wanted || (wanted !== 'all' && !wanted.includes(type))) return undefined;
+    return { routeId: catchAll.id, url: catchAll.url, ackMode: catchAll.ackMode, secret: deps.routes.secretOf(catchAll) };
+  }
+
+  async function payloadOf(e: typeof ev.$inferSelect) {
+    const [m] = e.messageId ? await db.select().from(schema.messages).where(eq(schema.messages.id, e.messageId)) : [];
+    const data = (e.data ?? {}) as Record<string, unknown>;
+    return {
+      id: e.id, type: e.type, createdAt: e.createdAt, createdAtIso: new Date(e.createdAt).toISOString(),
+      data: { messageId: e.messageId, from: m?.fromAddr ?? null, to: e.recipient ? [e.recipient] : (m?.toAddrs ?? []), subject: m?.subject ?? null, ...data },
+    };
+  }
+
+  return {
+    router: {
+      wants: async (domainId: string, type: string) => Boolean(await target(domainId, type)),
+      nudge: (domainId: string) => void deps.workflows.nudgeEngagement(domainId).catch((err) => console.error('[engagement] nudge failed:', (err as Error).message)),
+    },
+
+    async setTrackingWebhook(actor: Actor, domainId: string, url: string) {
+      const dom = await deps.domains.load(actor, domainId);
+      const clean = checkWebhookUrl(url);
+      await deps.routes.upsert(dom, TRACKING_PATTERN, clean, 'lenient');
+      const [row] = await db.update(d).set({ trackingWebhookUrl: clean, updatedAt: Date.now() }).where(eq(d.id, dom.id)).returning();
+      return { domain: domainDto(row!), signingSecret: await deps.accountSecret.get(dom.userId) };
+    },
+    async clearTrackingWebhook(actor: Actor, domainId: string) {
+      const dom = await deps.domains.load(actor, domainId);
+      await db.delete(schema.routes).where(and(eq(schema.routes.domainId, dom.id), eq(schema.routes.pattern, TRACKING_PATTERN)));
+      await db.update(d).set({ trackingWebhookUrl: null, updatedAt: Date.now() }).where(eq(d.id, dom.id));
+      return { ok: true as const };
+    },
+    async setWebhookEvents(actor: Actor, domainId: string, events: 'all' | string[]) {
+      const dom = await deps.domains.load(actor, domainId);
+      if (events !== 'all' && events.length === 0) throw badRequest('events: give "all" or at least one event type', 'validation_error');
+      const [row] = await db.update(d).set({ webhookEvents: JSON.stringify(events), updatedAt: Date.now() }).where(eq(d.id, dom.id)).returning();
+      return { domain: domainDto(row!), signingSecret: await deps.accountSecret.get(dom.userId) };
+    },
+    async clearWebhookEvents(actor: Actor, domainId: string) {
+      const dom = await deps.domains.load(actor, domainId);
+      await db.update(d).set({ webhookEvents: null, updatedAt: Date.now() }).where(eq(d.id, dom.id));
+      return { ok: true as const };
+    },
+
+    /** One batch of a domain's pending events, one POST each; a failure becomes its own retried delivery. */
+    async dispatchBatch(domainId: string, limit: number): Promise<{ processed: number; more: boolean }> {
+      const pending = await db.select().from(ev).where(and(eq(ev.domainId, domainId), eq(ev.webhookState, 'pending'))).orderBy(asc(ev.createdAt)).limit(limit);
+      for (const e of pending) {
+        const t = await target(domainId, e.type);
+        if (!t) {
+          await db.update(ev).set({ webhookState: null }).where(eq(ev.id, e.id));
+          continue;
+        }
+        const payload = await payloadOf(e);
+        const c = await postWebhook({ url: t.url, body: JSON.stringify(payload), secret: t.secret, ackMode: t.ackMode });
+        if (!c.ok) {
+          const row = await deps.deliveries.create({ userId: e.userId, messageId: e.messageId ?? '', routeId: t.routeId, domainId, url: t.url, kind: 'engagement', payload });
+          await deps.deliveries.record(row, 1, c, t.url, deps.retrySchedule[0] ?? null);
+          if (deps.retrySchedule.length) await deps.workflows.startWebhookDelivery({ deliveryId: row.id, startAttempt: 2 });
+        }
+        await db.update(ev).set({ webhookState: c.ok ? 'done' : 'failed' }).where(eq(ev.id, e.id));
+      }
+      return { processed: pending.length, more: pending.length === limit };
+    },
+
+    /** Domains with events left pending (a nudge lost to a crash); the sweep schedule wakes them. */
+    async strandedDomains(olderThanMs: number): Promise<string[]> {
+      const rows = await db.selectDistinct({ domainId: ev.domainId }).from(ev).where(and(eq(ev.webhookState, 'pending'), lt(ev.createdAt, Date.now() - olderThanMs)));
+      return rows.map((r) => r.domainId).filter((x): x is string => Boolean(x));
+    },
+  };
+}
+export type EngagementService = ReturnType<typeof createEngagementService>;

@@ -1,0 +1,84 @@
+import { eq } from 'drizzle-orm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { schema } from '../db/index.js';
+import { eventually, startStack, type TestStack } from './helpers/stack.js';
+import { startWebhookReceiver, verifySignature } from './helpers/webhook-receiver.js';
+
+const SERVICE = 'eng.svc.test';
+let stack: TestStack;
+let hooks: Awaited<ReturnType<typeof startWebhookReceiver>>;
+let session: string;
+let key: string;
+let domainId: string;
+
+beforeAll(async () => {
+  hooks = await startWebhookReceiver();
+  stack = await startStack({ SERVICE_DOMAIN: SERVICE, WEBHOOK_RETRY_SCHEDULE: '300' });
+  const s = (await stack.api('POST', '/api/auth/signup', { body: { email: 'engaged@example.com', password: 'engaged password' } })).body;
+  session = s.token;
+  await stack.service.core.db.update(schema.users).set({ emailVerified: true }).where(eq(schema.users.id, s.user.id));
+  domainId = (await stack.api('POST', '/api/domains/subdomain', { token: session, body: { subdomain: 'news' } })).body.domain.id;
+  key = (await stack.api('GET', '/api/keys', { token: session })).body.key;
+});
+afterAll(async () => {
+  await stack?.stop();
+  await hooks?.close();
+});
+
+const send = async (subject: string) => (await stack.api('POST', '/v1/send', { token: key, body: { from: `a@news.${SERVICE}`, to: 'reader@example.org', subject, text: 'x' } })).body.id as string;
+
+describe('engagement events to webhooks', () => {
+  it('the tracking webhook gets email.sent signed with the account secret', async () => {
+    const set = await stack.api('PUT', `/api/domains/${domainId}/tracking-webhook`, { token: session, body: { url: `${hooks.base}/tracking` } });
+    expect(set.body.domain.tracking_webhook_url).toBe(`${hooks.base}/tracking`);
+    const accountSecret = (await stack.api('GET', '/api/webhooks/secret', { token: session })).body.secret;
+    expect(set.body.signingSecret).toBe(accountSecret);
+    hooks.secret('/tracking', accountSecret);
+    const id = await send('tracked');
+    const hit = await eventually(async () => hooks.hitsOn('/tracking').find((h) => h.json?.data?.messageId === id));
+    expect(hit.verified).toBe(true);
+    expect(hit.json).toMatchObject({ id: expect.stringMatching(/^evt_/), type: 'email.sent', data: { messageId: id, subject: 'tracked', to: ['reader@example.org'] } });
+    expect(new Date(hit.json.createdAtIso).getTime()).toBe(hit.json.createdAt);
+  });
+
+  it('the inbound webhook gets opted-in types only, signed with its route secret; the tracking webhook wins when set', async () => {
+    const route = (await stack.api('PUT', `/api/domains/${domainId}/webhook`, { token: session, body: { url: `${hooks.base}/inbound` } })).body;
+    hooks.secret('/inbound', route.signingSecret);
+    const ev = await stack.api('PUT', `/api/domains/${domainId}/webhook-events`, { token: session, body: { events: ['email.sent'] } });
+    expect(ev.body.domain.webhook_events).toBe('["email.sent"]');
+    const a = await send('still to tracking');
+    await eventually(async () => hooks.hitsOn('/tracking').find((h) => h.json?.data?.messageId === a));
+    expect((await stack.api('DELETE', `/api/domains/${domainId}/tracking-webhook`, { token: session })).body).toEqual({ ok: true });
+    const b = await send('now to inbound');
+    const hit = await eventually(async () => hooks.hitsOn('/inbound').find((h) => h.json?.data?.messageId === b));
+    expect(hit.verified).toBe(true);
+    expect(hooks.hitsOn('/inbound').some((h) => h.json?.data?.messageId === a)).toBe(false);
+    expect((await stack.api('PUT', `/api/domains/${domainId}/webhook-events`, { token: session, body: { events: ['email.nope'] } })).status).toBe(400);
+    expect((await stack.api('DELETE', `/api/domains/${domainId}/webhook-events`, { token: session })).body).toEqual({ ok: true });
+  });
+
+  it('an event whose first POST fails becomes its own retried delivery', async () => {
+    let calls = 0;
+    hooks.on('/flaky-tracking', () => (++calls === 1 ? { status: 500 } : { status: 200 }));
+    await stack.api('PUT', `/api/domains/${domainId}/tracking-webhook`, { token: session, body: { url: `${hooks.base}/flaky-tracking` } });
+    const id = await send('retry the event');
+    await eventually(async () => hooks.hitsOn('/flaky-tracking').filter((h) => h.json?.data?.messageId === id).length >= 2);
+    const [dlv] = await stack.service.core.db.select().from(schema.deliveries).where(eq(schema.deliveries.kind, 'engagement'));
+    expect(dlv).toBeDefined();
+    await eventually(async () => (await stack.service.core.db.select().from(schema.deliveries).where(eq(schema.deliveries.id, dlv!.id)))[0]?.status === 'delivered');
+    const attempts = (await stack.api('GET', `/api/deliveries/${dlv!.id}/attempts`, { token: session })).body.attempts;
+    expect(attempts.map((x: any) => x.ok)).toEqual([1, 0]);
+  });
+
+  it('rotating the account secret changes the signature key', async () => {
+    const before = (await stack.api('GET', '/api/webhooks/secret', { token: session })).body.secret;
+    const rotated = (await stack.api('POST', '/api/webhooks/secret/rotate', { token: session })).body.secret;
+    expect(rotated).toMatch(/^whsec_/);
+    expect(rotated).not.toBe(before);
+    await stack.api('PUT', `/api/domains/${domainId}/tracking-webhook`, { token: session, body: { url: `${hooks.base}/rotated` } });
+    const id = await send('after rotation');
+    const hit = await eventually(async () => hooks.hitsOn('/rotated').find((h) => h.json?.data?.messageId === id));
+    expect(verifySignature(rotated, hit.headers['x-svc-signature'] as string, hit.body)).toBe(true);
+    expect(verifySignature(before, hit.headers['x-svc-signature'] as string, hit.body)).toBe(false);
+  });
+});
