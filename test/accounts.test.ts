@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { schema } from '../db/index.js';
 import { createTokenService } from '../core/tokens.js';
 import { tokenFromMail, waitForMail } from './helpers/outbox.js';
-import { startStack, type TestStack } from './helpers/stack.js';
+import { eventually, startStack, type TestStack } from './helpers/stack.js';
 
 let stack: TestStack;
 beforeAll(async () => { stack = await startStack(); });
@@ -37,8 +37,12 @@ describe('provisioning', () => {
     expect((await stack.api('GET', '/v1/me', { token: key })).body).toMatchObject({ email: 'verify-me@example.com', emailVerified: false });
 
     const mail = await waitForMail(stack, 'verify-me@example.com', /Verify/);
-    const [msg] = await stack.service.core.db.select().from(schema.messages).where(eq(schema.messages.id, mail.messageId));
-    expect(msg).toMatchObject({ status: 'sent', kind: 'system', workflowId: `outbound-${mail.messageId}` });
+    // The outbox row is written by the send itself; the row's status follows right after.
+    const msg = await eventually(async () => {
+      const [m] = await stack.service.core.db.select().from(schema.messages).where(eq(schema.messages.id, mail.messageId));
+      return m?.status === 'sent' ? m : undefined;
+    });
+    expect(msg).toMatchObject({ kind: 'system', workflowId: `outbound-${mail.messageId}` });
 
     const token = tokenFromMail(mail.raw);
     const verified = await stack.api('GET', `/api/auth/verify?token=${token}`);

@@ -70,6 +70,28 @@ describe('engagement events to webhooks', () => {
     expect(attempts.map((x: any) => x.ok)).toEqual([1, 0]);
   });
 
+  it('a DSN arriving over SMTP at the return path becomes email.bounced and a suppression', async () => {
+    const id = await send('will bounce later');
+    await eventually(async () => (await stack.service.core.db.select().from(schema.messages).where(eq(schema.messages.id, id)))[0]?.status === 'sent');
+    const boundary = 'dsn-boundary';
+    const raw = [
+      'From: MAILER-DAEMON@mx.example.org', `To: bounce+${id}@bounces.news.${SERVICE}`, 'Subject: Undelivered Mail Returned to Sender',
+      `Content-Type: multipart/report; report-type=delivery-status; boundary="${boundary}"`, 'MIME-Version: 1.0', '',
+      `--${boundary}`, 'Content-Type: text/plain', '', 'Your message could not be delivered.', '',
+      `--${boundary}`, 'Content-Type: message/delivery-status', '', 'Reporting-MTA: dns; mx.example.org', '',
+      'Final-Recipient: rfc822; reader@example.org', 'Action: failed', 'Status: 5.1.1', 'Diagnostic-Code: smtp; 550 5.1.1 user unknown', '',
+      `--${boundary}--`, '',
+    ].join('\r\n');
+    const nodemailer = (await import('nodemailer')).default;
+    const t = nodemailer.createTransport({ host: '127.0.0.1', port: stack.service.smtpPort!, secure: false, ignoreTLS: true });
+    await t.sendMail({ envelope: { from: '', to: [`bounce+${id}@bounces.news.${SERVICE}`] }, raw });
+    const sup = await eventually(async () => (await stack.api('GET', '/api/contacts/suppressions', { token: session })).body.find((x: any) => x.email === 'reader@example.org'));
+    expect(sup).toMatchObject({ reason: 'hard_bounce', messageId: id });
+    const events = (await stack.api('GET', `/api/events?messageId=${id}`, { token: session })).body.map((e: any) => e.type);
+    expect(events).toContain('email.bounced');
+    await stack.api('DELETE', '/api/contacts/suppressions/reader@example.org', { token: session });
+  });
+
   it('rotating the account secret changes the signature key', async () => {
     const before = (await stack.api('GET', '/api/webhooks/secret', { token: session })).body.secret;
     const rotated = (await stack.api('POST', '/api/webhooks/secret/rotate', { token: session })).body.secret;

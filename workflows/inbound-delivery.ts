@@ -1,9 +1,10 @@
-import { proxyActivities } from '@temporalio/workflow';
+import { proxyLocalActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import { runLadder } from './webhook-ladder.js';
 
-const { prepareInboundDeliveries, finishInboundMessage } = proxyActivities<Activities>({
-  startToCloseTimeout: '1 minute',
+// Database steps of a few milliseconds: local activities (DESIGN.md, The Temporal budget).
+const { prepareInboundDeliveries, finishInboundMessage } = proxyLocalActivities<Activities>({
+  startToCloseTimeout: '30 seconds',
   retry: { initialInterval: '1 second', maximumInterval: '1 minute' },
 });
 
@@ -13,8 +14,8 @@ const { prepareInboundDeliveries, finishInboundMessage } = proxyActivities<Activ
  * whole ladder of one message is one history. Then drops what a zero-retention/encrypted domain may not keep.
  */
 export async function inboundDeliveryWorkflow(input: { messageId: string; retrySchedule: number[] }) {
-  const deliveryIds = await prepareInboundDeliveries({ messageId: input.messageId });
+  const { deliveryIds, keepsNoCopy } = await prepareInboundDeliveries({ messageId: input.messageId });
   const results = await Promise.all(deliveryIds.map((id) => runLadder(id, input.retrySchedule)));
-  await finishInboundMessage({ messageId: input.messageId });
+  if (keepsNoCopy) await finishInboundMessage({ messageId: input.messageId });
   return { messageId: input.messageId, deliveries: results };
 }

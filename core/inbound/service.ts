@@ -105,9 +105,10 @@ export function createInboundService(deps: {
     },
 
     /** Workflow step: one `dlv_` row per matched route (deterministic ids, so a retry makes no duplicates). */
-    async prepareDeliveries(messageId: string): Promise<string[]> {
+    async prepareDeliveries(messageId: string): Promise<{ deliveryIds: string[]; keepsNoCopy: boolean }> {
       const [m] = await db.select().from(schema.messages).where(eq(schema.messages.id, messageId));
-      if (!m?.domainId || !m.userId) return [];
+      if (!m?.domainId || !m.userId) return { deliveryIds: [], keepsNoCopy: false };
+      const [dom] = await db.select({ zero: d.zeroRetention, key: d.encPublicKey }).from(d).where(eq(d.id, m.domainId));
       const byRoute = new Map<string, { route: Awaited<ReturnType<RouteService['match']>>; to: string[] }>();
       for (const rcpt of m.toAddrs) {
         const route = await deps.routes.match(m.domainId, split(rcpt).local);
@@ -121,7 +122,7 @@ export function createInboundService(deps: {
         });
         ids.push(row.id);
       }
-      return ids;
+      return { deliveryIds: ids, keepsNoCopy: dom?.zero === 1 || Boolean(dom?.key) };
     },
 
     /** Workflow step after the last attempt: zero-retention and encrypted domains keep no clear copy. */

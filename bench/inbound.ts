@@ -1,0 +1,75 @@
+/**
+ * npm run bench:inbound — inbound throughput on this machine: PostgreSQL, the Temporal dev server, all
+ * roles in one process. Measures (a) the ingress alone (SMTP accept, parse, SPF/DKIM/DMARC scoring,
+ * persist; no workflow started) as the reference ceiling, and (b) messages accepted over SMTP and
+ * delivered, signed, to a loopback webhook (one inbound workflow per message); prints (b)/(a).
+ *   BENCH_MESSAGES (default 1000), BENCH_CONCURRENCY (default 16), TEST_PG_URL, TEMPORAL_ADDRESS.
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import nodemailer from 'nodemailer';
+import { loadConfig } from '../core/config.js';
+import { startService } from '../runtime/service.js';
+import { startDevServer } from '../temporal/dev-server.js';
+import { startTestDns } from '../test/helpers/dns.js';
+import { createTestDatabase } from '../test/helpers/pg.js';
+import { freePort } from '../test/helpers/ports.js';
+import { apiClient } from '../test/helpers/stack.js';
+import { startWebhookReceiver } from '../test/helpers/webhook-receiver.js';
+import { pool } from './util.js';
+
+const N = Number(process.env.BENCH_MESSAGES ?? 1000);
+const C = Number(process.env.BENCH_CONCURRENCY ?? 16);
+
+async function main() {
+  const dns = await startTestDns();
+  const hooks = await startWebhookReceiver();
+  const pg = await createTestDatabase();
+  const temporal = process.env.TEMPORAL_ADDRESS ? undefined : await startDevServer({ port: await freePort(), namespace: 'default' });
+  const config = loadConfig({
+    PORT: String(await freePort()), SMTP_PORT: String(await freePort()), DATA_DIR: mkdtempSync(join(tmpdir(), 'svc-bench-')), DATABASE_URL: pg.url,
+    TEMPORAL_ADDRESS: process.env.TEMPORAL_ADDRESS ?? temporal!.address, SERVICE_DOMAIN: 'bench.svc.test', DNS_SERVERS: dns.server.address,
+    SECRET_KEY: 'bench-secret-key-0123456789-abcdefghijklmnop', NODE_ENV: 'production', SMTP_MAX_CLIENTS: '500',
+    PLANS: JSON.stringify({ free: { includedEmails: null, dailySendCap: null, overage: 'metered', paid: true } }),
+  });
+  const service = await startService(config, ['api', 'smtp', 'worker'], { log: () => undefined });
+  const api = apiClient(`http://127.0.0.1:${service.apiPort}`);
+  const smtp = nodemailer.createTransport({ host: '127.0.0.1', port: service.smtpPort!, pool: true, maxConnections: C, maxMessages: Infinity, secure: false, ignoreTLS: true });
+  const message = (i: number, tag: string) => ({ from: `Sender ${i} <s${i}@far.example>`, to: `in${i}@inbox.bench.svc.test`, subject: `${tag} ${i}`, text: `Hello ${i}`, html: `<p>Hello <b>${i}</b></p>` });
+  try {
+    const s = (await api('POST', '/api/auth/signup', { body: { email: 'bench-in@example.com', password: 'bench password' } })).body;
+    const dom = (await api('POST', '/api/domains/subdomain', { token: s.token, body: { subdomain: 'inbox' } })).body.domain;
+    await api('PUT', `/api/domains/${dom.id}/webhook`, { token: s.token, body: { url: `${hooks.base}/in` } });
+
+    // (a) the ingress alone: the same path with the workflow start switched off.
+    const port = service.core.workflows;
+    const start = port.startInboundDelivery;
+    port.startInboundDelivery = async () => undefined;
+    const t0 = performance.now();
+    await pool(N, C, (i) => smtp.sendMail(message(i, 'ceiling')));
+    const ceiling = N / ((performance.now() - t0) / 1000);
+    port.startInboundDelivery = start;
+
+    // (b) accepted over SMTP and delivered to the webhook.
+    const t1 = performance.now();
+    await pool(N, C, (i) => smtp.sendMail(message(N + i, 'full')));
+    const acceptSecs = (performance.now() - t1) / 1000;
+    await hooks.waitFor('/in', N, 600_000);
+    const e2eSecs = (performance.now() - t1) / 1000;
+    const e2e = N / e2eSecs;
+    console.log(`messages ${N}, SMTP connections ${C}`);
+    console.log(`(a) ingress alone (accept, parse, score, persist; no workflow): ${ceiling.toFixed(1)}/s`);
+    console.log(`(b) accepted over SMTP: ${(N / acceptSecs).toFixed(1)}/s; delivered to the webhook end to end: ${e2e.toFixed(1)}/s (${e2eSecs.toFixed(1)} s)`);
+    console.log(`(b)/(a) = ${(e2e / ceiling).toFixed(2)}`);
+  } finally {
+    smtp.close();
+    await service.stop();
+    await temporal?.stop();
+    await pg.drop();
+    await hooks.close();
+    await dns.close();
+  }
+}
+
+await main();
