@@ -11,6 +11,7 @@ export const listOutbox = defineOperation({
   output: z.array(z.object({
     id: z.string().describe('msg_… id of the captured message'),
     from: z.string(), to: z.array(z.string()), subject: z.string().nullable(),
+    text: z.string().nullable().describe('The plain-text body as written (the raw source may be quoted-printable)'),
     raw: z.string().describe('RFC 5322 source as it would have been sent'),
     capturedAt: z.number().int(),
   })),
