@@ -1,10 +1,6 @@
-import { customType, index, integer, jsonb, pgTable, text, uniqueIndex } from 'drizzle-orm/pg-core';
-import { ms } from './columns.js';
+import { index, integer, jsonb, pgTable, text, uniqueIndex } from 'drizzle-orm/pg-core';
+import { bytea, ms } from './columns.js';
 
-const bytea = customType<{ data: Buffer; driverData: Buffer | Uint8Array }>({
-  dataType: () => 'bytea',
-  fromDriver: (v) => (Buffer.isBuffer(v) ? v : Buffer.from(v)),
-});
 
 /** User templates (`tpl_`). Base templates (`base_`) are built in (core/templates/base.ts), not stored. */
 export const templates = pgTable('templates', {
