@@ -1,4 +1,5 @@
 import { ALL_ROLES, runRoles, type Role } from './runtime/service.js';
+import { startWorker } from './worker.js';
 
 // `npm start` runs API, SMTP ingress and worker together; `npm start -- api` (or smtp, worker) runs one role.
 const args = process.argv.slice(2);
@@ -7,4 +8,4 @@ if (bad.length > 0) {
   console.error(`Unknown role(s): ${bad.join(', ')}. Roles: ${ALL_ROLES.join(', ')}`);
   process.exit(2);
 }
-await runRoles(args.length > 0 ? (args as Role[]) : ALL_ROLES);
+await runRoles(args.length > 0 ? (args as Role[]) : ALL_ROLES, startWorker);

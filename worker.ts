@@ -64,5 +64,5 @@ export async function startWorker(opts: {
 // `npm run start:worker`: the worker alone, against TEMPORAL_ADDRESS and a shared DATABASE_URL.
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const { runRoles } = await import('./runtime/service.js');
-  await runRoles(['worker']);
+  await runRoles(['worker'], startWorker);
 }

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import nodemailer from 'nodemailer';
 import { loadConfig } from '../core/config.js';
 import { startService } from '../runtime/service.js';
+import { startWorker } from '../worker.js';
 import { startDevServer } from '../temporal/dev-server.js';
 import { startTestDns } from '../test/helpers/dns.js';
 import { createTestDatabase } from '../test/helpers/pg.js';
@@ -33,7 +34,7 @@ async function main() {
     SECRET_KEY: 'bench-secret-key-0123456789-abcdefghijklmnop', NODE_ENV: 'production', SMTP_MAX_CLIENTS: '500',
     PLANS: JSON.stringify({ free: { includedEmails: null, dailySendCap: null, overage: 'metered', paid: true } }),
   });
-  const service = await startService(config, ['api', 'smtp', 'worker'], { log: () => undefined });
+  const service = await startService(config, ['api', 'smtp', 'worker'], { startWorker, log: () => undefined });
   const api = apiClient(`http://127.0.0.1:${service.apiPort}`);
   const smtp = nodemailer.createTransport({ host: '127.0.0.1', port: service.smtpPort!, pool: true, maxConnections: C, maxMessages: Infinity, secure: false, ignoreTLS: true });
   const message = (i: number, tag: string) => ({ from: `Sender ${i} <s${i}@far.example>`, to: `in${i}@inbox.bench.svc.test`, subject: `${tag} ${i}`, text: `Hello ${i}`, html: `<p>Hello <b>${i}</b></p>` });

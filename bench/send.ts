@@ -14,6 +14,7 @@ import nodemailer from 'nodemailer';
 import { loadConfig } from '../core/config.js';
 import { schema } from '../db/index.js';
 import { startService } from '../runtime/service.js';
+import { startWorker } from '../worker.js';
 import { startDevServer } from '../temporal/dev-server.js';
 import { startTestDns } from '../test/helpers/dns.js';
 import { createTestDatabase } from '../test/helpers/pg.js';
@@ -39,7 +40,7 @@ async function main() {
     MX_PORT: String(sink.port), DNS_SERVERS: dns.server.address, SECRET_KEY: 'bench-secret-key-0123456789-abcdefghijklmnop', NODE_ENV: 'production',
     PLANS: JSON.stringify({ free: { includedEmails: null, dailySendCap: null, overage: 'metered', paid: true } }),
   });
-  const service = await startService(config, (process.env.BENCH_ROLES ?? 'api,worker').split(',') as ('api' | 'worker')[], { log: () => undefined });
+  const service = await startService(config, (process.env.BENCH_ROLES ?? 'api,worker').split(',') as ('api' | 'worker')[], { startWorker, log: () => undefined });
   const api = apiClient(`http://127.0.0.1:${service.apiPort}`);
   try {
     const s = (await api('POST', '/api/auth/signup', { body: { email: 'bench@example.com', password: 'bench password' } })).body;

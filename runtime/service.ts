@@ -12,7 +12,10 @@ import { createSmtpServer, listenSmtp } from '../smtp/server.js';
 import { connectTemporal, createWorkflowPort, ensureSearchAttributes } from '../temporal/client.js';
 import { startDevServer, type DevServer } from '../temporal/dev-server.js';
 import { ensureSchedules } from '../temporal/schedules.js';
-import { startWorker, type RunningWorker } from '../worker.js';
+// Type-only: worker.ts is also an entry point that imports this module, so the worker is handed in (no import cycle).
+import type { RunningWorker, startWorker } from '../worker.js';
+
+export type StartWorker = typeof startWorker;
 
 export type Role = 'api' | 'smtp' | 'worker';
 export const ALL_ROLES: Role[] = ['api', 'smtp', 'worker'];
@@ -31,7 +34,7 @@ export type Service = {
  * Boots the requested roles in this process against one database and one Temporal server. Without
  * TEMPORAL_ADDRESS it starts the Temporal dev server (state in DATA_DIR, UI on TEMPORAL_UI_PORT) and stops it on exit.
  */
-export async function startService(config: Config, roles: Role[], opts: { workflowBundle?: WorkerOptions['workflowBundle']; log?: (m: string) => void } = {}): Promise<Service> {
+export async function startService(config: Config, roles: Role[], opts: { startWorker?: StartWorker; workflowBundle?: WorkerOptions['workflowBundle']; log?: (m: string) => void } = {}): Promise<Service> {
   const log = opts.log ?? ((m: string) => console.log(m));
   const cleanups: (() => Promise<void>)[] = [];
   const stop = async () => {
@@ -60,7 +63,8 @@ export async function startService(config: Config, roles: Role[], opts: { workfl
     const service: Service = { core, temporalAddress: address, stop };
 
     if (roles.includes('worker')) {
-      service.worker = await startWorker({ core, address, workflowBundle: opts.workflowBundle });
+      if (!opts.startWorker) throw new Error('the worker role needs startWorker (from worker.ts)');
+      service.worker = await opts.startWorker({ core, address, workflowBundle: opts.workflowBundle });
       cleanups.push(() => service.worker!.shutdown());
       await ensureSchedules(temporal, { retrySchedule: config.outboundRetrySchedule });
       log(`[worker] polling task queue ${config.temporal.taskQueue}`);
@@ -92,7 +96,7 @@ export async function startService(config: Config, roles: Role[], opts: { workfl
 }
 
 /** CLI entry: parse config, start roles, stop cleanly on SIGINT/SIGTERM. */
-export async function runRoles(roles: Role[]): Promise<void> {
+export async function runRoles(roles: Role[], startWorker?: StartWorker): Promise<void> {
   let config: Config;
   try {
     config = loadConfig();
@@ -113,7 +117,7 @@ export async function runRoles(roles: Role[]): Promise<void> {
   }
   let service: Service;
   try {
-    service = await startService(config, roles);
+    service = await startService(config, roles, { startWorker });
   } catch (err) {
     console.error(`Startup failed: ${(err as Error).message}`);
     process.exit(1);

@@ -124,6 +124,14 @@ describe('SMTP ingress', () => {
     await expect(smtp().sendMail({ from: 'x@sender.example', to: `big@${DOMAIN}`, subject: 's', text: 'x'.repeat(300_000) })).rejects.toMatchObject({ responseCode: 552 });
   });
 
+  it('offers STARTTLS and takes mail over it', async () => {
+    await setHook('/tls');
+    const t = nodemailer.createTransport({ host: '127.0.0.1', port: stack.service.smtpPort!, secure: false, requireTLS: true, tls: { rejectUnauthorized: false } });
+    const info = await t.sendMail({ from: 'tls@sender.example', to: `tls@${DOMAIN}`, subject: 'over tls', text: 'x' });
+    expect(info.response).toMatch(/^250/);
+    expect((await hooks.waitFor('/tls'))[0]!.json.subject).toBe('over tls');
+  });
+
   it('a retried SMTP transaction (same bytes) never delivers twice', async () => {
     await setHook('/once');
     const raw = `From: d@sender.example\r\nTo: once@${DOMAIN}\r\nSubject: once\r\nMessage-ID: <once-1@sender.example>\r\n\r\nbody\r\n`;

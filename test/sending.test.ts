@@ -92,6 +92,16 @@ describe('POST /v1/send', () => {
     expect((await send({ to: 'x@rcpt.test', metadata: { k: { nested: 1 } } })).status).toBe(400);
   });
 
+  it('a domain-scoped key sends only from its own domain', async () => {
+    const session = (await stack.api('POST', '/api/auth/login', { body: { email: 'sender@example.com', password: 'sender password' } })).body.token;
+    const other = (await stack.api('POST', '/api/domains/subdomain', { token: session, body: { subdomain: 'other' } })).body.domain;
+    const acme = (await stack.api('GET', '/api/domains', { token: session })).body.find((d: any) => d.domain === FROM_DOMAIN);
+    const scoped = (await stack.api('POST', '/api/keys/scoped', { token: session, body: { domainId: acme.id } })).body.key;
+    expect((await send({ to: 'scoped@rcpt.test' }, scoped)).status).toBe(200);
+    expect((await send({ to: 'scoped@rcpt.test', from: `x@${other.domain}` }, scoped))).toMatchObject({ status: 403, body: { code: 'domain_not_verified' } });
+    expect((await send({ to: 'scoped@rcpt.test', from: `x@${other.domain}` })).status).toBe(200);
+  });
+
   it('blocks sending until the account email is verified', async () => {
     const s = (await stack.api('POST', '/api/auth/signup', { body: { email: 'unverified@example.com', password: 'unverified pw' } })).body.token;
     const k = (await stack.api('GET', '/api/keys', { token: s })).body.key;

@@ -5,6 +5,7 @@ import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { inject } from 'vitest';
 import { loadConfig, type Config } from '../../core/config.js';
 import { ALL_ROLES, startService, type Role, type Service } from '../../runtime/service.js';
+import { startWorker } from '../../worker.js';
 import { createTestDatabase } from './pg.js';
 import { freePort } from './ports.js';
 
@@ -36,7 +37,7 @@ export async function startStack(env: Record<string, string> = {}, roles: Role[]
     TEMPORAL_ADDRESS: inject('temporalAddress'), TEMPORAL_TASK_QUEUE: `test-${Math.random().toString(36).slice(2, 10)}`,
     SECRET_KEY: 'test-secret-key-0123456789-abcdefghijklmnop', NODE_ENV: 'test', ...env,
   });
-  const service = await startService(config, roles, { workflowBundle: { codePath: inject('workflowBundlePath') }, log: () => undefined });
+  const service = await startService(config, roles, { startWorker, workflowBundle: { codePath: inject('workflowBundlePath') }, log: () => undefined });
   const baseUrl = `http://127.0.0.1:${service.apiPort ?? port}`;
   return {
     service, config, baseUrl, api: apiClient(baseUrl),
