@@ -24,6 +24,8 @@ export function createActivities(deps: ActivityDeps) {
     ...scheduledActivities(deps),
     ...inboundActivities(deps),
     ...engagementActivities(deps),
+    /** Does nothing: the local activity of the benchmarks' reference workflow. */
+    benchmarkNoop: async () => undefined,
   };
 }
 export type Activities = ReturnType<typeof createActivities>;

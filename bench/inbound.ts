@@ -18,7 +18,7 @@ import { createTestDatabase } from '../test/helpers/pg.js';
 import { freePort } from '../test/helpers/ports.js';
 import { apiClient } from '../test/helpers/stack.js';
 import { startWebhookReceiver } from '../test/helpers/webhook-receiver.js';
-import { pool } from './util.js';
+import { pool, spawnWorker } from './util.js';
 
 const N = Number(process.env.BENCH_MESSAGES ?? 1000);
 const C = Number(process.env.BENCH_CONCURRENCY ?? 16);
@@ -28,13 +28,18 @@ async function main() {
   const hooks = await startWebhookReceiver();
   const pg = await createTestDatabase();
   const temporal = process.env.TEMPORAL_ADDRESS ? undefined : await startDevServer({ port: await freePort(), namespace: 'default' });
-  const config = loadConfig({
+  const env: Record<string, string> = {
     PORT: String(await freePort()), SMTP_PORT: String(await freePort()), DATA_DIR: mkdtempSync(join(tmpdir(), 'svc-bench-')), DATABASE_URL: pg.url,
     TEMPORAL_ADDRESS: process.env.TEMPORAL_ADDRESS ?? temporal!.address, SERVICE_DOMAIN: 'bench.svc.test', DNS_SERVERS: dns.server.address,
     SECRET_KEY: 'bench-secret-key-0123456789-abcdefghijklmnop', NODE_ENV: 'production', SMTP_MAX_CLIENTS: '500',
     PLANS: JSON.stringify({ free: { includedEmails: null, dailySendCap: null, overage: 'metered', paid: true } }),
-  });
-  const service = await startService(config, ['api', 'smtp', 'worker'], { startWorker, log: () => undefined });
+    TEMPORAL_TASK_QUEUE: `bench-${Date.now()}`,
+  };
+  const config = loadConfig(env);
+  // BENCH_SPLIT=0 runs every role in one process (npm start); the default runs the worker apart, like production.
+  const split = process.env.BENCH_SPLIT !== '0';
+  const service = await startService(config, split ? ['api', 'smtp'] : ['api', 'smtp', 'worker'], { startWorker, log: () => undefined });
+  const worker = split ? await spawnWorker(env) : undefined;
   const api = apiClient(`http://127.0.0.1:${service.apiPort}`);
   const smtp = nodemailer.createTransport({ host: '127.0.0.1', port: service.smtpPort!, pool: true, maxConnections: C, maxMessages: Infinity, secure: false, ignoreTLS: true });
   const message = (i: number, tag: string) => ({ from: `Sender ${i} <s${i}@far.example>`, to: `in${i}@inbox.bench.svc.test`, subject: `${tag} ${i}`, text: `Hello ${i}`, html: `<p>Hello <b>${i}</b></p>` });
@@ -59,12 +64,22 @@ async function main() {
     await hooks.waitFor('/in', N, 600_000);
     const e2eSecs = (performance.now() - t1) / 1000;
     const e2e = N / e2eSecs;
-    console.log(`messages ${N}, SMTP connections ${C}`);
+    // (c) the yardstick: workflows with two local activities, started C at a time, each awaited.
+    const { connectTemporal } = await import('../temporal/client.js');
+    const t = await connectTemporal({ address: service.temporalAddress, namespace: config.temporal.namespace, taskQueue: config.temporal.taskQueue });
+    const t2 = performance.now();
+    await pool(N, C, (i) => t.client.workflow.execute('referenceWorkflow', { taskQueue: config.temporal.taskQueue, workflowId: `bench-ref-${Date.now()}-${i}` }));
+    const reference = N / ((performance.now() - t2) / 1000);
+    await t.connection.close();
+    console.log(`messages ${N}, SMTP connections ${C}, ${split ? 'worker in its own process' : 'one process'}`);
     console.log(`(a) ingress alone (accept, parse, score, persist; no workflow): ${ceiling.toFixed(1)}/s`);
     console.log(`(b) accepted over SMTP: ${(N / acceptSecs).toFixed(1)}/s; delivered to the webhook end to end: ${e2e.toFixed(1)}/s (${e2eSecs.toFixed(1)} s)`);
     console.log(`(b)/(a) = ${(e2e / ceiling).toFixed(2)}`);
+    console.log(`(c) reference: workflows with two local activities, same server, same run: ${reference.toFixed(1)}/s`);
+    console.log(`(b)/(c) = ${(e2e / reference).toFixed(2)} (DESIGN.md target: 0.67)`);
   } finally {
     smtp.close();
+    await worker?.stop();
     await service.stop();
     await temporal?.stop();
     await pg.drop();

@@ -21,7 +21,7 @@ import { createTestDatabase } from '../test/helpers/pg.js';
 import { freePort } from '../test/helpers/ports.js';
 import { apiClient } from '../test/helpers/stack.js';
 import { startCountingSink } from './sink.js';
-import { percentile, pool } from './util.js';
+import { percentile, pool, spawnWorker } from './util.js';
 
 const N = Number(process.env.BENCH_MESSAGES ?? 2000);
 const C = Number(process.env.BENCH_CONCURRENCY ?? 32);
@@ -34,13 +34,19 @@ async function main() {
   const pg = await createTestDatabase();
   const temporal = process.env.TEMPORAL_ADDRESS ? undefined : await startDevServer({ port: await freePort(), namespace: 'default' });
   const port = await freePort();
-  const config = loadConfig({
+  const env: Record<string, string> = {
     PORT: String(port), SMTP_PORT: String(await freePort()), DATA_DIR: mkdtempSync(join(tmpdir(), 'svc-bench-')), DATABASE_URL: pg.url,
     TEMPORAL_ADDRESS: process.env.TEMPORAL_ADDRESS ?? temporal!.address, SERVICE_DOMAIN: 'bench.svc.test', OUTBOUND_MODE: 'mx',
     MX_PORT: String(sink.port), DNS_SERVERS: dns.server.address, SECRET_KEY: 'bench-secret-key-0123456789-abcdefghijklmnop', NODE_ENV: 'production',
     PLANS: JSON.stringify({ free: { includedEmails: null, dailySendCap: null, overage: 'metered', paid: true } }),
-  });
-  const service = await startService(config, (process.env.BENCH_ROLES ?? 'api,worker').split(',') as ('api' | 'worker')[], { startWorker, log: () => undefined });
+    TEMPORAL_TASK_QUEUE: `bench-${Date.now()}`,
+  };
+  const config = loadConfig(env);
+  // BENCH_SPLIT=0 runs API and worker in one process (npm start); the default splits them like production.
+  const split = process.env.BENCH_SPLIT !== '0';
+  const roles = (process.env.BENCH_ROLES ?? (split ? 'api' : 'api,worker')).split(',') as ('api' | 'worker')[];
+  const service = await startService(config, roles, { startWorker, log: () => undefined });
+  const worker = split && !process.env.BENCH_ROLES ? await spawnWorker(env) : undefined;
   const api = apiClient(`http://127.0.0.1:${service.apiPort}`);
   try {
     const s = (await api('POST', '/api/auth/signup', { body: { email: 'bench@example.com', password: 'bench password' } })).body;
@@ -74,7 +80,7 @@ async function main() {
     });
     const acceptSecs = (performance.now() - start) / 1000;
     latencies.sort((a, b) => a - b);
-    console.log(`messages ${N}, concurrency ${C}`);
+    console.log(`messages ${N}, concurrency ${C}, ${split ? 'API and worker in separate processes' : 'one process'}`);
     console.log(`(a) accept: ${(N / acceptSecs).toFixed(0)}/s; latency p50 ${percentile(latencies, 50).toFixed(1)} ms, p95 ${percentile(latencies, 95).toFixed(1)} ms, p99 ${percentile(latencies, 99).toFixed(1)} ms`);
     await sink.waitForCount(N, Number(process.env.BENCH_TIMEOUT_MS ?? 300_000)).catch(async (err) => {
       const rows = await service.core.db.select({ status: schema.messages.status, lastError: schema.messages.lastError }).from(schema.messages);
@@ -109,6 +115,7 @@ async function main() {
     console.log(`(c) ceiling, pooled nodemailer + DKIM direct to the sink: ${ceiling.toFixed(1)}/s`);
     console.log(`(b)/(c) = ${(e2e / ceiling).toFixed(2)}`);
   } finally {
+    await worker?.stop();
     await service.stop();
     await temporal?.stop();
     await pg.drop();

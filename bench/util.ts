@@ -7,3 +7,28 @@ export async function pool(n: number, concurrency: number, task: (i: number) => 
 }
 
 export const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0;
+
+/**
+ * The worker as its own process (`npm run start:worker`), as production runs it: the API and the
+ * worker then each get an event loop instead of sharing one. Resolves once it polls its task queue.
+ */
+export async function spawnWorker(env: Record<string, string>): Promise<{ stop(): Promise<void> }> {
+  const { spawn } = await import('node:child_process');
+  const child = spawn(process.execPath, ['--import', 'tsx', 'worker.ts'], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  await new Promise<void>((resolve, reject) => {
+    const onData = (b: Buffer) => {
+      out += b.toString();
+      if (out.includes('[worker] polling')) resolve();
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', onData);
+    child.once('exit', (code) => reject(new Error(`worker exited (${code}):\n${out}`)));
+  });
+  return {
+    stop: () => new Promise<void>((resolve) => {
+      child.once('exit', () => resolve());
+      child.kill('SIGTERM');
+    }),
+  };
+}

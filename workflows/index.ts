@@ -8,3 +8,4 @@ export { inboundDeliveryWorkflow } from './inbound-delivery.js';
 export { webhookDeliveryWorkflow } from './webhook-delivery.js';
 export { engagementDispatchWorkflow } from './engagement-dispatch.js';
 export { pruneAttemptsWorkflow, sweepEngagementWorkflow } from './housekeeping.js';
+export { referenceWorkflow } from './reference.js';
