@@ -1,17 +1,11 @@
 import type { Express } from 'express';
-import { eq } from 'drizzle-orm';
-import { schema } from '../db/index.js';
 import { forbidden, notFound } from '../core/errors.js';
 import type { Core } from '../core/index.js';
 import { PIXEL_GIF } from '../core/sending/tracking.js';
 
 /** Open pixel and click redirect: verify the signature, record the event, answer the GIF or a 302. */
 export function mountTrackingRoutes(app: Express, core: Core): void {
-  const record = async (messageId: string, type: 'email.opened' | 'email.clicked', data: Record<string, unknown>) => {
-    const [msg] = await core.db.select({ userId: schema.messages.userId, domainId: schema.messages.domainId }).from(schema.messages).where(eq(schema.messages.id, messageId));
-    if (msg?.userId) await core.events.record({ userId: msg.userId, messageId, domainId: msg.domainId, type, data });
-    return Boolean(msg);
-  };
+  const record = (messageId: string, type: 'email.opened' | 'email.clicked', data: Record<string, unknown>) => core.events.recordForMessage(messageId, type, data);
 
   app.get('/t/o/:file', async (req, res) => {
     const messageId = req.params.file.replace(/\.gif$/, '');

@@ -118,7 +118,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
   events.attachRouter(engagement.router);
   const replay = createReplayService({ db, deliveries: deliveryStore, workflows: deps.workflows, retrySchedule: config.webhookRetrySchedule });
   const inbound = createInboundService({
-    db, sealer, resolver, serviceDomain: config.serviceDomain, attachments, encryption, routes, deliveries: deliveryStore, usage, workflows: deps.workflows,
+    db, sealer, resolver, serviceDomain: config.serviceDomain, attachments, encryption, routes, deliveries: deliveryStore, usage, workflows: deps.workflows, reports,
   });
 
   return {

@@ -2,8 +2,6 @@ import type { Readable } from 'node:stream';
 import type { SMTPServerDataStream, SMTPServerSession } from 'smtp-server';
 import { isAppError } from '../core/errors.js';
 import type { Core } from '../core/index.js';
-import { isReturnPath } from '../core/inbound/service.js';
-import { parseReport } from '../core/inbound/reports.js';
 
 type Reply = Error & { responseCode?: number };
 const reply = (code: number, message: string): Reply => Object.assign(new Error(message), { responseCode: code });
@@ -22,11 +20,6 @@ export function onData(core: Core, maxBytes: number) {
       if (stream.sizeExceeded || raw.length > maxBytes) return callback(reply(552, `5.3.4 Message too big: the limit is ${maxBytes} bytes`));
       const rcpts = session.envelope.rcptTo.map((r) => r.address);
       const from = session.envelope.mailFrom ? session.envelope.mailFrom.address : '';
-      const returnPaths = rcpts.filter(isReturnPath);
-      if (returnPaths.length > 0) {
-        const report = await parseReport(raw, { envelopeTo: returnPaths, serviceDomain: core.config.serviceDomain });
-        if (report) await core.reports.apply(report);
-      }
       const ids = await core.inbound.receive(raw, { from, rcpts, ip: session.remoteAddress, helo: session.hostNameAppearsAs || session.clientHostname || '' });
       callback(null, `2.0.0 Ok: queued${ids.length ? ` as ${ids.join(',')}` : ''}`);
     }).catch((err: unknown) => {

@@ -14,6 +14,8 @@ import type { DeliveryStore } from '../webhooks/deliveries.js';
 import type { RouteService } from '../webhooks/routes.js';
 import { scoreMessage } from './auth.js';
 import type { EncryptionService } from './encryption-service.js';
+import type { ReportService } from './report-service.js';
+import { parseReport } from './reports.js';
 import { receivedPayload, type InboundAttachment } from './payload.js';
 
 const hashId = (prefix: string, ...parts: (string | Buffer)[]) => {
@@ -33,7 +35,7 @@ export type Envelope = { from: string; rcpts: string[]; ip: string; helo: string
 /** Inbound mail: who may receive, storing what arrives, and turning it into webhook deliveries. */
 export function createInboundService(deps: {
   db: Db; sealer: Sealer; resolver: Resolver; serviceDomain: string; attachments: AttachmentService; encryption: EncryptionService;
-  routes: RouteService; deliveries: DeliveryStore; usage: UsageService; workflows: WorkflowPort;
+  routes: RouteService; deliveries: DeliveryStore; usage: UsageService; workflows: WorkflowPort; reports: ReportService;
 }) {
   const { db } = deps;
   const d = schema.domains;
@@ -90,8 +92,17 @@ export function createInboundService(deps: {
       if (!row || (row.mx !== 1 && !isReturnPath(address))) throw new AppError(550, 'unknown_domain', `5.1.2 <${address}>: ${name} is not a verified domain here`);
     },
 
-    /** DATA: persists the message for every recipient domain before the 250, then starts delivery. */
+    /**
+     * DATA: a report sent to one of our return paths (bounce, complaint) is applied to the message it
+     * is about; mail for the domains' mailboxes is persisted before the 250, then delivered.
+     */
     async receive(raw: Buffer, env: Envelope): Promise<string[]> {
+      const returnPaths = env.rcpts.filter(isReturnPath);
+      if (returnPaths.length > 0) {
+        const report = await parseReport(raw, { envelopeTo: returnPaths, serviceDomain: deps.serviceDomain });
+        if (report) await deps.reports.apply(report);
+      }
+      if (returnPaths.length === env.rcpts.length) return [];
       const mail = await simpleParser(raw);
       const auth = await scoreMessage(raw, { ip: env.ip, helo: env.helo, sender: env.from, mta: deps.serviceDomain, resolver: deps.resolver });
       const byDomain = new Map<string, string[]>();

@@ -49,6 +49,13 @@ export function createEventService(deps: { db: Db }) {
       await db.insert(e).values(out);
       for (const d of nudge) router!.nudge(d);
     },
+    /** Records an event about a message by id alone (tracking hits); false when the message is unknown. */
+    async recordForMessage(messageId: string, type: 'email.opened' | 'email.clicked', data: Record<string, unknown>): Promise<boolean> {
+      const [m] = await db.select({ userId: schema.messages.userId, domainId: schema.messages.domainId }).from(schema.messages).where(eq(schema.messages.id, messageId));
+      if (!m?.userId) return false;
+      await this.record({ userId: m.userId, messageId, domainId: m.domainId, type, data });
+      return true;
+    },
     async list(userId: string, opts: { limit: number; before?: number; messageId?: string; type?: string }) {
       const rows = await db.select().from(e).where(and(
         eq(e.userId, userId),
