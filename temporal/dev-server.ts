@@ -22,6 +22,8 @@ const DYNAMIC_CONFIG = [
   'matching.persistenceMaxQPS=10000',
   'matching.numTaskqueueReadPartitions=1',
   'matching.numTaskqueueWritePartitions=1',
+  // Lets a worker run an activity it just scheduled without a round trip through matching.
+  'system.enableActivityEagerExecution=true',
 ];
 
 /**

@@ -17,15 +17,15 @@ export function createDeliveryStore(deps: { db: Db; sealer: Sealer; routes: Rout
   const at = schema.deliveryAttempts;
 
   /** The body to POST: a stored inbound payload (with this delivery's `to`) or the delivery's own payload. */
-  async function bodyOf(d: DeliveryRow): Promise<string | undefined> {
+  async function bodyOf(d: DeliveryRow, sealed?: string | null): Promise<string | undefined> {
     if (d.kind === 'engagement') return JSON.stringify(d.payload);
-    const [raw] = await db.select({ p: schema.inboundRaw.payloadSealed }).from(schema.inboundRaw).where(eq(schema.inboundRaw.messageId, d.messageId));
-    if (!raw?.p) return undefined;
-    return JSON.stringify({ ...JSON.parse(deps.sealer.open(raw.p)), ...(d.payload ?? {}) });
+    const p = sealed !== undefined ? sealed : (await db.select({ p: schema.inboundRaw.payloadSealed }).from(schema.inboundRaw).where(eq(schema.inboundRaw.messageId, d.messageId)))[0]?.p;
+    if (!p) return undefined;
+    return JSON.stringify({ ...JSON.parse(deps.sealer.open(p)), ...(d.payload ?? {}) });
   }
 
-  async function target(d: DeliveryRow) {
-    const [route] = await db.select().from(schema.routes).where(eq(schema.routes.id, d.routeId));
+  async function target(d: DeliveryRow, known?: typeof schema.routes.$inferSelect | null) {
+    const route = known !== undefined ? known : (await db.select().from(schema.routes).where(eq(schema.routes.id, d.routeId)))[0];
     const ackMode = route?.ackMode ?? 'lenient';
     const secret = !route || route.pattern === TRACKING_PATTERN ? await deps.accountSecret(d.userId) : deps.routes.secretOf(route);
     return { url: route?.url ?? d.url, ackMode, secret };
@@ -48,16 +48,21 @@ export function createDeliveryStore(deps: { db: Db; sealer: Sealer; routes: Rout
      * Idempotent per (delivery, n): a repeated call answers the recorded outcome without posting again.
      */
     async attempt(deliveryId: string, n: number, nextDelayMs: number | null): Promise<AttemptResult> {
-      const [done] = await db.select().from(at).where(and(eq(at.deliveryId, deliveryId), eq(at.attemptNumber, n)));
-      if (done) return { ok: done.ok === 1, status: done.responseStatus, reason: done.reason };
-      const [d] = await db.select().from(dl).where(eq(dl.id, deliveryId));
-      if (!d) return { ok: false, status: null, reason: 'not_found' };
-      const body = await bodyOf(d);
+      // One read for everything an attempt needs: the delivery, a recorded outcome of this attempt, the payload, the route.
+      const [row] = await db.select({ d: dl, done: at, sealed: schema.inboundRaw.payloadSealed, route: schema.routes }).from(dl)
+        .leftJoin(at, and(eq(at.deliveryId, dl.id), eq(at.attemptNumber, n)))
+        .leftJoin(schema.inboundRaw, eq(schema.inboundRaw.messageId, dl.messageId))
+        .leftJoin(schema.routes, eq(schema.routes.id, dl.routeId))
+        .where(eq(dl.id, deliveryId));
+      if (!row) return { ok: false, status: null, reason: 'not_found' };
+      if (row.done) return { ok: row.done.ok === 1, status: row.done.responseStatus, reason: row.done.reason };
+      const d = row.d;
+      const body = await bodyOf(d, row.sealed);
       if (body === undefined) {
         await db.update(dl).set({ status: 'failed', nextRetryAt: null, lastReason: 'no_payload', updatedAt: Date.now() }).where(eq(dl.id, d.id));
         return { ok: false, status: null, reason: 'no_payload' };
       }
-      const t = await target(d);
+      const t = await target(d, row.route);
       const c: AttemptCapture = await postWebhook({ url: t.url, body, secret: t.secret, ackMode: t.ackMode });
       return record(d, n, c, t.url, nextDelayMs);
     },

@@ -13,6 +13,8 @@ export async function recordHealth(db: Db, domainId: string, a: AttemptCapture):
   if (!row) return;
   const prev = (row.h ?? null) as WebhookStatus | null;
   const at = a.requestedAt;
+  // A healthy streak that stays healthy needs no write more than once a second (this runs on every attempt).
+  if (a.ok && prev?.status === 'ok' && prev.code === a.status && prev.at !== null && at - prev.at < 1000) return;
   const next: WebhookStatus = a.ok
     ? { status: 'ok', message: `Delivered (HTTP ${a.status})`, code: a.status, at, consecutiveFailures: 0, firstFailedAt: null, unhealthy: false }
     : {
