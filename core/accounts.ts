@@ -21,10 +21,12 @@ export const toPublicUser = (u: UserRow): PublicUser =>
 
 /** Accounts: signup, login, provisioning, magic-link sign-in and email verification. */
 export function createAccountService(deps: {
-  db: Db; keys: KeyService; tokens: TokenService; mailer: SystemMailer; publicUrl: string; defaultPlan: string;
+  db: Db; keys: KeyService; tokens: TokenService; mailer: SystemMailer; publicUrl: string; defaultPlan: string; signupLimitPerHour: number;
 }) {
   const { db } = deps;
   const loginLimiter = createRateLimiter({ limit: 10, windowMs: 15 * 60_000, message: 'Too many failed sign-in attempts; try again later' });
+  // Account creation mails a link to an address the caller chose: bounded per client so it cannot be used to spam.
+  const createLimiter = createRateLimiter({ limit: deps.signupLimitPerHour, windowMs: 3600_000, message: 'Too many accounts created from this address; try again later' });
   const mailLimiter = createRateLimiter({ limit: 5, windowMs: 3600_000, message: 'Too many emails requested for this address; try again later' });
 
   async function findByEmail(email: string): Promise<UserRow | undefined> {
@@ -85,7 +87,8 @@ export function createAccountService(deps: {
   return {
     getUser,
 
-    async signup(input: { email: string; password: string }) {
+    async signup(input: { email: string; password: string }, clientKey: string) {
+      createLimiter.hit(clientKey);
       const user = await createUser({ email: input.email, passwordHash: await hashPassword(input.password) });
       await sendVerification(user);
       return session(user);
@@ -102,7 +105,8 @@ export function createAccountService(deps: {
     },
 
     /** Creates an account from an email address alone and returns its account key, once. */
-    async provision(input: { email: string; channel?: string; ref?: string; referrer?: string }) {
+    async provision(input: { email: string; channel?: string; ref?: string; referrer?: string }, clientKey: string) {
+      createLimiter.hit(clientKey);
       const user = await createUser(input);
       const apiKey = await deps.keys.getOrCreateAccountKey(user.id);
       await sendVerification(user);

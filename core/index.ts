@@ -69,7 +69,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
   });
   const mailer = createSystemMailer({ db, queue, serviceDomain: config.serviceDomain });
   const keys = createKeyService({ db, sealer });
-  const accounts = createAccountService({ db, keys, tokens, mailer, publicUrl: config.publicUrl, defaultPlan: config.defaultPlan });
+  const accounts = createAccountService({ db, keys, tokens, mailer, publicUrl: config.publicUrl, defaultPlan: config.defaultPlan, signupLimitPerHour: config.signupLimitPerHour });
   const auth = createAuthService({ keys, tokens, accounts });
   const usage = createUsageService({ db, plans: config.plans, defaultPlan: config.defaultPlan });
   const outbox = createOutboxService({ db });

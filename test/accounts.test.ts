@@ -100,6 +100,21 @@ describe('signup, login and magic links', () => {
   });
 });
 
+describe('account creation limit', () => {
+  it('bounds the accounts one client address can create per hour (signup and provision together)', async () => {
+    const tight = await startStack({ SIGNUP_LIMIT_PER_HOUR: '2' }, ['api']);
+    try {
+      expect((await tight.api('POST', '/api/auth/signup', { body: { email: 'l1@example.com', password: 'limit password' } })).status).toBe(201);
+      expect((await tight.api('POST', '/api/v1/provision', { body: { email: 'l2@example.com' } })).status).toBe(200);
+      const third = await tight.api('POST', '/api/v1/provision', { body: { email: 'l3@example.com' } });
+      expect(third).toMatchObject({ status: 429, body: { code: 'rate_limited' } });
+      expect(Number(third.headers.get('retry-after'))).toBeGreaterThan(0);
+    } finally {
+      await tight.stop();
+    }
+  });
+});
+
 describe('credentials', () => {
   let session: string;
   beforeAll(async () => {

@@ -30,7 +30,7 @@ export const provision = defineOperation({
     api_key: z.string().describe('The account key (svc_live_…); returned only here'),
     user_id: z.string(), email: z.string(), email_verified: z.literal(false), is_new: z.literal(true),
   }),
-  handler: (input, { core }) => core.accounts.provision(input),
+  handler: (input, { core, clientIp }) => core.accounts.provision(input, clientIp),
 });
 
 export const signup = defineOperation({
@@ -38,7 +38,7 @@ export const signup = defineOperation({
   summary: 'Create an account with a password; mails a verification link and answers a session.',
   body: z.strictObject({ email: emailField, password }),
   output: session,
-  handler: (input, { core }) => core.accounts.signup(input),
+  handler: (input, { core, clientIp }) => core.accounts.signup(input, clientIp),
 });
 
 export const login = defineOperation({
