@@ -1,6 +1,8 @@
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { schema } from '../db/index.js';
+import { connectTemporal } from '../temporal/client.js';
+import { engagementSweepScheduleId, pruneAttemptsScheduleId } from '../workflows/ids.js';
 import { eventually, startStack, type TestStack } from './helpers/stack.js';
 import { startWebhookReceiver, verifySignature } from './helpers/webhook-receiver.js';
 
@@ -90,6 +92,23 @@ describe('engagement events to webhooks', () => {
     const events = (await stack.api('GET', `/api/events?messageId=${id}`, { token: session })).body.map((e: any) => e.type);
     expect(events).toContain('email.bounced');
     await stack.api('DELETE', '/api/contacts/suppressions/reader@example.org', { token: session });
+  });
+
+  it('housekeeping schedules: attempts past 45 days are pruned; events left pending are dispatched', async () => {
+    const db = stack.service.core.db;
+    const old = Date.now() - 46 * 86_400_000;
+    await db.insert(schema.deliveryAttempts).values({ id: 'att_old_capture_000000000000', deliveryId: 'dlv_gone', messageId: 'msg_gone', attemptNumber: 1, ok: 1, requestedAt: old, createdAt: old });
+    await stack.api('PUT', `/api/domains/${domainId}/tracking-webhook`, { token: session, body: { url: `${hooks.base}/swept` } });
+    const [user] = await db.select().from(schema.users).where(eq(schema.users.email, 'engaged@example.com'));
+    const lost = Date.now() - 60_000;
+    await db.insert(schema.events).values({ id: 'evt_left_pending_0000000000', userId: user!.id, domainId, type: 'email.opened', data: { open: { userAgent: 'x' } }, webhookState: 'pending', createdAt: lost });
+    const t = await connectTemporal({ address: stack.service.temporalAddress, namespace: 'default', taskQueue: stack.config.temporal.taskQueue });
+    await t.client.schedule.getHandle(pruneAttemptsScheduleId(stack.config.temporal.taskQueue)).trigger();
+    await t.client.schedule.getHandle(engagementSweepScheduleId(stack.config.temporal.taskQueue)).trigger();
+    await eventually(async () => (await db.select().from(schema.deliveryAttempts).where(eq(schema.deliveryAttempts.id, 'att_old_capture_000000000000'))).length === 0, 30_000);
+    const hit = await eventually(async () => hooks.hitsOn('/swept').find((h) => h.json?.id === 'evt_left_pending_0000000000'), 30_000);
+    expect(hit.json.type).toBe('email.opened');
+    await t.connection.close();
   });
 
   it('rotating the account secret changes the signature key', async () => {
