@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eq } from 'drizzle-orm';
+import { schema } from '../db/index.js';
 import { startStack, type TestStack } from './helpers/stack.js';
 
 let stack: TestStack;
@@ -63,10 +65,13 @@ describe('domain-scoped keys', () => {
     expect((await stack.api('DELETE', `/api/keys/scoped/${mine.id}`, { token: other })).status).toBe(404);
   });
 
-  it('deleting the domain revokes its scoped keys', async () => {
+  it('deleting the domain revokes its scoped keys and removes its routes', async () => {
     const dom = (await stack.api('POST', '/api/domains/subdomain', { token, body: { subdomain: 'delta' } })).body.domain.id;
     const { key } = (await stack.api('POST', '/api/keys/scoped', { token, body: { domainId: dom } })).body;
+    await stack.api('PUT', `/api/domains/${dom}/webhook`, { token, body: { url: 'https://hooks.example.com/delta' } });
     await stack.api('DELETE', `/api/domains/${dom}`, { token });
     expect((await stack.api('GET', '/v1/me', { token: key })).status).toBe(401);
+    const [route] = await stack.service.core.db.select().from(schema.routes).where(eq(schema.routes.domainId, dom));
+    expect(route).toBeUndefined();
   });
 });

@@ -141,6 +141,7 @@ export function createDomainService(deps: DomainDeps) {
       await deps.workflows.stopDomainVerification(row.id).catch((err: Error) => warnings.push(`verification workflow: ${err.message}`));
       await db.transaction(async (tx) => {
         await tx.delete(schema.apiKeys).where(and(eq(schema.apiKeys.domainId, row.id), eq(schema.apiKeys.kind, 'scoped')));
+        await tx.delete(schema.routes).where(eq(schema.routes.domainId, row.id));
         await tx.delete(d).where(eq(d.id, row.id));
       });
       return { ok: true as const, cleanup: { deregistered, dnsDeleted, warnings } };
