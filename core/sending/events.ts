@@ -20,9 +20,12 @@ export function createEventService(deps: { db: Db }) {
   async function rows(evs: NewEvent[]) {
     const now = Date.now();
     const nudge = new Set<string>();
+    const asked = new Map<string, boolean>(); // one routing lookup per (domain, type) in a batch, not per event
     const out = [];
     for (const ev of evs) {
-      const routed = Boolean(router && ev.domainId && (await router.wants(ev.domainId, ev.type)));
+      const key = `${ev.domainId}|${ev.type}`;
+      if (router && ev.domainId && !asked.has(key)) asked.set(key, await router.wants(ev.domainId, ev.type));
+      const routed = asked.get(key) ?? false;
       if (routed) nudge.add(ev.domainId!);
       out.push({
         id: newId('evt'), userId: ev.userId, messageId: ev.messageId ?? null, domainId: ev.domainId ?? null, type: ev.type,

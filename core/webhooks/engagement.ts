@@ -81,8 +81,10 @@ export function createEngagementService(deps: {
     /** One batch of a domain's pending events, one POST each; a failure becomes its own retried delivery. */
     async dispatchBatch(domainId: string, limit: number): Promise<{ processed: number; more: boolean }> {
       const pending = await db.select().from(ev).where(and(eq(ev.domainId, domainId), eq(ev.webhookState, 'pending'))).orderBy(asc(ev.createdAt)).limit(limit);
+      const targets = new Map<string, Target | undefined>(); // one lookup per event type in a batch
       for (const e of pending) {
-        const t = await target(domainId, e.type);
+        if (!targets.has(e.type)) targets.set(e.type, await target(domainId, e.type));
+        const t = targets.get(e.type);
         if (!t) {
           await db.update(ev).set({ webhookState: null }).where(eq(ev.id, e.id));
           continue;
