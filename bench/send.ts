@@ -21,7 +21,7 @@ import { createTestDatabase } from '../test/helpers/pg.js';
 import { freePort } from '../test/helpers/ports.js';
 import { apiClient } from '../test/helpers/stack.js';
 import { startCountingSink } from './sink.js';
-import { percentile, pool, spawnWorker } from './util.js';
+import { percentile, pool, spawnRole, spawnWorker } from './util.js';
 
 const N = Number(process.env.BENCH_MESSAGES ?? 2000);
 const C = Number(process.env.BENCH_CONCURRENCY ?? 32);
@@ -42,12 +42,12 @@ async function main() {
     TEMPORAL_TASK_QUEUE: `bench-${Date.now()}`,
   };
   const config = loadConfig(env);
-  // BENCH_SPLIT=0 runs API and worker in one process (npm start); the default splits them like production.
+  // By default the API and the worker each run as their own process, as in production, so the load
+  // generator and the sink here share no event loop with them. BENCH_SPLIT=0: one process, as `npm start`.
   const split = process.env.BENCH_SPLIT !== '0';
-  const roles = (process.env.BENCH_ROLES ?? (split ? 'api' : 'api,worker')).split(',') as ('api' | 'worker')[];
-  const service = await startService(config, roles, { startWorker, log: () => undefined });
-  const worker = split && !process.env.BENCH_ROLES ? await spawnWorker(env) : undefined;
-  const api = apiClient(`http://127.0.0.1:${service.apiPort}`);
+  const service = await startService(config, split ? [] : ['api', 'worker'], { startWorker, log: () => undefined });
+  const roles = split ? [await spawnRole(['main.ts', 'api'], env, '[api] listening'), await spawnWorker(env)] : [];
+  const api = apiClient(`http://127.0.0.1:${port}`);
   try {
     const s = (await api('POST', '/api/auth/signup', { body: { email: 'bench@example.com', password: 'bench password' } })).body;
     await service.core.db.update(schema.users).set({ emailVerified: true }).where(eq(schema.users.id, s.user.id));
@@ -115,7 +115,7 @@ async function main() {
     console.log(`(c) ceiling, pooled nodemailer + DKIM direct to the sink: ${ceiling.toFixed(1)}/s`);
     console.log(`(b)/(c) = ${(e2e / ceiling).toFixed(2)}`);
   } finally {
-    await worker?.stop();
+    for (const r of roles) await r.stop();
     await service.stop();
     await temporal?.stop();
     await pg.drop();

@@ -12,18 +12,21 @@ export const percentile = (sorted: number[], p: number) => sorted[Math.min(sorte
  * The worker as its own process (`npm run start:worker`), as production runs it: the API and the
  * worker then each get an event loop instead of sharing one. Resolves once it polls its task queue.
  */
-export async function spawnWorker(env: Record<string, string>): Promise<{ stop(): Promise<void> }> {
+export const spawnWorker = (env: Record<string, string>) => spawnRole(['worker.ts'], env, '[worker] polling');
+
+/** One role as its own process (`tsx main.ts api`, `tsx worker.ts`); resolves once it prints `ready`. */
+export async function spawnRole(args: string[], env: Record<string, string>, ready: string): Promise<{ stop(): Promise<void> }> {
   const { spawn } = await import('node:child_process');
-  const child = spawn(process.execPath, ['--import', 'tsx', 'worker.ts'], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   await new Promise<void>((resolve, reject) => {
     const onData = (b: Buffer) => {
       out += b.toString();
-      if (out.includes('[worker] polling')) resolve();
+      if (out.includes(ready)) resolve();
     };
     child.stdout!.on('data', onData);
     child.stderr!.on('data', onData);
-    child.once('exit', (code) => reject(new Error(`worker exited (${code}):\n${out}`)));
+    child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited (${code}):\n${out}`)));
   });
   return {
     stop: () => new Promise<void>((resolve) => {
