@@ -6,6 +6,9 @@
 #   SKIP_TEMPORAL_BUILD=1 skip (when TEMPORAL_ADDRESS points at an existing server)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Go may be installed without being on PATH (a bare CI environment): look in the usual place too.
+if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then export PATH="$PATH:/usr/local/go/bin"; fi
+export HOME="${HOME:-/root}"
 VERSION="${TEMPORAL_CLI_VERSION:-v1.5.1}"
 BIN_DIR="$PWD/.temporal/bin"
 CACHE_DIR="${SVC_TEMPORAL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/svc-mail}/temporal-$VERSION"
