@@ -34,10 +34,6 @@ export function createUsageService(deps: { db: Db; plans: Record<string, Plan>; 
     planOf,
 
     /** How many more messages may be accepted now: by the daily cap and by a blocking monthly bucket. */
-    async headroom(user: { id: string; plan: string }): Promise<{ daily: number; monthly: number }> {
-      return room(planOf(user.plan), await counts(user.id));
-    },
-
     /** Headroom from counters already read (the send path reads them with its other gates). */
     headroomOf: (planName: string, used: { month: number; day: number }) => room(planOf(planName), used),
 

@@ -1,6 +1,6 @@
 import type { DKIMSignOptions } from 'mailauth';
 import { dkimSign } from 'mailauth/lib/dkim/sign.js';
-import { and, eq, inArray, or, sql } from 'drizzle-orm';
+import { and, asc, eq, inArray, isNull, lt, or, sql } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import type { AttachmentService } from '../attachments/service.js';
@@ -140,6 +140,14 @@ export function createDeliveryService(deps: {
         outcomes.forEach((r, j) => (r === 'deferred' ? result.deferred.push(chunk[j]!.id) : (result[r] += 1)));
       }
       return result;
+    },
+
+    /** Ids of outbound rows still `queued` and unclaimed after `olderThanMs`: their batch never started. */
+    async findStranded(olderThanMs: number, limit: number): Promise<string[]> {
+      const rows = await db.select({ id: m.id }).from(m)
+        .where(and(eq(m.status, 'queued'), eq(m.direction, 'outbound'), isNull(m.workflowId), lt(m.createdAt, Date.now() - olderThanMs)))
+        .orderBy(asc(m.createdAt)).limit(limit);
+      return rows.map((r) => r.id);
     },
 
     /** A later attempt at a deferred message; `final` turns a temporary failure into a bounce. */

@@ -1,4 +1,4 @@
-import { and, desc, eq, inArray } from 'drizzle-orm';
+import { and, desc, eq } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { notFound } from '../errors.js';
@@ -27,12 +27,6 @@ export function createSuppressionService(deps: { db: Db }) {
       const gone = await db.delete(s).where(and(eq(s.userId, userId), eq(s.email, email.toLowerCase()))).returning({ id: s.id });
       if (gone.length === 0) throw notFound(`${email} is not suppressed`);
       return { ok: true as const };
-    },
-    /** Which of these addresses are suppressed for the account. */
-    async suppressed(userId: string, emails: string[]): Promise<Set<string>> {
-      if (emails.length === 0) return new Set();
-      const rows = await db.select({ email: s.email }).from(s).where(and(eq(s.userId, userId), inArray(s.email, emails.map((e) => e.toLowerCase()))));
-      return new Set(rows.map((r) => r.email));
     },
   };
 }

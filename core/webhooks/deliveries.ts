@@ -87,17 +87,17 @@ export function createDeliveryStore(deps: { db: Db; sealer: Sealer; routes: Rout
   /** Captures attempt `n` as an att_ row and moves the delivery and the domain's health on. */
   async function record(d: DeliveryRow, n: number, c: AttemptCapture, url: string, nextDelayMs: number | null): Promise<AttemptResult> {
     await db.insert(at).values({
-        id: newId('att'), deliveryId: d.id, messageId: d.messageId, attemptNumber: n, ok: c.ok ? 1 : 0, reason: c.reason, requestHeaders: c.requestHeaders,
-        requestBody: c.requestBody, responseStatus: c.status, responseHeaders: c.responseHeaders, responseBody: c.responseBody,
-        durationMs: c.durationMs, requestedAt: c.requestedAt, createdAt: Date.now(),
-      }).onConflictDoNothing();
-      const retry = !c.ok && nextDelayMs !== null;
-      await db.update(dl).set({
-        status: c.ok ? 'delivered' : retry ? 'pending' : 'failed', attempts: n, lastStatusCode: c.status, lastReason: c.reason, url,
-        nextRetryAt: retry ? Date.now() + nextDelayMs : null, retryAttempts: retry ? n : Math.max(0, n - 1), updatedAt: Date.now(),
-      }).where(eq(dl.id, d.id));
-      if (d.domainId && d.kind !== 'engagement') await recordHealth(db, d.domainId, c);
-      return { ok: c.ok, status: c.status, reason: c.reason };
+      id: newId('att'), deliveryId: d.id, messageId: d.messageId, attemptNumber: n, ok: c.ok ? 1 : 0, reason: c.reason, requestHeaders: c.requestHeaders,
+      requestBody: c.requestBody, responseStatus: c.status, responseHeaders: c.responseHeaders, responseBody: c.responseBody,
+      durationMs: c.durationMs, requestedAt: c.requestedAt, createdAt: Date.now(),
+    }).onConflictDoNothing();
+    const retry = !c.ok && nextDelayMs !== null;
+    await db.update(dl).set({
+      status: c.ok ? 'delivered' : retry ? 'pending' : 'failed', attempts: n, lastStatusCode: c.status, lastReason: c.reason, url,
+      nextRetryAt: retry ? Date.now() + nextDelayMs : null, retryAttempts: retry ? n : Math.max(0, n - 1), updatedAt: Date.now(),
+    }).where(eq(dl.id, d.id));
+    if (d.domainId && d.kind !== 'engagement') await recordHealth(db, d.domainId, c);
+    return { ok: c.ok, status: c.status, reason: c.reason };
   }
 }
 export type DeliveryStore = ReturnType<typeof createDeliveryStore>;
