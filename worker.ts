@@ -16,8 +16,9 @@ export type RunningWorker = { worker: Worker; done: Promise<void>; shutdown(): P
 /** The sending provider chosen by OUTBOUND_MODE. */
 export function createTransport(config: Config, database: Database): OutboundTransport {
   if (config.outboundMode === 'capture') return captureTransport(database.db, join(config.dataDir, 'outbox'));
-  if (config.outboundMode === 'relay') return relayTransport(config.relayUrl!);
-  return mxTransport({ resolver: createResolver(config.dnsServers), port: config.mxPort, heloName: config.serviceDomain });
+  const timeouts = { timeoutMs: config.outboundSmtpTimeoutMs };
+  if (config.outboundMode === 'relay') return relayTransport(config.relayUrl!, timeouts);
+  return mxTransport({ resolver: createResolver(config.dnsServers), port: config.mxPort, heloName: config.serviceDomain, timeouts });
 }
 
 /**
@@ -35,7 +36,7 @@ export async function startWorker(opts: {
     namespace: config.temporal.namespace,
     taskQueue: config.temporal.taskQueue,
     activities: createActivities({
-      db: database.db, domains: opts.core.domains, scheduled: opts.core.scheduled, attachments: opts.core.attachments,
+      workflows: opts.core.workflows, db: database.db, domains: opts.core.domains, scheduled: opts.core.scheduled, attachments: opts.core.attachments,
       inbound: opts.core.inbound, deliveryStore: opts.core.deliveryStore, engagement: opts.core.engagement,
       delivery: createDeliveryService({
         db: database.db, transport, sealer: opts.core.sealer, serviceDomain: config.serviceDomain,

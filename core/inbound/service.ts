@@ -79,7 +79,7 @@ export function createInboundService(deps: {
         await deps.usage.consume(tx, domain.userId, 1, { outbound: false });
       });
     }
-    await deps.workflows.startInboundDelivery({ messageId: id, userId: domain.userId });
+    await deps.workflows.startInboundDelivery({ messageId: id, userId: domain.userId, domainId: domain.id });
     return id;
   }
 
