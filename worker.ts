@@ -8,8 +8,15 @@ import { createResolver } from './core/dns.js';
 import { captureTransport, mxTransport, relayTransport, type OutboundTransport } from './core/outbound/transport.js';
 import type { Database } from './db/index.js';
 import type { Core } from './core/index.js';
+import { prebuiltBundle } from './temporal/bundle.js';
 
 export const WORKFLOWS_PATH = fileURLToPath(new URL('./workflows/index.ts', import.meta.url));
+
+/** The bundle a worker runs: SVC_WORKFLOW_BUNDLE (tests hand theirs in), else the prebuilt one when fresh, else none (bundle now). */
+function bundleToRun(): WorkerOptions['workflowBundle'] | undefined {
+  const path = process.env.SVC_WORKFLOW_BUNDLE || prebuiltBundle();
+  return path ? { codePath: path } : undefined;
+}
 
 export type RunningWorker = { worker: Worker; done: Promise<void>; shutdown(): Promise<void> };
 
@@ -31,6 +38,7 @@ export async function startWorker(opts: {
   const { config, database } = opts.core;
   const transport = createTransport(config, database);
   const connection = await NativeConnection.connect({ address: opts.address });
+  const bundle = opts.workflowBundle ?? bundleToRun();
   const worker = await Worker.create({
     connection,
     namespace: config.temporal.namespace,
@@ -43,7 +51,7 @@ export async function startWorker(opts: {
         attachments: opts.core.attachments, events: opts.core.events, suppressions: opts.core.suppressions,
       }),
     }),
-    ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
+    ...(bundle ? { workflowBundle: bundle } : { workflowsPath: WORKFLOWS_PATH }),
     maxConcurrentActivityTaskExecutions: 200,
     maxConcurrentWorkflowTaskExecutions: 200,
     maxCachedWorkflows: 1000,
