@@ -13,8 +13,9 @@ const { findStrandedMessages, restartAbandonedMessages, sweepScheduledSends } = 
  * unstarted are started, and those an operator terminated are marked canceled. Safe to overlap with
  * live work: rows are claimed, workflow ids are derived.
  */
-export async function sweepOutboundWorkflow(input: { retrySchedule: number[] }): Promise<{ swept: number; restarted: number; scheduled: { started: number; canceled: number } }> {
-  const ids = await findStrandedMessages({ olderThanMs: 60_000, limit: 1000 });
+export async function sweepOutboundWorkflow(input: { retrySchedule: number[]; graceMs?: number }): Promise<{ swept: number; restarted: number; scheduled: { started: number; canceled: number } }> {
+  const grace = input.graceMs ?? 60_000;
+  const ids = await findStrandedMessages({ olderThanMs: grace, limit: 1000 });
   for (let i = 0; i < ids.length; i += 100) {
     const batch = ids.slice(i, i + 100);
     await executeChild(deliverOutboundWorkflow, {
@@ -24,6 +25,6 @@ export async function sweepOutboundWorkflow(input: { retrySchedule: number[] }):
   }
   // A deferred row 10 minutes past its next attempt, or `sending` for two hours: its run was terminated.
   const restarted = await restartAbandonedMessages({ deferredGraceMs: 10 * 60_000, sendingGraceMs: 2 * 3_600_000, limit: 500 });
-  const scheduled = await sweepScheduledSends({ olderThanMs: 60_000, limit: 500 });
+  const scheduled = await sweepScheduledSends({ olderThanMs: grace, limit: 500 });
   return { swept: ids.length, restarted, scheduled };
 }
