@@ -16,7 +16,8 @@ declare module 'vitest' {
 
 /** One real Temporal dev server (in memory) and one workflow bundle for the whole run. */
 export default async function setup(project: TestProject) {
-  const server = await startDevServer({ port: await freePort(), namespace: 'default' });
+  // Continue-as-new is suggested after 30 events, so the long-running loops reach it within a test (DESIGN.md, Testing strategy).
+  const server = await startDevServer({ port: await freePort(), namespace: 'default', dynamicConfig: ['limit.historyCount.suggestContinueAsNew=30'] });
   const { code } = await bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quietLogger });
   const bundlePath = join(mkdtempSync(join(tmpdir(), 'svc-bundle-')), 'workflows.js');
   writeFileSync(bundlePath, code);
