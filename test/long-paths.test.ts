@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { schema } from '../db/index.js';
 import { connectTemporal, type TemporalHandle } from '../temporal/client.js';
 import { deferredDeliveryWorkflowId, verifyDomainWorkflowId } from '../workflows/ids.js';
+import { referenceWorkflow } from '../workflows/reference.js';
 import { startSendingStack, type SendingStack } from './helpers/sending.js';
 import { eventually } from './helpers/stack.js';
 
@@ -26,6 +27,10 @@ afterAll(async () => {
 });
 
 describe('long paths', () => {
+  it("the benchmarks' reference workflow (two local activities) completes", async () => {
+    await t.client.workflow.execute(referenceWorkflow, { taskQueue: t.taskQueue, workflowId: `reference-${Date.now()}` });
+  });
+
   it('the verification loop continues as new and still ends at its deadline', async () => {
     const res = await env.stack.api('POST', '/api/domains', { token: env.session, body: { domain: 'never-published.example.com' } });
     expect(res.status).toBe(201);

@@ -6,6 +6,7 @@ import { inject } from 'vitest';
 import { loadConfig, type Config } from '../../core/config.js';
 import { ALL_ROLES, startService, type Role, type Service } from '../../runtime/service.js';
 import { startWorker } from '../../worker.js';
+import { recordHistories } from './histories.js';
 import { createTestDatabase } from './pg.js';
 import { freePort } from './ports.js';
 
@@ -42,6 +43,7 @@ export async function startStack(env: Record<string, string> = {}, roles: Role[]
   return {
     service, config, baseUrl, api: apiClient(baseUrl),
     async stop() {
+      await recordHistories(service.temporalAddress, config.temporal.taskQueue).catch((err) => console.warn('[histories]', (err as Error).message));
       await service.stop();
       await database.drop();
       rmSync(dataDir, { recursive: true, force: true });
