@@ -58,15 +58,18 @@ export function form(ctx: FormContext, action: string, inner: string, label?: st
 export function appHeader(clientName: string | null, redirectHost: string): string {
   const name = clientName ? `<strong>${esc(clientName)}</strong>` : '<strong>An app that gave no name</strong>';
   return `<p>${name} wants to link to your account.</p>
-<p class="muted">After you decide, you will be sent back to <span class="host">${esc(redirectHost)}</span>. The name is the one the app chose for itself.</p>`;
-}
-
-/** The consent screen: what the app will be able to do, then Approve or Deny. */
-export function consentSection(ctx: FormContext, email: string): string {
-  return `<section class="card" aria-labelledby="consent-h">
-<h2 id="consent-h">It will be able to</h2>
+<p class="muted">After you decide, you will be sent back to <span class="host">${esc(redirectHost)}</span>. The name is the one the app chose for itself.</p>
+<section class="card" aria-labelledby="scope-h">
+<h2 id="scope-h">If you approve, it will be able to</h2>
 <ul>${SCOPE_DESCRIPTION.map((d) => `<li>${esc(d)}</li>`).join('')}</ul>
 <p class="muted">You can unlink it at any time; its access stops at once.</p>
+</section>`;
+}
+
+/** The consent screen (what the app may do is listed above it): Approve or Deny. */
+export function consentSection(ctx: FormContext, email: string): string {
+  return `<section class="card" aria-labelledby="consent-h">
+<h2 id="consent-h">Allow this app to act on your account?</h2>
 <div class="actions">
 ${form(ctx, 'approve', '<button type="submit" class="primary">Approve</button>', 'Approve')}
 ${form(ctx, 'deny', '<button type="submit" class="secondary">Deny</button>', 'Deny')}
