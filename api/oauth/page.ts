@@ -28,8 +28,10 @@ button{font:inherit;font-weight:600;min-height:2.75rem;padding:.6rem 1.1rem;bord
 .error{background:#fdecea;border-color:#b3261e;color:#7a1610}
 .info{background:#e8f0fe;border-color:#0b4fc4;color:#0a3a8c}
 .muted{color:#4b5563;font-size:.95rem}
-.host{font-family:ui-monospace,monospace;word-break:break-all}
-.actions{display:flex;flex-wrap:wrap;align-items:center}
+.host{font-family:ui-monospace,monospace;overflow-wrap:anywhere}
+.actions{display:flex;flex-wrap:wrap;align-items:center;gap:.5rem}
+.actions button{margin-right:0}
+hr{border:0;border-top:1px solid #d0d4da;margin:1.25rem 0 .5rem}
 @media (max-width:24rem){button{width:100%;margin-right:0}}
 `;
 
@@ -97,6 +99,7 @@ export function signinSections(ctx: FormContext, email = ''): string {
 ${form(ctx, 'login', `${emailInput('signin-email', 'username')}
 <label for="signin-password">Password</label><input id="signin-password" name="password" type="password" autocomplete="current-password" required>
 <button type="submit" class="primary">Sign in</button>`, 'Sign in')}
+<hr><p class="muted">No password, or forgot it? We can email you a link that signs you in and brings you back here.</p>
 ${form(ctx, 'link', `${emailInput('link-email', 'email')}<button type="submit" class="secondary">Email me a sign-in link</button>`, 'Email me a sign-in link')}
 </section>
 <section class="card" aria-labelledby="signup-h">
