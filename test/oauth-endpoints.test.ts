@@ -1,5 +1,6 @@
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { operations } from '../api/ops/index.js';
 import { schema } from '../db/index.js';
 import {
   approveOverHttp, authorizeUrl, ConsentDriver, pkce, registerClient, startOAuthStack, tokenRequest, verifiedAccount,
@@ -222,6 +223,28 @@ describe('the token endpoint', () => {
     expect((await tokenRequest(stack, { grant_type: 'password' })).body.error).toBe('unsupported_grant_type');
     const bad = await stack.api('POST', '/oauth/token', { raw: '{"grant_type":' });
     expect(bad).toMatchObject({ status: 400, body: { error: 'invalid_request' } });
+  });
+});
+
+describe('who may approve', () => {
+  it('an account whose email is not verified cannot approve, even by posting the form', async () => {
+    const email = 'unverified-linker@example.com';
+    await stack.api('POST', '/api/auth/signup', { body: { email, password: 'unverified pw 1' } });
+    const client = await registerClient(stack, [REDIRECT]);
+    const d = new ConsentDriver(stack);
+    await d.open(authorizeUrl(stack, { clientId: client.client_id, redirectUri: REDIRECT, challenge: pkce().challenge }));
+    await d.submit('login', { email, password: 'unverified pw 1' });
+    expect(d.html).toContain('Verify your email to continue');
+    const fields = { ...d.form('deny').fields, action: 'approve' };
+    const res = await d.request('POST', '/oauth/authorize', fields);
+    expect(res.status).toBe(403);
+    expect(res.headers.get('location')).toBeNull();
+  });
+
+  it('OAuth access tokens are accepted by every management operation that takes a session', () => {
+    for (const op of operations) {
+      if (op.auth !== 'public' && op.auth.includes('session')) expect(op.auth, op.name).toContain('oauth');
+    }
   });
 });
 

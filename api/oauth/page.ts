@@ -46,6 +46,7 @@ export function renderPage(title: string, body: string, nonce: string): string {
 <body><main>${body}</main></body></html>`;
 }
 
+/** A message above the forms: errors are announced at once (`alert`), information politely (`status`). */
 export const noticeHtml = (n: Notice | undefined) =>
   n ? `<div class="notice ${n.kind}" role="${n.kind === 'error' ? 'alert' : 'status'}">${esc(n.text)}</div>` : '';
 

@@ -128,6 +128,6 @@ export type TokenExchange = ReturnType<typeof createTokenExchange>;
 /** PKCE S256: base64url(SHA-256(verifier)) (RFC 7636 §4.2). */
 export const s256 = (verifier: string) => createHash('sha256').update(verifier).digest('base64url');
 
-/** Re-export so routes can raise `unsupported_grant_type` without reaching into errors.ts. */
+/** The token endpoint's answer to a grant type other than the two it serves. */
 export const unsupportedGrant = (type: string | undefined) =>
   oauthError('unsupported_grant_type', type ? `grant_type ${type} is not supported (use authorization_code or refresh_token)` : 'grant_type is required');
