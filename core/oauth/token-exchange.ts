@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { and, eq, gt, isNull } from 'drizzle-orm';
+import { and, eq, gt, isNull, lt } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { newId, randomToken } from '../ids.js';
@@ -34,6 +34,8 @@ export function createTokenExchange(deps: { db: Db; tokens: TokenService; grants
     async issueCode(req: AuthorizationRequest, userId: string): Promise<string> {
       const code = randomToken(32);
       const now = Date.now();
+      // Approvals are rare: each one also clears codes that expired a day ago (replays of those are moot).
+      await db.delete(codes).where(lt(codes.expiresAt, now - 24 * 3600_000));
       await db.insert(codes).values({
         id: newId('ocd'), codeHash: credentialHash(code), clientId: req.client.id, userId, redirectUri: req.redirectUri,
         codeChallenge: req.codeChallenge, scope: req.scope, expiresAt: now + CODE_TTL_MS, createdAt: now,
@@ -97,6 +99,8 @@ export function createTokenExchange(deps: { db: Db; tokens: TokenService; grants
         throw invalidGrant('The refresh token was issued to another client');
       }
       await db.update(schema.oauthGrants).set({ lastUsedAt: now }).where(eq(schema.oauthGrants.id, grant.id));
+      // Rotated-out tokens are kept for reuse detection only while they could still have been valid.
+      await db.delete(refreshTokens).where(and(eq(refreshTokens.grantId, grant.id), lt(refreshTokens.expiresAt, now)));
       return tokensFor(grant);
     },
 
