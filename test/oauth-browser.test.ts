@@ -58,7 +58,7 @@ async function mailedLink(to: string, subject: RegExp): Promise<string> {
 
 /** Approves on the consent page, then finishes as the app would: token, then the account key. */
 async function approveAndLink(page: Page, returned: Promise<URL>, verifier: string, state: string) {
-  await expect.poll(() => page.getByRole('button', { name: 'Approve' }).isVisible()).toBe(true);
+  await page.getByRole('button', { name: 'Approve' }).waitFor({ timeout: 30_000 });
   await page.getByRole('button', { name: 'Approve' }).click();
   const back = await returned;
   expect(back.searchParams.get('state')).toBe(state);
@@ -75,7 +75,8 @@ let firstKey: string;
 describe('linking in a real browser', () => {
   it('creates an account on the page, verifies it by the emailed link, approves, and the app reads the account key', async () => {
     const { context, page, verifier, state, returned } = await openConsent();
-    await expect.poll(() => page.title()).toBe('Link an app to your account');
+    await page.getByRole('heading', { name: 'Link an app to your account' }).waitFor();
+    expect(await page.title()).toBe('Link an app to your account');
     const body = await page.locator('main').innerText();
     expect(body).toContain('Browser Linked App');
     expect(body).toContain(new URL(redirect).host);
