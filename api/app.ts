@@ -4,6 +4,8 @@ import { mountAttachmentRoutes } from './attachments-routes.js';
 import { errorHandler, notFoundHandler } from './errors.js';
 import { healthSchema, mountHealth } from './health.js';
 import { operations } from './ops/index.js';
+import { mountAuthorize } from './oauth/authorize.js';
+import { mountOAuthEndpoints } from './oauth/endpoints.js';
 import { mountPages } from './pages.js';
 import { mountTrackingRoutes } from './tracking-routes.js';
 import { mountRest } from './rest.js';
@@ -27,6 +29,8 @@ export function createApp(core: Core): Express {
   mountHealth(app, core);
   mountSchemaRoutes(app, allSchemas(), core.config.publicUrl);
   mountPages(app);
+  mountOAuthEndpoints(app, core);
+  mountAuthorize(app, core);
   mountTrackingRoutes(app, core);
   app.use('/trpc', trpcMiddleware(operations, core));
   mountRest(app, operations, core, { checkOutput: core.config.env !== 'production' });

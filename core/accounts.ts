@@ -1,4 +1,4 @@
-import { and, eq, gt, isNull } from 'drizzle-orm';
+import { and, eq, gt, inArray, isNull } from 'drizzle-orm';
 import type { Db } from '../db/index.js';
 import { schema } from '../db/index.js';
 import { badRequest, conflict, unauthorized } from './errors.js';
@@ -14,6 +14,10 @@ export type PublicUser = { id: string; email: string; emailVerified: boolean; pl
 
 const VERIFY_TTL_MS = 7 * 24 * 3600_000;
 const SIGNIN_TTL_MS = 15 * 60_000;
+
+/** Builds the URL a mailed token is put in; the default links go to /api/auth/verify and /auth/signin. */
+export type MailLink = (token: string) => string;
+type TokenPurpose = 'verify_email' | 'signin';
 
 export const normalizeEmail = (email: string) => email.trim().toLowerCase();
 export const toPublicUser = (u: UserRow): PublicUser =>
@@ -54,10 +58,10 @@ export function createAccountService(deps: {
   }
 
   /** Marks a one-time token used and returns its user; unknown, used or expired tokens are all 401. */
-  async function consumeOneTimeToken(token: string, purpose: 'verify_email' | 'signin'): Promise<UserRow> {
+  async function consumeOneTimeToken(token: string, purposes: TokenPurpose[]): Promise<UserRow> {
     const now = Date.now();
     const [used] = await db.update(schema.authTokens).set({ usedAt: now }).where(and(
-      eq(schema.authTokens.tokenHash, credentialHash(token)), eq(schema.authTokens.purpose, purpose),
+      eq(schema.authTokens.tokenHash, credentialHash(token)), inArray(schema.authTokens.purpose, purposes),
       isNull(schema.authTokens.usedAt), gt(schema.authTokens.expiresAt, now),
     )).returning();
     if (!used) throw unauthorized('This link is invalid, already used or expired', 'invalid_token');
@@ -66,9 +70,9 @@ export function createAccountService(deps: {
     return user;
   }
 
-  async function sendVerification(user: UserRow): Promise<void> {
+  async function sendVerification(user: UserRow, mailLink?: MailLink): Promise<void> {
     const token = await mintOneTimeToken(user.id, 'verify_email', VERIFY_TTL_MS);
-    const link = `${deps.publicUrl}/api/auth/verify?token=${token}`;
+    const link = mailLink ? mailLink(token) : `${deps.publicUrl}/api/auth/verify?token=${token}`;
     await deps.mailer.send({
       userId: user.id, to: user.email, subject: 'Verify your email address',
       text: `Confirm ${user.email} to start sending:\n\n${link}\n\nThe link works once and expires in 7 days.`,
@@ -87,10 +91,11 @@ export function createAccountService(deps: {
   return {
     getUser,
 
-    async signup(input: { email: string; password: string }, clientKey: string) {
+    /** Creates a password account and mails its verification link (`mailLink` can point it elsewhere, e.g. back to an OAuth request). */
+    async signup(input: { email: string; password: string }, clientKey: string, mailLink?: MailLink) {
       createLimiter.hit(clientKey);
       const user = await createUser({ email: input.email, passwordHash: await hashPassword(input.password) });
-      await sendVerification(user);
+      await sendVerification(user, mailLink);
       return session(user);
     },
 
@@ -114,13 +119,13 @@ export function createAccountService(deps: {
     },
 
     /** Mails a sign-in link; answers the same whether or not the address has an account. */
-    async requestSigninLink(input: { email: string }) {
+    async requestSigninLink(input: { email: string }, mailLink?: MailLink) {
       const email = normalizeEmail(input.email);
       mailLimiter.hit(`signin|${email}`);
       const user = await findByEmail(email);
       if (user) {
         const token = await mintOneTimeToken(user.id, 'signin', SIGNIN_TTL_MS);
-        const link = `${deps.publicUrl}/auth/signin?token=${token}`;
+        const link = mailLink ? mailLink(token) : `${deps.publicUrl}/auth/signin?token=${token}`;
         await deps.mailer.send({
           userId: user.id, to: user.email, subject: 'Your sign-in link',
           text: `Sign in to your account:\n\n${link}\n\nOr from an API client: POST ${deps.publicUrl}/api/auth/signin {"token":"${token}"}\n\nThe link works once and expires in 15 minutes.`,
@@ -130,7 +135,7 @@ export function createAccountService(deps: {
     },
 
     async signin(input: { token: string }) {
-      const user = await consumeOneTimeToken(input.token, 'signin');
+      const user = await consumeOneTimeToken(input.token, ['signin']);
       // Following a mailed link proves the address, as a verification link would.
       if (!user.emailVerified) await markVerified(user.id);
       return session((await getUser(user.id))!);
@@ -138,9 +143,16 @@ export function createAccountService(deps: {
 
     async verifyEmail(input: { token: string }) {
       if (!input.token) throw badRequest('token is required');
-      const user = await consumeOneTimeToken(input.token, 'verify_email');
+      const user = await consumeOneTimeToken(input.token, ['verify_email']);
       await markVerified(user.id);
       return { ok: true as const, email: user.email, emailVerified: true as const };
+    },
+
+    /** Follows a mailed link of either kind (sign-in or verification): verifies the address and signs in. */
+    async redeemMailedLink(input: { token: string }) {
+      const user = await consumeOneTimeToken(input.token, ['signin', 'verify_email']);
+      if (!user.emailVerified) await markVerified(user.id);
+      return (await getUser(user.id))!;
     },
 
     async resendVerification(userId: string) {

@@ -6,7 +6,7 @@ import { looksLikeJwt, type TokenService } from './tokens.js';
 /** Who is calling, as told apart from the one `Authorization: Bearer` header (DESIGN.md, wire conventions). */
 export type Principal =
   | { kind: 'session'; userId: string }
-  | { kind: 'oauth'; userId: string; clientId?: string }
+  | { kind: 'oauth'; userId: string; clientId?: string; grantId: string }
   | { kind: 'account_key'; userId: string; keyId: string }
   | { kind: 'scoped_key'; userId: string; keyId: string; domainId: string };
 export type CredentialKind = Principal['kind'] | 'app_password';
@@ -16,7 +16,10 @@ export const KIND_LABEL: Record<CredentialKind, string> = {
   scoped_key: 'a domain-scoped key', app_password: 'an app password',
 };
 
-export function createAuthService(deps: { keys: KeyService; tokens: TokenService; accounts: AccountService }) {
+/** Answers whether an OAuth grant still stands (not revoked); checked on every OAuth-token request. */
+export type GrantCheck = { isActive(grantId: string, userId: string): Promise<boolean> };
+
+export function createAuthService(deps: { keys: KeyService; tokens: TokenService; accounts: AccountService; grants: GrantCheck }) {
   return {
     /** Resolves a bearer credential; undefined when none was sent, 401 when it is not valid now. */
     async authenticate(authorization: string | undefined): Promise<Principal | undefined> {
@@ -31,9 +34,12 @@ export function createAuthService(deps: { keys: KeyService; tokens: TokenService
       if (looksLikeJwt(secret)) {
         const claims = await deps.tokens.verify(secret);
         if (!(await deps.accounts.getUser(claims.userId))) throw unauthorized('Account no longer exists');
-        return claims.kind === 'oauth'
-          ? { kind: 'oauth', userId: claims.userId, ...(claims.clientId ? { clientId: claims.clientId } : {}) }
-          : { kind: 'session', userId: claims.userId };
+        if (claims.kind === 'session') return { kind: 'session', userId: claims.userId };
+        // An OAuth access token lives only as long as its grant: a revoked grant stops it before it expires.
+        if (!claims.grantId || !(await deps.grants.isActive(claims.grantId, claims.userId))) {
+          throw unauthorized('This access token was revoked', 'token_revoked');
+        }
+        return { kind: 'oauth', userId: claims.userId, grantId: claims.grantId, ...(claims.clientId ? { clientId: claims.clientId } : {}) };
       }
       throw unauthorized('Unrecognized credential');
     },

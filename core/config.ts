@@ -33,6 +33,7 @@ const envSchema = z.object({
   DOMAIN_VERIFY_DEADLINE_MS: z.coerce.number().int().min(100).default(72 * 3_600_000),
   REGISTRAR: z.enum(['simulated']).optional(),
   SIGNUP_LIMIT_PER_HOUR: z.coerce.number().int().min(1).default(20),
+  OAUTH_ACCESS_TOKEN_TTL: z.coerce.number().int().min(1).max(86_400).default(900),
   SMTP_MAX_MESSAGE_BYTES: z.coerce.number().int().min(1024).default(30 * 1024 * 1024),
   SMTP_MAX_CLIENTS: z.coerce.number().int().min(1).default(200),
   SMTP_IDLE_TIMEOUT_MS: z.coerce.number().int().min(1000).default(60_000),
@@ -66,6 +67,8 @@ export type Config = {
   registrar: 'simulated' | undefined;
   /** Accounts one client address may create per hour (signup and provision). */
   signupLimitPerHour: number;
+  /** Lifetime in seconds of OAuth access tokens (`expires_in`); refresh tokens rotate to go on. */
+  oauthAccessTokenTtlSeconds: number;
   smtp: { maxMessageBytes: number; maxClients: number; idleTimeoutMs: number; tlsKeyFile: string | undefined; tlsCertFile: string | undefined };
   /** Delays (ms) between later attempts at a temporarily failed outbound message; then it bounces. */
   outboundRetrySchedule: number[];
@@ -120,6 +123,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       : DEFAULT_RETRY_SCHEDULE,
     registrar: e.REGISTRAR,
     signupLimitPerHour: e.SIGNUP_LIMIT_PER_HOUR,
+    oauthAccessTokenTtlSeconds: e.OAUTH_ACCESS_TOKEN_TTL,
     smtp: { maxMessageBytes: e.SMTP_MAX_MESSAGE_BYTES, maxClients: e.SMTP_MAX_CLIENTS, idleTimeoutMs: e.SMTP_IDLE_TIMEOUT_MS, tlsKeyFile: e.SMTP_TLS_KEY, tlsCertFile: e.SMTP_TLS_CERT },
     outboundRetrySchedule: e.OUTBOUND_RETRY_SCHEDULE
       ? parseList('OUTBOUND_RETRY_SCHEDULE', e.OUTBOUND_RETRY_SCHEDULE, (s) => z.coerce.number().int().min(0).parse(s))

@@ -20,6 +20,7 @@ import { createRouteService } from './webhooks/routes.js';
 import { createEncryptionService } from './inbound/encryption-service.js';
 import { createReportService } from './inbound/report-service.js';
 import { createKeyService } from './keys.js';
+import { createOAuthService } from './oauth/service.js';
 import { createOutboundQueue, type OutboundQueue } from './outbound/queue.js';
 import { createSystemMailer } from './outbound/system-mail.js';
 import { createOutboxService } from './outbox.js';
@@ -78,7 +79,8 @@ export function createCore(deps: { database: Database; config: Config; workflows
   const mailer = createSystemMailer({ db, queue, serviceDomain: config.serviceDomain });
   const keys = createKeyService({ db, sealer });
   const accounts = createAccountService({ db, keys, tokens, mailer, publicUrl: config.publicUrl, defaultPlan: config.defaultPlan, signupLimitPerHour: config.signupLimitPerHour });
-  const auth = createAuthService({ keys, tokens, accounts });
+  const oauth = createOAuthService({ db, tokens, publicUrl: config.publicUrl, accessTtlSeconds: config.oauthAccessTokenTtlSeconds });
+  const auth = createAuthService({ keys, tokens, accounts, grants: oauth.grants });
   const usage = createUsageService({ db, plans: config.plans, defaultPlan: config.defaultPlan });
   const outbox = createOutboxService({ db });
   const attachments = createAttachmentService({
@@ -133,7 +135,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
   });
 
   return {
-    config, db, database: deps.database, workflows: deps.workflows, sealer, tokens, queue, mailer, keys, accounts, auth, usage,
+    config, db, database: deps.database, workflows: deps.workflows, sealer, tokens, queue, mailer, keys, accounts, auth, oauth, usage,
     inbound, outbox, attachments, providers, domains, hosted, registration, scopedKeys, encryption, resolver, templates, suppressions, events, reports, tracking, scheduled, sending, messages, accountSecret, routes, deliveryStore, replay, webhookTests, engagement,
     async close() {
       await queue.close();

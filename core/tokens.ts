@@ -2,9 +2,10 @@ import { errors, jwtVerify, SignJWT } from 'jose';
 import { deriveKey } from './secrets.js';
 import { unauthorized } from './errors.js';
 
-/** Session tokens (sign-in) and, later, OAuth access tokens: HS256 JWTs keyed from SECRET_KEY. */
+/** Session tokens (sign-in) and OAuth access tokens: HS256 JWTs keyed from SECRET_KEY. */
 export type TokenKind = 'session' | 'oauth';
-export type TokenClaims = { userId: string; kind: TokenKind; clientId?: string };
+/** `grantId` (claim `gid`) ties an OAuth access token to its grant, so revoking the grant stops it at once. */
+export type TokenClaims = { userId: string; kind: TokenKind; clientId?: string; grantId?: string };
 
 const ISSUER = 'svc-mail';
 export const SESSION_TTL_SECONDS = 7 * 24 * 3600;
@@ -13,7 +14,7 @@ export function createTokenService(secretKey: string) {
   const key = deriveKey(secretKey, 'jwt-v1');
   return {
     async issue(claims: TokenClaims, ttlSeconds = SESSION_TTL_SECONDS): Promise<string> {
-      return new SignJWT({ knd: claims.kind, ...(claims.clientId ? { cid: claims.clientId } : {}) })
+      return new SignJWT({ knd: claims.kind, ...(claims.clientId ? { cid: claims.clientId } : {}), ...(claims.grantId ? { gid: claims.grantId } : {}) })
         .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
         .setSubject(claims.userId)
         .setIssuer(ISSUER)
@@ -26,7 +27,11 @@ export function createTokenService(secretKey: string) {
         const { payload } = await jwtVerify(token, key, { issuer: ISSUER, algorithms: ['HS256'] });
         const kind = payload.knd;
         if ((kind !== 'session' && kind !== 'oauth') || typeof payload.sub !== 'string') throw unauthorized('Invalid token');
-        return { userId: payload.sub, kind, ...(typeof payload.cid === 'string' ? { clientId: payload.cid } : {}) };
+        return {
+          userId: payload.sub, kind,
+          ...(typeof payload.cid === 'string' ? { clientId: payload.cid } : {}),
+          ...(typeof payload.gid === 'string' ? { grantId: payload.gid } : {}),
+        };
       } catch (err) {
         if (err instanceof errors.JWTExpired) throw unauthorized('Token expired', 'token_expired');
         if (err instanceof errors.JOSEError) throw unauthorized('Invalid token');

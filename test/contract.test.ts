@@ -6,6 +6,7 @@ import { eq } from 'drizzle-orm';
 import { operations } from '../api/ops/index.js';
 import { schema } from '../db/index.js';
 import { schemaBaseName, type Operation } from '../api/contract.js';
+import { approveOverHttp, authorizeUrl, pkce, registerClient, tokenRequest } from './helpers/oauth.js';
 import { tokenFromMail, waitForMail } from './helpers/outbox.js';
 import { eventually, startStack, type TestStack } from './helpers/stack.js';
 import { startWebhookReceiver } from './helpers/webhook-receiver.js';
@@ -143,6 +144,8 @@ const examples: Record<string, () => Promise<Example>> = {
   'registration.register': async () => ({ token: session, body: { domain: `contract-${++n}.com`, contact: {
     firstName: 'A', lastName: 'B', email: 'a@example.com', phone: '+1.4155550100', address: '1 Main St', city: 'SF', zip: '94105', country: 'US',
   } } }),
+  'oauthGrants.list': async () => ({ token: (await linkedApp()).accessToken }),
+  'oauthGrants.revoke': async () => ({ token: session, path: `/api/oauth/grants/${(await linkedApp()).grantId}` }),
   'scopedKeys.list': async () => ({ token: session }),
   'scopedKeys.create': async () => ({ token: session, body: { domainId: await newDomainId() } }),
   'scopedKeys.revoke': async () => {
@@ -150,6 +153,17 @@ const examples: Record<string, () => Promise<Example>> = {
     return { token: session, path: `/api/keys/scoped/${created.body.id}` };
   },
 };
+
+/** Links a new app to the contract account over the real OAuth flow; answers its access token and grant id. */
+async function linkedApp(): Promise<{ accessToken: string; grantId: string }> {
+  const redirectUri = 'http://127.0.0.1:9/contract/cb';
+  const { client_id: clientId } = await registerClient(stack, [redirectUri], `Contract app ${++n}`);
+  const { verifier, challenge } = pkce();
+  const back = await approveOverHttp(stack, authorizeUrl(stack, { clientId, redirectUri, challenge }), { email: 'contract@example.com', password: 'contract password' });
+  const tokens = await tokenRequest(stack, { grant_type: 'authorization_code', code: back.searchParams.get('code')!, redirect_uri: redirectUri, client_id: clientId, code_verifier: verifier });
+  const grants = (await stack.api('GET', '/api/oauth/grants', { token: tokens.body.access_token })).body as { id: string; client_id: string }[];
+  return { accessToken: tokens.body.access_token, grantId: grants.find((g) => g.client_id === clientId)!.id };
+}
 
 async function claimId(): Promise<string> {
   return (await stack.api('POST', '/api/domains/subdomain', { token: session, body: { subdomain: `c${++n}-hook` } })).body.domain.id;

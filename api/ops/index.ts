@@ -6,6 +6,7 @@ import * as encryption from './encryption.js';
 import * as hosted from './hosted.js';
 import * as keys from './keys.js';
 import * as me from './me.js';
+import * as oauthGrants from './oauth-grants.js';
 import * as outbox from './outbox.js';
 import * as registration from './registration.js';
 import * as scopedKeys from './scoped-keys.js';
@@ -36,7 +37,7 @@ function specificity(a: Operation, b: Operation): number {
 
 /** Every operation of the API, fixed paths ahead of parameterized ones. */
 export const operations: readonly Operation[] = [
-  ...ops(accounts), ...ops(keys), ...ops(scopedKeys), ...ops(me), ...ops(outbox), ...ops(attachments),
+  ...ops(accounts), ...ops(keys), ...ops(scopedKeys), ...ops(me), ...ops(oauthGrants), ...ops(outbox), ...ops(attachments),
   ...ops(hosted), ...ops(registration), ...ops(domains), ...ops(encryption), ...ops(templates),
   ...ops(send), ...ops(scheduled), ...ops(messages), ...ops(suppressions),
   ...ops(webhooks), ...ops(routes), ...ops(deliveries), ...ops(engagement),

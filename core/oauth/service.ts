@@ -1,0 +1,22 @@
+import type { Db } from '../../db/index.js';
+import type { TokenService } from '../tokens.js';
+import { checkAuthorizationRequest } from './authorize-request.js';
+import { createClientService } from './clients.js';
+import { createGrantStore } from './grants.js';
+import { serverMetadata } from './metadata.js';
+import { createTokenExchange } from './token-exchange.js';
+
+/** Account linking over OAuth 2.1: registration, authorization requests, tokens, grants (SPEC.md, Account linking). */
+export function createOAuthService(deps: { db: Db; tokens: TokenService; publicUrl: string; accessTtlSeconds: number }) {
+  const clients = createClientService({ db: deps.db });
+  const grants = createGrantStore({ db: deps.db });
+  const exchange = createTokenExchange({ db: deps.db, tokens: deps.tokens, grants, accessTtlSeconds: deps.accessTtlSeconds });
+  return {
+    metadata: () => serverMetadata(deps.publicUrl),
+    clients,
+    grants,
+    exchange,
+    checkAuthorizationRequest: (input: Record<string, unknown>) => checkAuthorizationRequest(input, clients),
+  };
+}
+export type OAuthService = ReturnType<typeof createOAuthService>;
