@@ -18,6 +18,7 @@ import { createTestDatabase } from '../test/helpers/pg.js';
 import { freePort } from '../test/helpers/ports.js';
 import { apiClient } from '../test/helpers/stack.js';
 import { startWebhookReceiver } from '../test/helpers/webhook-receiver.js';
+import { cpuBetween, pidsByComm, printCost, queriesIn, snapshotCpu, temporalCalls, type ProcessGroup } from './cost.js';
 import { pool, spawnWorker } from './util.js';
 
 const N = Number(process.env.BENCH_MESSAGES ?? 1000);
@@ -36,10 +37,20 @@ async function main() {
     TEMPORAL_TASK_QUEUE: `bench-${Date.now()}`,
   };
   const config = loadConfig(env);
+  // The ingress runs in this process: its statements are counted too (the load generator sends none).
+  const ingressStats = join(env.DATA_DIR!, 'ingress-queries.json');
+  process.env.SVC_QUERY_STATS_FILE = ingressStats;
   // BENCH_SPLIT=0 runs every role in one process (npm start); the default runs the worker apart, like production.
   const split = process.env.BENCH_SPLIT !== '0';
   const service = await startService(config, split ? ['api', 'smtp'] : ['api', 'smtp', 'worker'], { startWorker, log: () => undefined });
-  const worker = split ? await spawnWorker(env) : undefined;
+  const workerStats = join(env.DATA_DIR!, 'worker-queries.json');
+  const worker = split ? await spawnWorker({ ...env, SVC_QUERY_STATS_FILE: workerStats }) : undefined;
+  const groups: ProcessGroup[] = [
+    { name: split ? 'API + SMTP + load' : 'all roles + load', pids: () => [process.pid] },
+    ...(worker ? [{ name: 'worker', pids: () => [worker.pid] }] : []),
+    { name: 'PostgreSQL', pids: () => pidsByComm('postgres') },
+    { name: 'Temporal server', pids: () => pidsByComm('temporal') },
+  ];
   const api = apiClient(`http://127.0.0.1:${service.apiPort}`);
   const smtp = nodemailer.createTransport({ host: '127.0.0.1', port: service.smtpPort!, pool: true, maxConnections: C, maxMessages: Infinity, secure: false, ignoreTLS: true });
   const message = (i: number, tag: string) => ({ from: `Sender ${i} <s${i}@far.example>`, to: `in${i}@inbox.bench.svc.test`, subject: `${tag} ${i}`, text: `Hello ${i}`, html: `<p>Hello <b>${i}</b></p>` });
@@ -58,18 +69,24 @@ async function main() {
     port.startInboundDelivery = start;
 
     // (b) accepted over SMTP and delivered to the webhook.
+    const cpuBefore = snapshotCpu(groups);
+    const sqlBefore = queriesIn([workerStats, ingressStats]);
     const t1 = performance.now();
     await pool(N, C, (i) => smtp.sendMail(message(N + i, 'full')));
     const acceptSecs = (performance.now() - t1) / 1000;
     await hooks.waitFor('/in', N, 600_000);
     const e2eSecs = (performance.now() - t1) / 1000;
     const e2e = N / e2eSecs;
+    await new Promise((r) => setTimeout(r, 1000)); // let the worker write its last count
+    const cpu = cpuBetween(cpuBefore, snapshotCpu(groups));
+    const sql = queriesIn([workerStats, ingressStats]) - sqlBefore;
     // (c) the yardstick: workflows with two local activities, started C at a time, each awaited.
     const { connectTemporal } = await import('../temporal/client.js');
     const t = await connectTemporal({ address: service.temporalAddress, namespace: config.temporal.namespace, taskQueue: config.temporal.taskQueue });
     const t2 = performance.now();
     await pool(N, C, (i) => t.client.workflow.execute('referenceWorkflow', { taskQueue: config.temporal.taskQueue, workflowId: `bench-ref-${Date.now()}-${i}` }));
     const reference = N / ((performance.now() - t2) / 1000);
+    const calls = await temporalCalls(t.client, config.temporal.taskQueue, ['inboundDeliveryWorkflow']);
     await t.connection.close();
     console.log(`messages ${N}, SMTP connections ${C}, ${split ? 'worker in its own process' : 'one process'}`);
     console.log(`(a) ingress alone (accept, parse, score, persist; no workflow): ${ceiling.toFixed(1)}/s`);
@@ -77,6 +94,7 @@ async function main() {
     console.log(`(b)/(a) = ${(e2e / ceiling).toFixed(2)}`);
     console.log(`(c) reference: workflows with two local activities, same server, same run: ${reference.toFixed(1)}/s`);
     console.log(`(b)/(c) = ${(e2e / reference).toFixed(2)} (DESIGN.md target: 0.67)`);
+    printCost('(b): accepted over SMTP and delivered ', N, cpu, sql, calls);
   } finally {
     smtp.close();
     await worker?.stop();

@@ -21,6 +21,7 @@ import { createTestDatabase } from '../test/helpers/pg.js';
 import { freePort } from '../test/helpers/ports.js';
 import { apiClient } from '../test/helpers/stack.js';
 import { startCountingSink } from './sink.js';
+import { cpuBetween, pidsByComm, printCost, queriesIn, snapshotCpu, temporalCalls, type ProcessGroup } from './cost.js';
 import { percentile, pool, spawnRole, spawnWorker } from './util.js';
 
 const N = Number(process.env.BENCH_MESSAGES ?? 2000);
@@ -46,7 +47,16 @@ async function main() {
   // generator and the sink here share no event loop with them. BENCH_SPLIT=0: one process, as `npm start`.
   const split = process.env.BENCH_SPLIT !== '0';
   const service = await startService(config, split ? [] : ['api', 'worker'], { startWorker, log: () => undefined });
-  const roles = split ? [await spawnRole(['main.ts', 'api'], env, '[api] listening'), await spawnWorker(env)] : [];
+  const stats = { api: join(env.DATA_DIR!, 'api-queries.json'), worker: join(env.DATA_DIR!, 'worker-queries.json') };
+  const roles = split ? [
+    await spawnRole(['main.ts', 'api'], { ...env, SVC_QUERY_STATS_FILE: stats.api }, '[api] listening'),
+    await spawnWorker({ ...env, SVC_QUERY_STATS_FILE: stats.worker }),
+  ] : [];
+  const groups: ProcessGroup[] = [
+    ...(split ? [{ name: 'API', pids: () => [roles[0]!.pid] }, { name: 'worker', pids: () => [roles[1]!.pid] }] : [{ name: 'API + worker', pids: () => [process.pid] }]),
+    { name: 'PostgreSQL', pids: () => pidsByComm('postgres') },
+    { name: 'Temporal server', pids: () => pidsByComm('temporal') },
+  ];
   const api = apiClient(`http://127.0.0.1:${port}`);
   try {
     const s = (await api('POST', '/api/auth/signup', { body: { email: 'bench@example.com', password: 'bench password' } })).body;
@@ -71,6 +81,8 @@ async function main() {
     // (a) + (b) through the service.
     sink.reset();
     const latencies: number[] = [];
+    const cpuBefore = snapshotCpu(groups);
+    const sqlBefore = queriesIn([stats.api, stats.worker]);
     const start = performance.now();
     await pool(N, C, async (i) => {
       const t = performance.now();
@@ -93,6 +105,13 @@ async function main() {
     const e2e = N / e2eSecs;
 
     console.log(`(b) end to end: ${e2e.toFixed(1)} delivered/s (${e2eSecs.toFixed(1)} s)`);
+    await new Promise((r) => setTimeout(r, 1000)); // let the roles write their last counts
+    const cpu = cpuBetween(cpuBefore, snapshotCpu(groups));
+    const sql = queriesIn([stats.api, stats.worker]) - sqlBefore;
+    const { connectTemporal } = await import('../temporal/client.js');
+    const tc = await connectTemporal({ address: service.temporalAddress, namespace: config.temporal.namespace, taskQueue: config.temporal.taskQueue });
+    const calls = await temporalCalls(tc.client, config.temporal.taskQueue, ['deliverOutboundWorkflow', 'deferredDeliveryWorkflow', 'engagementDispatchWorkflow']);
+    await tc.connection.close();
     // (a') latency at a steady offered load (open loop): what a caller sees at the target rate.
     const rate = Number(process.env.BENCH_RATE ?? 100);
     const steady: number[] = [];
@@ -114,6 +133,7 @@ async function main() {
     console.log(`(a') accept at a steady ${rate}/s for 10 s: p50 ${percentile(steady, 50).toFixed(1)} ms, p95 ${percentile(steady, 95).toFixed(1)} ms, p99 ${percentile(steady, 99).toFixed(1)} ms`);
     console.log(`(c) ceiling, pooled nodemailer + DKIM direct to the sink: ${ceiling.toFixed(1)}/s`);
     console.log(`(b)/(c) = ${(e2e / ceiling).toFixed(2)}`);
+    printCost('(a) + (b): accepted and delivered', N, cpu, sql, calls);
   } finally {
     for (const r of roles) await r.stop();
     await service.stop();

@@ -15,7 +15,7 @@ export const percentile = (sorted: number[], p: number) => sorted[Math.min(sorte
 export const spawnWorker = (env: Record<string, string>) => spawnRole(['worker.ts'], env, '[worker] polling');
 
 /** One role as its own process (`tsx main.ts api`, `tsx worker.ts`); resolves once it prints `ready`. */
-export async function spawnRole(args: string[], env: Record<string, string>, ready: string): Promise<{ stop(): Promise<void> }> {
+export async function spawnRole(args: string[], env: Record<string, string>, ready: string): Promise<{ pid: number; stop(): Promise<void> }> {
   const { spawn } = await import('node:child_process');
   const child = spawn(process.execPath, ['--import', 'tsx', ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
@@ -29,6 +29,7 @@ export async function spawnRole(args: string[], env: Record<string, string>, rea
     child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited (${code}):\n${out}`)));
   });
   return {
+    pid: child.pid!,
     stop: () => new Promise<void>((resolve) => {
       child.once('exit', () => resolve());
       child.kill('SIGTERM');

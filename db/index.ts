@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
@@ -37,7 +37,7 @@ async function openPostgres(url: string): Promise<Database> {
   const { drizzle } = await import('drizzle-orm/node-postgres');
   const pool = new pg.Pool({ connectionString: url, max: 10 });
   pool.on('error', (err) => console.error('[db] idle client error:', err.message));
-  const db = drizzle(pool, { schema }) as unknown as Db;
+  const db = drizzle(pool, { schema, ...queryCounter() }) as unknown as Db;
   const withLock = async <T>(lockId: number, fn: () => Promise<T>): Promise<T> => {
     const client = await pool.connect();
     try {
@@ -49,6 +49,18 @@ async function openPostgres(url: string): Promise<Database> {
     }
   };
   return { db, kind: 'postgres', ping: async () => void (await pool.query('select 1')), withLock, close: () => pool.end() };
+}
+
+/**
+ * With SVC_QUERY_STATS_FILE set (the benchmarks' cost model), counts the statements this process sends
+ * and writes `{"queries": n}` there every half second. Off by default: no cost on the hot path.
+ */
+function queryCounter(): { logger?: { logQuery(): void } } {
+  const file = process.env.SVC_QUERY_STATS_FILE;
+  if (!file) return {};
+  let queries = 0;
+  setInterval(() => writeFileSync(file, JSON.stringify({ queries })), 500).unref();
+  return { logger: { logQuery: () => void (queries += 1) } };
 }
 
 async function openPglite(dir: string): Promise<Database> {

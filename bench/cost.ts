@@ -1,0 +1,85 @@
+/**
+ * The cost model of a benchmark phase (issue: per-message cost): CPU milliseconds per message for each
+ * process (from /proc/<pid>/stat before and after), SQL statements per message (counted by each role
+ * through SVC_QUERY_STATS_FILE), and Temporal server calls per message (from the histories of the runs).
+ */
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import type { Client } from '@temporalio/client';
+
+const TICK_MS = 10; // CLK_TCK = 100 on Linux
+
+/** utime + stime of one process, in ms; 0 once it is gone. */
+export function cpuMsOf(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * TICK_MS;
+  } catch {
+    return 0;
+  }
+}
+
+/** Every process whose command name is `comm` (PostgreSQL backends: `postgres`; the Temporal dev server: `temporal`). */
+export function pidsByComm(comm: string): number[] {
+  return readdirSync('/proc').filter((d) => /^\d+$/.test(d)).map(Number).filter((pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === comm;
+    } catch {
+      return false;
+    }
+  });
+}
+
+export type ProcessGroup = { name: string; pids: () => number[] };
+export type CpuSnapshot = Map<string, Map<number, number>>;
+
+/** CPU of every process of every group now (per pid, so processes that come and go are counted fairly). */
+export function snapshotCpu(groups: ProcessGroup[]): CpuSnapshot {
+  return new Map(groups.map((g) => [g.name, new Map(g.pids().map((pid) => [pid, cpuMsOf(pid)]))]));
+}
+
+/** CPU ms spent per group between two snapshots. */
+export function cpuBetween(before: CpuSnapshot, after: CpuSnapshot): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const [name, pids] of after) {
+    let ms = 0;
+    for (const [pid, t] of pids) ms += t - (before.get(name)?.get(pid) ?? 0);
+    out.set(name, ms);
+  }
+  return out;
+}
+
+/** Statements counted by the roles that write SVC_QUERY_STATS_FILE (db/index.ts). */
+export function queriesIn(files: string[]): number {
+  return files.reduce((n, f) => n + (existsSync(f) ? (JSON.parse(readFileSync(f, 'utf8')) as { queries: number }).queries : 0), 0);
+}
+
+/**
+ * Temporal server calls made for the runs of `types` on a task queue: each start and signal is one
+ * call; each workflow task and each (ordinary) activity task is two (poll and respond). Local
+ * activities ride on workflow tasks and cost none.
+ */
+export async function temporalCalls(client: Client, taskQueue: string, types: string[]): Promise<{ calls: number; workflows: number }> {
+  let calls = 0;
+  let workflows = 0;
+  const query = `TaskQueue = '${taskQueue}' AND WorkflowType IN (${types.map((t) => `'${t}'`).join(', ')})`;
+  for await (const w of client.workflow.list({ query })) {
+    workflows += 1;
+    const history = await client.workflow.getHandle(w.workflowId, w.runId).fetchHistory();
+    for (const e of history.events ?? []) {
+      if (e.workflowExecutionStartedEventAttributes || e.workflowExecutionSignaledEventAttributes) calls += 1;
+      if (e.workflowTaskCompletedEventAttributes || e.activityTaskCompletedEventAttributes || e.activityTaskFailedEventAttributes) calls += 2;
+    }
+  }
+  return { calls, workflows };
+}
+
+/** Prints the cost table of one phase. */
+export function printCost(label: string, n: number, cpu: Map<string, number>, sql: number, temporal: { calls: number; workflows: number }): void {
+  const total = [...cpu.values()].reduce((a, b) => a + b, 0);
+  console.log(`cost per message, ${label} (${n} messages):`);
+  for (const [name, ms] of cpu) console.log(`  CPU ${name.padEnd(18)} ${(ms / n).toFixed(2)} ms`);
+  console.log(`  CPU ${'total'.padEnd(18)} ${(total / n).toFixed(2)} ms`);
+  console.log(`  SQL statements          ${(sql / n).toFixed(2)}`);
+  console.log(`  Temporal calls          ${(temporal.calls / n).toFixed(2)} (${temporal.workflows} workflow runs)`);
+}
