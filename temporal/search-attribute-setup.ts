@@ -31,7 +31,10 @@ export async function prepareSearchAttributes(t: TemporalHandle, opts: {
   const log = opts.log ?? (() => undefined);
   const started = Date.now();
   const deadline = started + (opts.timeoutMs ?? DEFAULT_TIMEOUT_MS);
-  const added = await opts.database.withLock(SEARCH_ATTRIBUTE_LOCK, () => retryUntil(deadline, () => ensureSearchAttributes(t)));
+  const where = `Temporal${opts.address ? ` at ${opts.address}` : ''} (namespace ${t.namespace})`;
+  const names = Object.keys(SEARCH_ATTRIBUTES).join(', ');
+  const added = await opts.database.withLock(SEARCH_ATTRIBUTE_LOCK, () => retryUntil(deadline, () => ensureSearchAttributes(t)))
+    .catch((err: Error) => { throw new Error(`${where}: could not register the search attributes ${names}: ${err.message}`, { cause: err }); });
   if (added.length > 0) log(`[temporal] registered search attributes ${added.join(', ')} in namespace ${t.namespace}; waiting until the server resolves them`);
   const query = probeQuery();
   let lastError: unknown;
@@ -47,8 +50,7 @@ export async function prepareSearchAttributes(t: TemporalHandle, opts: {
       lastError = err;
     }
     if (Date.now() > deadline) {
-      throw new Error(`Temporal${opts.address ? ` at ${opts.address}` : ''} (namespace ${t.namespace}) does not resolve the search attributes `
-        + `${Object.keys(SEARCH_ATTRIBUTES).join(', ')} after ${Math.round((Date.now() - started) / 1000)} s: ${(lastError as Error).message}`);
+      throw new Error(`${where} does not resolve the search attributes ${names} after ${Math.round((Date.now() - started) / 1000)} s: ${(lastError as Error).message}`);
     }
     await new Promise((r) => setTimeout(r, 250));
   }
