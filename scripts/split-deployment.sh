@@ -69,16 +69,19 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 
-sqltool() { "$BIN/sql" --plugin postgres12 --ep "$PG_HOST" -p "$PG_PORT" -u "$PG_USER" "$@"; }
+sqltool() {
+  "$BIN/sql" --plugin postgres12 --ep "$PG_HOST" -p "$PG_PORT" -u "$PG_USER" "$@" >>"$WORK/sql-tool.log" 2>&1 \
+    || { echo "split: temporal-sql-tool $* failed:" >&2; tail -20 "$WORK/sql-tool.log" >&2; return 1; }
+}
 for db in "$TEMPORAL_DB" "$TEMPORAL_VISIBILITY_DB"; do
-  [ -n "$(sql_in postgres -c "select 1 from pg_database where datname = '$db'")" ] || sqltool --db "$db" create-database >/dev/null
+  [ -n "$(sql_in postgres -c "select 1 from pg_database where datname = '$db'")" ] || sqltool --db "$db" create-database
 done
 [ -n "$(sql_in "$TEMPORAL_DB" -c "select 1 from pg_tables where tablename = 'schema_version'")" ] \
-  || sqltool --db "$TEMPORAL_DB" setup-schema -v 0.0 >/dev/null
-sqltool --db "$TEMPORAL_DB" update-schema -d "$MOD/schema/postgresql/v12/temporal/versioned" >/dev/null
+  || sqltool --db "$TEMPORAL_DB" setup-schema -v 0.0
+sqltool --db "$TEMPORAL_DB" update-schema -d "$MOD/schema/postgresql/v12/temporal/versioned"
 [ -n "$(sql_in "$TEMPORAL_VISIBILITY_DB" -c "select 1 from pg_tables where tablename = 'schema_version'")" ] \
-  || sqltool --db "$TEMPORAL_VISIBILITY_DB" setup-schema -v 0.0 >/dev/null
-sqltool --db "$TEMPORAL_VISIBILITY_DB" update-schema -d "$MOD/schema/postgresql/v12/visibility/versioned" >/dev/null
+  || sqltool --db "$TEMPORAL_VISIBILITY_DB" setup-schema -v 0.0
+sqltool --db "$TEMPORAL_VISIBILITY_DB" update-schema -d "$MOD/schema/postgresql/v12/visibility/versioned"
 [ -n "$(sql_in postgres -c "select 1 from pg_database where datname = '$SVC_DB'")" ] || sql_in postgres -c "create database $SVC_DB"
 
 # The module's development-postgres12.yaml, on this machine's PostgreSQL (trust auth), databases and ports.

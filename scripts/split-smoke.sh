@@ -41,6 +41,7 @@ finish() {
     kill -TERM "$split_pid" 2>/dev/null || true
     wait "$split_pid" 2>/dev/null || true
   fi
+  grep -E '^(split:|\[(temporal|db|api|smtp|worker|dns)\])' "$LOG" 2>/dev/null | sed 's/^/  | /' || true
   if [ "$status" != 0 ]; then
     echo "split-smoke: FAILED (status $status). Last lines of the deployment's output:" >&2
     tail -n 80 "$LOG" >&2 2>/dev/null || true
@@ -63,4 +64,5 @@ echo "split-smoke: databases $SVC_DB, $TEMPORAL_DB, $TEMPORAL_VISIBILITY_DB; Tem
 bash scripts/split-deployment.sh > "$LOG" 2>&1 &
 split_pid=$!
 SMOKE_API_URL="http://127.0.0.1:$PORT" SMOKE_SMTP_PORT="$SMTP_PORT" SMOKE_SERVICE_DOMAIN="$SERVICE_DOMAIN" SMOKE_SPLIT_PID="$split_pid" \
+  SMOKE_TEMPORAL_ADDRESS="127.0.0.1:$TEMPORAL_PORT" \
   node --import tsx test/split-smoke.ts

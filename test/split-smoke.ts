@@ -1,7 +1,9 @@
 // The main flows against a running split deployment (scripts/split-smoke.sh starts one on fresh databases):
 // sign up and verify the email, a custom and a hosted domain, a delivered send, an inbound message to a
 // webhook, a scheduled send cancelled. Exits non-zero naming the step that failed.
+import { Connection } from '@temporalio/client';
 import nodemailer from 'nodemailer';
+import { probeQuery } from '../temporal/search-attribute-setup.js';
 import { tokenFromMail } from './helpers/outbox.js';
 import { apiClient, eventually, type ApiResponse } from './helpers/stack.js';
 import { startWebhookReceiver } from './helpers/webhook-receiver.js';
@@ -10,6 +12,7 @@ const env = (name: string) => process.env[name] ?? fail(`${name} is not set`);
 const API = env('SMOKE_API_URL');
 const SMTP_PORT = Number(env('SMOKE_SMTP_PORT'));
 const SERVICE_DOMAIN = env('SMOKE_SERVICE_DOMAIN');
+const TEMPORAL_ADDRESS = env('SMOKE_TEMPORAL_ADDRESS');
 const SPLIT_PID = Number(process.env.SMOKE_SPLIT_PID ?? 0);
 const READY_MS = Number(process.env.SMOKE_READY_TIMEOUT_MS ?? 240_000);
 
@@ -41,6 +44,16 @@ try {
     if (SPLIT_PID && !isAlive(SPLIT_PID)) fail('scripts/split-deployment.sh exited before the API answered');
     return (await api('GET', '/api/health')).status === 200;
   }, READY_MS, 500));
+
+  // The roles serve only once the server resolves every search attribute (issue 9: the first request failed).
+  await step('the moment the API serves, a query naming every search attribute succeeds', async () => {
+    const connection = await Connection.connect({ address: TEMPORAL_ADDRESS });
+    try {
+      await connection.workflowService.listWorkflowExecutions({ namespace: 'default', pageSize: 1, query: probeQuery() });
+    } finally {
+      await connection.close();
+    }
+  });
 
   const session = await step('sign up', async () => {
     const up = expectStatus(await api('POST', '/api/auth/signup', { body: { email: 'smoke@example.com', password: 'smoke test password' } }), 201, 'POST /api/auth/signup');
