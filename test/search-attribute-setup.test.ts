@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Connection } from '@temporalio/client';
-import type { SearchAttributePair, SearchAttributeType } from '@temporalio/common';
+import { msToTs, type SearchAttributePair, type SearchAttributeType } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { openDatabase, type Database } from '../db/index.js';
 import { connectTemporal, type TemporalHandle } from '../temporal/client.js';
@@ -36,7 +36,7 @@ afterAll(async () => {
 async function freshNamespace(): Promise<string> {
   const namespace = `sa-${Math.random().toString(36).slice(2, 10)}`;
   const conn = await Connection.connect({ address: inject('temporalAddress') });
-  await conn.workflowService.registerNamespace({ namespace, workflowExecutionRetentionPeriod: { seconds: 86_400 } });
+  await conn.workflowService.registerNamespace({ namespace, workflowExecutionRetentionPeriod: msToTs('1 day') });
   await conn.close();
   return namespace;
 }
