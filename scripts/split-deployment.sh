@@ -44,6 +44,7 @@ cleaned=0
 cleanup() {
   local status=$?
   [ "$cleaned" = 1 ] && return; cleaned=1
+  set +e
   # Roles first (they drain their work), then the server; anything still alive after 20 s is killed.
   for group in roles server; do
     local list=()

@@ -25,27 +25,33 @@ id="$(date +%s)_$$"
 export DATA_DIR; DATA_DIR="$(mktemp -d "${TMPDIR:-/tmp}/svc-split-smoke-XXXXXX")"
 export SVC_DB="svc_smoke_$id" TEMPORAL_DB="temporal_smoke_$id" TEMPORAL_VISIBILITY_DB="temporal_vis_smoke_$id"
 # Temporal's ports keep their distance to the frontend port (split-deployment.sh): check them all.
-TEMPORAL_PORT="$(pick_port 21000 29000 1 2 6 10 -300 -299 -298 -294)"
-PORT="$(pick_port 31000 39000)"; SMTP_PORT="$(pick_port 41000 49000)"; DNS_PORT="$(pick_port 51000 59000)"
+# Below Linux's ephemeral range (32768+), so no outgoing connection takes a port between check and bind.
+TEMPORAL_PORT="$(pick_port 21000 27000 1 2 6 10 -300 -299 -298 -294)"
+PORT="$(pick_port 27100 29000)"; SMTP_PORT="$(pick_port 29000 30800)"; DNS_PORT="$(pick_port 30800 32600)"
 export TEMPORAL_PORT PORT SMTP_PORT DNS_PORT
 export SPLIT_CLEANUP=1 NODE_ENV=development OUTBOUND_MODE=capture SERVICE_DOMAIN=smoke.svc.test
 export PUBLIC_URL="http://127.0.0.1:$PORT" DNS_SERVERS="127.0.0.1:$DNS_PORT"
 export SECRET_KEY; SECRET_KEY="smoke-$(head -c 24 /dev/urandom | base64 | tr -d '/+=')"
 LOG="$DATA_DIR/split.log"
 
-split_pid=""
+split_pid="" driver_pid=""
 finish() {
   local status=$?
   trap - EXIT INT TERM
-  if [ -n "$split_pid" ]; then
-    kill -TERM "$split_pid" 2>/dev/null || true
-    wait "$split_pid" 2>/dev/null || true
+  set +e
+  [ -n "$driver_pid" ] && kill -TERM "$driver_pid" 2>/dev/null
+  if [ "$status" != 0 ] && [ -f "$DATA_DIR/split/temporal.log" ]; then
+    echo "split-smoke: last lines of temporal.log:" >&2; tail -n 20 "$DATA_DIR/split/temporal.log" >&2
   fi
-  grep -E '^(split:|\[(temporal|db|api|smtp|worker|dns)\])' "$LOG" 2>/dev/null | sed 's/^/  | /' || true
-  if [ "$status" != 0 ]; then
+  if [ -n "$split_pid" ]; then
+    kill -TERM "$split_pid" 2>/dev/null
+    wait "$split_pid" 2>/dev/null
+  fi
+  if [ "$status" = 0 ]; then
+    grep -E '^(split:|\[(temporal|db|api|smtp|worker|dns)\])' "$LOG" | sed 's/^/  | /'
+  else
     echo "split-smoke: FAILED (status $status). Last lines of the deployment's output:" >&2
-    tail -n 80 "$LOG" >&2 2>/dev/null || true
-    [ -f "$DATA_DIR/split/temporal.log" ] && { echo "--- temporal.log" >&2; tail -n 20 "$DATA_DIR/split/temporal.log" >&2; }
+    tail -n 80 "$LOG" >&2 2>/dev/null
   fi
   # split-deployment.sh dropped its databases; make sure of it even if it died early.
   for db in "$SVC_DB" "$TEMPORAL_DB" "$TEMPORAL_VISIBILITY_DB"; do
@@ -65,4 +71,7 @@ bash scripts/split-deployment.sh > "$LOG" 2>&1 &
 split_pid=$!
 SMOKE_API_URL="http://127.0.0.1:$PORT" SMOKE_SMTP_PORT="$SMTP_PORT" SMOKE_SERVICE_DOMAIN="$SERVICE_DOMAIN" SMOKE_SPLIT_PID="$split_pid" \
   SMOKE_TEMPORAL_ADDRESS="127.0.0.1:$TEMPORAL_PORT" \
-  node --import tsx test/split-smoke.ts
+  node --import tsx test/split-smoke.ts &
+driver_pid=$!
+# In the background and waited for, so a TERM or Ctrl-C reaches the trap at once.
+wait "$driver_pid"
