@@ -1,8 +1,6 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Connection } from '@temporalio/client';
-import { msToTs, type SearchAttributePair, type SearchAttributeType } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { openDatabase, type Database } from '../db/index.js';
 import { connectTemporal, type TemporalHandle } from '../temporal/client.js';
@@ -10,11 +8,7 @@ import { prepareSearchAttributes, probeQuery } from '../temporal/search-attribut
 import { SEARCH_ATTRIBUTES } from '../temporal/search-attributes.js';
 import { ALL_SEARCH_ATTRIBUTES } from '../workflows/search-attributes.js';
 import { createTestDatabase } from './helpers/pg.js';
-
-/** A valid value of each type, to start a run that carries every attribute. */
-const SAMPLE: Record<SearchAttributeType, unknown> = {
-  TEXT: 'text', KEYWORD: 'kw', KEYWORD_LIST: ['a', 'b'], INT: 1, DOUBLE: 1.5, BOOL: true, DATETIME: new Date(0),
-};
+import { everySearchAttribute, freshNamespace as registerNamespace } from './helpers/search-attributes.js';
 
 let pg: Awaited<ReturnType<typeof createTestDatabase>>;
 let database: Database;
@@ -32,14 +26,7 @@ afterAll(async () => {
   rmSync(dataDir, { recursive: true, force: true });
 });
 
-/** A namespace of its own with no custom search attributes: what a fresh full server starts with. */
-async function freshNamespace(): Promise<string> {
-  const namespace = `sa-${Math.random().toString(36).slice(2, 10)}`;
-  const conn = await Connection.connect({ address: inject('temporalAddress') });
-  await conn.workflowService.registerNamespace({ namespace, workflowExecutionRetentionPeriod: msToTs('1 day') });
-  await conn.close();
-  return namespace;
-}
+const freshNamespace = () => registerNamespace(inject('temporalAddress'));
 
 async function role(namespace: string): Promise<TemporalHandle> {
   const t = await connectTemporal({ address: inject('temporalAddress'), namespace, taskQueue: `sa-${namespace}` });
@@ -62,8 +49,7 @@ describe('search attributes on a server we did not start', () => {
     expect(Object.keys(SEARCH_ATTRIBUTES).sort()).toEqual(ALL_SEARCH_ATTRIBUTES.map((k) => k.name).sort());
 
     // Ready means ready: a start naming every attribute and a query naming every attribute both succeed now.
-    const typedSearchAttributes = ALL_SEARCH_ATTRIBUTES.map((key) => ({ key, value: SAMPLE[key.type] }) as SearchAttributePair);
-    const handle = await roles[1]!.client.workflow.start('noSuchWorkflow', { taskQueue: `sa-${namespace}`, workflowId: 'carries-all', typedSearchAttributes });
+    const handle = await roles[1]!.client.workflow.start('noSuchWorkflow', { taskQueue: `sa-${namespace}`, workflowId: 'carries-all', typedSearchAttributes: everySearchAttribute() });
     await handle.terminate('test done');
     await roles[2]!.connection.workflowService.listWorkflowExecutions({ namespace, pageSize: 1, query: probeQuery() });
   });
