@@ -35,7 +35,7 @@ async function step<T>(name: string, fn: () => Promise<T>): Promise<T> {
     console.log(`split-smoke: ok   ${name} (${Date.now() - started} ms)`);
     return out;
   } catch (err) {
-    throw new Error(`step "${name}" failed: ${(err as Error).message}`, { cause: err });
+    throw new Error(`step "${name}" failed: ${messages(err)}`, { cause: err });
   }
 }
 
@@ -136,6 +136,13 @@ try {
   process.exitCode = 1;
 } finally {
   await hooks.close();
+}
+
+/** An error's message with its causes' (a failed workflow start says why only in its cause). */
+function messages(err: unknown): string {
+  const parts: string[] = [];
+  for (let e = err as Error | undefined; e && parts.length < 5; e = e.cause as Error | undefined) parts.push(e.message);
+  return parts.join(': ');
 }
 
 function isAlive(pid: number): boolean {
