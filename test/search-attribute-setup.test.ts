@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import proto from '@temporalio/proto';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { openDatabase, type Database } from '../db/index.js';
 import { connectTemporal, type TemporalHandle } from '../temporal/client.js';
@@ -62,6 +63,18 @@ describe('search attributes on a server we did not start', () => {
     await prepareSearchAttributes(await role(namespace), { database, log: (m) => logs.push(m) });
     expect(logs).toEqual([]);
     expect(Date.now() - started).toBeLessThan(2_000);
+  });
+
+  it('after an upgrade that adds attributes, registers only the new ones', async () => {
+    const namespace = await freshNamespace();
+    const t = await role(namespace);
+    const [first, ...rest] = ALL_SEARCH_ATTRIBUTES;
+    await t.connection.operatorService.addSearchAttributes({ namespace, searchAttributes: { [first!.name]: proto.temporal.api.enums.v1.IndexedValueType[`INDEXED_VALUE_TYPE_${first!.type}`] } });
+    const logs: string[] = [];
+    await prepareSearchAttributes(t, { database, log: (m) => logs.push(m) });
+    expect(logs[0]).toContain(`registered search attributes ${rest.map((k) => k.name).join(', ')} in namespace ${namespace}`);
+    const listed = await t.connection.operatorService.listSearchAttributes({ namespace });
+    expect(Object.keys(listed.customAttributes ?? {}).sort()).toEqual(Object.keys(SEARCH_ATTRIBUTES).sort());
   });
 
   it('names a namespace it cannot prepare, with the attributes, within the timeout', async () => {
