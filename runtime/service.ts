@@ -9,9 +9,10 @@ import { createCore, type Core } from '../core/index.js';
 import { openDatabase } from '../db/index.js';
 import { startDnsServer } from '../dns/server.js';
 import { createSmtpServer, listenSmtp } from '../smtp/server.js';
-import { connectTemporal, createWorkflowPort, ensureSearchAttributes } from '../temporal/client.js';
+import { connectTemporal, createWorkflowPort } from '../temporal/client.js';
 import { startDevServer, type DevServer } from '../temporal/dev-server.js';
 import { ensureSchedules } from '../temporal/schedules.js';
+import { prepareSearchAttributes } from '../temporal/search-attribute-setup.js';
 // Type-only: worker.ts is also an entry point that imports this module, so the worker is handed in (no import cycle).
 import type { RunningWorker, startWorker } from '../worker.js';
 
@@ -57,7 +58,8 @@ export async function startService(config: Config, roles: Role[], opts: { startW
     log(`[db] ${database.kind === 'postgres' ? 'PostgreSQL' : `embedded PGlite in ${config.dataDir}`} ready, migrations applied`);
     const temporal = await connectTemporal({ address, namespace: config.temporal.namespace, taskQueue: config.temporal.taskQueue });
     cleanups.push(() => temporal.connection.close());
-    if (!devServer) await ensureSearchAttributes(temporal);
+    // Before any role serves: a workflow start naming an attribute the server cannot resolve yet fails.
+    if (!devServer) await prepareSearchAttributes(temporal, { database, log, address });
     const core = createCore({ database, config, workflows: createWorkflowPort(temporal, config) });
     cleanups.push(() => core.close());
     const service: Service = { core, temporalAddress: address, stop };

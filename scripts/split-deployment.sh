@@ -2,20 +2,29 @@
 # The production topology on this machine, without Docker (DESIGN.md): the full Temporal server on the
 # local PostgreSQL, and the service's API, SMTP ingress and worker as three processes sharing one
 # DATABASE_URL and TEMPORAL_ADDRESS. Builds temporal-server and temporal-sql-tool once per machine from
-# the Go module proxy (about 2 minutes warm), sets up their schemas, starts everything, stops on Ctrl-C.
-#   PG_URL        admin connection (default postgres://postgres@127.0.0.1:5432/postgres)
-#   SVC_DB        the service's database name (default svc_split); TEMPORAL_PORT (default 7233)
+# the Go module proxy (about 2 minutes warm), sets up their schemas, starts everything, stops on Ctrl-C
+# (or when any process exits: then the exit status is non-zero). `--build-only` builds and exits.
+#   PG_HOST, PG_PORT, PG_USER  PostgreSQL (default 127.0.0.1, 5432, postgres; trust auth)
+#   SVC_DB                     the service's database (default svc_split)
+#   TEMPORAL_DB, TEMPORAL_VISIBILITY_DB  Temporal's databases (default temporal, temporal_visibility)
+#   TEMPORAL_PORT              frontend gRPC port (default 7233); Temporal's other ports keep their
+#                              distance to it (history +1, matching +2, worker +6, HTTP +10, membership -300…)
+#   DATA_DIR                   the roles' DATA_DIR (default ./.data); Temporal's config and log go to DATA_DIR/split
+#   SPLIT_CLEANUP=1            on exit, also drop the three databases and remove DATA_DIR/split (smoke tests)
 #   PORT, SMTP_PORT, SECRET_KEY, SERVICE_DOMAIN… are passed through to the roles.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then export PATH="$PATH:/usr/local/go/bin"; fi
 VERSION=v1.29.1
 BIN="${SVC_TEMPORAL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/svc-mail}/temporal-server-$VERSION"
-PG_HOST=127.0.0.1 PG_PORT=5432 PG_USER=postgres
+PG_HOST="${PG_HOST:-127.0.0.1}" PG_PORT="${PG_PORT:-5432}" PG_USER="${PG_USER:-postgres}"
 SVC_DB="${SVC_DB:-svc_split}"
-TEMPORAL_PORT="${TEMPORAL_PORT:-7233}"
-mkdir -p "${DATA_DIR:-./.data}/split/config/dynamicconfig"
-WORK="$(cd "${DATA_DIR:-./.data}/split" && pwd)"
-
+TEMPORAL_DB="${TEMPORAL_DB:-temporal}" TEMPORAL_VISIBILITY_DB="${TEMPORAL_VISIBILITY_DB:-temporal_visibility}"
+P="${TEMPORAL_PORT:-7233}"
+DATA_DIR="${DATA_DIR:-./.data}"
+for db in "$SVC_DB" "$TEMPORAL_DB" "$TEMPORAL_VISIBILITY_DB"; do
+  [[ "$db" =~ ^[a-z_][a-z0-9_]*$ ]] || { echo "split: database name '$db' must match [a-z_][a-z0-9_]*" >&2; exit 2; }
+done
 if [ ! -x "$BIN/server" ] || [ ! -x "$BIN/sql" ]; then
   echo "split: building temporal-server and temporal-sql-tool $VERSION (once per machine)..."
   mkdir -p "$BIN"
@@ -23,41 +32,116 @@ if [ ! -x "$BIN/server" ] || [ ! -x "$BIN/sql" ]; then
   GOBIN="$BIN" go install "go.temporal.io/server/cmd/tools/sql@$VERSION"
 fi
 MOD="$(go env GOMODCACHE)/go.temporal.io/server@$VERSION"
+[ -d "$MOD/schema" ] || go mod download "go.temporal.io/server@$VERSION"
+[ "${1:-}" = --build-only ] && exit 0
 
-sqltool() { "$BIN/sql" --plugin postgres12 --ep "$PG_HOST" -p "$PG_PORT" -u "$PG_USER" "$@"; }
-for db in temporal temporal_visibility; do
-  sqltool --db "$db" create-database 2>/dev/null || true
-done
-sqltool --db temporal setup-schema -v 0.0 2>/dev/null || true
-sqltool --db temporal update-schema -d "$MOD/schema/postgresql/v12/temporal/versioned"
-sqltool --db temporal_visibility setup-schema -v 0.0 2>/dev/null || true
-sqltool --db temporal_visibility update-schema -d "$MOD/schema/postgresql/v12/visibility/versioned"
-psql -h "$PG_HOST" -p "$PG_PORT" -U "$PG_USER" -tc "select 1 from pg_database where datname = '$SVC_DB'" | grep -q 1 \
-  || psql -h "$PG_HOST" -p "$PG_PORT" -U "$PG_USER" -c "create database $SVC_DB" >/dev/null
-
-# The module's development-postgres12.yaml, pointed at this machine's PostgreSQL (trust auth) and ports.
-sed -e "s/user: \"temporal\"/user: \"$PG_USER\"/" -e 's/password: "temporal"/password: ""/' \
-    -e "s/grpcPort: 7233/grpcPort: $TEMPORAL_PORT/" -e "s/localhost:7233/localhost:$TEMPORAL_PORT/" \
-    -e "s#filepath: \"config/dynamicconfig/development-sql.yaml\"#filepath: \"$WORK/config/dynamicconfig/development-sql.yaml\"#" \
-    "$MOD/config/development-postgres12.yaml" > "$WORK/config/development.yaml"
-cp "$MOD/config/dynamicconfig/development-sql.yaml" "$WORK/config/dynamicconfig/development-sql.yaml"
-chmod u+w "$WORK/config"/*.yaml "$WORK/config/dynamicconfig"/*.yaml
+mkdir -p "$DATA_DIR/split/config/dynamicconfig"
+WORK="$(cd "$DATA_DIR/split" && pwd)"
+sql_in() { local db=$1; shift; psql -h "$PG_HOST" -p "$PG_PORT" -U "$PG_USER" -d "$db" -v ON_ERROR_STOP=1 -qtA "$@"; }
 
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait; }
-trap cleanup EXIT INT TERM
+cleaned=0
+cleanup() {
+  local status=$?
+  [ "$cleaned" = 1 ] && return; cleaned=1
+  set +e
+  # Roles first (they drain their work), then the server; anything still alive after 20 s is killed.
+  for group in roles server; do
+    local list=()
+    if [ "$group" = roles ]; then list=("${pids[@]:1}"); else list=("${pids[@]:0:1}"); fi
+    for p in "${list[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+    for _ in $(seq 1 200); do
+      local alive=0
+      for p in "${list[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+      [ "$alive" = 0 ] && break; sleep 0.1
+    done
+    for p in "${list[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+  done
+  wait 2>/dev/null || true
+  if [ "${SPLIT_CLEANUP:-}" = 1 ]; then
+    for db in "$SVC_DB" "$TEMPORAL_DB" "$TEMPORAL_VISIBILITY_DB"; do sql_in postgres -c "drop database if exists $db with (force)" || status=1; done
+    rm -rf "$WORK"
+    echo "split: dropped $SVC_DB, $TEMPORAL_DB, $TEMPORAL_VISIBILITY_DB and removed $WORK"
+  fi
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+
+sqltool() {
+  "$BIN/sql" --plugin postgres12 --ep "$PG_HOST" -p "$PG_PORT" -u "$PG_USER" "$@" >>"$WORK/sql-tool.log" 2>&1 \
+    || { echo "split: temporal-sql-tool $* failed:" >&2; tail -20 "$WORK/sql-tool.log" >&2; return 1; }
+}
+for db in "$TEMPORAL_DB" "$TEMPORAL_VISIBILITY_DB"; do
+  [ -n "$(sql_in postgres -c "select 1 from pg_database where datname = '$db'")" ] || sqltool --db "$db" create-database
+done
+[ -n "$(sql_in "$TEMPORAL_DB" -c "select 1 from pg_tables where tablename = 'schema_version'")" ] \
+  || sqltool --db "$TEMPORAL_DB" setup-schema -v 0.0
+sqltool --db "$TEMPORAL_DB" update-schema -d "$MOD/schema/postgresql/v12/temporal/versioned"
+[ -n "$(sql_in "$TEMPORAL_VISIBILITY_DB" -c "select 1 from pg_tables where tablename = 'schema_version'")" ] \
+  || sqltool --db "$TEMPORAL_VISIBILITY_DB" setup-schema -v 0.0
+sqltool --db "$TEMPORAL_VISIBILITY_DB" update-schema -d "$MOD/schema/postgresql/v12/visibility/versioned"
+[ -n "$(sql_in postgres -c "select 1 from pg_database where datname = '$SVC_DB'")" ] || sql_in postgres -c "create database $SVC_DB"
+
+# The module's development-postgres12.yaml, on this machine's PostgreSQL (trust auth), databases and ports.
+cat > "$WORK/config/development.yaml" <<EOF
+log: { stdout: true, level: warn }
+persistence:
+  defaultStore: default
+  visibilityStore: visibility
+  numHistoryShards: 4
+  datastores:
+    default:
+      sql: { pluginName: postgres12, databaseName: "$TEMPORAL_DB", connectAddr: "$PG_HOST:$PG_PORT", connectProtocol: tcp,
+             user: "$PG_USER", password: "", maxConns: 20, maxIdleConns: 20, maxConnLifetime: 1h }
+    visibility:
+      sql: { pluginName: postgres12, databaseName: "$TEMPORAL_VISIBILITY_DB", connectAddr: "$PG_HOST:$PG_PORT", connectProtocol: tcp,
+             user: "$PG_USER", password: "", maxConns: 2, maxIdleConns: 2, maxConnLifetime: 1h }
+global:
+  membership: { maxJoinDuration: 30s, broadcastAddress: 127.0.0.1 }
+services:
+  frontend: { rpc: { grpcPort: $P, membershipPort: $((P - 300)), bindOnLocalHost: true, httpPort: $((P + 10)) } }
+  history: { rpc: { grpcPort: $((P + 1)), membershipPort: $((P - 299)), bindOnLocalHost: true } }
+  matching: { rpc: { grpcPort: $((P + 2)), membershipPort: $((P - 298)), bindOnLocalHost: true } }
+  worker: { rpc: { grpcPort: $((P + 6)), membershipPort: $((P - 294)), bindOnLocalHost: true } }
+clusterMetadata:
+  enableGlobalNamespace: false
+  failoverVersionIncrement: 10
+  masterClusterName: active
+  currentClusterName: active
+  clusterInformation:
+    active: { enabled: true, initialFailoverVersion: 1, rpcName: frontend, rpcAddress: "localhost:$P" }
+dcRedirectionPolicy: { policy: noop }
+dynamicConfigClient: { filepath: "$WORK/config/dynamicconfig/development-sql.yaml", pollInterval: 10s }
+EOF
+cp "$MOD/config/dynamicconfig/development-sql.yaml" "$WORK/config/dynamicconfig/development-sql.yaml"
+chmod u+w "$WORK/config/dynamicconfig/development-sql.yaml"
+sed -i "s#http://localhost:7243/#http://localhost:$((P + 10))/#" "$WORK/config/dynamicconfig/development-sql.yaml"
 
 "$BIN/server" --root "$WORK" --config config --env development --allow-no-auth start > "$WORK/temporal.log" 2>&1 &
 pids+=($!)
 CLI=.temporal/bin/temporal; [ -x "$CLI" ] || CLI=temporal
-for _ in $(seq 1 60); do "$CLI" operator cluster health --address "127.0.0.1:$TEMPORAL_PORT" >/dev/null 2>&1 && break; sleep 1; done
-"$CLI" operator namespace describe -n default --address "127.0.0.1:$TEMPORAL_PORT" >/dev/null 2>&1 \
-  || "$CLI" operator namespace create -n default --address "127.0.0.1:$TEMPORAL_PORT"
-echo "split: temporal-server on 127.0.0.1:$TEMPORAL_PORT (log: $WORK/temporal.log)"
+for i in $(seq 1 120); do
+  "$CLI" operator cluster health --address "127.0.0.1:$P" >/dev/null 2>&1 && break
+  kill -0 "${pids[0]}" 2>/dev/null || { echo "split: temporal-server exited; last lines of $WORK/temporal.log:" >&2; tail -20 "$WORK/temporal.log" >&2; exit 1; }
+  [ "$i" = 120 ] && { echo "split: temporal-server not healthy on 127.0.0.1:$P after 60 s (log: $WORK/temporal.log)" >&2; exit 1; }
+  sleep 0.5
+done
+"$CLI" operator namespace describe -n default --address "127.0.0.1:$P" >/dev/null 2>&1 \
+  || "$CLI" operator namespace create -n default --address "127.0.0.1:$P" >/dev/null
+echo "split: temporal-server on 127.0.0.1:$P (log: $WORK/temporal.log)"
 
-export DATABASE_URL="postgres://$PG_USER@$PG_HOST:$PG_PORT/$SVC_DB" TEMPORAL_ADDRESS="127.0.0.1:$TEMPORAL_PORT"
-export SECRET_KEY="${SECRET_KEY:-$(cat "${DATA_DIR:-./.data}/split-secret" 2>/dev/null || (mkdir -p "${DATA_DIR:-./.data}" && head -c 32 /dev/urandom | base64 | tr -d '/+=' | tee "${DATA_DIR:-./.data}/split-secret"))}"
-npx tsx worker.ts & pids+=($!)
-npx tsx main.ts smtp & pids+=($!)
-npx tsx main.ts api & pids+=($!)
+export DATABASE_URL="postgres://$PG_USER@$PG_HOST:$PG_PORT/$SVC_DB" TEMPORAL_ADDRESS="127.0.0.1:$P"
+export SECRET_KEY="${SECRET_KEY:-$(cat "$DATA_DIR/split-secret" 2>/dev/null || (head -c 32 /dev/urandom | base64 | tr -d '/+=' | tee "$DATA_DIR/split-secret"))}"
+export DATA_DIR
+# Plain node (not npx): one process per role, so stopping it is one signal to one pid.
+node --import tsx worker.ts & pids+=($!)
+node --import tsx main.ts smtp & pids+=($!)
+node --import tsx main.ts api & pids+=($!)
+set +e
 wait -n "${pids[@]}"
+status=$?
+echo "split: a process exited (status $status); stopping the others" >&2
+exit $(( status == 0 ? 1 : status ))

@@ -31,17 +31,19 @@ export async function connectTemporal(opts: { address: string; namespace: string
   throw new Error(`Temporal at ${opts.address} (namespace ${opts.namespace}) is not reachable: ${(lastError as Error)?.message}`);
 }
 
-/** Registers the service's search attributes on a server we did not start (idempotent). */
-export async function ensureSearchAttributes(t: TemporalHandle): Promise<void> {
+/**
+ * Registers the search attributes the namespace does not list yet, answering their names. One caller at a
+ * time (temporal/search-attribute-setup.ts serializes the roles): concurrent adds race on the SQL columns.
+ */
+export async function ensureSearchAttributes(t: TemporalHandle): Promise<string[]> {
   const existing = await t.connection.operatorService.listSearchAttributes({ namespace: t.namespace });
   const missing = Object.keys(SEARCH_ATTRIBUTES).filter((name) => !(name in (existing.customAttributes ?? {})));
-  if (missing.length === 0) return;
+  if (missing.length === 0) return [];
   await t.connection.operatorService.addSearchAttributes({
     namespace: t.namespace,
-    searchAttributes: Object.fromEntries(missing.map((n) => [n, SEARCH_ATTRIBUTES[n] === 'KeywordList'
-      ? proto.temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST
-      : proto.temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD])),
+    searchAttributes: Object.fromEntries(missing.map((n) => [n, proto.temporal.api.enums.v1.IndexedValueType[`INDEXED_VALUE_TYPE_${SEARCH_ATTRIBUTES[n]!}`]])),
   });
+  return missing;
 }
 
 export type DomainVerifyTiming = { initialDelayMs: number; maxDelayMs: number; deadlineMs: number };

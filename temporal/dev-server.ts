@@ -3,7 +3,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { SEARCH_ATTRIBUTES } from './search-attributes.js';
+import { CLI_TYPE_NAMES, SEARCH_ATTRIBUTES } from './search-attributes.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -59,7 +59,7 @@ export async function startDevServer(opts: {
   }
   if (opts.uiPort) args.push('--ui-port', String(opts.uiPort), '--ui-ip', '127.0.0.1');
   else args.push('--headless');
-  for (const [name, type] of Object.entries(SEARCH_ATTRIBUTES)) args.push('--search-attribute', `${name}=${type}`);
+  for (const [name, type] of Object.entries(SEARCH_ATTRIBUTES)) args.push('--search-attribute', `${name}=${CLI_TYPE_NAMES[type]}`);
   for (const kv of [...DYNAMIC_CONFIG, ...(opts.dynamicConfig ?? [])]) args.push('--dynamic-config-value', kv);
 
   const child = spawn('bash', ['-c', WATCHDOG, 'temporal-dev', String(process.pid), temporalCliPath(), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });

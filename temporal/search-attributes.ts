@@ -1,8 +1,10 @@
-import { SearchAttributeType } from '@temporalio/common';
+import type { SearchAttributeType } from '@temporalio/common';
 import { ALL_SEARCH_ATTRIBUTES } from '../workflows/search-attributes.js';
 
-/** The CLI's and the operator API's names for each attribute type we use. */
-const CLI_TYPE = { [SearchAttributeType.KEYWORD]: 'Keyword', [SearchAttributeType.KEYWORD_LIST]: 'KeywordList' } as Record<string, 'Keyword' | 'KeywordList'>;
+/** Name → type of every custom search attribute (always derived from ALL_SEARCH_ATTRIBUTES), for registering them on a server. */
+export const SEARCH_ATTRIBUTES: Record<string, SearchAttributeType> = Object.fromEntries(ALL_SEARCH_ATTRIBUTES.map((k) => [k.name, k.type]));
 
-/** Name → type of every custom search attribute, for registering them on a server. */
-export const SEARCH_ATTRIBUTES: Record<string, 'Keyword' | 'KeywordList'> = Object.fromEntries(ALL_SEARCH_ATTRIBUTES.map((k) => [k.name, CLI_TYPE[k.type] ?? 'Keyword']));
+/** How `temporal server start-dev --search-attribute name=Type` spells each type. */
+export const CLI_TYPE_NAMES: Record<SearchAttributeType, string> = {
+  TEXT: 'Text', KEYWORD: 'Keyword', INT: 'Int', DOUBLE: 'Double', BOOL: 'Bool', DATETIME: 'Datetime', KEYWORD_LIST: 'KeywordList',
+};
