@@ -13,6 +13,7 @@ import { simulatedRegistrar } from './domains/registrar.js';
 import { createRegistrationService } from './domains/registration.js';
 import { createDomainService, type DomainService } from './domains/service.js';
 import { createInboundService } from './inbound/service.js';
+import { createInboundStartQueue } from './inbound/start-queue.js';
 import { createAccountSecretService } from './webhooks/account-secret.js';
 import { createDeliveryStore } from './webhooks/deliveries.js';
 import { createReplayService } from './webhooks/replay.js';
@@ -130,8 +131,12 @@ export function createCore(deps: { database: Database; config: Config; workflows
   });
   events.attachRouter(engagement.router);
   const replay = createReplayService({ db, deliveries: deliveryStore, workflows: deps.workflows, retrySchedule: config.webhookRetrySchedule });
+  const inboundStarts = createInboundStartQueue({
+    start: (s) => deps.workflows.startInboundDelivery(s),
+    onError: (err, s) => console.error(`[inbound] could not start the delivery of ${s.messageId}; the sweep will:`, (err as Error).message),
+  });
   const inbound = createInboundService({
-    db, sealer, resolver, serviceDomain: config.serviceDomain, attachments, encryption, routes, deliveries: deliveryStore, usage, workflows: deps.workflows, reports,
+    db, sealer, resolver, serviceDomain: config.serviceDomain, attachments, encryption, routes, deliveries: deliveryStore, usage, workflows: deps.workflows, reports, starts: inboundStarts,
   });
 
   return {
@@ -139,6 +144,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
     inbound, outbox, attachments, providers, domains, hosted, registration, scopedKeys, encryption, resolver, templates, suppressions, events, reports, tracking, scheduled, sending, messages, accountSecret, routes, deliveryStore, replay, webhookTests, engagement,
     async close() {
       await queue.close();
+      await inboundStarts.drain();
     },
   };
 }

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { schema } from '../db/index.js';
 import { connectTemporal } from '../temporal/client.js';
 import { engagementSweepScheduleId } from '../workflows/ids.js';
+import { sweepOutboundWorkflow } from '../workflows/sweep-outbound.js';
 import { createTestDatabase } from './helpers/pg.js';
 import { eventually, startStack, type TestStack } from './helpers/stack.js';
 import { startTcpProxy } from './helpers/tcp-proxy.js';
@@ -60,6 +61,29 @@ describe('infrastructure failures', () => {
     expect(hooks.hitsOn('/zero').every((h) => h.verified)).toBe(true);
     await eventually(async () => (await db.select().from(schema.inboundRaw).where(inArray(schema.inboundRaw.messageId, ids))).length === 0, 60_000, 500);
   }, 300_000);
+
+  it('Temporal refusing the start at accept time: the 250 still comes (the message is durable), and the sweep starts its delivery', async () => {
+    const port = stack.service.core.workflows;
+    const start = port.startInboundDelivery;
+    port.startInboundDelivery = async () => { throw new Error('temporal unavailable'); };
+    await stack.service.core.db.update(schema.domains).set({ zeroRetention: 0 }).where(eq(schema.domains.id, domainId));
+    hooks.delay('/zero', 0);
+    const smtp = nodemailer.createTransport({ host: '127.0.0.1', port: stack.service.smtpPort!, secure: false, ignoreTLS: true });
+    try {
+      const info = await smtp.sendMail({ from: 'b@sender.example', to: `late@zero.${SERVICE}`, subject: 'started by the sweep', text: 'x' });
+      expect(info.response).toMatch(/^250/);
+    } finally {
+      port.startInboundDelivery = start;
+    }
+    const t = await connectTemporal({ address: stack.service.temporalAddress, namespace: 'default', taskQueue: stack.config.temporal.taskQueue });
+    try {
+      const r = await t.client.workflow.execute(sweepOutboundWorkflow, { taskQueue: t.taskQueue, workflowId: `test-sweep-${Date.now()}`, args: [{ retrySchedule: [], graceMs: 0 }] });
+      expect(r.inbound).toBeGreaterThanOrEqual(1);
+    } finally {
+      await t.connection.close();
+    }
+    await eventually(async () => hooks.hitsOn('/zero').find((h) => h.json?.subject === 'started by the sweep'), 30_000);
+  });
 
   it('a failing engagement endpoint plus the sweep schedule: one delivery per event, each posted once per attempt', async () => {
     const db = stack.service.core.db;

@@ -18,7 +18,7 @@ const { prepareInboundDeliveries, finishInboundMessage } = proxyLocalActivities<
 export async function inboundDeliveryWorkflow(input: { messageId: string; retrySchedule: number[] }) {
   const { deliveryIds, keepsNoCopy } = await prepareInboundDeliveries({ messageId: input.messageId });
   try {
-    const results = await Promise.all(deliveryIds.map((id) => runLadder(id, input.retrySchedule)));
+    const results = await Promise.all(deliveryIds.map((id) => runLadder(id, input.retrySchedule, 1, { firstLocally: true })));
     return { messageId: input.messageId, deliveries: results };
   } finally {
     if (keepsNoCopy) await CancellationScope.nonCancellable(() => finishInboundMessage({ messageId: input.messageId }));

@@ -4,16 +4,17 @@ import { UNLIMITED_RETRY } from './activity-options.js';
 import { deliverOutboundWorkflow } from './deliver-outbound.js';
 import { deliverOutboundWorkflowId } from './ids.js';
 
-const { findStrandedMessages, restartAbandonedMessages, sweepScheduledSends } = proxyActivities<Activities>({ startToCloseTimeout: '2 minutes', retry: UNLIMITED_RETRY });
+const { findStrandedMessages, restartAbandonedMessages, sweepScheduledSends, startUnstartedInbound } = proxyActivities<Activities>({ startToCloseTimeout: '2 minutes', retry: UNLIMITED_RETRY });
 
 /**
  * Run by a Temporal Schedule, so nothing accepted is left where no workflow moves it: messages left
  * `queued` by a crash between commit and workflow start are delivered in batches of 100; deferred or
  * `sending` rows whose run is gone get their deferred ladder back; scheduled sends a crash left
- * unstarted are started, and those an operator terminated are marked canceled. Safe to overlap with
+ * unstarted are started, and those an operator terminated are marked canceled; stored inbound messages
+ * whose delivery workflow never started get it. Safe to overlap with
  * live work: rows are claimed, workflow ids are derived.
  */
-export async function sweepOutboundWorkflow(input: { retrySchedule: number[]; graceMs?: number }): Promise<{ swept: number; restarted: number; scheduled: { started: number; canceled: number } }> {
+export async function sweepOutboundWorkflow(input: { retrySchedule: number[]; graceMs?: number }): Promise<{ swept: number; restarted: number; scheduled: { started: number; canceled: number }; inbound: number }> {
   const grace = input.graceMs ?? 60_000;
   const ids = await findStrandedMessages({ olderThanMs: grace, limit: 1000 });
   for (let i = 0; i < ids.length; i += 100) {
@@ -26,5 +27,6 @@ export async function sweepOutboundWorkflow(input: { retrySchedule: number[]; gr
   // A deferred row 10 minutes past its next attempt, or `sending` for two hours: its run was terminated.
   const restarted = await restartAbandonedMessages({ deferredGraceMs: 10 * 60_000, sendingGraceMs: 2 * 3_600_000, limit: 500 });
   const scheduled = await sweepScheduledSends({ olderThanMs: grace, limit: 500 });
-  return { swept: ids.length, restarted, scheduled };
+  const inbound = await startUnstartedInbound({ olderThanMs: grace, limit: 1000 });
+  return { swept: ids.length, restarted, scheduled, inbound };
 }

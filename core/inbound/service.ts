@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Resolver } from 'node:dns/promises';
-import { and, eq, inArray } from 'drizzle-orm';
+import { and, eq, inArray, isNull, lt } from 'drizzle-orm';
 import { simpleParser, type ParsedMail } from 'mailparser';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
@@ -15,6 +15,7 @@ import type { RouteService } from '../webhooks/routes.js';
 import { scoreMessage } from './auth.js';
 import type { EncryptionService } from './encryption-service.js';
 import type { ReportService } from './report-service.js';
+import type { InboundStartQueue } from './start-queue.js';
 import { parseReport } from './reports.js';
 import { receivedPayload, type InboundAttachment } from './payload.js';
 
@@ -35,7 +36,7 @@ export type Envelope = { from: string; rcpts: string[]; ip: string; helo: string
 /** Inbound mail: who may receive, storing what arrives, and turning it into webhook deliveries. */
 export function createInboundService(deps: {
   db: Db; sealer: Sealer; resolver: Resolver; serviceDomain: string; attachments: AttachmentService; encryption: EncryptionService;
-  routes: RouteService; deliveries: DeliveryStore; usage: UsageService; workflows: WorkflowPort; reports: ReportService;
+  routes: RouteService; deliveries: DeliveryStore; usage: UsageService; workflows: WorkflowPort; reports: ReportService; starts: InboundStartQueue;
 }) {
   const { db } = deps;
   const d = schema.domains;
@@ -79,7 +80,8 @@ export function createInboundService(deps: {
         await deps.usage.consume(tx, domain.userId, 1, { outbound: false });
       });
     }
-    await deps.workflows.startInboundDelivery({ messageId: id, userId: domain.userId, domainId: domain.id });
+    // Durable now: the workflow starts off the SMTP path (a crash before it is the sweep's to mend).
+    deps.starts.enqueue({ messageId: id, userId: domain.userId, domainId: domain.id });
     return id;
   }
 
@@ -117,7 +119,8 @@ export function createInboundService(deps: {
 
     /** Workflow step: one `dlv_` row per matched route (deterministic ids, so a retry makes no duplicates). */
     async prepareDeliveries(messageId: string): Promise<{ deliveryIds: string[]; keepsNoCopy: boolean }> {
-      const [m] = await db.select().from(schema.messages).where(eq(schema.messages.id, messageId));
+      // Marks the message as taken by its workflow (the sweep starts those never marked) and reads it, in one statement.
+      const [m] = await db.update(schema.messages).set({ workflowId: `inbound-${messageId}` }).where(eq(schema.messages.id, messageId)).returning();
       if (!m?.domainId || !m.userId) return { deliveryIds: [], keepsNoCopy: false };
       const [dom] = await db.select({ zero: d.zeroRetention, key: d.encPublicKey }).from(d).where(eq(d.id, m.domainId));
       const byRoute = new Map<string, { route: Awaited<ReturnType<RouteService['match']>>; to: string[] }>();
@@ -134,6 +137,14 @@ export function createInboundService(deps: {
         ids.push(row.id);
       }
       return { deliveryIds: ids, keepsNoCopy: dom?.zero === 1 || Boolean(dom?.key) };
+    },
+
+    /** Stored inbound messages whose workflow never started (a crash, or a failed start, after the commit). */
+    async findUnstarted(olderThanMs: number, limit: number): Promise<{ messageId: string; userId: string; domainId?: string }[]> {
+      const m = schema.messages;
+      const rows = await db.select({ id: m.id, userId: m.userId, domainId: m.domainId }).from(m)
+        .where(and(eq(m.direction, 'inbound'), eq(m.status, 'received'), isNull(m.workflowId), lt(m.createdAt, Date.now() - olderThanMs))).limit(limit);
+      return rows.filter((r) => r.userId).map((r) => ({ messageId: r.id, userId: r.userId!, ...(r.domainId ? { domainId: r.domainId } : {}) }));
     },
 
     /** Workflow step after the last attempt: zero-retention and encrypted domains keep no clear copy. */
