@@ -89,14 +89,14 @@ export function createDeliveryService(deps: {
       });
     }
     const update = () => db.update(m).set(set as never).where(eq(m.id, row.id));
-    const prepared = final ? await deps.events.prepare(final.events) : undefined;
-    await retryTransient(async () => {
+    const prepared = final ? deps.events.prepare(final.events) : undefined;
+    const inserted = await retryTransient(async () => {
       if (!prepared?.rows.length) return void (await update());
       // One statement: the outcome and its events commit together (a data-modifying CTE always runs).
       const done = db.$with('done', { id: sql<string>`id` }).as(update().returning({ id: m.id }).getSQL());
-      await db.with(done).insert(schema.events).values(prepared.rows);
+      return db.with(done).insert(schema.events).values(prepared.rows).returning(prepared.returning);
     }, { onWait: () => final?.attempt.progress.beat() });
-    prepared?.notify();
+    if (inserted) prepared?.notify(inserted);
   }
 
   /** One attempt at one claimed message: every owed recipient, one transaction per group, each recorded at once. */

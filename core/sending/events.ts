@@ -1,13 +1,27 @@
-import { and, desc, eq, lt } from 'drizzle-orm';
+import { and, desc, eq, lt, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { newId } from '../ids.js';
+import { TRACKING_PATTERN } from '../webhooks/routes.js';
 
 export type EventType = 'email.sent' | 'email.bounced' | 'email.complained' | 'email.opened' | 'email.clicked' | 'email.deferred' | 'email.received';
 type Tx = Pick<Db, 'insert'>;
 type NewEvent = { userId: string; messageId?: string | null; domainId?: string | null; type: EventType; recipient?: string | null; data?: Record<string, unknown> };
-/** Decides whether an event goes to an engagement webhook, and wakes that domain's dispatcher. */
-export type EngagementRouter = { wants(domainId: string, type: string): Promise<boolean>; nudge(domainId: string, userId: string): void };
+/** Wakes the engagement dispatcher of a domain that has events routed to a webhook. */
+export type EngagementRouter = { nudge(domainId: string, userId: string): void };
+/** The types that can go to an engagement webhook (SPEC.md Events). */
+export const ENGAGEMENT_TYPES = ['email.sent', 'email.bounced', 'email.complained', 'email.opened', 'email.clicked'] as const;
+
+/**
+ * Whether the domain routes `type` to a webhook, decided by the database inside the insert itself (no
+ * round trip per event, never stale): a tracking webhook takes every engagement type; else the
+ * catch-all route takes the types the domain opted in to (`webhook_events`: "all" or a list).
+ */
+function routedState(domainId: string, type: string): SQL<string | null> {
+  return sql<string | null>`case when exists (select 1 from ${schema.routes} r where r.domain_id = ${domainId} and (r.pattern = ${TRACKING_PATTERN}
+    or (r.pattern = '*' and exists (select 1 from ${schema.domains} d where d.id = ${domainId} and d.webhook_events is not null
+      and (d.webhook_events::jsonb = '"all"'::jsonb or d.webhook_events::jsonb ? ${type}))))) then 'pending' end`;
+}
 
 /** The delivery timeline: what the service did with each message, newest first. */
 export function createEventService(deps: { db: Db }) {
@@ -16,23 +30,21 @@ export function createEventService(deps: { db: Db }) {
   const dto = (r: typeof e.$inferSelect) => ({ id: r.id, type: r.type, messageId: r.messageId, recipient: r.recipient, data: r.data ?? {}, createdAt: r.createdAt });
   let router: EngagementRouter | undefined;
 
-  /** Rows for new events, `pending` for a webhook where the domain routes that type to one. */
-  async function rows(evs: NewEvent[]) {
+  /** Rows for new events; engagement types of a domain get their webhook state decided in the insert. */
+  function rows(evs: NewEvent[]) {
     const now = Date.now();
-    const nudge = new Map<string, string>(); // domain → account
-    const asked = new Map<string, boolean>(); // one routing lookup per (domain, type) in a batch, not per event
-    const out = [];
-    for (const ev of evs) {
-      const key = `${ev.domainId}|${ev.type}`;
-      if (router && ev.domainId && !asked.has(key)) asked.set(key, await router.wants(ev.domainId, ev.type));
-      const routed = asked.get(key) ?? false;
-      if (routed) nudge.set(ev.domainId!, ev.userId);
-      out.push({
-        id: newId('evt'), userId: ev.userId, messageId: ev.messageId ?? null, domainId: ev.domainId ?? null, type: ev.type,
-        recipient: ev.recipient ?? null, data: ev.data ?? {}, webhookState: routed ? 'pending' : null, createdAt: now,
-      });
-    }
-    return { out, nudge };
+    return evs.map((ev) => ({
+      id: newId('evt'), userId: ev.userId, messageId: ev.messageId ?? null, domainId: ev.domainId ?? null, type: ev.type,
+      recipient: ev.recipient ?? null, data: ev.data ?? {}, createdAt: now,
+      webhookState: ev.domainId && (ENGAGEMENT_TYPES as readonly string[]).includes(ev.type) ? routedState(ev.domainId, ev.type) : null,
+    }));
+  }
+  const returning = { domainId: e.domainId, userId: e.userId, webhookState: e.webhookState };
+  /** Wakes the dispatcher of each domain an inserted event was routed for. */
+  function notify(inserted: { domainId: string | null; userId: string; webhookState: string | null }[]) {
+    const nudge = new Map<string, string>();
+    for (const r of inserted) if (r.webhookState === 'pending' && r.domainId) nudge.set(r.domainId, r.userId);
+    for (const [d, u] of nudge) router?.nudge(d, u);
   }
 
   return {
@@ -40,22 +52,16 @@ export function createEventService(deps: { db: Db }) {
     attachRouter(r: EngagementRouter) {
       router = r;
     },
-    /** Rows for `evs` (routing decided) to insert in a caller's statement; `notify` wakes dispatchers after it commits. */
-    async prepare(evs: NewEvent[]) {
-      const { out, nudge } = await rows(evs);
-      return { rows: out, notify: () => { for (const [d, u] of nudge) router!.nudge(d, u); } };
-    },
+    /** Rows for `evs` to insert in a caller's statement (`returning` its columns), and `notify` with what it returned. */
+    prepare: (evs: NewEvent[]) => ({ rows: rows(evs), returning, notify }),
     async record(ev: NewEvent, tx: Tx = db) {
-      const { out, nudge } = await rows([ev]);
-      await tx.insert(e).values(out);
-      for (const [d, u] of nudge) router!.nudge(d, u);
-      return out[0]!;
+      const out = rows([ev]);
+      notify(await tx.insert(e).values(out).returning(returning));
+      return { id: out[0]!.id };
     },
     async recordMany(evs: NewEvent[]) {
       if (evs.length === 0) return;
-      const { out, nudge } = await rows(evs);
-      await db.insert(e).values(out);
-      for (const [d, u] of nudge) router!.nudge(d, u);
+      notify(await db.insert(e).values(rows(evs)).returning(returning));
     },
     /** Records an event about a message by id alone (tracking hits); false when the message is unknown. */
     async recordForMessage(messageId: string, type: 'email.opened' | 'email.clicked', data: Record<string, unknown>): Promise<boolean> {

@@ -18,7 +18,8 @@ import type { Progress } from '../sending/delivery.js';
 const STALE_CLAIM_MS = 5 * 60_000;
 const idle: Progress = { beat() {}, stopped: () => false };
 
-export const ENGAGEMENT_TYPES = ['email.sent', 'email.bounced', 'email.complained', 'email.opened', 'email.clicked'] as const;
+export { ENGAGEMENT_TYPES } from '../sending/events.js';
+import { ENGAGEMENT_TYPES } from '../sending/events.js';
 type Target = { routeId: string; url: string; ackMode: 'lenient' | 'ack'; secret: string };
 
 /**
@@ -56,7 +57,6 @@ export function createEngagementService(deps: {
 
   return {
     router: {
-      wants: async (domainId: string, type: string) => Boolean(await target(domainId, type)),
       nudge: (domainId: string, userId: string) => void deps.workflows.nudgeEngagement(domainId, userId).catch((err) => console.error('[engagement] nudge failed:', (err as Error).message)),
     },
 
