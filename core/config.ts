@@ -39,6 +39,13 @@ const envSchema = z.object({
   SMTP_TLS_KEY: z.string().optional(),
   SMTP_TLS_CERT: z.string().optional(),
   OUTBOUND_RETRY_SCHEDULE: z.string().optional(),
+  IMAP_PORT: port.default(1143),
+  IMAPS_PORT: port.default(1993),
+  IMAP_MAX_LITERAL_BYTES: z.coerce.number().int().min(1024).optional(),
+  IMAP_IDLE_TIMEOUT_MS: z.coerce.number().int().min(1000).default(30 * 60_000),
+  IMAP_POLL_MS: z.coerce.number().int().min(50).default(1000),
+  LOGIN_MAX_FAILURES: z.coerce.number().int().min(1).default(10),
+  LOGIN_LOCKOUT_MS: z.coerce.number().int().min(1000).default(15 * 60_000),
   ATTACHMENT_FETCH_ALLOW_PRIVATE: z.enum(['0', '1', 'true', 'false']).optional(),
   PLANS: z.string().optional(),
   DEFAULT_PLAN: z.string().default('free'),
@@ -65,6 +72,13 @@ export type Config = {
   /** Accounts one client address may create per hour (signup and provision). */
   signupLimitPerHour: number;
   smtp: { maxMessageBytes: number; maxClients: number; idleTimeoutMs: number; tlsKeyFile: string | undefined; tlsCertFile: string | undefined };
+  /**
+   * IMAP server: plain+STARTTLS port, implicit-TLS port, largest literal accepted (APPEND), idle
+   * autologout, how often idle sessions look for mail filed by other processes.
+   */
+  imap: { port: number; tlsPort: number; maxLiteralBytes: number; idleTimeoutMs: number; pollMs: number };
+  /** Mailbox logins (IMAP, mailbox API): failures per client address before it is locked out for `lockoutMs`. */
+  login: { maxFailures: number; lockoutMs: number };
   /** Delays (ms) between later attempts at a temporarily failed outbound message; then it bounces. */
   outboundRetrySchedule: number[];
   /** Let attachment URLs reach loopback/private addresses (local testing only). */
@@ -115,6 +129,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     registrar: e.REGISTRAR,
     signupLimitPerHour: e.SIGNUP_LIMIT_PER_HOUR,
     smtp: { maxMessageBytes: e.SMTP_MAX_MESSAGE_BYTES, maxClients: e.SMTP_MAX_CLIENTS, idleTimeoutMs: e.SMTP_IDLE_TIMEOUT_MS, tlsKeyFile: e.SMTP_TLS_KEY, tlsCertFile: e.SMTP_TLS_CERT },
+    imap: {
+      port: e.IMAP_PORT, tlsPort: e.IMAPS_PORT, maxLiteralBytes: e.IMAP_MAX_LITERAL_BYTES ?? e.SMTP_MAX_MESSAGE_BYTES,
+      idleTimeoutMs: e.IMAP_IDLE_TIMEOUT_MS, pollMs: e.IMAP_POLL_MS,
+    },
+    login: { maxFailures: e.LOGIN_MAX_FAILURES, lockoutMs: e.LOGIN_LOCKOUT_MS },
     outboundRetrySchedule: e.OUTBOUND_RETRY_SCHEDULE
       ? parseList('OUTBOUND_RETRY_SCHEDULE', e.OUTBOUND_RETRY_SCHEDULE, (s) => z.coerce.number().int().min(0).parse(s))
       : DEFAULT_OUTBOUND_RETRY,

@@ -143,6 +143,20 @@ const examples: Record<string, () => Promise<Example>> = {
   'registration.register': async () => ({ token: session, body: { domain: `contract-${++n}.com`, contact: {
     firstName: 'A', lastName: 'B', email: 'a@example.com', phone: '+1.4155550100', address: '1 Main St', city: 'SF', zip: '94105', country: 'US',
   } } }),
+  'appPasswords.list': async () => ({ token: session }),
+  'appPasswords.create': async () => ({ token: session, body: { domain: 'sender.contract.svc.test', address: 'support-*', protocols: ['imap', 'api'], label: 'desk' } }),
+  'appPasswords.update': async () => ({ token: session, path: `/api/app-passwords/${(await newPassword()).id}`, body: { protocols: ['api'], address: 'agent-*' } }),
+  'appPasswords.rotate': async () => ({ token: session, path: `/api/app-passwords/${(await newPassword()).id}/rotate` }),
+  'appPasswords.delete': async () => ({ token: session, path: `/api/app-passwords/${(await newPassword()).id}` }),
+  'mailbox.list': async () => ({ token: (await mailboxMessage()).secret, query: 'limit=10' }),
+  'mailbox.raw': async () => {
+    const m = await mailboxMessage();
+    return { token: m.secret, path: `/api/mailbox/messages/${m.uid}/raw` };
+  },
+  'mailbox.setFlags': async () => {
+    const m = await mailboxMessage();
+    return { token: m.secret, path: `/api/mailbox/messages/${m.uid}/flags`, body: { flags: 'Seen Flagged' } };
+  },
   'scopedKeys.list': async () => ({ token: session }),
   'scopedKeys.create': async () => ({ token: session, body: { domainId: await newDomainId() } }),
   'scopedKeys.revoke': async () => {
@@ -150,6 +164,20 @@ const examples: Record<string, () => Promise<Example>> = {
     return { token: session, path: `/api/keys/scoped/${created.body.id}` };
   },
 };
+
+async function newPassword(): Promise<{ id: string; secret: string }> {
+  return (await stack.api('POST', '/api/app-passwords', { token: session, body: { domainId: await senderDomainId(), protocols: ['api'] } })).body;
+}
+
+/** A message filed into a mailbox through the SMTP ingress, and an `api` password that reads it. */
+async function mailboxMessage(): Promise<{ secret: string; uid: number }> {
+  const { secret } = await newPassword();
+  const subject = `mailbox ${++n}`;
+  const t = nodemailer.createTransport({ host: '127.0.0.1', port: stack.service.smtpPort!, secure: false, ignoreTLS: true });
+  await t.sendMail({ from: 'x@far.example', to: 'box@sender.contract.svc.test', subject, text: 'hi' });
+  const uid = await eventually(async () => (await stack.api('GET', '/api/mailbox/messages', { token: secret })).body.messages?.find((m: any) => m.subject === subject)?.uid);
+  return { secret, uid: uid as number };
+}
 
 async function claimId(): Promise<string> {
   return (await stack.api('POST', '/api/domains/subdomain', { token: session, body: { subdomain: `c${++n}-hook` } })).body.domain.id;

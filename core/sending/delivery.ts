@@ -9,6 +9,7 @@ import type { OutboundTransport, SendOutcome } from '../outbound/transport.js';
 import type { Sealer } from '../secrets.js';
 import { AppError } from '../errors.js';
 import { BOUNCE_LABEL } from '../domains/records.js';
+import type { SentMessage } from '../mailboxes/service.js';
 import type { EventService } from './events.js';
 import type { SuppressionService } from './suppressions.js';
 
@@ -26,6 +27,8 @@ const bare = (a: string) => (/<([^>]+)>/.exec(a)?.[1] ?? a).toLowerCase();
 export function createDeliveryService(deps: {
   db: Db; transport: OutboundTransport; sealer: Sealer; serviceDomain: string;
   attachments: AttachmentService; events: EventService; suppressions: SuppressionService;
+  /** Files what went out into the sender's Sent mailbox (issue 12). */
+  fileSent?: (m: SentMessage) => Promise<void>;
 }) {
   const { db } = deps;
   const m = schema.messages;
@@ -61,7 +64,9 @@ export function createDeliveryService(deps: {
       envelopeFrom: row.kind === 'user' && domain ? `bounce+${row.id}@${BOUNCE_LABEL}.${domain}` : undefined,
     });
     const raw = await sign(row, rendered.raw);
-    return { outcome: await deps.transport.send(row.id, rendered.envelope, raw, row.subject), smtpMessageId: rendered.messageId };
+    const outcome = await deps.transport.send(row.id, rendered.envelope, raw, row.subject);
+    if (outcome.status === 'sent') await deps.fileSent?.({ userId: row.userId, domainId: row.domainId, from: row.fromAddr, raw, messageId: row.id, subject: row.subject, kind: row.kind, headers: row.headers });
+    return { outcome, smtpMessageId: rendered.messageId };
   }
 
   /** Records a final bounce: status, `email.bounced` per address and a suppression for each. */
