@@ -44,6 +44,7 @@ const envSchema = z.object({
   IMAP_MAX_LITERAL_BYTES: z.coerce.number().int().min(1024).optional(),
   IMAP_IDLE_TIMEOUT_MS: z.coerce.number().int().min(1000).default(30 * 60_000),
   IMAP_POLL_MS: z.coerce.number().int().min(50).default(1000),
+  IMAP_COMMAND_TIMEOUT_MS: z.coerce.number().int().min(100).default(60_000),
   LOGIN_MAX_FAILURES: z.coerce.number().int().min(1).default(10),
   LOGIN_LOCKOUT_MS: z.coerce.number().int().min(1000).default(15 * 60_000),
   ATTACHMENT_FETCH_ALLOW_PRIVATE: z.enum(['0', '1', 'true', 'false']).optional(),
@@ -74,9 +75,10 @@ export type Config = {
   smtp: { maxMessageBytes: number; maxClients: number; idleTimeoutMs: number; tlsKeyFile: string | undefined; tlsCertFile: string | undefined };
   /**
    * IMAP server: plain+STARTTLS port, implicit-TLS port, largest literal accepted (APPEND), idle
-   * autologout, how often idle sessions look for mail filed by other processes.
+   * autologout, the time a half-sent command may take, how often idle sessions look for mail filed
+   * by other processes.
    */
-  imap: { port: number; tlsPort: number; maxLiteralBytes: number; idleTimeoutMs: number; pollMs: number };
+  imap: { port: number; tlsPort: number; maxLiteralBytes: number; idleTimeoutMs: number; commandTimeoutMs: number; pollMs: number };
   /** Mailbox logins (IMAP, mailbox API): failures per client address before it is locked out for `lockoutMs`. */
   login: { maxFailures: number; lockoutMs: number };
   /** Delays (ms) between later attempts at a temporarily failed outbound message; then it bounces. */
@@ -131,7 +133,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     smtp: { maxMessageBytes: e.SMTP_MAX_MESSAGE_BYTES, maxClients: e.SMTP_MAX_CLIENTS, idleTimeoutMs: e.SMTP_IDLE_TIMEOUT_MS, tlsKeyFile: e.SMTP_TLS_KEY, tlsCertFile: e.SMTP_TLS_CERT },
     imap: {
       port: e.IMAP_PORT, tlsPort: e.IMAPS_PORT, maxLiteralBytes: e.IMAP_MAX_LITERAL_BYTES ?? e.SMTP_MAX_MESSAGE_BYTES,
-      idleTimeoutMs: e.IMAP_IDLE_TIMEOUT_MS, pollMs: e.IMAP_POLL_MS,
+      idleTimeoutMs: e.IMAP_IDLE_TIMEOUT_MS, commandTimeoutMs: e.IMAP_COMMAND_TIMEOUT_MS, pollMs: e.IMAP_POLL_MS,
     },
     login: { maxFailures: e.LOGIN_MAX_FAILURES, lockoutMs: e.LOGIN_LOCKOUT_MS },
     outboundRetrySchedule: e.OUTBOUND_RETRY_SCHEDULE

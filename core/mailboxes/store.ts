@@ -122,6 +122,31 @@ export function createMailboxStore(deps: { db: Db }) {
       return out.sort((a, b) => a.uid - b.uid);
     },
 
+    /** Copies messages into another folder of the same address; answers [source uid, new uid] pairs. */
+    async copy(fromId: string, uids: number[], target: MailboxRow): Promise<[number, number][]> {
+      const pairs: [number, number][] = [];
+      await db.transaction(async (tx) => {
+        for (const uid of uids) {
+          const [row] = await tx.select().from(mm).where(and(eq(mm.mailboxId, fromId), eq(mm.uid, uid)));
+          if (!row) continue;
+          const out = await fileIn(tx, {
+            userId: target.userId, domainId: target.domainId, address: target.address, folder: target.name as Folder, raw: row.raw,
+            fromAddr: row.fromAddr, subject: row.subject, flags: row.flags, internalDate: row.internalDate,
+          });
+          if (out) pairs.push([uid, out.uid]);
+        }
+      });
+      if (pairs.length) notify(target.id);
+      return pairs;
+    },
+
+    /** Deletes these messages of a folder outright (the second half of MOVE). */
+    async remove(mailboxId: string, uids: number[]): Promise<void> {
+      if (uids.length === 0) return;
+      await db.delete(mm).where(and(eq(mm.mailboxId, mailboxId), inArray(mm.uid, uids)));
+      notify(mailboxId);
+    },
+
     /** Removes the messages flagged \Deleted (only those in `uids` when given); answers the removed UIDs. */
     async expunge(mailboxId: string, uids?: number[]): Promise<number[]> {
       const gone = await db.delete(mm).where(and(eq(mm.mailboxId, mailboxId), sql`${mm.flags} @> ${JSON.stringify(['\\Deleted'])}::jsonb`, ...(uids ? [inArray(mm.uid, uids.length ? uids : [-1])] : [])))
