@@ -27,7 +27,7 @@ export function parseCommand(parts: (string | Buffer)[]): Command {
   if (typeof first !== 'string') throw new ParseError('Missing command');
   const sp = first.indexOf(' ');
   const tag = sp > 0 ? first.slice(0, sp) : first;
-  const validTag = tag.length > 0 && tag.length <= 64 && TAG.test(tag);
+  const validTag = sp > 0 && tag.length > 0 && tag.length <= 64 && TAG.test(tag);
   const m = sp > 0 ? /^([A-Za-z]{1,32})(?: |$)/.exec(first.slice(sp + 1)) : null;
   if (!validTag || !m) throw new ParseError('Expected: <tag> <command> [arguments]', validTag ? tag : undefined);
   try {
