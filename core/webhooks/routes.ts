@@ -58,7 +58,8 @@ export function createRouteService(deps: { db: Db; sealer: Sealer; domains: Doma
   async function target(actor: Actor, input: RouteInput): Promise<{ d: DomainRow; pattern: string }> {
     const spec = (input.match ?? input.address ?? '').trim().toLowerCase();
     if (!spec) throw badRequest('match (or domainId and address) is required', 'validation_error');
-    const at = spec.lastIndexOf('@');
+    // Only `match` names a domain after its @; the older `address` is a bare local-part pattern.
+    const at = input.match !== undefined ? spec.lastIndexOf('@') : -1;
     let d: DomainRow;
     if (at >= 0) {
       const name = spec.slice(at + 1);
