@@ -143,6 +143,16 @@ describe('mailbox API', () => {
     expect((await stack.api('GET', `/api/mailbox/messages/${row.uid}/raw`, { token: hello.secret })).body.raw).toContain('DKIM-Signature');
   });
 
+  it('files nothing for a zero-retention domain', async () => {
+    const zero = (await stack.api('POST', '/api/domains/subdomain', { token: session, body: { subdomain: 'zero' } })).body.domain;
+    await stack.service.core.db.update(schema.domains).set({ zeroRetention: 1 }).where(eq(schema.domains.id, zero.id));
+    const pw = await mintPassword(stack, session, { domainId: zero.id, protocols: ['api'] });
+    await mail({ to: `kept-not@${zero.domain}`, subject: 'ephemeral' });
+    await eventually(async () => (await stack.service.core.db.select().from(schema.messages).where(eq(schema.messages.domainId, zero.id))).length > 0);
+    expect((await list(pw.secret)).body).toEqual({ messages: [], nextBefore: null });
+    expect(await stack.service.core.db.select().from(schema.mailboxes).where(eq(schema.mailboxes.domainId, zero.id))).toEqual([]);
+  });
+
   it('locks an address out after repeated failures', async () => {
     const headers = { 'x-forwarded-for': '203.0.113.77' };
     for (let i = 0; i < 3; i++) {
