@@ -59,5 +59,6 @@ export DATABASE_URL="postgres://$PG_USER@$PG_HOST:$PG_PORT/$SVC_DB" TEMPORAL_ADD
 export SECRET_KEY="${SECRET_KEY:-$(cat "${DATA_DIR:-./.data}/split-secret" 2>/dev/null || (mkdir -p "${DATA_DIR:-./.data}" && head -c 32 /dev/urandom | base64 | tr -d '/+=' | tee "${DATA_DIR:-./.data}/split-secret"))}"
 npx tsx worker.ts & pids+=($!)
 npx tsx main.ts smtp & pids+=($!)
+npx tsx main.ts imap & pids+=($!)
 npx tsx main.ts api & pids+=($!)
 wait -n "${pids[@]}"
