@@ -102,6 +102,20 @@ describe('IMAP bad input', () => {
     expect(await c.cmd('e11', 'LOGOUT')).toMatch(/^e11 OK/);
   });
 
+  it('AUTHENTICATE PLAIN works inline (SASL-IR) and after a continuation', async () => {
+    const plain = Buffer.from(`\u0000${user}\u0000${secret}`).toString('base64');
+    const a = await rawImap(port());
+    expect(await a.cmd('h1', `AUTHENTICATE PLAIN ${plain}`)).toMatch(/^h1 OK/);
+    a.close();
+    const b = await rawImap(port());
+    b.send('h2 AUTHENTICATE PLAIN\r\n');
+    await b.until(() => b.text.includes('\r\n+ '));
+    b.send(`${plain}\r\n`);
+    await b.until(() => /h2 OK/.test(b.text));
+    expect(await b.cmd('h3', 'SELECT INBOX')).toMatch(/^h3 OK/);
+    b.close();
+  });
+
   it('locks out an address after repeated failed logins', async () => {
     const c = await rawImap(port(), { localAddress: '127.0.0.4' });
     for (let i = 0; i < 3; i++) expect(await c.cmd(`f${i}`, `LOGIN ${user} svc_pw_guess${i}`)).toMatch(/NO \[AUTHENTICATIONFAILED\]/);

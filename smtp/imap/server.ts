@@ -13,7 +13,7 @@ export type ImapServers = { port: number; tlsPort: number; close(): Promise<void
  * certificate settings of the SMTP ingress (SMTP_TLS_KEY/SMTP_TLS_CERT, else smtp-server's
  * self-signed development certificate).
  */
-export async function startImap(core: Core, opts: { port: number; tlsPort: number; host?: string; commandTimeoutMs?: number }): Promise<ImapServers> {
+export async function startImap(core: Core, opts: { port: number; tlsPort: number; host?: string }): Promise<ImapServers> {
   const { smtp, imap } = core.config;
   const tls: TlsOptions = getTLSOptions(smtp.tlsKeyFile && smtp.tlsCertFile ? { key: readFileSync(smtp.tlsKeyFile), cert: readFileSync(smtp.tlsCertFile) } : {});
   const options: ImapOptions = {
@@ -28,6 +28,8 @@ export async function startImap(core: Core, opts: { port: number; tlsPort: numbe
   };
   const plain = createServer(accept);
   const secure = createTlsServer(tls, accept);
+  plain.maxConnections = imap.maxClients;
+  secure.maxConnections = imap.maxClients;
   secure.on('tlsClientError', () => undefined);
   const host = opts.host ?? '0.0.0.0';
   const listen = (server: Server, port: number) => new Promise<number>((resolve, reject) => {
