@@ -164,7 +164,10 @@ export class Session {
       while (this.queue.length && !this.closed) {
         const frame = this.queue.shift()!;
         if (this.queue.length < MAX_QUEUED / 2) this.socket.resume();
-        await this.run(frame);
+        await this.run(frame).catch((err) => {
+          console.error('[imap] command failed:', err);
+          this.close('Internal error');
+        });
       }
     } finally {
       this.busy = false;
@@ -190,11 +193,11 @@ export class Session {
   }
 
   private async dispatch(cmd: Command): Promise<void> {
-    if (this.login && !(await this.core.appPasswords.stillValid(this.login.scope))) {
-      return this.close('Credentials revoked or changed; log in again');
-    }
     const handler = this.handlers[cmd.name];
     try {
+      if (this.login && !(await this.core.appPasswords.stillValid(this.login.scope))) {
+        return this.close('Credentials revoked or changed; log in again');
+      }
       if (!handler) throw bad(`Unknown command ${cmd.name}`);
       await handler(this, cmd);
     } catch (err) {
