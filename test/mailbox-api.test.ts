@@ -153,6 +153,17 @@ describe('mailbox API', () => {
     expect(await stack.service.core.db.select().from(schema.mailboxes).where(eq(schema.mailboxes.domainId, zero.id))).toEqual([]);
   });
 
+  it('deleting a domain removes its mailboxes and the app passwords of it', async () => {
+    const gone = (await stack.api('POST', '/api/domains/subdomain', { token: session, body: { subdomain: 'gone' } })).body.domain;
+    const pw = await mintPassword(stack, session, { domainId: gone.id, protocols: ['api'] });
+    await mail({ to: `someone@${gone.domain}`, subject: 'before delete' });
+    await inbox(pw.secret, 'before delete');
+    expect((await stack.api('DELETE', `/api/domains/${gone.id}`, { token: session })).status).toBe(200);
+    expect((await list(pw.secret)).status).toBe(401);
+    expect((await stack.api('GET', '/api/app-passwords', { token: session })).body.map((p: any) => p.id)).not.toContain(pw.id);
+    expect(await stack.service.core.db.select().from(schema.mailboxes).where(eq(schema.mailboxes.domainId, gone.id))).toEqual([]);
+  });
+
   it('locks an address out after repeated failures', async () => {
     const headers = { 'x-forwarded-for': '203.0.113.77' };
     for (let i = 0; i < 3; i++) {
