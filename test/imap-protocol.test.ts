@@ -1,5 +1,8 @@
 import nodemailer from 'nodemailer';
+import { eq } from 'drizzle-orm';
 import { ImapFlow } from 'imapflow';
+import { credentialHash } from '../core/secrets.js';
+import { schema } from '../db/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestDns } from './helpers/dns.js';
 import { rawImap } from './helpers/imap-wire.js';
@@ -114,6 +117,22 @@ describe('IMAP bad input', () => {
     await b.until(() => /h2 OK/.test(b.text));
     expect(await b.cmd('h3', 'SELECT INBOX')).toMatch(/^h3 OK/);
     b.close();
+  });
+
+  it('a legacy svc_imap_ credential logs in to any address of the account', async () => {
+    const legacy = 'svc_imap_wire-legacy-0123456789abcdef';
+    const [owner] = await stack.service.core.db.select().from(schema.users).where(eq(schema.users.email, 'wire@example.com'));
+    await stack.service.core.db.insert(schema.appPasswords).values({
+      id: 'apw_wire_legacy_0000000000000', userId: owner!.id, domainId: null, label: 'legacy', address: '*', protocols: ['imap'],
+      keyPrefix: legacy.slice(0, 14), secretHash: credentialHash(legacy), legacy: true, createdAt: Date.now(),
+    });
+    const c = await rawImap(port());
+    expect(await c.cmd('i1', `LOGIN anybody@${DOMAIN} ${legacy}`)).toMatch(/^i1 OK/);
+    expect(await c.cmd('i2', 'SELECT INBOX')).toMatch(/^i2 OK/);
+    c.close();
+    const other = await rawImap(port(), { localAddress: '127.0.0.6' });
+    expect(await other.cmd('i3', `LOGIN anybody@elsewhere.example ${legacy}`)).toMatch(/^i3 NO \[AUTHENTICATIONFAILED\]/);
+    other.close();
   });
 
   it('locks out an address after repeated failed logins', async () => {
