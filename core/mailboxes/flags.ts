@@ -22,4 +22,5 @@ export function flagsFromApi(text: string): string[] {
 /** Stored flags as the API shows them: space-separated, without leading backslashes. */
 export const flagsToApi = (flags: string[]) => flags.map((f) => f.replace(/^\\/, '')).join(' ');
 
+/** The flags a client may store (and `\\*` for keywords). */
 export const PERMANENT_FLAGS = SYSTEM;

@@ -23,6 +23,7 @@ function splitHead(raw: Buffer): { header: Buffer; body: Buffer } {
   return { header: raw, body: Buffer.alloc(0) };
 }
 
+/** Header lines of a part, unfolded for reading and kept folded (`raw`) for HEADER.FIELDS. */
 export function parseHeaders(header: Buffer): HeaderLine[] {
   const out: HeaderLine[] = [];
   const lines = header.toString('binary').split(/\r?\n/);
@@ -73,6 +74,7 @@ export function parseParams(value: string): { main: string; params: [string, str
   return { main, params };
 }
 
+/** The first value of a header (lowercase name), unfolded. */
 export const headerValue = (node: { headers: HeaderLine[] }, key: string) => node.headers.find((h) => h.key === key)?.value;
 
 /** Parses raw message bytes into a MIME tree (bounded depth and part count). */

@@ -20,4 +20,5 @@ export function ilist(items: (string | Buffer)[]): Buffer {
   return Buffer.concat(out);
 }
 
+/** A parenthesized list, or NIL when empty. */
 export const nilOrList = (items: (string | Buffer)[] | null) => (items && items.length ? ilist(items) : 'NIL');

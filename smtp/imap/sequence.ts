@@ -1,6 +1,7 @@
 /** Sequence sets (RFC 3501 §9 `sequence-set`): `1:4,7,9:*`; `*` is the largest number in use. */
 export type SeqRange = [number, number];
 
+/** Ranges of a sequence set, or undefined when it is malformed. */
 export function parseSequenceSet(text: string): SeqRange[] | undefined {
   if (text === '$' || text.length > 10_000) return undefined;
   const ranges: SeqRange[] = [];

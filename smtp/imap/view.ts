@@ -2,6 +2,7 @@ import type { MailboxRow } from '../../core/mailboxes/store.js';
 import { inSet, parseSequenceSet } from './sequence.js';
 import { bad, type Session, type View } from './session.js';
 
+/** A flag set as an IMAP parenthesized list. */
 export const flagList = (flags: string[]) => `(${flags.join(' ')})`;
 
 /** Opens a folder as the session's view: its UIDs and flags now. */
@@ -58,4 +59,5 @@ export function resolveSet(view: View, text: string, byUid: boolean): number[] {
   return view.uids.filter((_u, i) => inSet(ranges, i + 1, n));
 }
 
+/** The message sequence number of a UID in the session's view. */
 export const seqOf = (view: View, uid: number) => view.uids.indexOf(uid) + 1;

@@ -37,6 +37,7 @@ function parseItem(name: string): Item[] {
   return [{ kind: 'section', label: `BODY[${m[2]!.toUpperCase()}]`, section: m[2]!, peek: Boolean(m[1]), partial }];
 }
 
+/** The data items of a FETCH (one item, a macro, or a list). */
 export function parseItems(t: Token | undefined): Item[] {
   if (!t) throw bad('FETCH needs data items');
   const names = t.type === 'list' ? t.items.map((i) => str(i, 'fetch item')) : [str(t, 'fetch item')];
