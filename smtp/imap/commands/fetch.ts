@@ -63,7 +63,9 @@ export async function fetch(s: Session, cmd: Command, args: Token[], byUid: bool
     const chunk = uids.slice(i, i + 50);
     const rows: (MessageMeta | MailboxMessage)[] = needRaw ? await s.core.mailboxStore.full(view.box.id, chunk) : await s.core.mailboxStore.meta(view.box.id, chunk);
     for (const row of rows) {
-      s.untagged([`${seqOf(view, row.uid)} FETCH (`, ...render(row, items, view.flags.get(row.uid) ?? row.flags), ')']);
+      // Flags as stored now (another session or the mailbox API may have changed them).
+      view.flags.set(row.uid, row.flags);
+      s.untagged([`${seqOf(view, row.uid)} FETCH (`, ...render(row, items, row.flags), ')']);
       await s.drained();
     }
   }

@@ -21,7 +21,7 @@ export async function search(s: Session, cmd: Command, args: Token[], byUid: boo
     const rows = predicate.needsRaw ? await s.core.mailboxStore.full(view.box.id, chunk) : await s.core.mailboxStore.meta(view.box.id, chunk);
     for (const row of rows) {
       const seq = view.uids.indexOf(row.uid) + 1;
-      const r = { uid: row.uid, seq, flags: view.flags.get(row.uid) ?? row.flags, internalDate: row.internalDate, size: row.size, raw: 'raw' in row ? (row.raw as Buffer) : undefined };
+      const r = { uid: row.uid, seq, flags: row.flags, internalDate: row.internalDate, size: row.size, raw: 'raw' in row ? (row.raw as Buffer) : undefined };
       if (matches(predicate, r, ctx)) hits.push(byUid ? row.uid : seq);
     }
   }
