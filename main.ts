@@ -1,7 +1,7 @@
 import { ALL_ROLES, runRoles, type Role } from './runtime/service.js';
 import { startWorker } from './worker.js';
 
-// `npm start` runs API, SMTP ingress and worker together; `npm start -- api` (or smtp, worker) runs one role.
+// `npm start` runs API, SMTP ingress, IMAP and worker together; `npm start -- api` (or smtp, imap, worker) runs one role.
 const args = process.argv.slice(2);
 const bad = args.filter((a) => !ALL_ROLES.includes(a as Role));
 if (bad.length > 0) {

@@ -2,6 +2,7 @@ import express, { type Express } from 'express';
 import type { Core } from '../core/index.js';
 import { mountAttachmentRoutes } from './attachments-routes.js';
 import { errorHandler, notFoundHandler } from './errors.js';
+import { mountMailboxRaw } from './mailbox-routes.js';
 import { healthSchema, mountHealth } from './health.js';
 import { operations } from './ops/index.js';
 import { mountAuthorize } from './oauth/authorize.js';
@@ -33,6 +34,7 @@ export function createApp(core: Core): Express {
   mountAuthorize(app, core);
   mountTrackingRoutes(app, core);
   app.use('/trpc', trpcMiddleware(operations, core));
+  mountMailboxRaw(app, core);
   mountRest(app, operations, core, { checkOutput: core.config.env !== 'production' });
   app.use(notFoundHandler);
   app.use(errorHandler);

@@ -37,6 +37,6 @@ function parseInput(op: Operation, req: Request): Record<string, unknown> {
 export async function contextFor(op: Operation, req: Request, core: Core): Promise<OpContext> {
   const clientIp = req.ip ?? req.socket.remoteAddress ?? '';
   if (op.auth === 'public') return { core, principal: undefined, clientIp };
-  const principal = await core.auth.authenticate(req.get('authorization'));
+  const principal = await core.auth.authenticate(req.get('authorization'), { appPasswords: op.auth.includes('app_password'), ip: clientIp });
   return { core, principal: requireKind(principal, op.auth), clientIp };
 }

@@ -1,6 +1,7 @@
 import type { AccountService } from './accounts.js';
 import { forbidden, unauthorized } from './errors.js';
 import { KEY_PREFIX, type KeyService } from './keys.js';
+import type { MailboxScope } from './mailboxes/app-passwords.js';
 import { looksLikeJwt, type TokenService } from './tokens.js';
 
 /** Who is calling, as told apart from the one `Authorization: Bearer` header (DESIGN.md, wire conventions). */
@@ -8,8 +9,9 @@ export type Principal =
   | { kind: 'session'; userId: string }
   | { kind: 'oauth'; userId: string; clientId?: string; grantId: string }
   | { kind: 'account_key'; userId: string; keyId: string }
-  | { kind: 'scoped_key'; userId: string; keyId: string; domainId: string };
-export type CredentialKind = Principal['kind'] | 'app_password';
+  | { kind: 'scoped_key'; userId: string; keyId: string; domainId: string }
+  | { kind: 'app_password'; userId: string; scope: MailboxScope };
+export type CredentialKind = Principal['kind'];
 
 export const KIND_LABEL: Record<CredentialKind, string> = {
   session: 'a session token', oauth: 'an OAuth access token', account_key: 'the account key',
@@ -18,16 +20,25 @@ export const KIND_LABEL: Record<CredentialKind, string> = {
 
 /** Answers whether an OAuth grant still stands (not revoked); checked on every OAuth-token request. */
 export type GrantCheck = { isActive(grantId: string, userId: string): Promise<boolean> };
+/** Checks an app password for the mailbox API (given late: the mailbox service is composed after auth). */
+type MailboxAuth = (secret: string, ip: string) => Promise<MailboxScope>;
 
-export function createAuthService(deps: { keys: KeyService; tokens: TokenService; accounts: AccountService; grants: GrantCheck }) {
+export function createAuthService(deps: { keys: KeyService; tokens: TokenService; accounts: AccountService; grants: GrantCheck; mailboxAuth: () => MailboxAuth }) {
   return {
-    /** Resolves a bearer credential; undefined when none was sent, 401 when it is not valid now. */
-    async authenticate(authorization: string | undefined): Promise<Principal | undefined> {
+    /**
+     * Resolves a bearer credential; undefined when none was sent, 401 when it is not valid now.
+     * App passwords are looked at only where `opts.appPasswords` says so (the /api/mailbox/* operations).
+     */
+    async authenticate(authorization: string | undefined, opts: { appPasswords?: boolean; ip?: string } = {}): Promise<Principal | undefined> {
       if (authorization === undefined || authorization === '') return undefined;
       const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
       if (!match) throw unauthorized('Authorization must be "Bearer <credential>"');
       const secret = match[1]!;
       if (secret.startsWith('svc_pw_') || secret.startsWith('svc_imap_')) {
+        if (opts.appPasswords) {
+          const scope = await deps.mailboxAuth()(secret, opts.ip ?? '');
+          return { kind: 'app_password', userId: scope.userId, scope };
+        }
         throw forbidden('App passwords are accepted only on /api/mailbox/*', 'wrong_credential');
       }
       if (secret.startsWith(KEY_PREFIX)) return fromKey(secret);

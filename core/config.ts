@@ -42,6 +42,15 @@ const envSchema = z.object({
   OUTBOUND_RETRY_SCHEDULE: z.string().optional(),
   OUTBOUND_SMTP_TIMEOUT_MS: z.coerce.number().int().min(1000).default(60_000),
   TEMPORAL_UI_URL: z.url({ protocol: /^https?$/ }).optional(),
+  IMAP_PORT: port.default(1143),
+  IMAPS_PORT: port.default(1993),
+  IMAP_MAX_LITERAL_BYTES: z.coerce.number().int().min(1024).optional(),
+  IMAP_IDLE_TIMEOUT_MS: z.coerce.number().int().min(1000).default(30 * 60_000),
+  IMAP_POLL_MS: z.coerce.number().int().min(50).default(1000),
+  IMAP_MAX_CLIENTS: z.coerce.number().int().min(1).default(500),
+  IMAP_COMMAND_TIMEOUT_MS: z.coerce.number().int().min(100).default(60_000),
+  LOGIN_MAX_FAILURES: z.coerce.number().int().min(1).default(10),
+  LOGIN_LOCKOUT_MS: z.coerce.number().int().min(1000).default(15 * 60_000),
   ATTACHMENT_FETCH_ALLOW_PRIVATE: z.enum(['0', '1', 'true', 'false']).optional(),
   PLANS: z.string().optional(),
   DEFAULT_PLAN: z.string().default('free'),
@@ -70,6 +79,14 @@ export type Config = {
   /** Lifetime in seconds of OAuth access tokens (`expires_in`); refresh tokens rotate to go on. */
   oauthAccessTokenTtlSeconds: number;
   smtp: { maxMessageBytes: number; maxClients: number; idleTimeoutMs: number; tlsKeyFile: string | undefined; tlsCertFile: string | undefined };
+  /**
+   * IMAP server: plain+STARTTLS port, implicit-TLS port, connections per port, largest literal accepted (APPEND), idle
+   * autologout, the time a half-sent command may take, how often idle sessions look for mail filed
+   * by other processes.
+   */
+  imap: { port: number; tlsPort: number; maxClients: number; maxLiteralBytes: number; idleTimeoutMs: number; commandTimeoutMs: number; pollMs: number };
+  /** Mailbox logins (IMAP, mailbox API): failures per client address before it is locked out for `lockoutMs`. */
+  login: { maxFailures: number; lockoutMs: number };
   /** Delays (ms) between later attempts at a temporarily failed outbound message; then it bounces. */
   outboundRetrySchedule: number[];
   /** SMTP connect, greeting and socket timeout of outbound delivery. */
@@ -125,6 +142,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     signupLimitPerHour: e.SIGNUP_LIMIT_PER_HOUR,
     oauthAccessTokenTtlSeconds: e.OAUTH_ACCESS_TOKEN_TTL,
     smtp: { maxMessageBytes: e.SMTP_MAX_MESSAGE_BYTES, maxClients: e.SMTP_MAX_CLIENTS, idleTimeoutMs: e.SMTP_IDLE_TIMEOUT_MS, tlsKeyFile: e.SMTP_TLS_KEY, tlsCertFile: e.SMTP_TLS_CERT },
+    imap: {
+      port: e.IMAP_PORT, tlsPort: e.IMAPS_PORT, maxClients: e.IMAP_MAX_CLIENTS, maxLiteralBytes: e.IMAP_MAX_LITERAL_BYTES ?? e.SMTP_MAX_MESSAGE_BYTES,
+      idleTimeoutMs: e.IMAP_IDLE_TIMEOUT_MS, commandTimeoutMs: e.IMAP_COMMAND_TIMEOUT_MS, pollMs: e.IMAP_POLL_MS,
+    },
+    login: { maxFailures: e.LOGIN_MAX_FAILURES, lockoutMs: e.LOGIN_LOCKOUT_MS },
     outboundRetrySchedule: e.OUTBOUND_RETRY_SCHEDULE
       ? parseList('OUTBOUND_RETRY_SCHEDULE', e.OUTBOUND_RETRY_SCHEDULE, (s) => z.coerce.number().int().min(0).parse(s))
       : DEFAULT_OUTBOUND_RETRY,

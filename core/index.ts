@@ -22,6 +22,11 @@ import { createEncryptionService } from './inbound/encryption-service.js';
 import { createReportService } from './inbound/report-service.js';
 import { createKeyService } from './keys.js';
 import { createOAuthService } from './oauth/service.js';
+import { createAppPasswordService } from './mailboxes/app-passwords.js';
+import { createForwarder } from './mailboxes/forward.js';
+import { createLoginGuard } from './mailboxes/login-guard.js';
+import { createMailboxService, type MailboxService } from './mailboxes/service.js';
+import { createMailboxStore } from './mailboxes/store.js';
 import { createOutboundQueue, type OutboundQueue } from './outbound/queue.js';
 import { createSystemMailer } from './outbound/system-mail.js';
 import { createOutboxService } from './outbox.js';
@@ -81,7 +86,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
   const keys = createKeyService({ db, sealer });
   const accounts = createAccountService({ db, keys, tokens, mailer, publicUrl: config.publicUrl, defaultPlan: config.defaultPlan, signupLimitPerHour: config.signupLimitPerHour });
   const oauth = createOAuthService({ db, tokens, publicUrl: config.publicUrl, accessTtlSeconds: config.oauthAccessTokenTtlSeconds });
-  const auth = createAuthService({ keys, tokens, accounts, grants: oauth.grants });
+  const auth = createAuthService({ keys, tokens, accounts, grants: oauth.grants, mailboxAuth: () => (secret, ip) => mailboxes.authenticate(secret, 'api', ip) });
   const usage = createUsageService({ db, plans: config.plans, defaultPlan: config.defaultPlan });
   const outbox = createOutboxService({ db });
   const attachments = createAttachmentService({
@@ -135,13 +140,19 @@ export function createCore(deps: { database: Database; config: Config; workflows
     start: (s) => deps.workflows.startInboundDelivery(s),
     onError: (err, s) => console.error(`[inbound] could not start the delivery of ${s.messageId}; the sweep will:`, (err as Error).message),
   });
+  const mailboxStore = createMailboxStore({ db });
+  const appPasswords = createAppPasswordService({ db, domains });
+  const mailboxes: MailboxService = createMailboxService({ db, store: mailboxStore, passwords: appPasswords, guard: createLoginGuard(config.login) });
+  const forwarder = createForwarder({ db, attachments, queue });
   const inbound = createInboundService({
     db, sealer, resolver, serviceDomain: config.serviceDomain, attachments, encryption, routes, deliveries: deliveryStore, usage, workflows: deps.workflows, reports, starts: inboundStarts,
+    mailboxStore, forwarder,
   });
 
   return {
     config, db, database: deps.database, workflows: deps.workflows, sealer, tokens, queue, mailer, keys, accounts, auth, oauth, usage,
     inbound, outbox, attachments, providers, domains, hosted, registration, scopedKeys, encryption, resolver, templates, suppressions, events, reports, tracking, scheduled, sending, messages, accountSecret, routes, deliveryStore, replay, webhookTests, engagement,
+    mailboxStore, appPasswords, mailboxes, forwarder,
     async close() {
       await queue.close();
       await inboundStarts.drain();

@@ -8,6 +8,7 @@ import { ConfigError, loadConfig, type Config } from '../core/config.js';
 import { createCore, type Core } from '../core/index.js';
 import { openDatabase } from '../db/index.js';
 import { startDnsServer } from '../dns/server.js';
+import { startImap } from '../smtp/imap/server.js';
 import { createSmtpServer, listenSmtp } from '../smtp/server.js';
 import { connectTemporal, createWorkflowPort } from '../temporal/client.js';
 import { startDevServer, type DevServer } from '../temporal/dev-server.js';
@@ -18,13 +19,15 @@ import type { RunningWorker, startWorker } from '../worker.js';
 
 export type StartWorker = typeof startWorker;
 
-export type Role = 'api' | 'smtp' | 'worker';
-export const ALL_ROLES: Role[] = ['api', 'smtp', 'worker'];
+export type Role = 'api' | 'smtp' | 'imap' | 'worker';
+export const ALL_ROLES: Role[] = ['api', 'smtp', 'imap', 'worker'];
 
 export type Service = {
   core: Core;
   apiPort?: number;
   smtpPort?: number;
+  imapPort?: number;
+  imapsPort?: number;
   dnsPort?: number;
   temporalAddress: string;
   worker?: RunningWorker;
@@ -76,6 +79,13 @@ export async function startService(config: Config, roles: Role[], opts: { startW
       service.smtpPort = await listenSmtp(smtp, config.smtpPort);
       cleanups.push(() => new Promise<void>((resolve) => smtp.close(() => resolve())));
       log(`[smtp] inbound SMTP on port ${service.smtpPort}`);
+    }
+    if (roles.includes('imap')) {
+      const imap = await startImap(core, { port: config.imap.port, tlsPort: config.imap.tlsPort });
+      service.imapPort = imap.port;
+      service.imapsPort = imap.tlsPort;
+      cleanups.push(() => imap.close());
+      log(`[imap] IMAP on port ${imap.port} (STARTTLS), IMAPS on port ${imap.tlsPort}`);
     }
     if (roles.includes('api') && config.dnsPort !== undefined) {
       const dns = await startDnsServer({ port: config.dnsPort, host: '0.0.0.0', lookup: (name, type) => core.hosted.lookup(name, type) });

@@ -139,6 +139,7 @@ export DATA_DIR
 # Plain node (not npx): one process per role, so stopping it is one signal to one pid.
 node --import tsx worker.ts & pids+=($!)
 node --import tsx main.ts smtp & pids+=($!)
+node --import tsx main.ts imap & pids+=($!)
 node --import tsx main.ts api & pids+=($!)
 set +e
 wait -n "${pids[@]}"

@@ -146,6 +146,20 @@ const examples: Record<string, () => Promise<Example>> = {
   } } }),
   'oauthGrants.list': async () => ({ token: (await linkedApp()).accessToken }),
   'oauthGrants.revoke': async () => ({ token: session, path: `/api/oauth/grants/${(await linkedApp()).grantId}` }),
+  'appPasswords.list': async () => ({ token: session }),
+  'appPasswords.create': async () => ({ token: session, body: { domain: 'sender.contract.svc.test', address: 'support-*', protocols: ['imap', 'api'], label: 'desk' } }),
+  'appPasswords.update': async () => ({ token: session, path: `/api/app-passwords/${(await newPassword()).id}`, body: { protocols: ['api'], address: 'agent-*' } }),
+  'appPasswords.rotate': async () => ({ token: session, path: `/api/app-passwords/${(await newPassword()).id}/rotate` }),
+  'appPasswords.delete': async () => ({ token: session, path: `/api/app-passwords/${(await newPassword()).id}` }),
+  'mailbox.list': async () => ({ token: (await mailboxMessage()).secret, query: 'limit=10' }),
+  'mailbox.raw': async () => {
+    const m = await mailboxMessage();
+    return { token: m.secret, path: `/api/mailbox/messages/${m.uid}/raw` };
+  },
+  'mailbox.setFlags': async () => {
+    const m = await mailboxMessage();
+    return { token: m.secret, path: `/api/mailbox/messages/${m.uid}/flags`, body: { flags: 'Seen Flagged' } };
+  },
   'scopedKeys.list': async () => ({ token: session }),
   'scopedKeys.create': async () => ({ token: session, body: { domainId: await newDomainId() } }),
   'scopedKeys.revoke': async () => {
@@ -163,6 +177,20 @@ async function linkedApp(): Promise<{ accessToken: string; grantId: string }> {
   const tokens = await tokenRequest(stack, { grant_type: 'authorization_code', code: back.searchParams.get('code')!, redirect_uri: redirectUri, client_id: clientId, code_verifier: verifier });
   const grants = (await stack.api('GET', '/api/oauth/grants', { token: tokens.body.access_token })).body as { id: string; client_id: string }[];
   return { accessToken: tokens.body.access_token, grantId: grants.find((g) => g.client_id === clientId)!.id };
+}
+
+async function newPassword(): Promise<{ id: string; secret: string }> {
+  return (await stack.api('POST', '/api/app-passwords', { token: session, body: { domainId: await senderDomainId(), protocols: ['api'] } })).body;
+}
+
+/** A message filed into a mailbox through the SMTP ingress, and an `api` password that reads it. */
+async function mailboxMessage(): Promise<{ secret: string; uid: number }> {
+  const { secret } = await newPassword();
+  const subject = `mailbox ${++n}`;
+  const t = nodemailer.createTransport({ host: '127.0.0.1', port: stack.service.smtpPort!, secure: false, ignoreTLS: true });
+  await t.sendMail({ from: 'x@far.example', to: 'box@sender.contract.svc.test', subject, text: 'hi' });
+  const uid = await eventually(async () => (await stack.api('GET', '/api/mailbox/messages', { token: secret })).body.messages?.find((m: any) => m.subject === subject)?.uid);
+  return { secret, uid: uid as number };
 }
 
 async function claimId(): Promise<string> {

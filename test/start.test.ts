@@ -26,7 +26,7 @@ describe('npm start', () => {
 
   it('serves health and the Temporal UI, stops everything on SIGTERM, and keeps data across a restart', async () => {
     const env = {
-      PORT: String(await freePort()), SMTP_PORT: String(await freePort()), TEMPORAL_DEV_PORT: String(await freePort()),
+      PORT: String(await freePort()), SMTP_PORT: String(await freePort()), IMAP_PORT: String(await freePort()), IMAPS_PORT: String(await freePort()), TEMPORAL_DEV_PORT: String(await freePort()),
       TEMPORAL_UI_PORT: String(await freePort()), DATA_DIR: mkdtempSync(join(tmpdir(), 'svc-start-')),
     };
     const api = apiClient(`http://127.0.0.1:${env.PORT}`);

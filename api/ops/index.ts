@@ -19,6 +19,8 @@ import * as webhooks from './webhooks.js';
 import * as routes from './routes.js';
 import * as deliveries from './deliveries.js';
 import * as engagement from './engagement.js';
+import * as appPasswords from './app-passwords.js';
+import * as mailbox from './mailbox.js';
 
 const ops = (m: Record<string, unknown>) => Object.values(m).filter((v): v is Operation => typeof v === 'object' && v !== null && 'handler' in v);
 
@@ -40,5 +42,5 @@ export const operations: readonly Operation[] = [
   ...ops(accounts), ...ops(keys), ...ops(scopedKeys), ...ops(me), ...ops(oauthGrants), ...ops(outbox), ...ops(attachments),
   ...ops(hosted), ...ops(registration), ...ops(domains), ...ops(encryption), ...ops(templates),
   ...ops(send), ...ops(scheduled), ...ops(messages), ...ops(suppressions),
-  ...ops(webhooks), ...ops(routes), ...ops(deliveries), ...ops(engagement),
+  ...ops(webhooks), ...ops(routes), ...ops(deliveries), ...ops(engagement), ...ops(appPasswords), ...ops(mailbox),
 ].sort(specificity);

@@ -1,5 +1,5 @@
 import type { Resolver } from 'node:dns/promises';
-import { and, eq, ne } from 'drizzle-orm';
+import { and, eq, inArray, ne } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import type { Principal } from '../auth.js';
@@ -142,6 +142,11 @@ export function createDomainService(deps: DomainDeps) {
       await db.transaction(async (tx) => {
         await tx.delete(schema.apiKeys).where(and(eq(schema.apiKeys.domainId, row.id), eq(schema.apiKeys.kind, 'scoped')));
         await tx.delete(schema.routes).where(eq(schema.routes.domainId, row.id));
+        // Its mailboxes and the app passwords that opened them go with it.
+        await tx.delete(schema.appPasswords).where(eq(schema.appPasswords.domainId, row.id));
+        await tx.delete(schema.mailboxMessages).where(inArray(schema.mailboxMessages.mailboxId,
+          tx.select({ id: schema.mailboxes.id }).from(schema.mailboxes).where(eq(schema.mailboxes.domainId, row.id))));
+        await tx.delete(schema.mailboxes).where(eq(schema.mailboxes.domainId, row.id));
         await tx.delete(d).where(eq(d.id, row.id));
       });
       return { ok: true as const, cleanup: { deregistered, dnsDeleted, warnings } };

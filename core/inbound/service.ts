@@ -13,6 +13,8 @@ import type { UsageService } from '../usage.js';
 import type { DeliveryStore } from '../webhooks/deliveries.js';
 import type { RouteService } from '../webhooks/routes.js';
 import { scoreMessage } from './auth.js';
+import { FORWARD_HEADER, type Forwarder } from '../mailboxes/forward.js';
+import type { MailboxStore } from '../mailboxes/store.js';
 import type { EncryptionService } from './encryption-service.js';
 import type { ReportService } from './report-service.js';
 import type { InboundStartQueue } from './start-queue.js';
@@ -32,11 +34,13 @@ const split = (address: string) => {
 export const isReturnPath = (address: string) => split(address).local.startsWith('bounce+') || split(address).domain.startsWith('bounces.');
 
 export type Envelope = { from: string; rcpts: string[]; ip: string; helo: string };
+type RouteRow = NonNullable<Awaited<ReturnType<RouteService['match']>>>;
 
 /** Inbound mail: who may receive, storing what arrives, and turning it into webhook deliveries. */
 export function createInboundService(deps: {
   db: Db; sealer: Sealer; resolver: Resolver; serviceDomain: string; attachments: AttachmentService; encryption: EncryptionService;
   routes: RouteService; deliveries: DeliveryStore; usage: UsageService; workflows: WorkflowPort; reports: ReportService; starts: InboundStartQueue;
+  mailboxStore: MailboxStore; forwarder: Forwarder;
 }) {
   const { db } = deps;
   const d = schema.domains;
@@ -56,8 +60,13 @@ export function createInboundService(deps: {
     }));
   }
 
-  /** Stores one domain's copy of a message and starts its delivery workflow; idempotent per (message bytes, recipients). */
-  async function acceptFor(domain: DomainRow, rcpts: string[], raw: Buffer, mail: ParsedMail, env: Envelope, auth: Record<string, string | null>) {
+  /**
+   * Stores one domain's copy of a message, files it into each recipient's INBOX (not on zero-retention or
+   * encrypted domains), forwards it where a route says so, and starts its delivery workflow; idempotent
+   * per (message bytes, recipients).
+   */
+  async function acceptFor(domain: DomainRow, routed: { rcpt: string; route?: RouteRow }[], raw: Buffer, mail: ParsedMail, env: Envelope, auth: Record<string, string | null>) {
+    const rcpts = routed.map((r) => r.rcpt);
     const id = hashId('msg', domain.id, rcpts.join(','), raw);
     const [seen] = await db.select({ id: schema.messages.id }).from(schema.messages).where(eq(schema.messages.id, id));
     if (!seen) {
@@ -68,6 +77,7 @@ export function createInboundService(deps: {
       const payload = receivedPayload({ id, mail, envelopeFrom: env.from, receivedAt, auth, attachments });
       const sealed = keepNothing ? { content: Buffer.alloc(0), encrypted: false, encAlg: null } : await deps.encryption.sealForDomain(domain, raw);
       const clear = !keepNothing && !encrypted;
+      const filed: string[] = [];
       await db.transaction(async (tx) => {
         await tx.insert(schema.messages).values({
           id, userId: domain.userId, direction: 'inbound', kind: 'user', domainId: domain.id, fromAddr: payload.from.address, toAddrs: rcpts,
@@ -78,7 +88,22 @@ export function createInboundService(deps: {
           messageId: id, content: sealed.content, encrypted: sealed.encrypted, encAlg: sealed.encAlg, payloadSealed: deps.sealer.seal(JSON.stringify(payload)), createdAt: receivedAt,
         }).onConflictDoNothing();
         await deps.usage.consume(tx, domain.userId, 1, { outbound: false });
+        if (!clear) return;
+        for (const rcpt of rcpts) {
+          const box = await deps.mailboxStore.fileIn(tx, {
+            userId: domain.userId, domainId: domain.id, address: rcpt, folder: 'INBOX', raw, fromAddr: env.from, subject: payload.subject, messageId: id, internalDate: receivedAt,
+          });
+          if (box) filed.push(box.mailboxId);
+        }
       });
+      filed.forEach(deps.mailboxStore.notify);
+      // A message we forwarded once is not forwarded again (two forward routes pointing at each other).
+      const forwardedBefore = mail.headers.has(FORWARD_HEADER.toLowerCase());
+      for (const { rcpt, route } of routed) {
+        if (route?.action === 'forward' && route.destination && !forwardedBefore) {
+          await deps.forwarder.forward({ userId: domain.userId, domainId: domain.id, rcpt, destination: route.destination, raw, mail, envelopeFrom: env.from });
+        }
+      }
     }
     // Durable now: the workflow starts off the SMTP path (a crash before it is the sweep's to mend).
     deps.starts.enqueue({ messageId: id, userId: domain.userId, domainId: domain.id });
@@ -112,7 +137,11 @@ export function createInboundService(deps: {
       const ids: string[] = [];
       for (const [name, rcpts] of byDomain) {
         const domain = await receivingDomain(name);
-        if (domain) ids.push(await acceptFor(domain, rcpts.sort(), raw, mail, env, auth));
+        if (!domain) continue;
+        const routed = await Promise.all(rcpts.sort().map(async (rcpt) => ({ rcpt, route: await deps.routes.match(domain.id, split(rcpt).local) })));
+        const kept = routed.filter((r) => r.route?.action !== 'drop');
+        // A `drop` route leaves nothing behind: no message row, no mailbox copy, no delivery.
+        if (kept.length > 0) ids.push(await acceptFor(domain, kept, raw, mail, env, auth));
       }
       return ids;
     },
@@ -126,7 +155,8 @@ export function createInboundService(deps: {
       const byRoute = new Map<string, { route: Awaited<ReturnType<RouteService['match']>>; to: string[] }>();
       for (const rcpt of m.toAddrs) {
         const route = await deps.routes.match(m.domainId, split(rcpt).local);
-        if (route) byRoute.set(route.id, { route, to: [...(byRoute.get(route.id)?.to ?? []), rcpt] });
+        // Only webhook routes post; `store` files into the mailbox, `forward` re-sends (both at accept time).
+        if (route && route.action === 'webhook') byRoute.set(route.id, { route, to: [...(byRoute.get(route.id)?.to ?? []), rcpt] });
       }
       const ids: string[] = [];
       for (const { route, to } of byRoute.values()) {

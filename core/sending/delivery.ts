@@ -10,6 +10,7 @@ import type { Sealer } from '../secrets.js';
 import { AppError } from '../errors.js';
 import { retryTransient } from '../retry.js';
 import { BOUNCE_LABEL } from '../domains/records.js';
+import type { SentMessage } from '../mailboxes/service.js';
 import type { EventService } from './events.js';
 import type { SuppressionService } from './suppressions.js';
 import { applyResults, messageStatus, owed, recipientsOf, type MessageStatus, type RecipientStates, type TrailEntry } from './recipients.js';
@@ -33,6 +34,8 @@ type Attempt = { workflowId: string; final: boolean; nextAttemptAt: number | nul
 export function createDeliveryService(deps: {
   db: Db; transport: OutboundTransport; sealer: Sealer; serviceDomain: string;
   attachments: AttachmentService; events: EventService; suppressions: SuppressionService;
+  /** Files what went out into the sender's Sent mailbox (issue 12). */
+  fileSent?: (m: SentMessage) => Promise<void>;
 }) {
   const { db } = deps;
   const m = schema.messages;
@@ -132,6 +135,8 @@ export function createDeliveryService(deps: {
     }
     if (groups.length === 0) await record(row, {}, { at: Date.now(), workflowId: attempt.workflowId, to: [], status: status === 'deferred' ? 'deferred' : status, response: 'nothing owed' }, { status, attempt, smtpMessageId: row.smtpMessageId ?? '', events: [] });
     for (const b of bounced) if (row.userId && row.kind === 'user') await deps.suppressions.add(row.userId, b.address, 'hard_bounce', { messageId: row.id, detail: b.response });
+    // A copy in the sender's Sent mailbox once anyone got it (idempotent per message).
+    if (built && sent.length) await deps.fileSent?.({ userId: row.userId, domainId: row.domainId, from: row.fromAddr, raw: built.raw, messageId: row.id, subject: row.subject, kind: row.kind, headers: row.headers });
     return status;
   }
 

@@ -40,7 +40,7 @@ export function createEngagementService(deps: {
     const routes = await db.select().from(schema.routes).where(and(eq(schema.routes.domainId, domainId), inArray(schema.routes.pattern, [TRACKING_PATTERN, '*'])));
     const tracking = routes.find((r) => r.pattern === TRACKING_PATTERN);
     if (tracking) return { routeId: tracking.id, url: tracking.url, ackMode: tracking.ackMode, secret: await deps.accountSecret.get(dom.userId) };
-    const catchAll = routes.find((r) => r.pattern === '*');
+    const catchAll = routes.find((r) => r.pattern === '*' && r.action === 'webhook');
     const wanted = dom.webhookEvents ? (JSON.parse(dom.webhookEvents) as 'all' | string[]) : undefined;
     if (!catchAll || !wanted || (wanted !== 'all' && !wanted.includes(type))) return undefined;
     return { routeId: catchAll.id, url: catchAll.url, ackMode: catchAll.ackMode, secret: deps.routes.secretOf(catchAll) };

@@ -12,6 +12,9 @@ import { checkWebhookUrl } from './url.js';
 export type RouteRow = typeof schema.routes.$inferSelect;
 /** Route of a domain's tracking webhook: never matched by an address, signed with the account secret. */
 export const TRACKING_PATTERN = '@tracking';
+export type RouteAction = 'webhook' | 'forward' | 'store' | 'drop';
+const ACTIONS: RouteAction[] = ['webhook', 'forward', 'store', 'drop'];
+export type RouteInput = { domainId?: string; address?: string; url?: string; ackMode?: 'lenient' | 'ack'; match?: string; action?: string; destination?: string };
 const PATTERN = /^(\*|[a-z0-9._+-]+|[a-z0-9._+-]+\*|\*[a-z0-9._+-]+)$/;
 
 /** How specific a pattern is for `local`: -1 no match; exact beats wildcards (longer literal first) beats `*`. */
@@ -33,24 +36,66 @@ export function createRouteService(deps: { db: Db; sealer: Sealer; domains: Doma
     if (d.mxVerified !== 1) throw conflict(`${d.domain} has no verified MX yet: inbound mail, webhooks and routes need it`, 'domain_not_verified');
   };
   const routeDto = (row: RouteRow, domain: string) => ({
-    id: row.id, domain_id: row.domainId, domain, pattern: row.pattern, url: row.url, ack_mode: row.ackMode, created_at: row.createdAt, updated_at: row.updatedAt,
+    id: row.id, domain_id: row.domainId, domain, pattern: row.pattern, match_pattern: `${row.pattern}@${domain}`, action: row.action,
+    destination: row.destination ?? (row.action === 'webhook' ? row.url : null), url: row.url, ack_mode: row.ackMode,
+    signing_secret: deps.sealer.open(row.secretSealed), created_at: row.createdAt, updated_at: row.updatedAt,
   });
 
   /** Creates or updates the route of (domain, pattern), keeping its secret across updates. */
-  async function upsert(d: DomainRow, pattern: string, url: string, ackMode: 'lenient' | 'ack'): Promise<{ row: RouteRow; secret: string }> {
+  async function upsert(d: DomainRow, pattern: string, url: string, ackMode: 'lenient' | 'ack', target: { action: RouteAction; destination: string | null } = { action: 'webhook', destination: null }): Promise<{ row: RouteRow; secret: string }> {
     const now = Date.now();
     const [existing] = await db.select().from(r).where(and(eq(r.domainId, d.id), eq(r.pattern, pattern)));
     if (existing) {
-      const [row] = await db.update(r).set({ url, ackMode, updatedAt: now }).where(eq(r.id, existing.id)).returning();
+      const [row] = await db.update(r).set({ url, ackMode, ...target, updatedAt: now }).where(eq(r.id, existing.id)).returning();
       return { row: row!, secret: deps.sealer.open(existing.secretSealed) };
     }
     const secret = newWebhookSecret();
-    const [row] = await db.insert(r).values({ id: newId('rte'), userId: d.userId, domainId: d.id, pattern, url, ackMode, secretSealed: deps.sealer.seal(secret), createdAt: now, updatedAt: now }).returning();
+    const [row] = await db.insert(r).values({ id: newId('rte'), userId: d.userId, domainId: d.id, pattern, url, ackMode, ...target, secretSealed: deps.sealer.seal(secret), createdAt: now, updatedAt: now }).returning();
     return { row: row!, secret };
   }
 
+  /** Domain and local-part pattern of a route request: `{match}` (address, `*@domain`, `addr+*@domain`, or a local pattern with domainId) or `{domainId, address}`. */
+  async function target(actor: Actor, input: RouteInput): Promise<{ d: DomainRow; pattern: string }> {
+    const spec = (input.match ?? input.address ?? '').trim().toLowerCase();
+    if (!spec) throw badRequest('match (or domainId and address) is required', 'validation_error');
+    // Only `match` names a domain after its @; the older `address` is a bare local-part pattern.
+    const at = input.match !== undefined ? spec.lastIndexOf('@') : -1;
+    let d: DomainRow;
+    if (at >= 0) {
+      const name = spec.slice(at + 1);
+      const [row] = await db.select().from(schema.domains).where(and(eq(schema.domains.domain, name), eq(schema.domains.userId, actor.userId)));
+      if (!row || (input.domainId && row.id !== input.domainId)) throw notFound(`No domain ${name} on this account`);
+      d = await deps.domains.load(actor, row.id);
+    } else {
+      if (!input.domainId) throw badRequest('A local-part pattern needs domainId (or write the match as pattern@domain)', 'validation_error');
+      d = await deps.domains.load(actor, input.domainId);
+    }
+    const pattern = at >= 0 ? spec.slice(0, at) : spec;
+    if (pattern.includes('@') || !PATTERN.test(pattern)) throw badRequest('The address pattern must be *, a local part, or one wildcard at its start or end (support-*, *-agent, addr+*)', 'invalid_pattern');
+    return { d, pattern };
+  }
+
+  function actionOf(d: DomainRow, input: RouteInput): { action: RouteAction; destination: string | null; url: string } {
+    const action = input.action ?? 'webhook';
+    if (action === 'agent') throw badRequest('The agent action is not supported by this service; use webhook, forward, store or drop', 'unsupported_action');
+    if (!ACTIONS.includes(action as RouteAction)) throw badRequest(`Unknown action "${action}"; use webhook, forward, store or drop`, 'unsupported_action');
+    const destination = input.destination ?? input.url;
+    if (action === 'webhook') {
+      if (!destination) throw badRequest('A webhook route needs destination (or url)', 'validation_error');
+      const url = checkWebhookUrl(destination);
+      return { action, destination: url, url };
+    }
+    if (action === 'forward') {
+      const addr = (input.destination ?? '').trim().toLowerCase();
+      if (!/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(addr) || addr.length > 254) throw badRequest('A forward route needs destination: an email address', 'validation_error');
+      if (addr.endsWith(`@${d.domain}`)) throw badRequest('Forwarding to the same domain would loop', 'forward_loop');
+      return { action, destination: addr, url: '' };
+    }
+    return { action: action as RouteAction, destination: null, url: '' };
+  }
+
   async function catchAll(d: DomainRow): Promise<RouteRow | undefined> {
-    const [row] = await db.select().from(r).where(and(eq(r.domainId, d.id), eq(r.pattern, '*')));
+    const [row] = await db.select().from(r).where(and(eq(r.domainId, d.id), eq(r.pattern, '*'), eq(r.action, 'webhook')));
     return row;
   }
 
@@ -81,7 +126,7 @@ export function createRouteService(deps: { db: Db; sealer: Sealer; domains: Doma
     /** Catch-all routes of these domains, for list/detail enrichment. */
     async catchAllsFor(domainIds: string[]): Promise<Map<string, RouteRow>> {
       if (domainIds.length === 0) return new Map();
-      const rows = await db.select().from(r).where(and(inArray(r.domainId, domainIds), eq(r.pattern, '*')));
+      const rows = await db.select().from(r).where(and(inArray(r.domainId, domainIds), eq(r.pattern, '*'), eq(r.action, 'webhook')));
       return new Map(rows.map((row) => [row.domainId, row]));
     },
 
@@ -92,12 +137,11 @@ export function createRouteService(deps: { db: Db; sealer: Sealer; domains: Doma
       return rows.map((x) => routeDto(x.r, x.domain));
     },
 
-    async create(actor: Actor, input: { domainId: string; address: string; url: string; ackMode?: 'lenient' | 'ack' }) {
-      const d = await deps.domains.load(actor, input.domainId);
+    async create(actor: Actor, input: RouteInput) {
+      const { d, pattern } = await target(actor, input);
       inboundReady(d);
-      const pattern = input.address.trim().toLowerCase();
-      if (pattern.includes('@') || !PATTERN.test(pattern)) throw badRequest('address must be *, a local part, or one wildcard at its start or end (support-*, *-agent); no @', 'invalid_pattern');
-      const { row, secret } = await upsert(d, pattern, checkWebhookUrl(input.url), input.ackMode ?? 'lenient');
+      const { url, ...action } = actionOf(d, input);
+      const { row, secret } = await upsert(d, pattern, url, input.ackMode ?? 'lenient', action);
       return { ...routeDto(row, d.domain), signingSecret: secret };
     },
 

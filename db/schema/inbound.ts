@@ -11,7 +11,12 @@ export const routes = pgTable('routes', {
   userId: text('user_id').notNull(),
   domainId: text('domain_id').notNull(),
   pattern: text('pattern').notNull(),
+  /** Webhook URL; empty for routes whose action is not `webhook`. */
   url: text('url').notNull(),
+  /** What happens to mail matching the route: `webhook` (POST to `url`), `forward`, `store` (mailbox only) or `drop`. */
+  action: text('action', { enum: ['webhook', 'forward', 'store', 'drop'] }).notNull().default('webhook'),
+  /** Forward target address for `forward`; the URL again for `webhook`. */
+  destination: text('destination'),
   ackMode: text('ack_mode', { enum: ['lenient', 'ack'] }).notNull().default('lenient'),
   secretSealed: text('secret_sealed').notNull(),
   createdAt: ms('created_at').notNull(),

@@ -34,7 +34,7 @@ export async function startStack(env: Record<string, string> = {}, roles: Role[]
   const dataDir = mkdtempSync(join(tmpdir(), 'svc-data-'));
   const port = await freePort();
   const config = loadConfig({
-    PORT: String(port), SMTP_PORT: String(await freePort()), DATA_DIR: dataDir, DATABASE_URL: database.url,
+    PORT: String(port), SMTP_PORT: String(await freePort()), IMAP_PORT: '0', IMAPS_PORT: '0', DATA_DIR: dataDir, DATABASE_URL: database.url,
     TEMPORAL_ADDRESS: inject('temporalAddress'), TEMPORAL_TASK_QUEUE: `test-${Math.random().toString(36).slice(2, 10)}`,
     SECRET_KEY: 'test-secret-key-0123456789-abcdefghijklmnop', NODE_ENV: 'test', SIGNUP_LIMIT_PER_HOUR: '1000', ...env,
   });

@@ -1,0 +1,159 @@
+import { EventEmitter } from 'node:events';
+import { and, asc, eq, inArray, sql } from 'drizzle-orm';
+import type { Db } from '../../db/index.js';
+import { schema } from '../../db/index.js';
+import { newId } from '../ids.js';
+
+export type MailboxRow = typeof schema.mailboxes.$inferSelect;
+export type MailboxMessage = typeof schema.mailboxMessages.$inferSelect;
+export type Folder = 'INBOX' | 'Sent' | 'Drafts';
+export const FOLDERS: Folder[] = ['INBOX', 'Sent', 'Drafts'];
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Tx = Db | Parameters<Parameters<Db['transaction']>[0]>[0] | any;
+export type FileInput = {
+  userId: string; domainId: string; address: string; folder: Folder; raw: Buffer; fromAddr: string; subject: string | null;
+  flags?: string[]; internalDate?: number; messageId?: string | null;
+};
+const mb = schema.mailboxes;
+const mm = schema.mailboxMessages;
+/** Columns without the raw bytes, for listings. */
+const META = { uid: mm.uid, mailboxId: mm.mailboxId, messageId: mm.messageId, flags: mm.flags, fromAddr: mm.fromAddr, toAddr: mm.toAddr, subject: mm.subject, size: mm.size, internalDate: mm.internalDate };
+export type MessageMeta = Omit<MailboxMessage, 'raw'>;
+
+/**
+ * Mailbox storage shared by the mailbox API and IMAP: folders per address, messages with UIDs from
+ * one sequence (unique service-wide, ascending per folder: filing locks the folder row first), flags.
+ * Writers call `notify` after commit; IMAP sessions in this process hear it at once, others poll.
+ */
+export function createMailboxStore(deps: { db: Db }) {
+  const { db } = deps;
+  const events = new EventEmitter();
+  events.setMaxListeners(0);
+
+  async function ensure(tx: Tx, m: { userId: string; domainId: string; address: string; folder: Folder }): Promise<MailboxRow> {
+    const address = m.address.toLowerCase();
+    const where = and(eq(mb.domainId, m.domainId), eq(mb.address, address), eq(mb.name, m.folder));
+    const [found] = await tx.select().from(mb).where(where);
+    if (found) return found;
+    await tx.insert(mb).values({
+      id: newId('mbx'), userId: m.userId, domainId: m.domainId, address, name: m.folder,
+      uidValidity: Math.floor(Date.now() / 1000) % 2_000_000_000, uidNext: 1, createdAt: Date.now(),
+    }).onConflictDoNothing();
+    const [row] = await tx.select().from(mb).where(where);
+    return row!;
+  }
+
+  /** Files one message into a folder inside `tx`; the caller notifies after commit. Skips a message id filed there already. */
+  async function fileIn(tx: Tx, f: FileInput): Promise<{ mailboxId: string; uid: number } | undefined> {
+    const box = await ensure(tx, f);
+    if (f.messageId) {
+      const [dup] = await tx.select({ uid: mm.uid }).from(mm).where(and(eq(mm.mailboxId, box.id), eq(mm.messageId, f.messageId)));
+      if (dup) return undefined;
+    }
+    // Locks the folder row until commit, so UIDs become visible in ascending order.
+    const [locked] = await tx.update(mb).set({ uidNext: sql`${mb.uidNext}` }).where(eq(mb.id, box.id)).returning({ id: mb.id });
+    if (!locked) return undefined;
+    const [row] = await tx.insert(mm).values({
+      mailboxId: box.id, messageId: f.messageId ?? null, flags: f.flags ?? [], fromAddr: f.fromAddr, toAddr: f.address.toLowerCase(),
+      subject: f.subject, size: f.raw.length, raw: f.raw, internalDate: f.internalDate ?? Date.now(),
+    }).returning({ uid: mm.uid });
+    await tx.update(mb).set({ uidNext: sql`greatest(${mb.uidNext}, ${row!.uid + 1})` }).where(eq(mb.id, box.id));
+    return { mailboxId: box.id, uid: row!.uid };
+  }
+
+  const notify = (mailboxId: string) => events.emit('change', mailboxId);
+
+  return {
+    ensure: (m: { userId: string; domainId: string; address: string; folder: Folder }) => ensure(db, m),
+    fileIn,
+    notify,
+
+    /** Files one message in its own transaction and tells listeners. */
+    async file(f: FileInput): Promise<{ mailboxId: string; uid: number } | undefined> {
+      const out = await db.transaction((tx) => fileIn(tx, f));
+      if (out) notify(out.mailboxId);
+      return out;
+    },
+
+    /** Calls `fn` whenever a folder of this process changes; answers the unsubscribe function. */
+    onChange(fn: (mailboxId: string) => void): () => void {
+      events.on('change', fn);
+      return () => events.off('change', fn);
+    },
+
+    async find(m: { domainId: string; address: string; folder: string }): Promise<MailboxRow | undefined> {
+      const [row] = await db.select().from(mb).where(and(eq(mb.domainId, m.domainId), eq(mb.address, m.address.toLowerCase()), eq(mb.name, m.folder)));
+      return row;
+    },
+    async byId(id: string): Promise<MailboxRow | undefined> {
+      const [row] = await db.select().from(mb).where(eq(mb.id, id));
+      return row;
+    },
+
+    /** UIDs and flags of a folder, ascending (an IMAP session's view of it). */
+    async index(mailboxId: string): Promise<{ uid: number; flags: string[] }[]> {
+      return db.select({ uid: mm.uid, flags: mm.flags }).from(mm).where(eq(mm.mailboxId, mailboxId)).orderBy(asc(mm.uid));
+    },
+
+    async meta(mailboxId: string, uids: number[]): Promise<MessageMeta[]> {
+      if (uids.length === 0) return [];
+      return db.select(META).from(mm).where(and(eq(mm.mailboxId, mailboxId), inArray(mm.uid, uids))).orderBy(asc(mm.uid));
+    },
+    async full(mailboxId: string, uids: number[]): Promise<MailboxMessage[]> {
+      if (uids.length === 0) return [];
+      return db.select().from(mm).where(and(eq(mm.mailboxId, mailboxId), inArray(mm.uid, uids))).orderBy(asc(mm.uid));
+    },
+    async byUid(uid: number): Promise<MailboxMessage | undefined> {
+      const [row] = await db.select().from(mm).where(eq(mm.uid, uid));
+      return row;
+    },
+    metaQuery: META,
+
+    /** Replaces the flags of these messages of a folder. */
+    async setFlags(mailboxId: string, uids: number[], flags: (old: string[]) => string[]): Promise<{ uid: number; flags: string[] }[]> {
+      const rows = await db.select({ uid: mm.uid, flags: mm.flags }).from(mm).where(and(eq(mm.mailboxId, mailboxId), inArray(mm.uid, uids)));
+      const out: { uid: number; flags: string[] }[] = [];
+      for (const r of rows) {
+        const next = flags(r.flags);
+        if (next.join(' ') !== r.flags.join(' ')) await db.update(mm).set({ flags: next }).where(eq(mm.uid, r.uid));
+        out.push({ uid: r.uid, flags: next });
+      }
+      if (rows.length) notify(mailboxId);
+      return out.sort((a, b) => a.uid - b.uid);
+    },
+
+    /** Copies messages into another folder of the same address; answers [source uid, new uid] pairs. */
+    async copy(fromId: string, uids: number[], target: MailboxRow): Promise<[number, number][]> {
+      const pairs: [number, number][] = [];
+      await db.transaction(async (tx) => {
+        for (const uid of uids) {
+          const [row] = await tx.select().from(mm).where(and(eq(mm.mailboxId, fromId), eq(mm.uid, uid)));
+          if (!row) continue;
+          const out = await fileIn(tx, {
+            userId: target.userId, domainId: target.domainId, address: target.address, folder: target.name as Folder, raw: row.raw,
+            fromAddr: row.fromAddr, subject: row.subject, flags: row.flags, internalDate: row.internalDate,
+          });
+          if (out) pairs.push([uid, out.uid]);
+        }
+      });
+      if (pairs.length) notify(target.id);
+      return pairs;
+    },
+
+    /** Deletes these messages of a folder outright (the second half of MOVE). */
+    async remove(mailboxId: string, uids: number[]): Promise<void> {
+      if (uids.length === 0) return;
+      await db.delete(mm).where(and(eq(mm.mailboxId, mailboxId), inArray(mm.uid, uids)));
+      notify(mailboxId);
+    },
+
+    /** Removes the messages flagged \Deleted (only those in `uids` when given); answers the removed UIDs. */
+    async expunge(mailboxId: string, uids?: number[]): Promise<number[]> {
+      const gone = await db.delete(mm).where(and(eq(mm.mailboxId, mailboxId), sql`${mm.flags} @> ${JSON.stringify(['\\Deleted'])}::jsonb`, ...(uids ? [inArray(mm.uid, uids.length ? uids : [-1])] : [])))
+        .returning({ uid: mm.uid });
+      if (gone.length) notify(mailboxId);
+      return gone.map((g) => g.uid).sort((a, b) => a - b);
+    },
+  };
+}
+export type MailboxStore = ReturnType<typeof createMailboxStore>;

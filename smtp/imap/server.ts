@@ -1,0 +1,54 @@
+import { readFileSync } from 'node:fs';
+import { createServer, type Server, type Socket } from 'node:net';
+import { createServer as createTlsServer, type TlsOptions } from 'node:tls';
+import getTLSOptions from 'smtp-server/lib/tls-options';
+import type { Core } from '../../core/index.js';
+import { HANDLERS } from './commands/index.js';
+import { Session, type ImapOptions } from './session.js';
+
+export type ImapServers = { port: number; tlsPort: number; close(): Promise<void> };
+
+/**
+ * The IMAP server: IMAP_PORT (plain, STARTTLS offered) and IMAPS_PORT (implicit TLS), with the
+ * certificate settings of the SMTP ingress (SMTP_TLS_KEY/SMTP_TLS_CERT, else smtp-server's
+ * self-signed development certificate).
+ */
+export async function startImap(core: Core, opts: { port: number; tlsPort: number; host?: string }): Promise<ImapServers> {
+  const { smtp, imap } = core.config;
+  const tls: TlsOptions = getTLSOptions(smtp.tlsKeyFile && smtp.tlsCertFile ? { key: readFileSync(smtp.tlsKeyFile), cert: readFileSync(smtp.tlsCertFile) } : {});
+  const options: ImapOptions = {
+    core, tls, maxLiteral: imap.maxLiteralBytes, idleTimeoutMs: imap.idleTimeoutMs, commandTimeoutMs: imap.commandTimeoutMs, pollMs: imap.pollMs,
+  };
+  const sockets = new Set<Socket>();
+  const accept = (socket: Socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+    socket.on('error', () => undefined);
+    new Session(socket, options, HANDLERS, socket.remoteAddress ?? '');
+  };
+  const plain = createServer(accept);
+  const secure = createTlsServer(tls, accept);
+  plain.maxConnections = imap.maxClients;
+  secure.maxConnections = imap.maxClients;
+  secure.on('tlsClientError', () => undefined);
+  const host = opts.host ?? '0.0.0.0';
+  const listen = (server: Server, port: number) => new Promise<number>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve((server.address() as { port: number }).port);
+    });
+  });
+  const port = await listen(plain, opts.port);
+  const tlsPort = await listen(secure, opts.tlsPort).catch(async (err) => {
+    plain.close();
+    throw err;
+  });
+  return {
+    port, tlsPort,
+    async close() {
+      for (const s of sockets) s.destroy();
+      await Promise.all([plain, secure].map((srv) => new Promise<void>((r) => srv.close(() => r()))));
+    },
+  };
+}
