@@ -7,7 +7,7 @@ import { engagementDispatchWorkflow, moreEventsSignal } from '../workflows/engag
 import { deferredDeliveryWorkflowId, deliverOutboundWorkflowId, engagementDispatchWorkflowId, inboundDeliveryWorkflowId, scheduledSendWorkflowId, verifyDomainWorkflowId, webhookDeliveryWorkflowId } from '../workflows/ids.js';
 import { inboundDeliveryWorkflow } from '../workflows/inbound-delivery.js';
 import { cancelUpdate, scheduledSendWorkflow } from '../workflows/scheduled-send.js';
-import { SvcAccountId, SvcDeliveryId, SvcDomain, SvcDomainId, SvcDomainStatus, SvcMessageId, SvcMessageIds } from '../workflows/search-attributes.js';
+import { SvcAccountId, SvcDeliveryId, SvcDomain, SvcDomainId, SvcDomainStatus, SvcMessageId } from '../workflows/search-attributes.js';
 import { checkNowSignal, verifyDomainWorkflow } from '../workflows/verify-domain.js';
 import { webhookDeliveryWorkflow } from '../workflows/webhook-delivery.js';
 import { SEARCH_ATTRIBUTES } from './search-attributes.js';
@@ -133,8 +133,9 @@ export function createWorkflowPort(t: TemporalHandle, settings: WorkflowSettings
     async startOutboundBatch(messageIds, accountId) {
       await t.client.workflow.start(deliverOutboundWorkflow, {
         taskQueue, workflowId: deliverOutboundWorkflowId(messageIds[0]!), args: [{ messageIds, retrySchedule }], workflowIdConflictPolicy: 'USE_EXISTING',
+        // The ids go to the memo: a search attribute value is capped at 2 KB (about 60 ids); each row names its run.
         memo: { messageIds },
-        typedSearchAttributes: [{ key: SvcMessageIds, value: messageIds }, ...(accountId ? [{ key: SvcAccountId, value: accountId }] : [])],
+        typedSearchAttributes: [{ key: SvcMessageId, value: messageIds[0]! }, ...(accountId ? [{ key: SvcAccountId, value: accountId }] : [])],
       });
     },
     async startDeferredDelivery(messageId) {

@@ -160,6 +160,20 @@ describe('POST /v1/send/batch', () => {
     expect((await simpleParser(ben.raw)).headers.get('x-batch')).toBe('b2');
   });
 
+  it('a full flush (100 messages of one account) starts as one run, not through the sweep', async () => {
+    const batch = (tag: string) => stack.api('POST', '/v1/send/batch', { token: key, body: {
+      from: `hello@${FROM_DOMAIN}`, subject: 'full flush', text: 'x', recipients: Array.from({ length: 50 }, (_, i) => ({ to: `full-${tag}-${i}@rcpt.test` })),
+    } });
+    const [a, b] = await Promise.all([batch('a'), batch('b')]);
+    const ids = [...a.body.results, ...b.body.results].map((r: any) => r.id as string);
+    expect(ids).toHaveLength(100);
+    const rows = await eventually(async () => {
+      const r = await Promise.all(ids.map(messageRow));
+      return r.every((m) => m.status === 'sent') ? r : undefined;
+    }, 30_000, 250);
+    expect(rows.every((m) => m.workflowId?.startsWith('outbound-') && !m.workflowId.endsWith('-sweep'))).toBe(true);
+  });
+
   it('reports daily_limit per recipient once the cap is reached, and the single send answers 429', async () => {
     const s = (await stack.api('POST', '/api/auth/signup', { body: { email: 'tiny@example.com', password: 'tiny plan pw' } })).body;
     await stack.service.core.db.update(schema.users).set({ emailVerified: true, plan: 'tiny' }).where(eq(schema.users.id, s.user.id));

@@ -6,8 +6,6 @@ export const SvcDomain = defineSearchAttributeKey('SvcDomain', SearchAttributeTy
 export const SvcDomainId = defineSearchAttributeKey('SvcDomainId', SearchAttributeType.KEYWORD);
 export const SvcDomainStatus = defineSearchAttributeKey('SvcDomainStatus', SearchAttributeType.KEYWORD);
 export const SvcMessageId = defineSearchAttributeKey('SvcMessageId', SearchAttributeType.KEYWORD);
-/** Every message of an outbound batch (`SvcMessageIds = 'msg_…'` finds the run that delivered it). */
-export const SvcMessageIds = defineSearchAttributeKey('SvcMessageIds', SearchAttributeType.KEYWORD_LIST);
 export const SvcDeliveryId = defineSearchAttributeKey('SvcDeliveryId', SearchAttributeType.KEYWORD);
 
-export const ALL_SEARCH_ATTRIBUTES = [SvcAccountId, SvcDomain, SvcDomainId, SvcDomainStatus, SvcMessageId, SvcMessageIds, SvcDeliveryId];
+export const ALL_SEARCH_ATTRIBUTES = [SvcAccountId, SvcDomain, SvcDomainId, SvcDomainStatus, SvcMessageId, SvcDeliveryId];

@@ -19,6 +19,10 @@ type MessageRow = typeof schema.messages.$inferSelect;
 /** Messages in flight at once in one batch: each waits mostly on its SMTP round trip; the transport pools connections. */
 export const DELIVERY_CONCURRENCY = 20;
 const KEY_CACHE_MS = 60_000;
+/** mailauth's default signed headers plus List-Unsubscribe-Post (RFC 8058 wants the one-click header signed). */
+const SIGNED_HEADERS = 'From:Sender:Reply-To:Subject:Date:Message-ID:To:Cc:MIME-Version:Content-Type:Content-Transfer-Encoding:Content-ID:Content-Description:'
+  + 'Resent-Date:Resent-From:Resent-Sender:Resent-To:Resent-Cc:Resent-Message-ID:In-Reply-To:References:List-Id:List-Help:List-Unsubscribe:'
+  + 'List-Subscribe:List-Post:List-Owner:List-Archive:BIMI-Selector:List-Unsubscribe-Post';
 export type DeliveryResult = { sent: number; bounced: number; skipped: number; deferred: string[] };
 /** How an activity follows the work: a heartbeat per message, and whether it was asked to stop. */
 export type Progress = { beat(): void; stopped(): boolean };
@@ -56,7 +60,7 @@ export function createDeliveryService(deps: {
     if (!d) return raw;
     // mailauth's typings describe flat options; the signer reads `signatureData` (one entry per signature).
     const options = {
-      canonicalization: 'relaxed/relaxed', algorithm: 'rsa-sha256',
+      canonicalization: 'relaxed/relaxed', algorithm: 'rsa-sha256', headerList: SIGNED_HEADERS,
       signatureData: [{ signingDomain: d.domain, selector: d.dkimSelector, privateKey: deps.sealer.open(d.dkimPrivateKeySealed) }],
     } as unknown as DKIMSignOptions;
     const { signatures } = await dkimSign(raw, options);
