@@ -6,14 +6,17 @@ import type { DeliveryStore } from '../core/webhooks/deliveries.js';
 import type { DeliveryService } from '../core/sending/delivery.js';
 import type { ScheduledSendService } from '../core/sending/scheduled.js';
 import type { Db } from '../db/index.js';
+import type { FanoutService } from '../core/broadcasts/fanout.js';
+import type { ImportService } from '../core/contacts/imports.js';
 import { attachmentActivities } from './attachments.js';
+import { broadcastActivities } from './broadcasts.js';
 import { domainActivities } from './domains.js';
 import { engagementActivities } from './engagement.js';
 import { inboundActivities } from './inbound.js';
 import { outboundActivities } from './outbound.js';
 import { scheduledActivities } from './scheduled.js';
 
-export type ActivityDeps = { engagement: EngagementService; inbound: InboundService; deliveryStore: DeliveryStore; db: Db; delivery: DeliveryService; domains: DomainService; scheduled: ScheduledSendService; attachments: AttachmentService };
+export type ActivityDeps = { engagement: EngagementService; inbound: InboundService; deliveryStore: DeliveryStore; db: Db; delivery: DeliveryService; domains: DomainService; scheduled: ScheduledSendService; attachments: AttachmentService; fanout: FanoutService; imports: ImportService };
 
 /** Every activity the worker registers, built from its real dependencies (the composition root passes them). */
 export function createActivities(deps: ActivityDeps) {
@@ -24,6 +27,7 @@ export function createActivities(deps: ActivityDeps) {
     ...scheduledActivities(deps),
     ...inboundActivities(deps),
     ...engagementActivities(deps),
+    ...broadcastActivities(deps),
     /** Does nothing: the local activity of the benchmarks' reference workflow. */
     benchmarkNoop: async () => undefined,
   };

@@ -6,6 +6,7 @@ import { healthSchema, mountHealth } from './health.js';
 import { operations } from './ops/index.js';
 import { mountPages } from './pages.js';
 import { mountTrackingRoutes } from './tracking-routes.js';
+import { mountImportBody, mountUnsubscribeRoutes } from './unsubscribe-routes.js';
 import { mountRest } from './rest.js';
 import { collectSchemas, mountSchemaRoutes } from './schemas.js';
 import { trpcMiddleware } from './trpc.js';
@@ -28,6 +29,8 @@ export function createApp(core: Core): Express {
   mountSchemaRoutes(app, allSchemas(), core.config.publicUrl);
   mountPages(app);
   mountTrackingRoutes(app, core);
+  mountUnsubscribeRoutes(app, core);
+  mountImportBody(app);
   app.use('/trpc', trpcMiddleware(operations, core));
   mountRest(app, operations, core, { checkOutput: core.config.env !== 'production' });
   app.use(notFoundHandler);

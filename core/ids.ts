@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 /** Id prefixes of SPEC.md, plus the service's internal ones (evt_, ses_, tok_). */
 export type IdPrefix =
   | 'dom' | 'rte' | 'msg' | 'dlv' | 'usr' | 'key' | 'apw' | 'bct' | 'lst' | 'tpl' | 'base'
-  | 'ssnd' | 'ctc' | 'cev' | 'att' | 'evt' | 'tok' | 'obx' | 'dns' | 'reg' | 'sup';
+  | 'ssnd' | 'ctc' | 'cev' | 'att' | 'evt' | 'tok' | 'obx' | 'dns' | 'reg' | 'sup' | 'imp';
 
 /** `<prefix>_` + 24 random URL-safe characters (DESIGN.md: at least 20). */
 export function newId(prefix: IdPrefix): string {

@@ -33,6 +33,12 @@ import { createSendService } from './sending/service.js';
 import { createSuppressionService } from './sending/suppressions.js';
 import { createTracking } from './sending/tracking.js';
 import { createTokenService } from './tokens.js';
+import { createBroadcastService, type BroadcastProgress } from './broadcasts/service.js';
+import { createFanoutService } from './broadcasts/fanout.js';
+import { createUnsubscribeTokens } from './broadcasts/unsubscribe.js';
+import { createImportService, type ImportProgress } from './contacts/imports.js';
+import { createListService } from './contacts/lists.js';
+import { createContactService } from './contacts/service.js';
 import { createUsageService } from './usage.js';
 
 /** The ports core needs from the Temporal side; implemented in temporal/ with a real client. */
@@ -51,6 +57,15 @@ export type WorkflowPort = {
   startInboundDelivery(m: { messageId: string; userId: string }): Promise<void>;
   /** Continues a delivery's retry ladder in its own workflow, from `startAttempt`. */
   startWebhookDelivery(d: { deliveryId: string; startAttempt: number }): Promise<void>;
+  /** Starts the fan-out workflow of a broadcast (starting twice is success); it waits until `scheduledAt` when given. */
+  startBroadcast(b: { broadcastId: string; userId: string; scheduledAt?: number }): Promise<void>;
+  /** Sends `cancelSignal` to a broadcast's run; false when no run is open. */
+  cancelBroadcast(broadcastId: string): Promise<boolean>;
+  /** The running broadcast's `progressQuery` answer (short timeout); undefined when it cannot answer. */
+  broadcastProgress(broadcastId: string): Promise<BroadcastProgress | undefined>;
+  /** Starts the CSV import workflow of one import (starting twice is success). */
+  startContactImport(i: { importId: string; userId: string }): Promise<void>;
+  contactImportProgress(importId: string): Promise<ImportProgress | undefined>;
   /** Wakes (or starts) the engagement dispatcher of a domain. */
   nudgeEngagement(domainId: string): Promise<void>;
   ping(): Promise<void>;
@@ -106,7 +121,13 @@ export function createCore(deps: { database: Database; config: Config; workflows
   const reports = createReportService({ db, events, suppressions });
   const tracking = createTracking({ publicUrl: config.publicUrl, secretKey: config.secretKey });
   const scheduled = createScheduledSendService({ db, workflows: deps.workflows });
-  const sending = createSendService({ db, accounts, usage, suppressions, templates, attachments, tracking, queue, scheduled });
+  const contacts = createContactService({ db });
+  const lists = createListService({ db });
+  const imports = createImportService({ db, workflows: deps.workflows });
+  const unsubscribe = createUnsubscribeTokens({ secretKey: config.secretKey, publicUrl: config.publicUrl });
+  const broadcasts = createBroadcastService({ db, workflows: deps.workflows, templates, defaultFooterAddress: config.broadcast.footerAddress });
+  const fanout = createFanoutService({ db, templates, usage, unsubscribe });
+  const sending = createSendService({ db, accounts, usage, suppressions, templates, attachments, tracking, queue, scheduled, contacts });
   const messages = createMessageService({ db, events });
   const accountSecret = createAccountSecretService({ db, sealer });
   const routes = createRouteService({ db, sealer, domains });
@@ -119,11 +140,16 @@ export function createCore(deps: { database: Database; config: Config; workflows
   const replay = createReplayService({ db, deliveries: deliveryStore, workflows: deps.workflows, retrySchedule: config.webhookRetrySchedule });
   const inbound = createInboundService({
     db, sealer, resolver, serviceDomain: config.serviceDomain, attachments, encryption, routes, deliveries: deliveryStore, usage, workflows: deps.workflows, reports,
+    unsubscribe: async (token) => {
+      const contactId = unsubscribe.contactOf(token);
+      if (contactId) await contacts.unsubscribe(contactId);
+    },
   });
 
   return {
     config, db, database: deps.database, workflows: deps.workflows, sealer, tokens, queue, mailer, keys, accounts, auth, usage,
     inbound, outbox, attachments, providers, domains, hosted, registration, scopedKeys, encryption, resolver, templates, suppressions, events, reports, tracking, scheduled, sending, messages, accountSecret, routes, deliveryStore, replay, webhookTests, engagement,
+    contacts, lists, imports, unsubscribe, broadcasts, fanout,
     async close() {
       await queue.close();
     },

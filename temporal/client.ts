@@ -1,8 +1,10 @@
 import { type ApplicationFailure, Client, Connection, WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import proto from '@temporalio/proto';
 import type { WorkflowPort } from '../core/index.js';
-import { deliverOutboundWorkflowId, engagementDispatchWorkflowId, inboundDeliveryWorkflowId, scheduledSendWorkflowId, verifyDomainWorkflowId, webhookDeliveryWorkflowId } from '../workflows/ids.js';
-import { SvcAccountId, SvcDomain, SvcDomainStatus, SvcMessageId } from '../workflows/search-attributes.js';
+import { broadcastWorkflowId, contactImportWorkflowId, deliverOutboundWorkflowId, engagementDispatchWorkflowId, inboundDeliveryWorkflowId, scheduledSendWorkflowId, verifyDomainWorkflowId, webhookDeliveryWorkflowId } from '../workflows/ids.js';
+import { SvcAccountId, SvcBroadcastId, SvcBroadcastStatus, SvcDomain, SvcDomainStatus, SvcMessageId } from '../workflows/search-attributes.js';
+import type { BroadcastInput, BroadcastProgress } from '../workflows/broadcast.js';
+import type { ImportProgress } from '../workflows/import-contacts.js';
 import { SEARCH_ATTRIBUTES } from './search-attributes.js';
 
 export type TemporalHandle = { client: Client; connection: Connection; namespace: string; taskQueue: string };
@@ -42,7 +44,21 @@ const ignoreNotFound = (err: unknown) => {
 };
 
 /** The WorkflowPort core uses, backed by a real Temporal client. */
-export type WorkflowSettings = { domainVerify: DomainVerifyTiming; outboundRetrySchedule: number[]; webhookRetrySchedule: number[] };
+export type WorkflowSettings = {
+  domainVerify: DomainVerifyTiming; outboundRetrySchedule: number[]; webhookRetrySchedule: number[];
+  broadcast: { batchSize: number; concurrency: number; domainRate: number; batchesPerRun: number; importChunkRows: number };
+};
+
+/** A query with a short deadline: the API falls back to the database row when a run does not answer in time. */
+async function quickQuery<T>(t: TemporalHandle, workflowId: string, query: string, ms = 1500): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<undefined>((resolve) => { timer = setTimeout(() => resolve(undefined), ms); });
+  try {
+    return await Promise.race([t.client.workflow.getHandle(workflowId).query<T>(query).catch(() => undefined), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
 
 export function createWorkflowPort(t: TemporalHandle, settings: WorkflowSettings): WorkflowPort {
   const timing = settings.domainVerify;
@@ -57,6 +73,38 @@ export function createWorkflowPort(t: TemporalHandle, settings: WorkflowSettings
         // A finished workflow with this id means the message was delivered already: a retried SMTP transaction.
         if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
       });
+    },
+    async startBroadcast(b) {
+      const args: BroadcastInput = {
+        broadcastId: b.broadcastId, scheduledAt: b.scheduledAt, retrySchedule, batchSize: settings.broadcast.batchSize,
+        concurrency: settings.broadcast.concurrency, domainRate: settings.broadcast.domainRate, batchesPerRun: settings.broadcast.batchesPerRun,
+      };
+      await t.client.workflow.start('broadcastWorkflow', {
+        taskQueue: t.taskQueue, workflowId: broadcastWorkflowId(b.broadcastId), workflowIdConflictPolicy: 'USE_EXISTING', args: [args],
+        typedSearchAttributes: [
+          { key: SvcAccountId, value: b.userId }, { key: SvcBroadcastId, value: b.broadcastId },
+          { key: SvcBroadcastStatus, value: b.scheduledAt ? 'scheduled' : 'sending' },
+        ],
+      });
+    },
+    async cancelBroadcast(broadcastId) {
+      try {
+        await t.client.workflow.getHandle(broadcastWorkflowId(broadcastId)).signal('cancelSignal');
+        return true;
+      } catch (err) {
+        if (err instanceof WorkflowNotFoundError) return false;
+        throw err;
+      }
+    },
+    broadcastProgress: (broadcastId) => quickQuery<BroadcastProgress>(t, broadcastWorkflowId(broadcastId), 'progressQuery'),
+    async startContactImport(i) {
+      await t.client.workflow.start('importContactsWorkflow', {
+        taskQueue: t.taskQueue, workflowId: contactImportWorkflowId(i.importId), workflowIdConflictPolicy: 'USE_EXISTING',
+        args: [{ importId: i.importId, chunkRows: settings.broadcast.importChunkRows }], typedSearchAttributes: [{ key: SvcAccountId, value: i.userId }],
+      });
+    },
+    async contactImportProgress(importId) {
+      return (await quickQuery<ImportProgress | null>(t, contactImportWorkflowId(importId), 'importProgressQuery')) ?? undefined;
     },
     async nudgeEngagement(domainId) {
       await t.client.workflow.signalWithStart('engagementDispatchWorkflow', {

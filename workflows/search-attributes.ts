@@ -6,4 +6,8 @@ export const SvcDomain = defineSearchAttributeKey('SvcDomain', SearchAttributeTy
 export const SvcDomainStatus = defineSearchAttributeKey('SvcDomainStatus', SearchAttributeType.KEYWORD);
 export const SvcMessageId = defineSearchAttributeKey('SvcMessageId', SearchAttributeType.KEYWORD);
 
-export const ALL_SEARCH_ATTRIBUTES = [SvcAccountId, SvcDomain, SvcDomainStatus, SvcMessageId];
+export const SvcBroadcastId = defineSearchAttributeKey('SvcBroadcastId', SearchAttributeType.KEYWORD);
+/** Where a broadcast run is: `scheduled`, `sending`, `sent`, `failed`, `canceled`. */
+export const SvcBroadcastStatus = defineSearchAttributeKey('SvcBroadcastStatus', SearchAttributeType.KEYWORD);
+
+export const ALL_SEARCH_ATTRIBUTES = [SvcAccountId, SvcDomain, SvcDomainStatus, SvcMessageId, SvcBroadcastId, SvcBroadcastStatus];

@@ -18,6 +18,9 @@ import * as webhooks from './webhooks.js';
 import * as routes from './routes.js';
 import * as deliveries from './deliveries.js';
 import * as engagement from './engagement.js';
+import * as contacts from './contacts.js';
+import * as lists from './lists.js';
+import * as broadcasts from './broadcasts.js';
 
 const ops = (m: Record<string, unknown>) => Object.values(m).filter((v): v is Operation => typeof v === 'object' && v !== null && 'handler' in v);
 
@@ -40,4 +43,5 @@ export const operations: readonly Operation[] = [
   ...ops(hosted), ...ops(registration), ...ops(domains), ...ops(encryption), ...ops(templates),
   ...ops(send), ...ops(scheduled), ...ops(messages), ...ops(suppressions),
   ...ops(webhooks), ...ops(routes), ...ops(deliveries), ...ops(engagement),
+  ...ops(contacts), ...ops(lists), ...ops(broadcasts),
 ].sort(specificity);

@@ -3,3 +3,4 @@ export * from './messages.js';
 export * from './domains.js';
 export * from './sending.js';
 export * from './inbound.js';
+export * from './broadcasts.js';
