@@ -1,10 +1,13 @@
 import { Client, Connection } from '@temporalio/client';
 import { and, desc, eq } from 'drizzle-orm';
+import { dkimVerify } from 'mailauth/lib/dkim/verify.js';
 import { simpleParser } from 'mailparser';
+import nodemailer from 'nodemailer';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { schema } from '../db/index.js';
 import { startWorker } from '../worker.js';
-import { broadcastHelpers } from './helpers/broadcasts.js';
+import { broadcastHelpers, headerOf } from './helpers/broadcasts.js';
+import { resolverFor } from './helpers/dns.js';
 import { startSendingStack, type SendingStack } from './helpers/sending.js';
 import { eventually } from './helpers/stack.js';
 
@@ -162,5 +165,47 @@ describe('broadcast states', () => {
     expect(h.copies('c').size).toBe(0);
     expect((await h.api('GET', `/api/broadcasts/${b.id}`)).body).toMatchObject({ status: 'canceled', sent_count: 0 });
     expect((await h.api('POST', `/api/broadcasts/${b.id}/cancel`)).body.code).toBe('not_cancelable');
+  });
+});
+
+describe('unsubscribe', () => {
+  it('carries List-Unsubscribe (https + mailto) and One-Click, DKIM-signed; GET confirms, the RFC 8058 POST and the mailto unsubscribe', async () => {
+    const { list } = await h.listOf('o', 2);
+    const b = await h.draft({ audience: { type: 'list', id: list.id } });
+    await h.api('POST', `/api/broadcasts/${b.id}/send`, {});
+    await h.finished(b.id);
+    const [first, second] = ['o-0@rcpt.test', 'o-1@rcpt.test'].map((a) => env.sink.received.find((r) => r.to.includes(a))!);
+    const header = headerOf(first!, 'List-Unsubscribe')!;
+    const [, url, mailto] = /^<(https?:\/\/[^>]+)>, <mailto:([^>]+)>$/.exec(header)!;
+    expect(url).toMatch(new RegExp(`^${env.stack.config.publicUrl}/unsubscribe/[a-z2-7]{45}$`));
+    expect(mailto).toMatch(/^unsubscribe\+[a-z2-7]{45}@bounces\.acme\.send\.svc\.test$/);
+    expect(mailto!.split('@')[0]!.length).toBeLessThanOrEqual(64);
+    expect(headerOf(first!, 'List-Unsubscribe-Post')).toBe('List-Unsubscribe=One-Click');
+
+    // DKIM: the signature verifies and covers List-Unsubscribe. (List-Unsubscribe-Post is not in mailauth's
+    // default header list: core/sending/delivery.ts must pass it, see README "Unsubscribe".)
+    const r = resolverFor(`127.0.0.1:${env.dnsPort}`);
+    const verdict = await dkimVerify(first!.raw, { resolver: ((name: string, rr: string) => r.resolve(name, rr)) as never });
+    expect(verdict.results[0]).toMatchObject({ status: { result: 'pass' } });
+    const signed = /\bh=([^;]+)/.exec(headerOf(first!, 'DKIM-Signature')!)![1]!.toLowerCase().split(':').map((s) => s.trim());
+    expect(signed).toContain('list-unsubscribe');
+
+    const contactOf = async (email: string) => (await h.api('GET', `/api/contacts?search=${encodeURIComponent(email)}`)).body[0];
+    const page = await fetch(url!);
+    expect(page.status).toBe(200);
+    expect(await page.text()).toContain('<form method="post">');
+    expect((await contactOf('o-0@rcpt.test')).subscribed).toBe(true); // a GET (a link scanner) changes nothing
+
+    const click = await fetch(url!, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'List-Unsubscribe=One-Click', redirect: 'manual' });
+    expect(click.status).toBe(200);
+    expect(click.headers.get('set-cookie')).toBeNull();
+    expect(click.headers.get('location')).toBeNull();
+    expect(await contactOf('o-0@rcpt.test')).toMatchObject({ subscribed: false, unsubscribed_at: expect.any(Number) });
+    expect((await fetch(url!.replace(/.$/, (c) => (c === 'a' ? 'b' : 'a')), { method: 'POST', body: 'List-Unsubscribe=One-Click' })).status).toBe(404);
+
+    const other = /<mailto:([^>]+)>/.exec(headerOf(second!, 'List-Unsubscribe')!)![1]!;
+    const smtp = nodemailer.createTransport({ host: '127.0.0.1', port: env.stack.service.smtpPort!, secure: false, ignoreTLS: true });
+    await smtp.sendMail({ from: 'o-1@rcpt.test', to: other, subject: 'unsubscribe', text: 'unsubscribe' });
+    expect(await contactOf('o-1@rcpt.test')).toMatchObject({ subscribed: false });
   });
 });
