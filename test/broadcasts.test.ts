@@ -124,6 +124,19 @@ describe('broadcast fan-out', () => {
 });
 
 describe('broadcast states', () => {
+  it('canceling while sending stops before the next batch and ends canceled', async () => {
+    const { list } = await h.listOf('x', 200);
+    const b = await h.draft({ audience: { type: 'list', id: list.id } });
+    await h.api('POST', `/api/broadcasts/${b.id}/send`, {});
+    await eventually(async () => h.copies('x').size >= 1, 30_000, 20);
+    const res = await h.api('POST', `/api/broadcasts/${b.id}/cancel`);
+    expect(res).toMatchObject({ status: 200, body: { status: 'canceled' } });
+    const reached = h.copies('x').size;
+    expect(reached).toBeLessThan(200);
+    expect(res.body.sent_count).toBe(reached);
+    expect([...h.copies('x').values()].every((n) => n === 1)).toBe(true);
+  });
+
   it('only drafts can be edited, deleted or sent', async () => {
     const { list } = await h.listOf('d', 2);
     const b = await h.draft({ audience: { type: 'list', id: list.id } });

@@ -1,13 +1,13 @@
-import { condition, continueAsNew, defineQuery, defineSignal, executeChild, proxyActivities, setHandler, sleep, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { condition, continueAsNew, defineQuery, defineSignal, executeChild, proxyActivities, proxyLocalActivities, setHandler, sleep, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import { deliverOutboundWorkflow } from './deliver-outbound.js';
 import { broadcastBatchWorkflowId } from './ids.js';
 import { SvcBroadcastStatus } from './search-attributes.js';
 
-const acts = proxyActivities<Activities>({
-  startToCloseTimeout: '2 minutes',
-  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute' },
-});
+const retry = { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute' } as const;
+const acts = proxyActivities<Activities>({ startToCloseTimeout: '10 minutes', retry });
+// One batch's database step takes milliseconds: a local activity (DESIGN.md, The Temporal budget).
+const { prepareBroadcastBatch } = proxyLocalActivities<Activities>({ startToCloseTimeout: '1 minute', retry });
 
 /** Stop sending: no batch starts after it; batches in flight finish; the broadcast ends `canceled`. */
 export const cancelSignal = defineSignal('cancelSignal');
@@ -61,7 +61,7 @@ export async function broadcastWorkflow(input: BroadcastInput) {
       const nextFree = Object.fromEntries(Object.entries(s.nextFree).filter(([, t]) => t > now));
       await continueAsNew<typeof broadcastWorkflow>({ ...input, state: { ...s, nextFree } });
     }
-    const b = await acts.prepareBroadcastBatch({
+    const b = await prepareBroadcastBatch({
       broadcastId: input.broadcastId, afterSeq: s.cursor, limit: input.batchSize, progress: { sent: s.sent, failed: s.failed, skipped: s.skipped },
     });
     if (b.canceled) {
