@@ -3,8 +3,9 @@ FROM node:20-bookworm-slim
 WORKDIR /app
 ENV NODE_ENV=production SKIP_TEMPORAL_BUILD=1
 COPY package.json package-lock.json ./
-COPY scripts ./scripts
-RUN npm ci --no-audit --no-fund
+RUN npm ci --no-audit --no-fund --ignore-scripts
 COPY . .
+# The workflow bundle is built once here, not at every worker start.
+RUN npm run build:workflows
 EXPOSE 3000 2525
 CMD ["npm", "start"]

@@ -8,16 +8,24 @@ import { createResolver } from './core/dns.js';
 import { captureTransport, mxTransport, relayTransport, type OutboundTransport } from './core/outbound/transport.js';
 import type { Database } from './db/index.js';
 import type { Core } from './core/index.js';
+import { prebuiltBundle } from './temporal/bundle.js';
 
 export const WORKFLOWS_PATH = fileURLToPath(new URL('./workflows/index.ts', import.meta.url));
+
+/** The bundle a worker runs: SVC_WORKFLOW_BUNDLE (tests hand theirs in), else the prebuilt one when fresh, else none (bundle now). */
+function bundleToRun(): WorkerOptions['workflowBundle'] | undefined {
+  const path = process.env.SVC_WORKFLOW_BUNDLE || prebuiltBundle();
+  return path ? { codePath: path } : undefined;
+}
 
 export type RunningWorker = { worker: Worker; done: Promise<void>; shutdown(): Promise<void> };
 
 /** The sending provider chosen by OUTBOUND_MODE. */
 export function createTransport(config: Config, database: Database): OutboundTransport {
   if (config.outboundMode === 'capture') return captureTransport(database.db, join(config.dataDir, 'outbox'));
-  if (config.outboundMode === 'relay') return relayTransport(config.relayUrl!);
-  return mxTransport({ resolver: createResolver(config.dnsServers), port: config.mxPort, heloName: config.serviceDomain });
+  const timeouts = { timeoutMs: config.outboundSmtpTimeoutMs };
+  if (config.outboundMode === 'relay') return relayTransport(config.relayUrl!, timeouts);
+  return mxTransport({ resolver: createResolver(config.dnsServers), port: config.mxPort, heloName: config.serviceDomain, timeouts });
 }
 
 /**
@@ -30,12 +38,13 @@ export async function startWorker(opts: {
   const { config, database } = opts.core;
   const transport = createTransport(config, database);
   const connection = await NativeConnection.connect({ address: opts.address });
+  const bundle = opts.workflowBundle ?? bundleToRun();
   const worker = await Worker.create({
     connection,
     namespace: config.temporal.namespace,
     taskQueue: config.temporal.taskQueue,
     activities: createActivities({
-      db: database.db, domains: opts.core.domains, scheduled: opts.core.scheduled, attachments: opts.core.attachments,
+      workflows: opts.core.workflows, db: database.db, domains: opts.core.domains, scheduled: opts.core.scheduled, attachments: opts.core.attachments,
       inbound: opts.core.inbound, deliveryStore: opts.core.deliveryStore, engagement: opts.core.engagement,
       fanout: opts.core.fanout, imports: opts.core.imports,
       delivery: createDeliveryService({
@@ -43,7 +52,7 @@ export async function startWorker(opts: {
         attachments: opts.core.attachments, events: opts.core.events, suppressions: opts.core.suppressions,
       }),
     }),
-    ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
+    ...(bundle ? { workflowBundle: bundle } : { workflowsPath: WORKFLOWS_PATH }),
     maxConcurrentActivityTaskExecutions: 200,
     maxConcurrentWorkflowTaskExecutions: 200,
     maxCachedWorkflows: 1000,

@@ -6,6 +6,8 @@ import type { DeliveryStore } from '../core/webhooks/deliveries.js';
 import type { DeliveryService } from '../core/sending/delivery.js';
 import type { ScheduledSendService } from '../core/sending/scheduled.js';
 import type { Db } from '../db/index.js';
+import type { WorkflowPort } from '../core/index.js';
+import { withFailureMapping } from './failures.js';
 import type { FanoutService } from '../core/broadcasts/fanout.js';
 import type { ImportService } from '../core/contacts/imports.js';
 import { attachmentActivities } from './attachments.js';
@@ -16,11 +18,11 @@ import { inboundActivities } from './inbound.js';
 import { outboundActivities } from './outbound.js';
 import { scheduledActivities } from './scheduled.js';
 
-export type ActivityDeps = { engagement: EngagementService; inbound: InboundService; deliveryStore: DeliveryStore; db: Db; delivery: DeliveryService; domains: DomainService; scheduled: ScheduledSendService; attachments: AttachmentService; fanout: FanoutService; imports: ImportService };
+export type ActivityDeps = { workflows: WorkflowPort; engagement: EngagementService; inbound: InboundService; deliveryStore: DeliveryStore; db: Db; delivery: DeliveryService; domains: DomainService; scheduled: ScheduledSendService; attachments: AttachmentService; fanout: FanoutService; imports: ImportService };
 
 /** Every activity the worker registers, built from its real dependencies (the composition root passes them). */
 export function createActivities(deps: ActivityDeps) {
-  return {
+  return withFailureMapping({
     ...outboundActivities(deps),
     ...domainActivities(deps),
     ...attachmentActivities(deps),
@@ -30,6 +32,6 @@ export function createActivities(deps: ActivityDeps) {
     ...broadcastActivities(deps),
     /** Does nothing: the local activity of the benchmarks' reference workflow. */
     benchmarkNoop: async () => undefined,
-  };
+  });
 }
 export type Activities = ReturnType<typeof createActivities>;

@@ -39,6 +39,8 @@ const envSchema = z.object({
   SMTP_TLS_KEY: z.string().optional(),
   SMTP_TLS_CERT: z.string().optional(),
   OUTBOUND_RETRY_SCHEDULE: z.string().optional(),
+  OUTBOUND_SMTP_TIMEOUT_MS: z.coerce.number().int().min(1000).default(60_000),
+  TEMPORAL_UI_URL: z.url({ protocol: /^https?$/ }).optional(),
   ATTACHMENT_FETCH_ALLOW_PRIVATE: z.enum(['0', '1', 'true', 'false']).optional(),
   PLANS: z.string().optional(),
   DEFAULT_PLAN: z.string().default('free'),
@@ -73,6 +75,10 @@ export type Config = {
   smtp: { maxMessageBytes: number; maxClients: number; idleTimeoutMs: number; tlsKeyFile: string | undefined; tlsCertFile: string | undefined };
   /** Delays (ms) between later attempts at a temporarily failed outbound message; then it bounces. */
   outboundRetrySchedule: number[];
+  /** SMTP connect, greeting and socket timeout of outbound delivery. */
+  outboundSmtpTimeoutMs: number;
+  /** Base URL of the Temporal Web UI, for links to runs (GET /api/messages/:id); unset: no links. */
+  temporalUiUrl: string | undefined;
   /** Let attachment URLs reach loopback/private addresses (local testing only). */
   attachmentFetchAllowPrivate: boolean;
   domainVerify: { initialDelayMs: number; maxDelayMs: number; deadlineMs: number };
@@ -126,6 +132,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     outboundRetrySchedule: e.OUTBOUND_RETRY_SCHEDULE
       ? parseList('OUTBOUND_RETRY_SCHEDULE', e.OUTBOUND_RETRY_SCHEDULE, (s) => z.coerce.number().int().min(0).parse(s))
       : DEFAULT_OUTBOUND_RETRY,
+    outboundSmtpTimeoutMs: e.OUTBOUND_SMTP_TIMEOUT_MS,
+    // The dev server `npm start` runs serves its UI on TEMPORAL_UI_PORT; with TEMPORAL_ADDRESS set, only an explicit URL.
+    temporalUiUrl: (e.TEMPORAL_UI_URL ?? (e.TEMPORAL_ADDRESS ? undefined : `http://localhost:${e.TEMPORAL_UI_PORT}`))?.replace(/\/+$/, ''),
     attachmentFetchAllowPrivate: e.ATTACHMENT_FETCH_ALLOW_PRIVATE === '1' || e.ATTACHMENT_FETCH_ALLOW_PRIVATE === 'true',
     domainVerify: { initialDelayMs: e.DOMAIN_VERIFY_INITIAL_MS, maxDelayMs: e.DOMAIN_VERIFY_MAX_MS, deadlineMs: e.DOMAIN_VERIFY_DEADLINE_MS },
     plans,

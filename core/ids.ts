@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 
 /** Id prefixes of SPEC.md, plus the service's internal ones (evt_, ses_, tok_). */
 export type IdPrefix =
@@ -13,4 +13,11 @@ export function newId(prefix: IdPrefix): string {
 /** URL-safe random string from `bytes` random bytes (4 characters per 3 bytes). */
 export function randomToken(bytes: number): string {
   return randomBytes(bytes).toString('base64url');
+}
+
+/** An id derived from what it names (`<prefix>_` + 24 characters of a SHA-256), so doing the same thing twice makes one row. */
+export function derivedId(prefix: IdPrefix, ...parts: string[]): string {
+  const h = createHash('sha256');
+  for (const p of parts) h.update(p).update('\0');
+  return `${prefix}_${h.digest('base64url').slice(0, 24)}`;
 }

@@ -43,20 +43,28 @@ import { createUsageService } from './usage.js';
 
 /** The ports core needs from the Temporal side; implemented in temporal/ with a real client. */
 export type WorkflowPort = {
-  startOutboundBatch(messageIds: string[]): Promise<void>;
+  /** Starts one outbound delivery run for a flush of one account's queued messages. */
+  startOutboundBatch(messageIds: string[], accountId: string): Promise<void>;
+  /** Starts (or keeps, when running) the deferred-delivery ladder of one message. */
+  startDeferredDelivery(messageId: string): Promise<void>;
   /** Starts the workflow that parks one scheduled send until its time. */
   startScheduledSend(s: { id: string; messageId: string; userId: string; scheduledAt: number }): Promise<void>;
-  /** Cancels a parked send through its workflow update: `canceled`, or `too_late` once sending began. */
-  cancelScheduledSend(id: string): Promise<'canceled' | 'too_late'>;
+  /**
+   * Cancels a parked send through its workflow update: `canceled`; `too_late` once sending began; `closed`
+   * when its workflow has ended; `unavailable` when no worker answered within a few seconds.
+   */
+  cancelScheduledSend(id: string): Promise<'canceled' | 'too_late' | 'closed' | 'unavailable'>;
+  /** Whether the workflow of a scheduled send still runs. */
+  scheduledSendState(id: string): Promise<'running' | 'closed' | 'missing'>;
   /** Starts the DNS verification loop of a domain (starting twice is success). */
   startDomainVerification(d: { domainId: string; userId: string; domain: string }): Promise<void>;
   /** Asks a running verification loop to check again now. */
   nudgeDomainVerification(domainId: string): Promise<void>;
   stopDomainVerification(domainId: string): Promise<void>;
   /** Starts the delivery workflow of one inbound message (starting twice is success). */
-  startInboundDelivery(m: { messageId: string; userId: string }): Promise<void>;
+  startInboundDelivery(m: { messageId: string; userId: string; domainId?: string }): Promise<void>;
   /** Continues a delivery's retry ladder in its own workflow, from `startAttempt`. */
-  startWebhookDelivery(d: { deliveryId: string; startAttempt: number }): Promise<void>;
+  startWebhookDelivery(d: { deliveryId: string; startAttempt: number; userId: string; messageId: string }): Promise<void>;
   /** Starts the fan-out workflow of a broadcast (starting twice is success); it waits until `scheduledAt` when given. */
   startBroadcast(b: { broadcastId: string; userId: string; scheduledAt?: number }): Promise<void>;
   /** Sends `cancelSignal` to a broadcast's run; false when no run is open. */
@@ -66,8 +74,8 @@ export type WorkflowPort = {
   /** Starts the CSV import workflow of one import (starting twice is success). */
   startContactImport(i: { importId: string; userId: string }): Promise<void>;
   contactImportProgress(importId: string): Promise<ImportProgress | undefined>;
-  /** Wakes (or starts) the engagement dispatcher of a domain. */
-  nudgeEngagement(domainId: string): Promise<void>;
+  /** Wakes (or starts) the one engagement dispatcher of a domain (signal-with-start). */
+  nudgeEngagement(domainId: string, userId?: string): Promise<void>;
   ping(): Promise<void>;
 };
 
@@ -79,7 +87,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
   const tokens = createTokenService(config.secretKey);
   const resolver = createResolver(config.dnsServers);
   const queue: OutboundQueue = createOutboundQueue({
-    startBatch: (ids) => deps.workflows.startOutboundBatch(ids),
+    startBatch: (ids, account) => deps.workflows.startOutboundBatch(ids, account),
     onError: (err, ids) => console.error(`[outbound] could not start delivery of ${ids.length} message(s); the sweep will retry:`, (err as Error).message),
   });
   const mailer = createSystemMailer({ db, queue, serviceDomain: config.serviceDomain });
@@ -128,7 +136,10 @@ export function createCore(deps: { database: Database; config: Config; workflows
   const broadcasts = createBroadcastService({ db, workflows: deps.workflows, templates, defaultFooterAddress: config.broadcast.footerAddress });
   const fanout = createFanoutService({ db, templates, usage, unsubscribe });
   const sending = createSendService({ db, accounts, usage, suppressions, templates, attachments, tracking, queue, scheduled, contacts });
-  const messages = createMessageService({ db, events });
+  const runLink = (workflowId: string) => (config.temporalUiUrl
+    ? `${config.temporalUiUrl}/namespaces/${encodeURIComponent(config.temporal.namespace)}/workflows/${encodeURIComponent(workflowId)}`
+    : null);
+  const messages = createMessageService({ db, events, runLink });
   const accountSecret = createAccountSecretService({ db, sealer });
   const routes = createRouteService({ db, sealer, domains });
   const deliveryStore = createDeliveryStore({ db, sealer, routes, accountSecret: (userId) => accountSecret.get(userId) });

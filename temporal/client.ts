@@ -1,10 +1,18 @@
 import { type ApplicationFailure, Client, Connection, WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
+import type { QueryDefinition } from '@temporalio/common';
 import proto from '@temporalio/proto';
 import type { WorkflowPort } from '../core/index.js';
-import { broadcastWorkflowId, contactImportWorkflowId, deliverOutboundWorkflowId, engagementDispatchWorkflowId, inboundDeliveryWorkflowId, scheduledSendWorkflowId, verifyDomainWorkflowId, webhookDeliveryWorkflowId } from '../workflows/ids.js';
-import { SvcAccountId, SvcBroadcastId, SvcBroadcastStatus, SvcDomain, SvcDomainStatus, SvcMessageId } from '../workflows/search-attributes.js';
-import type { BroadcastInput, BroadcastProgress } from '../workflows/broadcast.js';
-import type { ImportProgress } from '../workflows/import-contacts.js';
+import { deferredDeliveryWorkflow } from '../workflows/deferred-delivery.js';
+import { deliverOutboundWorkflow } from '../workflows/deliver-outbound.js';
+import { broadcastWorkflow, cancelSignal, progressQuery, type BroadcastInput } from '../workflows/broadcast.js';
+import { importContactsWorkflow, importProgressQuery } from '../workflows/import-contacts.js';
+import { engagementDispatchWorkflow, moreEventsSignal } from '../workflows/engagement-dispatch.js';
+import { broadcastWorkflowId, contactImportWorkflowId, deferredDeliveryWorkflowId, deliverOutboundWorkflowId, engagementDispatchWorkflowId, inboundDeliveryWorkflowId, scheduledSendWorkflowId, verifyDomainWorkflowId, webhookDeliveryWorkflowId } from '../workflows/ids.js';
+import { inboundDeliveryWorkflow } from '../workflows/inbound-delivery.js';
+import { cancelUpdate, scheduledSendWorkflow } from '../workflows/scheduled-send.js';
+import { SvcAccountId, SvcBroadcastId, SvcBroadcastStatus, SvcDeliveryId, SvcDomain, SvcDomainId, SvcDomainStatus, SvcMessageId, SvcMessageIds } from '../workflows/search-attributes.js';
+import { checkNowSignal, verifyDomainWorkflow } from '../workflows/verify-domain.js';
+import { webhookDeliveryWorkflow } from '../workflows/webhook-delivery.js';
 import { SEARCH_ATTRIBUTES } from './search-attributes.js';
 
 export type TemporalHandle = { client: Client; connection: Connection; namespace: string; taskQueue: string };
@@ -33,7 +41,9 @@ export async function ensureSearchAttributes(t: TemporalHandle): Promise<void> {
   if (missing.length === 0) return;
   await t.connection.operatorService.addSearchAttributes({
     namespace: t.namespace,
-    searchAttributes: Object.fromEntries(missing.map((n) => [n, proto.temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD])),
+    searchAttributes: Object.fromEntries(missing.map((n) => [n, SEARCH_ATTRIBUTES[n] === 'KeywordList'
+      ? proto.temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST
+      : proto.temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD])),
   });
 }
 
@@ -42,6 +52,12 @@ export type DomainVerifyTiming = { initialDelayMs: number; maxDelayMs: number; d
 const ignoreNotFound = (err: unknown) => {
   if (!(err instanceof WorkflowNotFoundError)) throw err;
 };
+/** A finished workflow with this id means its work was done already (a retried SMTP transaction, say). */
+const ignoreStarted = (err: unknown) => {
+  if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+};
+/** How long an API call waits on a workflow update before answering 503 (no worker polling, say). */
+const UPDATE_DEADLINE_MS = 5_000;
 
 /** The WorkflowPort core uses, backed by a real Temporal client. */
 export type WorkflowSettings = {
@@ -50,7 +66,7 @@ export type WorkflowSettings = {
 };
 
 /** A query with a short deadline: the API falls back to the database row when a run does not answer in time. */
-async function quickQuery<T>(t: TemporalHandle, workflowId: string, query: string, ms = 1500): Promise<T | undefined> {
+async function quickQuery<T>(t: TemporalHandle, workflowId: string, query: QueryDefinition<T>, ms = 1500): Promise<T | undefined> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<undefined>((resolve) => { timer = setTimeout(() => resolve(undefined), ms); });
   try {
@@ -63,24 +79,22 @@ async function quickQuery<T>(t: TemporalHandle, workflowId: string, query: strin
 export function createWorkflowPort(t: TemporalHandle, settings: WorkflowSettings): WorkflowPort {
   const timing = settings.domainVerify;
   const retrySchedule = settings.outboundRetrySchedule;
+  const taskQueue = t.taskQueue;
   return {
     async startInboundDelivery(m) {
-      await t.client.workflow.start('inboundDeliveryWorkflow', {
-        taskQueue: t.taskQueue, workflowId: inboundDeliveryWorkflowId(m.messageId), workflowIdConflictPolicy: 'USE_EXISTING',
+      await t.client.workflow.start(inboundDeliveryWorkflow, {
+        taskQueue, workflowId: inboundDeliveryWorkflowId(m.messageId), workflowIdConflictPolicy: 'USE_EXISTING',
         workflowIdReusePolicy: 'REJECT_DUPLICATE', args: [{ messageId: m.messageId, retrySchedule: settings.webhookRetrySchedule }],
-        typedSearchAttributes: [{ key: SvcAccountId, value: m.userId }, { key: SvcMessageId, value: m.messageId }],
-      }).catch((err) => {
-        // A finished workflow with this id means the message was delivered already: a retried SMTP transaction.
-        if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
-      });
+        typedSearchAttributes: [{ key: SvcAccountId, value: m.userId }, { key: SvcMessageId, value: m.messageId }, ...(m.domainId ? [{ key: SvcDomainId, value: m.domainId }] : [])],
+      }).catch(ignoreStarted);
     },
     async startBroadcast(b) {
       const args: BroadcastInput = {
-        broadcastId: b.broadcastId, scheduledAt: b.scheduledAt, retrySchedule, batchSize: settings.broadcast.batchSize,
+        broadcastId: b.broadcastId, userId: b.userId, scheduledAt: b.scheduledAt, retrySchedule, batchSize: settings.broadcast.batchSize,
         concurrency: settings.broadcast.concurrency, domainRate: settings.broadcast.domainRate, batchesPerRun: settings.broadcast.batchesPerRun,
       };
-      await t.client.workflow.start('broadcastWorkflow', {
-        taskQueue: t.taskQueue, workflowId: broadcastWorkflowId(b.broadcastId), workflowIdConflictPolicy: 'USE_EXISTING', args: [args],
+      await t.client.workflow.start(broadcastWorkflow, {
+        taskQueue, workflowId: broadcastWorkflowId(b.broadcastId), workflowIdConflictPolicy: 'USE_EXISTING', args: [args],
         typedSearchAttributes: [
           { key: SvcAccountId, value: b.userId }, { key: SvcBroadcastId, value: b.broadcastId },
           { key: SvcBroadcastStatus, value: b.scheduledAt ? 'scheduled' : 'sending' },
@@ -89,79 +103,102 @@ export function createWorkflowPort(t: TemporalHandle, settings: WorkflowSettings
     },
     async cancelBroadcast(broadcastId) {
       try {
-        await t.client.workflow.getHandle(broadcastWorkflowId(broadcastId)).signal('cancelSignal');
+        await t.client.workflow.getHandle(broadcastWorkflowId(broadcastId)).signal(cancelSignal);
         return true;
       } catch (err) {
         if (err instanceof WorkflowNotFoundError) return false;
         throw err;
       }
     },
-    broadcastProgress: (broadcastId) => quickQuery<BroadcastProgress>(t, broadcastWorkflowId(broadcastId), 'progressQuery'),
+    broadcastProgress: (broadcastId) => quickQuery(t, broadcastWorkflowId(broadcastId), progressQuery),
     async startContactImport(i) {
-      await t.client.workflow.start('importContactsWorkflow', {
-        taskQueue: t.taskQueue, workflowId: contactImportWorkflowId(i.importId), workflowIdConflictPolicy: 'USE_EXISTING',
+      await t.client.workflow.start(importContactsWorkflow, {
+        taskQueue, workflowId: contactImportWorkflowId(i.importId), workflowIdConflictPolicy: 'USE_EXISTING',
         args: [{ importId: i.importId, chunkRows: settings.broadcast.importChunkRows }], typedSearchAttributes: [{ key: SvcAccountId, value: i.userId }],
       });
     },
     async contactImportProgress(importId) {
-      return (await quickQuery<ImportProgress | null>(t, contactImportWorkflowId(importId), 'importProgressQuery')) ?? undefined;
+      return (await quickQuery(t, contactImportWorkflowId(importId), importProgressQuery)) ?? undefined;
     },
-    async nudgeEngagement(domainId) {
-      await t.client.workflow.signalWithStart('engagementDispatchWorkflow', {
-        taskQueue: t.taskQueue, workflowId: engagementDispatchWorkflowId(domainId), args: [{ domainId }], signal: 'moreEventsSignal', signalArgs: [],
+    async nudgeEngagement(domainId, userId) {
+      // Signal-with-start: the one dispatcher of the domain wakes, or starts; nudges coalesce into one flag.
+      await t.client.workflow.signalWithStart(engagementDispatchWorkflow, {
+        taskQueue, workflowId: engagementDispatchWorkflowId(domainId), args: [{ domainId }], signal: moreEventsSignal, signalArgs: [],
+        typedSearchAttributes: [{ key: SvcDomainId, value: domainId }, ...(userId ? [{ key: SvcAccountId, value: userId }] : [])],
       });
     },
     async startWebhookDelivery(d) {
-      await t.client.workflow.start('webhookDeliveryWorkflow', {
-        taskQueue: t.taskQueue, workflowId: webhookDeliveryWorkflowId(d.deliveryId), workflowIdConflictPolicy: 'USE_EXISTING',
+      await t.client.workflow.start(webhookDeliveryWorkflow, {
+        taskQueue, workflowId: webhookDeliveryWorkflowId(d.deliveryId), workflowIdConflictPolicy: 'USE_EXISTING',
         args: [{ deliveryId: d.deliveryId, retrySchedule: settings.webhookRetrySchedule, startAttempt: d.startAttempt }],
+        typedSearchAttributes: [{ key: SvcDeliveryId, value: d.deliveryId }, { key: SvcAccountId, value: d.userId }, { key: SvcMessageId, value: d.messageId }],
       });
     },
     async startScheduledSend(s) {
-      await t.client.workflow.start('scheduledSendWorkflow', {
-        taskQueue: t.taskQueue, workflowId: scheduledSendWorkflowId(s.id), workflowIdConflictPolicy: 'USE_EXISTING',
+      await t.client.workflow.start(scheduledSendWorkflow, {
+        taskQueue, workflowId: scheduledSendWorkflowId(s.id), workflowIdConflictPolicy: 'USE_EXISTING',
         args: [{ scheduledSendId: s.id, messageId: s.messageId, scheduledAt: s.scheduledAt, retrySchedule }],
         typedSearchAttributes: [{ key: SvcAccountId, value: s.userId }, { key: SvcMessageId, value: s.messageId }],
       });
     },
     async cancelScheduledSend(id) {
       try {
-        await t.client.workflow.getHandle(scheduledSendWorkflowId(id)).executeUpdate('cancelUpdate');
+        // A deadline: with no worker polling, an update would wait for ever; the caller gets a 503 instead.
+        await t.connection.withDeadline(Date.now() + UPDATE_DEADLINE_MS, () =>
+          t.client.workflow.getHandle(scheduledSendWorkflowId(id)).executeUpdate(cancelUpdate, { updateId: `cancel-${id}` }));
         return 'canceled';
       } catch (err) {
         if (err instanceof WorkflowUpdateFailedError && (err.cause as ApplicationFailure | undefined)?.type === 'too_late') return 'too_late';
-        // The workflow has finished: it either sent the message or was canceled already.
-        if (err instanceof WorkflowNotFoundError || (err as Error).message?.includes('workflow execution already completed')) return 'too_late';
+        if (err instanceof WorkflowNotFoundError || (err as Error).message?.includes('workflow execution already completed')) return 'closed';
+        if (isDeadline(err)) return 'unavailable';
         throw err;
       }
     },
+    async scheduledSendState(id) {
+      try {
+        const d = await t.client.workflow.getHandle(scheduledSendWorkflowId(id)).describe();
+        return d.status.name === 'RUNNING' ? 'running' : 'closed';
+      } catch (err) {
+        ignoreNotFound(err);
+        return 'missing';
+      }
+    },
     async startDomainVerification(d) {
-      await t.client.workflow.start('verifyDomainWorkflow', {
-        taskQueue: t.taskQueue,
-        workflowId: verifyDomainWorkflowId(d.domainId),
-        args: [{ ...d, ...timing }],
-        workflowIdConflictPolicy: 'USE_EXISTING',
+      await t.client.workflow.start(verifyDomainWorkflow, {
+        taskQueue, workflowId: verifyDomainWorkflowId(d.domainId), args: [{ ...d, ...timing }], workflowIdConflictPolicy: 'USE_EXISTING',
         typedSearchAttributes: [
-          { key: SvcAccountId, value: d.userId }, { key: SvcDomain, value: d.domain }, { key: SvcDomainStatus, value: 'pending' },
+          { key: SvcAccountId, value: d.userId }, { key: SvcDomain, value: d.domain }, { key: SvcDomainId, value: d.domainId }, { key: SvcDomainStatus, value: 'pending' },
         ],
       });
     },
     async nudgeDomainVerification(domainId) {
-      await t.client.workflow.getHandle(verifyDomainWorkflowId(domainId)).signal('checkNowSignal').catch(ignoreNotFound);
+      await t.client.workflow.getHandle(verifyDomainWorkflowId(domainId)).signal(checkNowSignal).catch(ignoreNotFound);
     },
     async stopDomainVerification(domainId) {
       await t.client.workflow.getHandle(verifyDomainWorkflowId(domainId)).terminate('domain deleted').catch(ignoreNotFound);
     },
-    async startOutboundBatch(messageIds) {
-      await t.client.workflow.start('deliverOutboundWorkflow', {
-        taskQueue: t.taskQueue,
-        workflowId: deliverOutboundWorkflowId(messageIds[0]!),
-        args: [{ messageIds, retrySchedule }],
-        workflowIdConflictPolicy: 'USE_EXISTING',
+    async startOutboundBatch(messageIds, accountId) {
+      await t.client.workflow.start(deliverOutboundWorkflow, {
+        taskQueue, workflowId: deliverOutboundWorkflowId(messageIds[0]!), args: [{ messageIds, retrySchedule }], workflowIdConflictPolicy: 'USE_EXISTING',
+        memo: { messageIds },
+        typedSearchAttributes: [{ key: SvcMessageIds, value: messageIds }, ...(accountId ? [{ key: SvcAccountId, value: accountId }] : [])],
+      });
+    },
+    async startDeferredDelivery(messageId) {
+      await t.client.workflow.start(deferredDeliveryWorkflow, {
+        taskQueue, workflowId: deferredDeliveryWorkflowId(messageId), args: [{ messageId, retrySchedule }], workflowIdConflictPolicy: 'USE_EXISTING',
+        typedSearchAttributes: [{ key: SvcMessageId, value: messageId }],
       });
     },
     async ping() {
       await t.connection.workflowService.getSystemInfo({});
     },
   };
+}
+
+const DEADLINE_EXCEEDED = 4; // gRPC status code
+
+function isDeadline(err: unknown): boolean {
+  const e = err as { code?: number; cause?: { code?: number } };
+  return e.code === DEADLINE_EXCEEDED || e.cause?.code === DEADLINE_EXCEEDED || /deadline/i.test((err as Error)?.message ?? '');
 }

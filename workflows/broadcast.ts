@@ -2,7 +2,7 @@ import { condition, continueAsNew, defineQuery, defineSignal, executeChild, prox
 import type { Activities } from '../activities/index.js';
 import { deliverOutboundWorkflow } from './deliver-outbound.js';
 import { broadcastBatchWorkflowId } from './ids.js';
-import { SvcBroadcastStatus } from './search-attributes.js';
+import { SvcAccountId, SvcBroadcastId, SvcBroadcastStatus, SvcMessageIds } from './search-attributes.js';
 
 const retry = { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute' } as const;
 const acts = proxyActivities<Activities>({ startToCloseTimeout: '10 minutes', retry });
@@ -18,7 +18,7 @@ export const progressQuery = defineQuery<BroadcastProgress>('progressQuery');
 /** Carried across continue-as-new: the ledger cursor, the counts, and when each recipient domain may be sent to next. */
 type State = { cursor: number; total: number; sent: number; failed: number; skipped: number; batch: number; nextFree: Record<string, number> };
 export type BroadcastInput = {
-  broadcastId: string; scheduledAt?: number; retrySchedule: number[];
+  broadcastId: string; userId: string; scheduledAt?: number; retrySchedule: number[];
   batchSize: number; concurrency: number; domainRate: number; batchesPerRun: number; state?: State;
 };
 
@@ -77,6 +77,10 @@ export async function broadcastWorkflow(input: BroadcastInput) {
       const ids = b.messageIds;
       inflight.set(n, executeChild(deliverOutboundWorkflow, {
         workflowId: broadcastBatchWorkflowId(input.broadcastId, b.firstSeq), args: [{ messageIds: ids, retrySchedule: input.retrySchedule }],
+        memo: { messageIds: ids },
+        typedSearchAttributes: [
+          { key: SvcMessageIds, value: ids }, { key: SvcBroadcastId, value: input.broadcastId }, { key: SvcAccountId, value: input.userId },
+        ],
       }).then((r) => { s.sent += r.sent; s.failed += r.bounced; }, () => { s.failed += ids.length; }).finally(() => void inflight.delete(n)));
     }
     if (b.done) break;

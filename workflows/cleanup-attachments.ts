@@ -1,9 +1,10 @@
 import { proxyActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
+import { UNLIMITED_RETRY } from './activity-options.js';
 
 const { deleteExpiredAttachments } = proxyActivities<Activities>({
   startToCloseTimeout: '1 minute',
-  retry: { initialInterval: '5 seconds', maximumAttempts: 5 },
+  retry: UNLIMITED_RETRY,
 });
 
 const BATCH = 500;

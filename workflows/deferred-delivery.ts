@@ -1,23 +1,29 @@
 import { proxyActivities, sleep, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
+import { HEARTBEAT_TIMEOUT, UNLIMITED_RETRY } from './activity-options.js';
 
 const { retryDeferredMessage } = proxyActivities<Activities>({
-  startToCloseTimeout: '5 minutes',
-  retry: { initialInterval: '5 seconds', maximumInterval: '5 minutes', maximumAttempts: 10 },
+  startToCloseTimeout: '15 minutes',
+  heartbeatTimeout: HEARTBEAT_TIMEOUT,
+  retry: UNLIMITED_RETRY,
 });
 
 /**
- * Retries one message that failed temporarily, on a backoff ladder over hours to days; the last
- * temporary failure becomes a hard bounce (status, `email.bounced`, suppression).
+ * Retries one message that failed temporarily, on a backoff ladder over hours to days: each attempt
+ * owes only the recipients still deferred; the last temporary failure becomes a hard bounce (status,
+ * `email.bounced`, suppression) for those recipients alone.
  */
 export async function deferredDeliveryWorkflow(input: { messageId: string; retrySchedule: number[] }) {
   const ladder = input.retrySchedule;
+  const { workflowId } = workflowInfo();
   for (let i = 0; i < ladder.length; i++) {
     await sleep(ladder[i]!);
     const final = i === ladder.length - 1;
     const next = final ? null : Date.now() + ladder[i + 1]!;
-    const outcome = await retryDeferredMessage({ messageId: input.messageId, final, nextAttemptAt: next });
-    if (outcome !== 'deferred') return { outcome, attempts: i + 2, workflowId: workflowInfo().workflowId };
+    const outcome = await retryDeferredMessage({ messageId: input.messageId, workflowId, final, nextAttemptAt: next });
+    if (outcome !== 'deferred') return { outcome, attempts: i + 2, workflowId };
   }
-  return { outcome: 'bounced' as const, attempts: ladder.length + 1 };
+  // An empty ladder: nothing to retry, the first temporary failure was the last word.
+  const outcome = await retryDeferredMessage({ messageId: input.messageId, workflowId, final: true, nextAttemptAt: null });
+  return { outcome, attempts: 2, workflowId };
 }

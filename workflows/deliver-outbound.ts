@@ -1,28 +1,49 @@
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import { ParentClosePolicy, proxyActivities, startChild, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
+import { HEARTBEAT_TIMEOUT, sizedTimeoutMs, UNLIMITED_RETRY } from './activity-options.js';
 import { deferredDeliveryWorkflow } from './deferred-delivery.js';
 import { deferredDeliveryWorkflowId } from './ids.js';
+import { SvcMessageId } from './search-attributes.js';
 
-const { sendQueuedMessages } = proxyActivities<Activities>({
-  startToCloseTimeout: '5 minutes',
-  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute' },
-});
+export type DeliverOutboundInput = { messageIds: string[]; retrySchedule: number[]; lanes?: number; perMessageMs?: number };
 
-export type DeliverOutboundInput = { messageIds: string[]; retrySchedule: number[] };
+/** Per message: connect, greeting and DATA each bounded by the SMTP timeout (about a minute), for up to a few MX hosts. */
+const PER_MESSAGE_MS = 5 * 60_000;
 
 /**
  * Delivers one group-committed batch of queued messages (1 to 100 ids): the activity claims each row
- * for this run, renders, signs and hands it to the provider, and records the outcome on the row. Each
- * temporary failure gets its own deferred-delivery workflow, which outlives this one.
+ * for this run, renders, signs and hands it to the provider, and records each recipient's outcome as
+ * its server answers, heartbeating per message. Every row of this run left deferred gets its own
+ * deferred-delivery workflow, which outlives this one (also rows an earlier, failed attempt deferred).
  */
 export async function deliverOutboundWorkflow(input: DeliverOutboundInput) {
-  const result = await sendQueuedMessages({ messageIds: input.messageIds, workflowId: workflowInfo().workflowId });
-  for (const messageId of result.deferred) {
-    await startChild(deferredDeliveryWorkflow, {
-      workflowId: deferredDeliveryWorkflowId(messageId),
-      args: [{ messageId, retrySchedule: input.retrySchedule }],
-      parentClosePolicy: ParentClosePolicy.ABANDON,
-    });
-  }
+  const { sendQueuedMessages } = proxyActivities<Activities>({
+    startToCloseTimeout: sizedTimeoutMs(input.messageIds.length, input.lanes ?? 20, input.perMessageMs ?? PER_MESSAGE_MS),
+    heartbeatTimeout: HEARTBEAT_TIMEOUT,
+    retry: UNLIMITED_RETRY,
+  });
+  const firstRetry = input.retrySchedule[0];
+  const result = await sendQueuedMessages({
+    messageIds: input.messageIds, workflowId: workflowInfo().workflowId,
+    nextAttemptAt: firstRetry === undefined ? null : Date.now() + firstRetry,
+  });
+  await startDeferred(result.deferred, input.retrySchedule);
   return result;
+}
+
+/** Starts the retry ladder of each deferred message; one already running (a sweep started it) is left alone. */
+export async function startDeferred(messageIds: string[], retrySchedule: number[]): Promise<void> {
+  for (const messageId of messageIds) {
+    try {
+      await startChild(deferredDeliveryWorkflow, {
+        workflowId: deferredDeliveryWorkflowId(messageId),
+        args: [{ messageId, retrySchedule }],
+        parentClosePolicy: ParentClosePolicy.ABANDON,
+        typedSearchAttributes: [{ key: SvcMessageId, value: messageId }],
+      });
+    } catch (err) {
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+    }
+  }
 }

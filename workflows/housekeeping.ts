@@ -1,17 +1,13 @@
-import { proxyActivities, startChild } from '@temporalio/workflow';
+import { proxyActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
-import { engagementDispatchWorkflow } from './engagement-dispatch.js';
-import { engagementDispatchWorkflowId } from './ids.js';
+import { UNLIMITED_RETRY } from './activity-options.js';
 
-const acts = proxyActivities<Activities>({ startToCloseTimeout: '5 minutes' });
+const acts = proxyActivities<Activities>({ startToCloseTimeout: '5 minutes', retry: UNLIMITED_RETRY });
 
-/** Schedule: wakes the dispatcher of every domain with engagement events left pending (a lost nudge). */
+/** Schedule: wakes the one dispatcher of every domain with engagement events left pending (a lost nudge), by signal-with-start. */
 export async function sweepEngagementWorkflow() {
-  const domains = await acts.findStrandedEngagement({ olderThanMs: 30_000 });
-  for (const domainId of domains) {
-    await startChild(engagementDispatchWorkflow, { workflowId: `${engagementDispatchWorkflowId(domainId)}-sweep`, args: [{ domainId }] }).catch(() => undefined);
-  }
-  return { domains: domains.length };
+  const woken = await acts.wakeStrandedEngagement({ olderThanMs: 30_000 });
+  return { domains: woken };
 }
 
 /** Schedule: deletes captured delivery attempts older than 45 days (SPEC.md retention). */

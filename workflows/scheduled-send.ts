@@ -1,21 +1,22 @@
-import { allHandlersFinished, ApplicationFailure, condition, defineUpdate, ParentClosePolicy, proxyActivities, setHandler, startChild, workflowInfo } from '@temporalio/workflow';
+import { allHandlersFinished, ApplicationFailure, CancellationScope, condition, defineSignal, defineUpdate, isCancellation, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
-import { deferredDeliveryWorkflow } from './deferred-delivery.js';
-import { deferredDeliveryWorkflowId } from './ids.js';
+import { HEARTBEAT_TIMEOUT, UNLIMITED_RETRY } from './activity-options.js';
+import { startDeferred } from './deliver-outbound.js';
 
-const acts = proxyActivities<Activities>({
-  startToCloseTimeout: '5 minutes',
-  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute' },
-});
+const acts = proxyActivities<Activities>({ startToCloseTimeout: '1 minute', retry: UNLIMITED_RETRY });
+const { sendQueuedMessages } = proxyActivities<Activities>({ startToCloseTimeout: '6 minutes', heartbeatTimeout: HEARTBEAT_TIMEOUT, retry: UNLIMITED_RETRY });
 
 /** Cancel the parked send. Answers `canceled`, or fails with `too_late` once sending has started. */
 export const cancelUpdate = defineUpdate<{ status: 'canceled' }>('cancelUpdate');
+/** The same cancel as a signal, which an operator can send from the Temporal UI; ignored once sending started. */
+export const cancelSignal = defineSignal('cancelSignal');
 
 export type ScheduledSendInput = { scheduledSendId: string; messageId: string; scheduledAt: number; retrySchedule: number[] };
 
 /**
  * One scheduled send (`ssnd_`): a durable timer until `scheduledAt` (it survives worker restarts),
- * then the same delivery as an immediate send. A cancel before the timer fires wins; after, it is too late.
+ * then the same delivery as an immediate send. A cancel before the timer fires wins (update, signal, or
+ * a cancellation request from the Temporal UI; each is written to the row); after, it is too late.
  */
 export async function scheduledSendWorkflow(input: ScheduledSendInput) {
   let started = false;
@@ -29,22 +30,30 @@ export async function scheduledSendWorkflow(input: ScheduledSendInput) {
       if (started) throw ApplicationFailure.nonRetryable('Sending has already started', 'too_late');
     },
   });
+  setHandler(cancelSignal, () => {
+    if (!started) canceled = true;
+  });
 
-  await condition(() => canceled, Math.max(0, input.scheduledAt - Date.now()));
+  try {
+    await condition(() => canceled, Math.max(0, input.scheduledAt - Date.now()));
+  } catch (err) {
+    if (!isCancellation(err)) throw err;
+    canceled = true; // "Request cancellation" from the UI or a client: the row says so too
+  }
   if (canceled) {
-    await condition(allHandlersFinished); // let the cancel update record the row and answer its caller
+    await CancellationScope.nonCancellable(async () => {
+      await acts.markScheduledCanceled({ scheduledSendId: input.scheduledSendId });
+      await condition(allHandlersFinished); // let a cancel update record the row and answer its caller
+    });
     return { outcome: 'canceled' as const };
   }
   started = true;
-  const released = await acts.releaseScheduledSend({ scheduledSendId: input.scheduledSendId });
+  const { workflowId } = workflowInfo();
+  const released = await acts.releaseScheduledSend({ scheduledSendId: input.scheduledSendId, workflowId });
   if (!released.go) return { outcome: 'canceled' as const };
-  const result = await acts.sendQueuedMessages({ messageIds: [released.messageId], workflowId: workflowInfo().workflowId });
-  for (const messageId of result.deferred) {
-    await startChild(deferredDeliveryWorkflow, {
-      workflowId: deferredDeliveryWorkflowId(messageId), args: [{ messageId, retrySchedule: input.retrySchedule }],
-      parentClosePolicy: ParentClosePolicy.ABANDON,
-    });
-  }
+  const firstRetry = input.retrySchedule[0];
+  const result = await sendQueuedMessages({ messageIds: [released.messageId], workflowId, nextAttemptAt: firstRetry === undefined ? null : Date.now() + firstRetry });
+  await startDeferred(result.deferred, input.retrySchedule);
   await acts.finishScheduledSend({ scheduledSendId: input.scheduledSendId, ok: result.sent + result.deferred.length > 0 });
   return { outcome: 'sent' as const, result };
 }

@@ -3,11 +3,15 @@ import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/commo
 /** Custom search attributes set by the workflows, so an operator can filter runs in the Temporal UI. */
 export const SvcAccountId = defineSearchAttributeKey('SvcAccountId', SearchAttributeType.KEYWORD);
 export const SvcDomain = defineSearchAttributeKey('SvcDomain', SearchAttributeType.KEYWORD);
+export const SvcDomainId = defineSearchAttributeKey('SvcDomainId', SearchAttributeType.KEYWORD);
 export const SvcDomainStatus = defineSearchAttributeKey('SvcDomainStatus', SearchAttributeType.KEYWORD);
 export const SvcMessageId = defineSearchAttributeKey('SvcMessageId', SearchAttributeType.KEYWORD);
+/** Every message of an outbound batch (`SvcMessageIds = 'msg_…'` finds the run that delivered it). */
+export const SvcMessageIds = defineSearchAttributeKey('SvcMessageIds', SearchAttributeType.KEYWORD_LIST);
+export const SvcDeliveryId = defineSearchAttributeKey('SvcDeliveryId', SearchAttributeType.KEYWORD);
 
 export const SvcBroadcastId = defineSearchAttributeKey('SvcBroadcastId', SearchAttributeType.KEYWORD);
 /** Where a broadcast run is: `scheduled`, `sending`, `sent`, `failed`, `canceled`. */
 export const SvcBroadcastStatus = defineSearchAttributeKey('SvcBroadcastStatus', SearchAttributeType.KEYWORD);
 
-export const ALL_SEARCH_ATTRIBUTES = [SvcAccountId, SvcDomain, SvcDomainStatus, SvcMessageId, SvcBroadcastId, SvcBroadcastStatus];
+export const ALL_SEARCH_ATTRIBUTES = [SvcAccountId, SvcDomain, SvcDomainId, SvcDomainStatus, SvcMessageId, SvcMessageIds, SvcDeliveryId, SvcBroadcastId, SvcBroadcastStatus];

@@ -1,16 +1,21 @@
 import { executeChild, proxyActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
+import { UNLIMITED_RETRY } from './activity-options.js';
 import { deliverOutboundWorkflow } from './deliver-outbound.js';
 import { deliverOutboundWorkflowId } from './ids.js';
 
-const { findStrandedMessages } = proxyActivities<Activities>({ startToCloseTimeout: '1 minute' });
+const { findStrandedMessages, restartAbandonedMessages, sweepScheduledSends } = proxyActivities<Activities>({ startToCloseTimeout: '2 minutes', retry: UNLIMITED_RETRY });
 
 /**
- * Run by a Temporal Schedule: finds messages left `queued` by a crash between commit and workflow
- * start, and delivers them in batches of 100. Safe to overlap with live batches: rows are claimed.
+ * Run by a Temporal Schedule, so nothing accepted is left where no workflow moves it: messages left
+ * `queued` by a crash between commit and workflow start are delivered in batches of 100; deferred or
+ * `sending` rows whose run is gone get their deferred ladder back; scheduled sends a crash left
+ * unstarted are started, and those an operator terminated are marked canceled. Safe to overlap with
+ * live work: rows are claimed, workflow ids are derived.
  */
-export async function sweepOutboundWorkflow(input: { retrySchedule: number[] }): Promise<{ swept: number }> {
-  const ids = await findStrandedMessages({ olderThanMs: 60_000, limit: 1000 });
+export async function sweepOutboundWorkflow(input: { retrySchedule: number[]; graceMs?: number }): Promise<{ swept: number; restarted: number; scheduled: { started: number; canceled: number } }> {
+  const grace = input.graceMs ?? 60_000;
+  const ids = await findStrandedMessages({ olderThanMs: grace, limit: 1000 });
   for (let i = 0; i < ids.length; i += 100) {
     const batch = ids.slice(i, i + 100);
     await executeChild(deliverOutboundWorkflow, {
@@ -18,5 +23,8 @@ export async function sweepOutboundWorkflow(input: { retrySchedule: number[] }):
       args: [{ messageIds: batch, retrySchedule: input.retrySchedule }],
     });
   }
-  return { swept: ids.length };
+  // A deferred row 10 minutes past its next attempt, or `sending` for two hours: its run was terminated.
+  const restarted = await restartAbandonedMessages({ deferredGraceMs: 10 * 60_000, sendingGraceMs: 2 * 3_600_000, limit: 500 });
+  const scheduled = await sweepScheduledSends({ olderThanMs: grace, limit: 500 });
+  return { swept: ids.length, restarted, scheduled };
 }

@@ -4,7 +4,8 @@ import { SvcDomainStatus } from './search-attributes.js';
 
 const { checkDomainDns } = proxyActivities<Activities>({
   startToCloseTimeout: '1 minute',
-  retry: { initialInterval: '5 seconds', maximumInterval: '5 minutes', maximumAttempts: 5 },
+  // DNS and database trouble is retried for as long as it lasts (capped at 5 minutes apart); the loop never ends on it.
+  retry: { initialInterval: '5 seconds', backoffCoefficient: 2, maximumInterval: '5 minutes' },
 });
 
 /** Check again now (sent by POST /api/domains/:id/verify). */

@@ -1,15 +1,18 @@
 import { proxyActivities, sleep } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
+import { HEARTBEAT_TIMEOUT, UNLIMITED_RETRY } from './activity-options.js';
 
 const { attemptWebhookDelivery } = proxyActivities<Activities>({
-  // The POST itself times out at 15 s; the rest is database work.
-  startToCloseTimeout: '45 seconds',
-  retry: { initialInterval: '2 seconds', maximumInterval: '1 minute', maximumAttempts: 5 },
+  // The POST itself times out at 15 s; recording its outcome may wait out a database outage (heartbeating).
+  startToCloseTimeout: '4 minutes',
+  heartbeatTimeout: HEARTBEAT_TIMEOUT,
+  retry: UNLIMITED_RETRY,
 });
 
 /**
  * Runs the retry ladder of one delivery from attempt `first`: attempt n+1 follows attempt n after
- * `schedule[n-1]` (durable timers), until one succeeds or the schedule is used up.
+ * `schedule[n-1]` (durable timers), until one succeeds or the schedule is used up. An attempt whose
+ * outcome is recorded is never posted again, so an activity retry (a database outage) does not repeat it.
  */
 export async function runLadder(deliveryId: string, schedule: number[], first = 1) {
   for (let n = first; ; n++) {

@@ -38,10 +38,21 @@ export const getMessage = defineOperation({
     message: message.extend({
       html: z.string().nullable(), text: z.string().nullable(), thread_id: z.string().nullable().describe('Inbound: the conversation root'),
       auth: z.record(z.string(), z.string().nullable()).nullable().describe('Inbound: spf, dkim, dmarc, spam verdicts'),
+      recipients: z.array(z.object({
+        address: z.string(), status: z.enum(['pending', 'sent', 'deferred', 'bounced']), attempts: z.number().int(),
+        response: z.string().nullable().describe('The last answer of its server'), at: z.number().int().nullable(),
+      })).describe('Outbound: each recipient\'s outcome (one SMTP transaction per recipient domain); empty before the first attempt'),
     }),
     attachments: z.array(z.object({ filename: z.string(), contentType: z.string() })),
     deliveries: z.array(deliverySchema).describe('Webhook deliveries of an inbound message, newest first'),
     events: z.array(eventSchema),
+    trail: z.array(z.object({
+      kind: z.enum(['smtp', 'webhook']), at: z.number().int(), workflowId: z.string().nullable().describe('The Temporal run that made the attempt'),
+      to: z.array(z.string()).optional().describe('SMTP: the recipients of the transaction'), deliveryId: z.string().optional(), attempt: z.number().int().optional(),
+      status: z.string().describe('SMTP: sent, deferred, bounced or mixed; webhook: delivered or failed'), response: z.string().describe('What the server answered'),
+    })).describe('Every SMTP transaction or webhook attempt of the message, oldest first'),
+    runs: z.array(z.object({ workflowId: z.string(), url: z.string().nullable().describe('The run in the Temporal UI (TEMPORAL_UI_URL)') }))
+      .describe('The workflow runs that touched the message'),
   }),
   handler: (input, { core, principal }) => core.messages.get(actorOf(principal!), input.id),
 });

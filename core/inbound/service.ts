@@ -85,7 +85,7 @@ export function createInboundService(deps: {
         if (payload.from.address.includes('@')) await upsertContacts(tx, domain.userId, [{ email: payload.from.address }], { touch: true });
       });
     }
-    await deps.workflows.startInboundDelivery({ messageId: id, userId: domain.userId });
+    await deps.workflows.startInboundDelivery({ messageId: id, userId: domain.userId, domainId: domain.id });
     return id;
   }
 

@@ -1,14 +1,16 @@
 /**
  * Group commit for immediate sends (DESIGN.md, The Temporal budget): accepted message ids are collected
- * and handed to `startBatch`, at most `maxBatch` ids per start. While `maxInFlight` starts are still
- * under way, new ids wait and join the next batch, so batches grow with load on their own: at low load
- * every message starts at once (after `flushMs`), under load one start carries up to 100 messages.
+ * and handed to `startBatch`, at most `maxBatch` ids per flush, one start per account in it (so each run
+ * carries its account's search attribute). While `maxInFlight` flushes are still under way, new ids wait
+ * and join the next one, so batches grow with load on their own: at low load every message starts at
+ * once (after `flushMs`), under load one start carries up to 100 messages.
  * A failed start leaves the rows `queued`; the outbound sweep schedule picks them up.
  */
-export type OutboundQueue = { enqueue(ids: string[]): void; flush(): Promise<void>; close(): Promise<void> };
+export type OutboundQueue = { enqueue(ids: string[], account?: string): void; flush(): Promise<void>; close(): Promise<void> };
+type Item = { id: string; account: string };
 
 export function createOutboundQueue(opts: {
-  startBatch: (ids: string[]) => Promise<void>;
+  startBatch: (ids: string[], account: string) => Promise<void>;
   flushMs?: number;
   maxBatch?: number;
   maxInFlight?: number;
@@ -17,18 +19,25 @@ export function createOutboundQueue(opts: {
   const flushMs = opts.flushMs ?? 25;
   const maxBatch = opts.maxBatch ?? 100;
   const maxInFlight = opts.maxInFlight ?? 1;
-  let pending: string[] = [];
+  let pending: Item[] = [];
   let timer: NodeJS.Timeout | undefined;
   const inFlight = new Set<Promise<void>>();
   let idle: (() => void)[] = [];
+
+  /** One flush: the items grouped by account, one start each, in the order they came. */
+  function startAll(items: Item[]): Promise<void> {
+    const byAccount = new Map<string, string[]>();
+    for (const it of items) byAccount.set(it.account, [...(byAccount.get(it.account) ?? []), it.id]);
+    return Promise.all([...byAccount].map(([account, ids]) => opts.startBatch(ids, account).catch((err) => opts.onError?.(err, ids)))).then(() => undefined);
+  }
 
   function pump(force = false): void {
     if (timer) clearTimeout(timer);
     timer = undefined;
     while (pending.length > 0 && (inFlight.size < maxInFlight || force)) {
-      const ids = pending.slice(0, maxBatch);
+      const items = pending.slice(0, maxBatch);
       pending = pending.slice(maxBatch);
-      const p: Promise<void> = opts.startBatch(ids).catch((err) => opts.onError?.(err, ids)).finally(() => {
+      const p: Promise<void> = startAll(items).finally(() => {
         inFlight.delete(p);
         // A full batch goes at once; a partial one waits out the window, so under load batches fill up.
         if (pending.length >= maxBatch) pump();
@@ -40,8 +49,8 @@ export function createOutboundQueue(opts: {
   }
 
   return {
-    enqueue(ids) {
-      pending.push(...ids);
+    enqueue(ids, account = '') {
+      pending.push(...ids.map((id) => ({ id, account })));
       if (pending.length >= maxBatch && inFlight.size < maxInFlight) pump();
       else if (!timer && inFlight.size < maxInFlight) timer = setTimeout(() => pump(), flushMs);
     },

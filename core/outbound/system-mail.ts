@@ -17,7 +17,7 @@ export function createSystemMailer(deps: { db: Db; queue: OutboundQueue; service
         id, userId: mail.userId, direction: 'outbound', kind: 'system', fromAddr: from, toAddrs: [mail.to],
         subject: mail.subject, text: mail.text, html: mail.html ?? null, status: 'queued', createdAt: now, updatedAt: now,
       });
-      deps.queue.enqueue([id]);
+      deps.queue.enqueue([id], mail.userId);
       return id;
     },
   };

@@ -8,27 +8,37 @@ import { schema } from '../../db/index.js';
 import { isNoRecord } from '../dns.js';
 import { newId } from '../ids.js';
 
-export type Rejection = { address: string; error: string; permanent: boolean };
-export type SendOutcome = { status: 'sent'; response?: string; rejected?: Rejection[] } | { status: 'temporary' | 'permanent'; error: string };
+/** What became of one recipient in one SMTP transaction: 250 (sent), 4xx/network (deferred), 5xx (bounced). */
+export type RecipientStatus = 'sent' | 'deferred' | 'bounced';
+export type RecipientResult = { address: string; status: RecipientStatus; response: string };
 export type Envelope = { from: string; to: string[] };
 export type OutboundTransport = {
-  send(messageId: string, envelope: Envelope, raw: Buffer, subject: string | null): Promise<SendOutcome>;
+  /** Splits recipients into SMTP transactions: one per recipient domain for MX delivery, one otherwise. */
+  group(recipients: string[]): string[][];
+  /** One transaction; answers an outcome for every recipient of `envelope.to`. Never throws for SMTP or network errors. */
+  send(messageId: string, envelope: Envelope, raw: Buffer, subject: string | null): Promise<RecipientResult[]>;
   close(): void;
 };
 
-/** Classifies an SMTP error: 5xx replies are permanent, everything else (4xx, network) temporary. */
-export function classifySmtpError(err: unknown): SendOutcome {
-  const e = err as { responseCode?: number; response?: string; message?: string };
-  const error = e.response ?? e.message ?? String(err);
-  return { status: e.responseCode && e.responseCode >= 500 ? 'permanent' : 'temporary', error };
-}
+/** SMTP connect, greeting and socket timeouts (OUTBOUND_SMTP_TIMEOUT_MS), so a stalled server cannot hold a batch. */
+export type SmtpTimeouts = { timeoutMs: number };
+const timeoutsOf = (t: SmtpTimeouts) => ({ connectionTimeout: t.timeoutMs, greetingTimeout: t.timeoutMs, socketTimeout: t.timeoutMs, dnsTimeout: t.timeoutMs });
 
-/** Recipients refused while others were accepted (nodemailer reports them on a successful send). */
-function rejectionsOf(info: unknown): Rejection[] {
-  const errors = (info as { rejectedErrors?: { recipient?: string; responseCode?: number; response?: string; message?: string }[] }).rejectedErrors;
-  return (errors ?? []).map((e) => ({
-    address: e.recipient ?? '', error: e.response ?? e.message ?? 'rejected', permanent: (e.responseCode ?? 0) >= 500,
-  }));
+type SmtpError = { responseCode?: number; response?: string; message?: string; recipient?: string; rejectedErrors?: SmtpError[] };
+const textOf = (e: SmtpError) => e.response ?? e.message ?? 'failed';
+const statusOf = (code: number | undefined): RecipientStatus => (code && code >= 500 ? 'bounced' : 'deferred');
+
+/** Per-recipient results of a nodemailer answer: accepted ones sent, refused ones by their reply code. */
+export function resultsOf(to: string[], info: { response?: string; rejectedErrors?: SmtpError[] } | undefined, err?: SmtpError): RecipientResult[] {
+  const refused = new Map<string, SmtpError>();
+  for (const e of (err?.rejectedErrors ?? info?.rejectedErrors ?? [])) if (e.recipient) refused.set(e.recipient.toLowerCase(), e);
+  return to.map((address) => {
+    const r = refused.get(address.toLowerCase());
+    if (r) return { address, status: statusOf(r.responseCode), response: textOf(r) };
+    // The whole transaction failed (connection, MAIL FROM, DATA): every recipient shares its fate.
+    if (err) return { address, status: statusOf(err.responseCode), response: textOf(err) };
+    return { address, status: 'sent', response: info?.response ?? 'ok' };
+  });
 }
 
 /**
@@ -38,61 +48,53 @@ function rejectionsOf(info: unknown): Rejection[] {
 export function captureTransport(db: Db, dir?: string): OutboundTransport {
   if (dir) mkdirSync(dir, { recursive: true });
   return {
+    group: (recipients) => (recipients.length ? [recipients] : []),
     async send(messageId, envelope, raw, subject) {
       await db.insert(schema.outbox).values({
         id: newId('obx'), messageId, envelopeFrom: envelope.from, envelopeTo: envelope.to, subject, raw: raw.toString('utf8'), createdAt: Date.now(),
       }).onConflictDoNothing();
       if (dir) await writeFile(join(dir, `${messageId}.eml`), raw);
-      return { status: 'sent', response: 'captured' };
+      return envelope.to.map((address) => ({ address, status: 'sent' as const, response: 'captured' }));
     },
     close() {},
   };
 }
 
 /** Everything through one smarthost (OUTBOUND_MODE=relay), over pooled connections. */
-export function relayTransport(relayUrl: string): OutboundTransport {
-  const transport = nodemailer.createTransport(relayUrl.includes('?') ? `${relayUrl}&pool=true` : `${relayUrl}?pool=true`);
+export function relayTransport(relayUrl: string, timeouts: SmtpTimeouts): OutboundTransport {
+  const url = relayUrl.includes('?') ? `${relayUrl}&pool=true` : `${relayUrl}?pool=true`;
+  const transport = nodemailer.createTransport(url, timeoutsOf(timeouts) as never);
   return {
+    group: (recipients) => (recipients.length ? [recipients] : []),
     async send(_id, envelope, raw) {
       try {
-        const info = await transport.sendMail({ envelope, raw });
-        return { status: 'sent', response: info.response, rejected: rejectionsOf(info) };
+        return resultsOf(envelope.to, await transport.sendMail({ envelope, raw }));
       } catch (err) {
-        return classifySmtpError(err);
+        return resultsOf(envelope.to, undefined, err as SmtpError);
       }
     },
     close: () => transport.close(),
   };
 }
 
+const domainOfRcpt = (rcpt: string) => rcpt.slice(rcpt.lastIndexOf('@') + 1).toLowerCase();
+
 /** Direct delivery to each recipient domain's MX (OUTBOUND_MODE=mx), resolved through DNS_SERVERS. */
-export function mxTransport(opts: { resolver: Resolver; port: number; heloName: string }): OutboundTransport {
+export function mxTransport(opts: { resolver: Resolver; port: number; heloName: string; timeouts: SmtpTimeouts; checkAddress?: (ip: string) => void }): OutboundTransport {
   const pools = new Map<string, Transporter>();
   // MX and address answers are kept for a minute: a burst to one domain should not cost lookups per message.
   const mxCache = new Map<string, { at: number; hosts: string[] }>();
   const aCache = new Map<string, { at: number; address: string }>();
-  const poolFor = (host: string) => {
-    let t = pools.get(host);
+  const poolFor = (address: string) => {
+    let t = pools.get(address);
     if (!t) {
-      t = nodemailer.createTransport({ host, port: opts.port, pool: true, maxConnections: 5, name: opts.heloName, opportunisticTLS: true, tls: { rejectUnauthorized: false }, connectionTimeout: 30_000 });
-      pools.set(host, t);
+      t = nodemailer.createTransport({
+        host: address, port: opts.port, pool: true, maxConnections: 5, name: opts.heloName, opportunisticTLS: true,
+        tls: { rejectUnauthorized: false }, ...timeoutsOf(opts.timeouts),
+      });
+      pools.set(address, t);
     }
     return t;
-  };
-  return {
-    async send(_id, envelope, raw) {
-      const byDomain = new Map<string, string[]>();
-      for (const rcpt of envelope.to) {
-        const domain = rcpt.slice(rcpt.lastIndexOf('@') + 1).toLowerCase();
-        byDomain.set(domain, [...(byDomain.get(domain) ?? []), rcpt]);
-      }
-      const outcomes: SendOutcome[] = [];
-      for (const [domain, rcpts] of byDomain) outcomes.push(await sendToDomain(domain, { from: envelope.from, to: rcpts }, raw));
-      return outcomes.find((o) => o.status === 'temporary') ?? outcomes.find((o) => o.status === 'permanent') ?? outcomes[0] ?? { status: 'sent' };
-    },
-    close() {
-      for (const t of pools.values()) t.close();
-    },
   };
 
   async function mxHosts(domain: string): Promise<string[]> {
@@ -115,34 +117,47 @@ export function mxTransport(opts: { resolver: Resolver; port: number; heloName: 
     const hit = aCache.get(host);
     if (hit && Date.now() - hit.at < 60_000) return hit.address;
     const address = (await opts.resolver.resolve4(host))[0] ?? host;
+    opts.checkAddress?.(address);
     aCache.set(host, { at: Date.now(), address });
     return address;
   }
 
-  async function sendToDomain(domain: string, envelope: Envelope, raw: Buffer): Promise<SendOutcome> {
-    let hosts: string[];
-    try {
-      hosts = await mxHosts(domain);
-    } catch (err) {
-      return { status: 'temporary', error: `MX lookup for ${domain} failed: ${(err as Error).message}` };
-    }
-    let last: SendOutcome = { status: 'temporary', error: `no MX host for ${domain}` };
-    for (const host of hosts) {
-      let address: string;
+  return {
+    group(recipients) {
+      const byDomain = new Map<string, string[]>();
+      for (const r of recipients) byDomain.set(domainOfRcpt(r), [...(byDomain.get(domainOfRcpt(r)) ?? []), r]);
+      return [...byDomain.values()];
+    },
+    async send(_id, envelope, raw) {
+      const domain = domainOfRcpt(envelope.to[0] ?? '');
+      const all = (status: RecipientStatus, response: string) => envelope.to.map((address) => ({ address, status, response }));
+      let hosts: string[];
       try {
-        address = await addressOf(host);
+        hosts = await mxHosts(domain);
       } catch (err) {
-        last = { status: isNoRecord(err) && hosts.length === 1 ? 'permanent' : 'temporary', error: `cannot resolve ${host}: ${(err as Error).message}` };
-        continue;
+        return all('deferred', `MX lookup for ${domain} failed: ${(err as Error).message}`);
       }
-      try {
-        const info = await poolFor(address).sendMail({ envelope, raw });
-        return { status: 'sent', response: info.response, rejected: rejectionsOf(info) };
-      } catch (err) {
-        last = classifySmtpError(err);
-        if (last.status === 'permanent') return last;
+      let last = all('deferred', `no MX host for ${domain}`);
+      for (const host of hosts) {
+        let address: string;
+        try {
+          address = await addressOf(host);
+        } catch (err) {
+          last = all(isNoRecord(err) && hosts.length === 1 ? 'bounced' : 'deferred', `cannot use ${host}: ${(err as Error).message}`);
+          continue;
+        }
+        try {
+          return resultsOf(envelope.to, await poolFor(address).sendMail({ envelope, raw }));
+        } catch (err) {
+          last = resultsOf(envelope.to, undefined, err as SmtpError);
+          // A 5xx for the whole transaction is final; a connection failure tries the next MX host.
+          if ((err as SmtpError).responseCode || (err as SmtpError).rejectedErrors) return last;
+        }
       }
-    }
-    return last;
-  }
+      return last;
+    },
+    close() {
+      for (const t of pools.values()) t.close();
+    },
+  };
 }

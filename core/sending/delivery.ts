@@ -5,23 +5,30 @@ import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import type { AttachmentService } from '../attachments/service.js';
 import { renderMessage } from '../outbound/render.js';
-import type { OutboundTransport, SendOutcome } from '../outbound/transport.js';
+import type { OutboundTransport, RecipientResult } from '../outbound/transport.js';
 import type { Sealer } from '../secrets.js';
 import { AppError } from '../errors.js';
+import { retryTransient } from '../retry.js';
 import { BOUNCE_LABEL } from '../domains/records.js';
 import type { EventService } from './events.js';
 import type { SuppressionService } from './suppressions.js';
+import { applyResults, messageStatus, owed, recipientsOf, type MessageStatus, type RecipientStates, type TrailEntry } from './recipients.js';
 
 type MessageRow = typeof schema.messages.$inferSelect;
-const DELIVERY_CONCURRENCY = 20;
-type SentRecord = { row: MessageRow; recipients: string[]; response?: string };
+/** Messages in flight at once in one batch: each waits mostly on its SMTP round trip; the transport pools connections. */
+export const DELIVERY_CONCURRENCY = 20;
 const KEY_CACHE_MS = 60_000;
 export type DeliveryResult = { sent: number; bounced: number; skipped: number; deferred: string[] };
-const bare = (a: string) => (/<([^>]+)>/.exec(a)?.[1] ?? a).toLowerCase();
+/** How an activity follows the work: a heartbeat per message, and whether it was asked to stop. */
+export type Progress = { beat(): void; stopped(): boolean };
+const idle: Progress = { beat() {}, stopped: () => false };
+type Attempt = { workflowId: string; final: boolean; nextAttemptAt: number | null; progress: Progress };
 
 /**
- * Outbound delivery: renders MIME, DKIM-signs with the domain's key, hands the bytes to the provider,
- * and records the outcome on the message row, the timeline and (on a hard bounce) the suppression list.
+ * Outbound delivery: renders MIME, DKIM-signs with the domain's key, hands the bytes to the provider
+ * one SMTP transaction per recipient domain, and records each transaction's per-recipient outcome on
+ * the message row the moment the server has answered (DESIGN.md, Delivery semantics): a retry owes
+ * only the recipients with no final outcome, so nothing recorded is ever sent again.
  */
 export function createDeliveryService(deps: {
   db: Db; transport: OutboundTransport; sealer: Sealer; serviceDomain: string;
@@ -53,92 +60,119 @@ export function createDeliveryService(deps: {
     return Buffer.concat([Buffer.from(signatures), raw]);
   }
 
-  async function attempt(row: MessageRow): Promise<{ outcome: SendOutcome; smtpMessageId: string }> {
+  /** The signed bytes and envelope sender of a message (the same bytes for every transaction of it). */
+  async function build(row: MessageRow): Promise<{ raw: Buffer; from: string; smtpMessageId: string }> {
     const attachments = await Promise.all((row.attachments ?? []).map((a) => deps.attachments.loadForSend(row.userId ?? '', a)));
-    const domain = bare(row.fromAddr).split('@')[1];
+    const domain = recipientsOf({ toAddrs: [row.fromAddr] })[0]?.split('@')[1];
     const rendered = await renderMessage({
       ...row, attachments, serviceDomain: deps.serviceDomain,
       envelopeFrom: row.kind === 'user' && domain ? `bounce+${row.id}@${BOUNCE_LABEL}.${domain}` : undefined,
     });
-    const raw = await sign(row, rendered.raw);
-    return { outcome: await deps.transport.send(row.id, rendered.envelope, raw, row.subject), smtpMessageId: rendered.messageId };
+    return { raw: await sign(row, rendered.raw), from: rendered.envelope.from, smtpMessageId: rendered.messageId };
   }
 
-  /** Records a final bounce: status, `email.bounced` per address and a suppression for each. */
-  async function bounce(row: MessageRow, addresses: string[], diagnostic: string) {
-    for (const address of addresses) {
-      if (row.userId && row.kind === 'user') {
-        await deps.suppressions.add(row.userId, address, 'hard_bounce', { messageId: row.id, detail: diagnostic });
-        await deps.events.record({ userId: row.userId, messageId: row.id, domainId: row.domainId, type: 'email.bounced', recipient: address, data: { bounce: { type: 'hard', diagnostic } } });
-      }
+  /** Writes one transaction's outcome (and, on the last one, the message status and its events) in one statement. */
+  async function record(row: MessageRow, changed: RecipientStates, entry: TrailEntry, final?: { status: MessageStatus; attempt: Attempt; smtpMessageId: string; events: Parameters<EventService['prepare']>[0] }) {
+    const at = entry.at;
+    const set: Partial<Record<keyof typeof m.$inferInsert, unknown>> = {
+      recipients: sql`coalesce(${m.recipients}, '{}'::jsonb) || ${JSON.stringify(changed)}::jsonb`,
+      trail: sql`coalesce(${m.trail}, '[]'::jsonb) || ${JSON.stringify([entry])}::jsonb`,
+      updatedAt: at,
+    };
+    if (final) {
+      const failed = entry.status === 'sent' ? null : entry.response;
+      Object.assign(set, {
+        status: final.status, attempts: sql`${m.attempts} + 1`, lastError: failed, smtpMessageId: final.smtpMessageId || null,
+        nextAttemptAt: final.status === 'deferred' ? final.attempt.nextAttemptAt : null,
+        ...(final.status === 'bounced' ? { bounceType: 'hard' } : {}),
+        ...(Object.values(changed).some((s) => s.status === 'sent') ? { sentAt: sql`coalesce(${m.sentAt}, ${at})` } : {}),
+      });
     }
+    const update = () => db.update(m).set(set as never).where(eq(m.id, row.id));
+    const prepared = final ? await deps.events.prepare(final.events) : undefined;
+    await retryTransient(async () => {
+      if (!prepared?.rows.length) return void (await update());
+      // One statement: the outcome and its events commit together (a data-modifying CTE always runs).
+      const done = db.$with('done', { id: sql<string>`id` }).as(update().returning({ id: m.id }).getSQL());
+      await db.with(done).insert(schema.events).values(prepared.rows);
+    }, { onWait: () => final?.attempt.progress.beat() });
+    prepared?.notify();
   }
 
-  /** One attempt at one claimed message; answers whether it was sent, bounced or deferred. */
-  /** Records cleanly sent messages of one chunk with one update and one multi-row event insert. */
-  async function recordSent(batch: SentRecord[]): Promise<void> {
-    if (batch.length === 0) return;
-    const at = Date.now();
-    await db.update(m).set({
-      status: 'sent', sentAt: at, lastError: null, nextAttemptAt: null, attempts: sql`${m.attempts} + 1`, updatedAt: at,
-      smtpMessageId: sql`'<' || ${m.id} || ${`@${deps.serviceDomain}>`}`,
-    }).where(inArray(m.id, batch.map((b) => b.row.id)));
-    const user = batch.filter((b) => b.row.userId && b.row.kind === 'user');
-    await deps.events.recordMany(user.map((b) => ({
-      userId: b.row.userId!, messageId: b.row.id, domainId: b.row.domainId, type: 'email.sent' as const, data: { to: b.recipients, response: b.response },
-    })));
-  }
-
-  /** One attempt; a clean success is handed to `sentBatch` for a bulk write when one is given. */
-  async function deliver(row: MessageRow, final: boolean, sentBatch?: SentRecord[]): Promise<'sent' | 'bounced' | 'deferred'> {
-    let result: { outcome: SendOutcome; smtpMessageId: string };
+  /** One attempt at one claimed message: every owed recipient, one transaction per group, each recorded at once. */
+  async function deliver(row: MessageRow, attempt: Attempt): Promise<MessageStatus> {
+    const all = recipientsOf(row);
+    const states: RecipientStates = { ...(row.recipients ?? {}) };
+    const todo = owed(all, states);
+    let built: Awaited<ReturnType<typeof build>> | undefined;
+    let buildError: RecipientResult['status'] | undefined;
+    let why = '';
     try {
-      result = await attempt(row);
+      built = await build(row);
     } catch (err) {
       // A failure to build (an attachment fetch, say) is temporary when retrying can help.
-      const status = err instanceof AppError && err.retryable ? 'temporary' : 'permanent';
-      result = { outcome: { status, error: `could not build the message: ${(err as Error).message}` }, smtpMessageId: '' };
+      buildError = err instanceof AppError && err.retryable ? 'deferred' : 'bounced';
+      why = `could not build the message: ${(err as Error).message}`;
     }
-    const { outcome } = result;
-    const at = Date.now();
-    const base = { attempts: sql`${m.attempts} + 1`, updatedAt: at, smtpMessageId: result.smtpMessageId || null };
-    const recipients = [...row.toAddrs, ...(row.ccAddrs ?? []), ...(row.bccAddrs ?? [])].map(bare);
-    if (outcome.status === 'sent' && sentBatch && !outcome.rejected?.length) {
-      sentBatch.push({ row, recipients, response: outcome.response });
-      return 'sent';
+    const groups = built ? deps.transport.group(todo) : [todo];
+    const sent: string[] = [];
+    const bounced: RecipientResult[] = [];
+    let status: MessageStatus = messageStatus(all, states);
+    for (const [i, group] of groups.entries()) {
+      let results = built ? await deps.transport.send(row.id, { from: built.from, to: group }, built.raw, row.subject)
+        : group.map((address) => ({ address, status: buildError!, response: why }));
+      if (attempt.final) results = results.map((r) => (r.status === 'deferred' ? { ...r, status: 'bounced' as const } : r));
+      const { changed, entry } = applyResults(states, results, attempt.workflowId);
+      sent.push(...results.filter((r) => r.status === 'sent').map((r) => r.address));
+      bounced.push(...results.filter((r) => r.status === 'bounced'));
+      const last = i === groups.length - 1;
+      status = messageStatus(all, states);
+      await record(row, changed, entry, last ? { status, attempt, smtpMessageId: built?.smtpMessageId ?? '', events: eventsOf(row, sent, bounced, status, entry.response) } : undefined);
+      attempt.progress.beat();
     }
-    if (outcome.status === 'sent') {
-      await db.update(m).set({ ...base, status: 'sent', sentAt: at, lastError: null, nextAttemptAt: null }).where(eq(m.id, row.id));
-      if (row.userId && row.kind === 'user') await deps.events.record({ userId: row.userId, messageId: row.id, domainId: row.domainId, type: 'email.sent', data: { to: recipients, response: outcome.response } });
-      const hard = (outcome.rejected ?? []).filter((r) => r.permanent);
-      if (hard.length) await bounce(row, hard.map((r) => r.address.toLowerCase()), hard[0]!.error);
-      return 'sent';
-    }
-    if (outcome.status === 'permanent' || final) {
-      await db.update(m).set({ ...base, status: 'bounced', bounceType: 'hard', lastError: outcome.error, nextAttemptAt: null }).where(eq(m.id, row.id));
-      await bounce(row, recipients, outcome.error);
-      return 'bounced';
-    }
-    await db.update(m).set({ ...base, status: 'deferred', lastError: outcome.error }).where(eq(m.id, row.id));
-    if (row.userId && row.kind === 'user') await deps.events.record({ userId: row.userId, messageId: row.id, domainId: row.domainId, type: 'email.deferred', data: { error: outcome.error } });
-    return 'deferred';
+    if (groups.length === 0) await record(row, {}, { at: Date.now(), workflowId: attempt.workflowId, to: [], status: status === 'deferred' ? 'deferred' : status, response: 'nothing owed' }, { status, attempt, smtpMessageId: row.smtpMessageId ?? '', events: [] });
+    for (const b of bounced) if (row.userId && row.kind === 'user') await deps.suppressions.add(row.userId, b.address, 'hard_bounce', { messageId: row.id, detail: b.response });
+    return status;
+  }
+
+  /** The timeline events of one attempt: sent (who got it), one bounce per refused address, deferred. */
+  function eventsOf(row: MessageRow, sent: string[], bounced: RecipientResult[], status: MessageStatus, response: string) {
+    if (!row.userId || row.kind !== 'user') return [];
+    const base = { userId: row.userId, messageId: row.id, domainId: row.domainId };
+    return [
+      ...(sent.length ? [{ ...base, type: 'email.sent' as const, data: { to: sent, response } }] : []),
+      ...bounced.map((b) => ({ ...base, type: 'email.bounced' as const, recipient: b.address, data: { bounce: { type: 'hard', diagnostic: b.response } } })),
+      ...(status === 'deferred' ? [{ ...base, type: 'email.deferred' as const, data: { error: response } }] : []),
+    ];
+  }
+
+  /** Runs `work` over `items` with at most `lanes` at once: a stalled item holds one lane, not a whole chunk. */
+  async function inLanes<T>(items: T[], lanes: number, progress: Progress, work: (item: T) => Promise<void>) {
+    let next = 0;
+    await Promise.all(Array.from({ length: Math.min(lanes, items.length) }, async () => {
+      while (next < items.length && !progress.stopped()) await work(items[next++]!);
+    }));
   }
 
   return {
-    /** Claims queued rows for `workflowId` and delivers them; idempotent per row (a retry resumes its own claims). */
-    async sendQueued(input: { messageIds: string[]; workflowId: string }): Promise<DeliveryResult> {
+    /**
+     * Claims the batch's queued rows for `workflowId` and delivers them; a retry of the same run takes
+     * its own rows still `sending` (those cut off mid-transaction) and skips every recorded outcome. Answers
+     * the rows of this run left deferred, including those an earlier attempt deferred.
+     */
+    async sendQueued(input: { messageIds: string[]; workflowId: string; nextAttemptAt?: number | null }, progress: Progress = idle): Promise<DeliveryResult> {
       const claimed = await db.update(m).set({ status: 'sending', workflowId: input.workflowId, updatedAt: Date.now() })
         .where(and(inArray(m.id, input.messageIds), or(eq(m.status, 'queued'), and(eq(m.status, 'sending'), eq(m.workflowId, input.workflowId)))))
         .returning();
       const result: DeliveryResult = { sent: 0, bounced: 0, skipped: input.messageIds.length - claimed.length, deferred: [] };
-      // Several messages at once: each waits mostly on its SMTP round trip, and the transport pools connections.
-      for (let i = 0; i < claimed.length; i += DELIVERY_CONCURRENCY) {
-        const chunk = claimed.slice(i, i + DELIVERY_CONCURRENCY);
-        const sent: SentRecord[] = [];
-        const outcomes = await Promise.all(chunk.map((row) => deliver(row, false, sent)));
-        await recordSent(sent);
-        outcomes.forEach((r, j) => (r === 'deferred' ? result.deferred.push(chunk[j]!.id) : (result[r] += 1)));
-      }
+      const attempt: Attempt = { workflowId: input.workflowId, final: false, nextAttemptAt: input.nextAttemptAt ?? null, progress };
+      await inLanes(claimed, DELIVERY_CONCURRENCY, progress, async (row) => {
+        const r = await deliver(row, attempt);
+        if (r !== 'deferred') result[r] += 1;
+      });
+      // Every row of this run waiting on a retry, also those an earlier (failed) attempt deferred: the workflow starts their ladders.
+      const deferred = await db.select({ id: m.id }).from(m).where(and(inArray(m.id, input.messageIds), eq(m.workflowId, input.workflowId), eq(m.status, 'deferred')));
+      result.deferred = deferred.map((r) => r.id);
       return result;
     },
 
@@ -150,14 +184,26 @@ export function createDeliveryService(deps: {
       return rows.map((r) => r.id);
     },
 
-    /** A later attempt at a deferred message; `final` turns a temporary failure into a bounce. */
-    async retryDeferred(input: { messageId: string; final: boolean; nextAttemptAt: number | null }): Promise<'sent' | 'bounced' | 'deferred' | 'skipped'> {
+    /**
+     * Rows no workflow will move: deferred far past their next attempt, or `sending` long after any
+     * attempt could still run (their run was terminated). The sweep restarts their deferred ladders.
+     */
+    async findAbandoned(opts: { deferredGraceMs: number; sendingGraceMs: number; limit: number }): Promise<string[]> {
+      const now = Date.now();
+      const rows = await db.select({ id: m.id }).from(m).where(and(eq(m.direction, 'outbound'), or(
+        and(eq(m.status, 'deferred'), lt(m.nextAttemptAt, now - opts.deferredGraceMs)),
+        and(eq(m.status, 'deferred'), isNull(m.nextAttemptAt), lt(m.updatedAt, now - opts.deferredGraceMs)),
+        and(eq(m.status, 'sending'), lt(m.updatedAt, now - opts.sendingGraceMs)),
+      ))).orderBy(asc(m.updatedAt)).limit(opts.limit);
+      return rows.map((r) => r.id);
+    },
+
+    /** A later attempt at a deferred message (its owed recipients only); `final` turns a temporary failure into a bounce. */
+    async retryDeferred(input: { messageId: string; workflowId: string; final: boolean; nextAttemptAt: number | null }, progress: Progress = idle): Promise<MessageStatus | 'skipped'> {
       const [row] = await db.update(m).set({ status: 'sending', updatedAt: Date.now() })
         .where(and(eq(m.id, input.messageId), inArray(m.status, ['deferred', 'sending']))).returning();
       if (!row) return 'skipped';
-      const r = await deliver(row, input.final);
-      if (r === 'deferred') await db.update(m).set({ nextAttemptAt: input.nextAttemptAt }).where(eq(m.id, row.id));
-      return r;
+      return deliver(row, { workflowId: input.workflowId, final: input.final, nextAttemptAt: input.nextAttemptAt, progress });
     },
   };
 }

@@ -7,7 +7,7 @@ export type EventType = 'email.sent' | 'email.bounced' | 'email.complained' | 'e
 type Tx = Pick<Db, 'insert'>;
 type NewEvent = { userId: string; messageId?: string | null; domainId?: string | null; type: EventType; recipient?: string | null; data?: Record<string, unknown> };
 /** Decides whether an event goes to an engagement webhook, and wakes that domain's dispatcher. */
-export type EngagementRouter = { wants(domainId: string, type: string): Promise<boolean>; nudge(domainId: string): void };
+export type EngagementRouter = { wants(domainId: string, type: string): Promise<boolean>; nudge(domainId: string, userId: string): void };
 
 /** The delivery timeline: what the service did with each message, newest first. */
 export function createEventService(deps: { db: Db }) {
@@ -19,14 +19,14 @@ export function createEventService(deps: { db: Db }) {
   /** Rows for new events, `pending` for a webhook where the domain routes that type to one. */
   async function rows(evs: NewEvent[]) {
     const now = Date.now();
-    const nudge = new Set<string>();
+    const nudge = new Map<string, string>(); // domain → account
     const asked = new Map<string, boolean>(); // one routing lookup per (domain, type) in a batch, not per event
     const out = [];
     for (const ev of evs) {
       const key = `${ev.domainId}|${ev.type}`;
       if (router && ev.domainId && !asked.has(key)) asked.set(key, await router.wants(ev.domainId, ev.type));
       const routed = asked.get(key) ?? false;
-      if (routed) nudge.add(ev.domainId!);
+      if (routed) nudge.set(ev.domainId!, ev.userId);
       out.push({
         id: newId('evt'), userId: ev.userId, messageId: ev.messageId ?? null, domainId: ev.domainId ?? null, type: ev.type,
         recipient: ev.recipient ?? null, data: ev.data ?? {}, webhookState: routed ? 'pending' : null, createdAt: now,
@@ -40,17 +40,22 @@ export function createEventService(deps: { db: Db }) {
     attachRouter(r: EngagementRouter) {
       router = r;
     },
+    /** Rows for `evs` (routing decided) to insert in a caller's statement; `notify` wakes dispatchers after it commits. */
+    async prepare(evs: NewEvent[]) {
+      const { out, nudge } = await rows(evs);
+      return { rows: out, notify: () => { for (const [d, u] of nudge) router!.nudge(d, u); } };
+    },
     async record(ev: NewEvent, tx: Tx = db) {
       const { out, nudge } = await rows([ev]);
       await tx.insert(e).values(out);
-      for (const d of nudge) router!.nudge(d);
+      for (const [d, u] of nudge) router!.nudge(d, u);
       return out[0]!;
     },
     async recordMany(evs: NewEvent[]) {
       if (evs.length === 0) return;
       const { out, nudge } = await rows(evs);
       await db.insert(e).values(out);
-      for (const d of nudge) router!.nudge(d);
+      for (const [d, u] of nudge) router!.nudge(d, u);
     },
     /** Records an event about a message by id alone (tracking hits); false when the message is unknown. */
     async recordForMessage(messageId: string, type: 'email.opened' | 'email.clicked', data: Record<string, unknown>): Promise<boolean> {

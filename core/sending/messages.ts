@@ -1,4 +1,4 @@
-import { and, desc, eq, ilike, lt, or, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, ilike, inArray, lt, or, sql } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import type { Actor } from '../domains/service.js';
@@ -9,7 +9,10 @@ import { deliveryDto } from '../webhooks/deliveries.js';
 type Row = typeof schema.messages.$inferSelect;
 
 /** Reading what happened: messages newest first, one message with its events and delivery state. */
-export function createMessageService(deps: { db: Db; events: EventService }) {
+/** Where an operator reads a run: the Temporal UI page of a workflow (null when no UI URL is known). */
+export type RunLink = (workflowId: string) => string | null;
+
+export function createMessageService(deps: { db: Db; events: EventService; runLink: RunLink }) {
   const { db } = deps;
   const m = schema.messages;
   const dto = (r: Row) => ({
@@ -37,7 +40,22 @@ export function createMessageService(deps: { db: Db; events: EventService }) {
       const events = await deps.events.list(actor.userId, { limit: 500, messageId: id });
       const attachments = (row.attachments ?? []).map((a) => ({ filename: a.filename, contentType: a.contentType }));
       const deliveries = await db.select().from(schema.deliveries).where(eq(schema.deliveries.messageId, id)).orderBy(desc(schema.deliveries.createdAt));
-      return { message: { ...dto(row), html: row.html, text: row.text, thread_id: row.threadId, auth: row.auth ?? null }, attachments, deliveries: deliveries.map(deliveryDto), events };
+      const attempts = deliveries.length ? await db.select().from(schema.deliveryAttempts).where(inArray(schema.deliveryAttempts.deliveryId, deliveries.map((d) => d.id))).orderBy(asc(schema.deliveryAttempts.requestedAt)) : [];
+      const recipients = Object.entries(row.recipients ?? {}).map(([address, r]) => ({ address, status: r.status, attempts: r.attempts, response: r.response ?? null, at: r.at ?? null }));
+      // The delivery trail: every SMTP transaction (outbound) or webhook attempt (inbound), oldest first.
+      const trail = [
+        ...(row.trail ?? []).map((t) => ({ kind: 'smtp' as const, at: t.at, workflowId: t.workflowId, to: t.to, status: t.status, response: t.response })),
+        ...attempts.map((a) => ({
+          kind: 'webhook' as const, at: a.requestedAt, workflowId: deliveries.find((d) => d.id === a.deliveryId)?.workflowId ?? null, deliveryId: a.deliveryId,
+          attempt: a.attemptNumber, status: a.ok ? 'delivered' : 'failed', response: a.responseStatus ? `HTTP ${a.responseStatus}${a.reason ? ` (${a.reason})` : ''}` : (a.reason ?? ''),
+        })),
+      ].sort((a, b) => a.at - b.at);
+      const runIds = new Set<string>([row.workflowId, ...trail.map((t) => t.workflowId), ...deliveries.map((d) => d.workflowId)].filter((x): x is string => Boolean(x)));
+      const runs = [...runIds].map((workflowId) => ({ workflowId, url: deps.runLink(workflowId) }));
+      return {
+        message: { ...dto(row), html: row.html, text: row.text, thread_id: row.threadId, auth: row.auth ?? null, recipients },
+        attachments, deliveries: deliveries.map(deliveryDto), events, trail, runs,
+      };
     },
   };
 }

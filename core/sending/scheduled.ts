@@ -1,4 +1,4 @@
-import { and, desc, eq } from 'drizzle-orm';
+import { and, desc, eq, inArray, lt } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import type { Actor } from '../domains/service.js';
@@ -33,19 +33,41 @@ export function createScheduledSendService(deps: { db: Db; workflows: WorkflowPo
       return id;
     },
 
-    /** Starts one workflow per scheduled send; a start that fails cancels its row and answers 503. */
+    /** Starts one workflow per scheduled send and marks it started; a start that fails cancels its row and answers 503. */
     async startAll(items: ScheduledStart[]): Promise<void> {
       const failed: string[] = [];
+      const started: string[] = [];
       await Promise.all(items.map(async (it) => {
         try {
           await deps.workflows.startScheduledSend(it);
+          started.push(it.id);
         } catch {
           failed.push(it.id);
           await db.update(s).set({ status: 'failed', updatedAt: Date.now() }).where(eq(s.id, it.id));
           await db.update(m).set({ status: 'canceled', updatedAt: Date.now() }).where(eq(m.id, it.messageId));
         }
       }));
+      if (started.length) await db.update(s).set({ started: true }).where(inArray(s.id, started));
       if (failed.length) throw unavailable(`Could not schedule ${failed.length} message(s): the scheduler is unavailable`);
+    },
+
+    /**
+     * The scheduled-send sweep: starts the workflows a crash left unstarted (between commit and start),
+     * and writes `canceled` on rows whose workflow an operator terminated before it sent.
+     */
+    async sweep(opts: { olderThanMs: number; limit: number }): Promise<{ started: number; canceled: number }> {
+      const now = Date.now();
+      const unstarted = await db.select().from(s).where(and(eq(s.status, 'scheduled'), eq(s.started, false), lt(s.createdAt, now - opts.olderThanMs))).limit(opts.limit);
+      for (const r of unstarted) await deps.workflows.startScheduledSend({ id: r.id, messageId: r.messageId, userId: r.userId, scheduledAt: r.scheduledAt });
+      if (unstarted.length) await db.update(s).set({ started: true }).where(inArray(s.id, unstarted.map((r) => r.id)));
+      const overdue = await db.select().from(s).where(and(eq(s.status, 'scheduled'), eq(s.started, true), lt(s.scheduledAt, now - opts.olderThanMs))).limit(opts.limit);
+      let canceled = 0;
+      for (const r of overdue) {
+        if ((await deps.workflows.scheduledSendState(r.id)) === 'running') continue;
+        await this.markCanceled(r.id);
+        canceled += 1;
+      }
+      return { started: unstarted.length, canceled };
     },
 
     async list(actor: Actor, opts: { limit: number; status?: string }) {
@@ -63,15 +85,26 @@ export function createScheduledSendService(deps: { db: Db; workflows: WorkflowPo
       if (row.s.status === 'canceled') return { ok: true as const, id, status: 'canceled' as const };
       if (row.s.status !== 'scheduled') throw conflict(`Too late to cancel: the send is ${row.s.status}`, 'too_late');
       const outcome = await deps.workflows.cancelScheduledSend(id);
+      if (outcome === 'unavailable') throw unavailable('The scheduler did not answer in time; the cancel may still apply. Try again to learn the outcome.', 'scheduler_unavailable');
+      if (outcome === 'closed') {
+        // Its workflow ended without sending (an operator terminated it): the row says canceled.
+        await this.markCanceled(id);
+        const [cur] = await db.select({ status: s.status }).from(s).where(eq(s.id, id));
+        if (cur?.status === 'canceled') return { ok: true as const, id, status: 'canceled' as const };
+        throw conflict(`Too late to cancel: the send is ${cur?.status}`, 'too_late');
+      }
       if (outcome === 'too_late') throw conflict('Too late to cancel: sending has already started', 'too_late');
       return { ok: true as const, id, status: 'canceled' as const };
     },
 
-    /** Workflow step when the time comes: claims the row for sending; false if it was canceled meanwhile. */
-    async release(id: string): Promise<{ go: boolean; messageId: string }> {
+    /**
+     * Workflow step when the time comes: claims the row and its message for this run (`sending` with
+     * the run's id, so the outbound sweep never takes it); false if it was canceled meanwhile.
+     */
+    async release(id: string, workflowId: string): Promise<{ go: boolean; messageId: string }> {
       const [row] = await db.update(s).set({ status: 'sending', updatedAt: Date.now() }).where(and(eq(s.id, id), eq(s.status, 'scheduled'))).returning();
       if (row) {
-        await db.update(m).set({ status: 'queued', updatedAt: Date.now() }).where(eq(m.id, row.messageId));
+        await db.update(m).set({ status: 'sending', workflowId, updatedAt: Date.now() }).where(eq(m.id, row.messageId));
         return { go: true, messageId: row.messageId };
       }
       const [cur] = await db.select().from(s).where(eq(s.id, id));

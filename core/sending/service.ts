@@ -98,7 +98,7 @@ export function createSendService(deps: {
       // One statement: the rows and the counters commit together without a transaction's extra round trips.
       const accepted = db.$with('accepted', { id: sql<string>`id` }).as(db.insert(schema.messages).values(rows).returning({ id: schema.messages.id }).getSQL());
       await deps.usage.consume(db.with(accepted), p.user.id, rows.length, { outbound: true });
-      deps.queue.enqueue(rows.map((r) => r.id!));
+      deps.queue.enqueue(rows.map((r) => r.id!), p.user.id);
       return ssnd;
     }
     await db.transaction(async (tx) => {
@@ -107,7 +107,7 @@ export function createSendService(deps: {
       if (p.scheduledAt) for (const r of rows) ssnd.set(r.id!, await deps.scheduled.insert(tx, { userId: p.user.id, messageId: r.id!, scheduledAt: p.scheduledAt }));
     });
     if (p.scheduledAt) await deps.scheduled.startAll([...ssnd].map(([messageId, id]) => ({ id, messageId, userId: p.user.id, scheduledAt: p.scheduledAt! })));
-    else deps.queue.enqueue(rows.map((r) => r.id!));
+    else deps.queue.enqueue(rows.map((r) => r.id!), p.user.id);
     return ssnd;
   }
 

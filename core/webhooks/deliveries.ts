@@ -2,6 +2,8 @@ import { and, desc, eq } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { newId } from '../ids.js';
+import { retryTransient } from '../retry.js';
+import type { Progress } from '../sending/delivery.js';
 import type { Sealer } from '../secrets.js';
 import { recordHealth } from './health.js';
 import { postWebhook, type AttemptCapture } from './post.js';
@@ -47,7 +49,7 @@ export function createDeliveryStore(deps: { db: Db; sealer: Sealer; routes: Rout
      * Attempt `n` of a delivery: signed POST, captured as an `att_` row, delivery and domain health updated.
      * Idempotent per (delivery, n): a repeated call answers the recorded outcome without posting again.
      */
-    async attempt(deliveryId: string, n: number, nextDelayMs: number | null): Promise<AttemptResult> {
+    async attempt(deliveryId: string, n: number, nextDelayMs: number | null, progress?: Progress): Promise<AttemptResult> {
       // One read for everything an attempt needs: the delivery, a recorded outcome of this attempt, the payload, the route.
       const [row] = await db.select({ d: dl, done: at, sealed: schema.inboundRaw.payloadSealed, route: schema.routes }).from(dl)
         .leftJoin(at, and(eq(at.deliveryId, dl.id), eq(at.attemptNumber, n)))
@@ -64,7 +66,8 @@ export function createDeliveryStore(deps: { db: Db; sealer: Sealer; routes: Rout
       }
       const t = await target(d, row.route);
       const c: AttemptCapture = await postWebhook({ url: t.url, body, secret: t.secret, ackMode: t.ackMode });
-      return record(d, n, c, t.url, nextDelayMs);
+      // The POST happened: its outcome is written even through a database outage, so a retry never posts it again.
+      return retryTransient(() => record(d, n, c, t.url, nextDelayMs), { onWait: () => progress?.beat() });
     },
 
     record: (d: DeliveryRow, n: number, c: AttemptCapture, url: string, nextDelayMs: number | null) => record(d, n, c, url, nextDelayMs),

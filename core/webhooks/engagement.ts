@@ -1,4 +1,4 @@
-import { and, asc, eq, inArray, lt } from 'drizzle-orm';
+import { and, asc, eq, inArray, lt, or } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { domainDto } from '../domains/dto.js';
@@ -10,6 +10,13 @@ import type { DeliveryStore } from './deliveries.js';
 import { postWebhook } from './post.js';
 import { TRACKING_PATTERN, type RouteService } from './routes.js';
 import { checkWebhookUrl } from './url.js';
+import { derivedId } from '../ids.js';
+import { retryTransient } from '../retry.js';
+import type { Progress } from '../sending/delivery.js';
+
+/** A claim older than this belongs to a dispatcher that died (a batch is time-boxed to a minute). */
+const STALE_CLAIM_MS = 5 * 60_000;
+const idle: Progress = { beat() {}, stopped: () => false };
 
 export const ENGAGEMENT_TYPES = ['email.sent', 'email.bounced', 'email.complained', 'email.opened', 'email.clicked'] as const;
 type Target = { routeId: string; url: string; ackMode: 'lenient' | 'ack'; secret: string };
@@ -50,7 +57,7 @@ export function createEngagementService(deps: {
   return {
     router: {
       wants: async (domainId: string, type: string) => Boolean(await target(domainId, type)),
-      nudge: (domainId: string) => void deps.workflows.nudgeEngagement(domainId).catch((err) => console.error('[engagement] nudge failed:', (err as Error).message)),
+      nudge: (domainId: string, userId: string) => void deps.workflows.nudgeEngagement(domainId, userId).catch((err) => console.error('[engagement] nudge failed:', (err as Error).message)),
     },
 
     async setTrackingWebhook(actor: Actor, domainId: string, url: string) {
@@ -78,33 +85,56 @@ export function createEngagementService(deps: {
       return { ok: true as const };
     },
 
-    /** One batch of a domain's pending events, one POST each; a failure becomes its own retried delivery. */
-    async dispatchBatch(domainId: string, limit: number): Promise<{ processed: number; more: boolean }> {
-      const pending = await db.select().from(ev).where(and(eq(ev.domainId, domainId), eq(ev.webhookState, 'pending'))).orderBy(asc(ev.createdAt)).limit(limit);
+    /**
+     * One batch of a domain's pending events, one POST each: events are claimed first (a stale claim,
+     * left by a run that died, is taken over), each outcome is written as it is known, and a failure
+     * becomes its own retried delivery with an id derived from the event (so doing it twice makes one).
+     * Time-boxed: it stops after `timeBoxMs` or when cancelled and hands back what it did not reach.
+     */
+    async dispatchBatch(domainId: string, limit: number, progress: Progress = idle, timeBoxMs = 60_000): Promise<{ processed: number; more: boolean }> {
+      const now = Date.now();
+      const claimable = db.select({ id: ev.id }).from(ev)
+        .where(and(eq(ev.domainId, domainId), or(eq(ev.webhookState, 'pending'), and(eq(ev.webhookState, 'sending'), lt(ev.claimedAt, now - STALE_CLAIM_MS)))))
+        .orderBy(asc(ev.createdAt)).limit(limit).for('update', { skipLocked: true });
+      const claimed = await db.update(ev).set({ webhookState: 'sending', claimedAt: now }).where(inArray(ev.id, claimable)).returning();
+      claimed.sort((a, b) => a.createdAt - b.createdAt);
       const targets = new Map<string, Target | undefined>(); // one lookup per event type in a batch
-      for (const e of pending) {
+      const deadline = now + timeBoxMs;
+      let processed = 0;
+      for (const e of claimed) {
+        if (progress.stopped() || Date.now() > deadline) break;
         if (!targets.has(e.type)) targets.set(e.type, await target(domainId, e.type));
         const t = targets.get(e.type);
         if (!t) {
-          await db.update(ev).set({ webhookState: null }).where(eq(ev.id, e.id));
-          continue;
+          await db.update(ev).set({ webhookState: null, claimedAt: null }).where(eq(ev.id, e.id));
+        } else {
+          const payload = await payloadOf(e);
+          const c = await postWebhook({ url: t.url, body: JSON.stringify(payload), secret: t.secret, ackMode: t.ackMode });
+          await retryTransient(async () => {
+            if (!c.ok) {
+              const row = await deps.deliveries.create({ id: derivedId('dlv', 'engagement', e.id), userId: e.userId, messageId: e.messageId ?? '', routeId: t.routeId, domainId, url: t.url, kind: 'engagement', payload });
+              await deps.deliveries.record(row, 1, c, t.url, deps.retrySchedule[0] ?? null);
+              if (deps.retrySchedule.length) await deps.workflows.startWebhookDelivery({ deliveryId: row.id, startAttempt: 2, userId: row.userId, messageId: row.messageId });
+            }
+            await db.update(ev).set({ webhookState: c.ok ? 'done' : 'failed' }).where(eq(ev.id, e.id));
+          }, { onWait: () => progress.beat() });
         }
-        const payload = await payloadOf(e);
-        const c = await postWebhook({ url: t.url, body: JSON.stringify(payload), secret: t.secret, ackMode: t.ackMode });
-        if (!c.ok) {
-          const row = await deps.deliveries.create({ userId: e.userId, messageId: e.messageId ?? '', routeId: t.routeId, domainId, url: t.url, kind: 'engagement', payload });
-          await deps.deliveries.record(row, 1, c, t.url, deps.retrySchedule[0] ?? null);
-          if (deps.retrySchedule.length) await deps.workflows.startWebhookDelivery({ deliveryId: row.id, startAttempt: 2 });
-        }
-        await db.update(ev).set({ webhookState: c.ok ? 'done' : 'failed' }).where(eq(ev.id, e.id));
+        processed += 1;
+        progress.beat();
       }
-      return { processed: pending.length, more: pending.length === limit };
+      const left = claimed.slice(processed).map((e) => e.id);
+      if (left.length) await db.update(ev).set({ webhookState: 'pending', claimedAt: null }).where(inArray(ev.id, left));
+      return { processed, more: claimed.length === limit || left.length > 0 };
     },
 
-    /** Domains with events left pending (a nudge lost to a crash); the sweep schedule wakes them. */
-    async strandedDomains(olderThanMs: number): Promise<string[]> {
-      const rows = await db.selectDistinct({ domainId: ev.domainId }).from(ev).where(and(eq(ev.webhookState, 'pending'), lt(ev.createdAt, Date.now() - olderThanMs)));
-      return rows.map((r) => r.domainId).filter((x): x is string => Boolean(x));
+    /** Domains with events left pending or claimed by a run that died (a lost nudge); the sweep wakes their dispatchers. */
+    async strandedDomains(olderThanMs: number): Promise<{ domainId: string; userId: string }[]> {
+      const now = Date.now();
+      const rows = await db.selectDistinct({ domainId: ev.domainId, userId: ev.userId }).from(ev).where(or(
+        and(eq(ev.webhookState, 'pending'), lt(ev.createdAt, now - olderThanMs)),
+        and(eq(ev.webhookState, 'sending'), lt(ev.claimedAt, now - STALE_CLAIM_MS)),
+      ));
+      return rows.filter((r): r is { domainId: string; userId: string } => Boolean(r.domainId));
     },
   };
 }

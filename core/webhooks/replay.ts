@@ -23,7 +23,7 @@ export function createReplayService(deps: { db: Db; deliveries: DeliveryStore; w
       kind: source.kind === 'engagement' ? 'engagement' : 'replay', payload: source.payload ?? undefined,
     });
     const r = await deps.deliveries.attempt(row.id, 1, deps.retrySchedule[0] ?? null);
-    if (!r.ok && deps.retrySchedule.length > 0) await deps.workflows.startWebhookDelivery({ deliveryId: row.id, startAttempt: 2 });
+    if (!r.ok && deps.retrySchedule.length > 0) await deps.workflows.startWebhookDelivery({ deliveryId: row.id, startAttempt: 2, userId: row.userId, messageId: row.messageId });
     const [fresh] = await db.select().from(dl).where(eq(dl.id, row.id));
     return { r, row: fresh! };
   }

@@ -1,6 +1,11 @@
 import { index, integer, jsonb, pgTable, text, uniqueIndex } from 'drizzle-orm/pg-core';
 import { ms } from './columns.js';
 
+/** Per-recipient outcome of an outbound message (core/sending/recipients.ts). */
+type RecipientState = { status: 'pending' | 'sent' | 'deferred' | 'bounced'; attempts: number; response?: string; at?: number };
+/** One SMTP transaction of a message: the run, the recipients, the answer. */
+type TrailEntry = { at: number; workflowId: string; to: string[]; status: 'sent' | 'deferred' | 'bounced' | 'mixed'; response: string };
+
 /**
  * Messages (`msg_`), outbound and inbound. Outbound rows are written `queued` by the send path and
  * moved on by the outbound delivery workflow; `workflow_id` names the run that delivered each one.
@@ -44,6 +49,10 @@ export const messages = pgTable('messages', {
   envelopeFrom: text('envelope_from'),
   receivedAt: ms('received_at'),
   sizeBytes: integer('size_bytes'),
+  /** Outbound: each recipient's outcome, written the moment its server answered; null until the first attempt. */
+  recipients: jsonb('recipients').$type<Record<string, RecipientState>>(),
+  /** Outbound: every SMTP transaction (run, recipients, answer), oldest first. */
+  trail: jsonb('trail').$type<TrailEntry[]>(),
 }, (t) => [
   index('messages_user_created_idx').on(t.userId, t.createdAt),
   index('messages_status_idx').on(t.status, t.createdAt),

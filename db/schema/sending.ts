@@ -1,4 +1,4 @@
-import { index, integer, jsonb, pgTable, text, uniqueIndex } from 'drizzle-orm/pg-core';
+import { boolean, index, integer, jsonb, pgTable, text, uniqueIndex } from 'drizzle-orm/pg-core';
 import { bytea, ms } from './columns.js';
 
 
@@ -46,8 +46,10 @@ export const events = pgTable('events', {
   type: text('type').notNull(),
   recipient: text('recipient'),
   data: jsonb('data').$type<Record<string, unknown>>(),
-  /** Engagement webhook dispatch: null (not routed), `pending`, `done`, `failed`. */
+  /** Engagement webhook dispatch: null (not routed), `pending`, `sending` (claimed), `done`, `failed`. */
   webhookState: text('webhook_state'),
+  /** When a dispatcher claimed the event (`sending`); a stale claim is taken over. */
+  claimedAt: ms('claimed_at'),
   createdAt: ms('created_at').notNull(),
 }, (t) => [index('events_webhook_state_idx').on(t.webhookState, t.domainId), index('events_user_created_idx').on(t.userId, t.createdAt), index('events_message_idx').on(t.messageId)]);
 
@@ -58,6 +60,8 @@ export const scheduledSends = pgTable('scheduled_sends', {
   messageId: text('message_id').notNull(),
   scheduledAt: ms('scheduled_at').notNull(),
   status: text('status', { enum: ['scheduled', 'sending', 'sent', 'canceled', 'failed'] }).notNull(),
+  /** Set once its workflow was started; the sweep starts those a crash left unstarted. */
+  started: boolean('started').notNull().default(false),
   createdAt: ms('created_at').notNull(),
   updatedAt: ms('updated_at').notNull(),
 }, (t) => [index('scheduled_sends_user_idx').on(t.userId, t.scheduledAt)]);

@@ -18,6 +18,7 @@ export async function startWebhookReceiver() {
   const hits: Hit[] = [];
   const behaviors = new Map<string, Behavior>();
   const secrets = new Map<string, string>();
+  const delays = new Map<string, number>();
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     let body = '';
     req.on('data', (c) => (body += c));
@@ -31,7 +32,9 @@ export async function startWebhookReceiver() {
       const count = hits.filter((h) => h.path === path).length;
       const fallback: Behavior = () => ({ status: 200, body: '{"status":"ok"}' });
       const out = (behaviors.get(path) ?? fallback)(hit, count);
-      res.writeHead(out.status, { 'content-type': 'application/json', ...out.headers }).end(out.body ?? '');
+      const answer = () => res.writeHead(out.status, { 'content-type': 'application/json', ...out.headers }).end(out.body ?? '');
+      if (delays.get(path)) setTimeout(answer, delays.get(path));
+      else answer();
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -40,6 +43,8 @@ export async function startWebhookReceiver() {
     base, hits,
     on(path: string, b: Behavior) { behaviors.set(path, b); },
     secret(path: string, s: string) { secrets.set(path, s); },
+    /** Answers requests on `path` only after `ms` (a slow receiver). */
+    delay(path: string, ms: number) { delays.set(path, ms); },
     hitsOn: (path: string) => hits.filter((h) => h.path === path),
     async waitFor(path: string, n = 1, timeoutMs = 20_000) {
       const deadline = Date.now() + timeoutMs;

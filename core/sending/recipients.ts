@@ -1,0 +1,41 @@
+import type { RecipientResult } from '../outbound/transport.js';
+
+/** Where one recipient of an outbound message stands (kept on the message row, shown by GET /api/messages/:id). */
+export type RecipientState = { status: 'pending' | 'sent' | 'deferred' | 'bounced'; attempts: number; response?: string; at?: number };
+export type RecipientStates = Record<string, RecipientState>;
+/** One SMTP transaction of a message (the delivery trail): which run, which recipients, what the server answered. */
+export type TrailEntry = { at: number; workflowId: string; to: string[]; status: 'sent' | 'deferred' | 'bounced' | 'mixed'; response: string };
+export type MessageStatus = 'sent' | 'deferred' | 'bounced';
+
+const bare = (a: string) => (/<([^>]{1,320})>/.exec(a)?.[1] ?? a).trim().toLowerCase();
+
+/** Every envelope recipient of a message (To, Cc, Bcc), bare and lowercased, each once. */
+export function recipientsOf(row: { toAddrs: string[]; ccAddrs?: string[] | null; bccAddrs?: string[] | null }): string[] {
+  return [...new Set([...row.toAddrs, ...(row.ccAddrs ?? []), ...(row.bccAddrs ?? [])].map(bare))];
+}
+
+export const isDone = (s: RecipientState | undefined) => s?.status === 'sent' || s?.status === 'bounced';
+
+/** The recipients a (re)try still owes: those with no final outcome recorded. */
+export function owed(all: string[], states: RecipientStates | null | undefined): string[] {
+  return all.filter((a) => !isDone(states?.[a]));
+}
+
+/** Applies one transaction's answers: the new states of its recipients and its trail entry. */
+export function applyResults(states: RecipientStates, results: RecipientResult[], workflowId: string, at = Date.now()): { changed: RecipientStates; entry: TrailEntry } {
+  const changed: RecipientStates = {};
+  for (const r of results) {
+    changed[r.address] = { status: r.status, attempts: (states[r.address]?.attempts ?? 0) + 1, response: r.response.slice(0, 500), at };
+    states[r.address] = changed[r.address]!;
+  }
+  const kinds = new Set(results.map((r) => r.status));
+  const status = kinds.size === 1 ? [...kinds][0]! : 'mixed';
+  const response = results.find((r) => r.status !== 'sent')?.response ?? results[0]?.response ?? '';
+  return { changed, entry: { at, workflowId, to: results.map((r) => r.address), status, response: response.slice(0, 500) } };
+}
+
+/** The message's status from its recipients: any still owed → deferred; else sent if anyone got it, else bounced. */
+export function messageStatus(all: string[], states: RecipientStates): MessageStatus {
+  if (all.some((a) => !isDone(states[a]))) return 'deferred';
+  return all.some((a) => states[a]?.status === 'sent') ? 'sent' : 'bounced';
+}

@@ -1,0 +1,9 @@
+/**
+ * `npm run build:workflows` (run by postinstall and the Docker build): bundles workflows/ once into
+ * dist/workflows.js, so a worker starts without bundling. A worker whose sources changed since (the
+ * hash differs) bundles at start instead, so a stale bundle never runs.
+ */
+import { buildBundle } from '../temporal/bundle.js';
+
+const path = await buildBundle();
+console.log(`build-workflows: ${path}`);

@@ -1,0 +1,31 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { inject } from 'vitest';
+
+/**
+ * `npm run start:worker` as its own process, so a test can kill it as a crash would (SIGKILL) and
+ * start another. Resolves once it polls its task queue; reuses the run's workflow bundle.
+ */
+export async function startWorkerProcess(env: Record<string, string>): Promise<{ child: ChildProcess; output: () => string; kill(): Promise<void> }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'worker.ts'], {
+    env: { ...process.env, ...env, SVC_WORKFLOW_BUNDLE: inject('workflowBundlePath') }, stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  await new Promise<void>((resolve, reject) => {
+    const onData = (b: Buffer) => {
+      out += b.toString();
+      if (out.includes('[worker] polling')) resolve();
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', onData);
+    child.once('exit', (code) => reject(new Error(`worker exited (${code}):\n${out}`)));
+  });
+  return {
+    child,
+    output: () => out,
+    async kill() {
+      child.kill('SIGKILL');
+      await exited;
+    },
+  };
+}
