@@ -10,7 +10,7 @@ export function broadcastActivities(deps: { fanout: FanoutService; imports: Impo
     prepareBroadcastBatch: (input: { broadcastId: string; afterSeq: number; limit: number; progress: { sent: number; failed: number; skipped: number } }) =>
       deps.fanout.prepareBatch(input),
     /** Writes the final counts and status (only from `scheduled`/`sending`). */
-    finishBroadcast: (input: { broadcastId: string; canceled: boolean }) => deps.fanout.finish(input),
+    finishBroadcast: (input: { broadcastId: string; canceled: boolean; error?: string }) => deps.fanout.finish(input),
     /** Imports one chunk of CSV rows and moves the offset checkpoint in the same transaction. */
     importContactsChunk: (input: { importId: string; offset: number; limit: number }) => deps.imports.importChunk(input),
   };

@@ -168,6 +168,16 @@ describe('broadcast states', () => {
     expect((await h.finished(b.id)).sent_count).toBe(3);
   });
 
+  it('a failure retrying cannot fix ends the broadcast failed, not stuck sending', async () => {
+    const { list } = await h.listOf('t', 2);
+    const tpl = (await h.api('POST', '/api/templates', { name: 'gone soon', subject: 'From a template', text: 'Hi {{email}}' })).body;
+    const b = await h.draft({ subject: '', html: undefined, text: undefined, templateId: tpl.id, audience: { type: 'list', id: list.id } });
+    await h.api('POST', `/api/broadcasts/${b.id}/send`, { scheduledAt: Date.now() + 1500 });
+    expect((await h.api('DELETE', `/api/templates/${tpl.id}`)).body).toEqual({ ok: true });
+    expect(await h.finished(b.id)).toMatchObject({ status: 'failed', sent_count: 0 });
+    expect(h.copies('t').size).toBe(0);
+  });
+
   it('a scheduled broadcast canceled before its time sends nothing', async () => {
     const { list } = await h.listOf('c', 3);
     const b = await h.draft({ audience: { type: 'list', id: list.id } });

@@ -37,8 +37,8 @@ export async function broadcastWorkflow(input: BroadcastInput) {
     phase: canceled ? 'canceling' : phase, sent: s.sent, failed: s.failed, skipped: s.skipped,
     remaining: phase === 'scheduled' ? null : Math.max(0, s.total - s.cursor), currentBatch: s.batch, audience: phase === 'scheduled' ? null : s.total,
   }));
-  const finish = async () => {
-    const r = await acts.finishBroadcast({ broadcastId: input.broadcastId, canceled });
+  const finish = async (error?: string) => {
+    const r = await acts.finishBroadcast({ broadcastId: input.broadcastId, canceled, error });
     upsertSearchAttributes([{ key: SvcBroadcastStatus, value: r.status }]);
     return r;
   };
@@ -54,6 +54,7 @@ export async function broadcastWorkflow(input: BroadcastInput) {
   }
 
   const inflight = new Map<number, Promise<void>>();
+  let error: string | undefined;
   for (let run = 0; !canceled; run++) {
     if (run >= input.batchesPerRun || workflowInfo().continueAsNewSuggested) {
       await Promise.all(inflight.values());
@@ -61,9 +62,16 @@ export async function broadcastWorkflow(input: BroadcastInput) {
       const nextFree = Object.fromEntries(Object.entries(s.nextFree).filter(([, t]) => t > now));
       await continueAsNew<typeof broadcastWorkflow>({ ...input, state: { ...s, nextFree } });
     }
-    const b = await prepareBroadcastBatch({
-      broadcastId: input.broadcastId, afterSeq: s.cursor, limit: input.batchSize, progress: { sent: s.sent, failed: s.failed, skipped: s.skipped },
-    });
+    let b: Awaited<ReturnType<typeof prepareBroadcastBatch>>;
+    try {
+      b = await prepareBroadcastBatch({
+        broadcastId: input.broadcastId, afterSeq: s.cursor, limit: input.batchSize, progress: { sent: s.sent, failed: s.failed, skipped: s.skipped },
+      });
+    } catch (err) {
+      // Only a failure that retrying cannot fix gets here (infrastructure errors retry without limit).
+      error = (err as Error).cause instanceof Error ? ((err as Error).cause as Error).message : (err as Error).message;
+      break;
+    }
     if (b.canceled) {
       await Promise.all(inflight.values());
       return { status: 'canceled' as const };
@@ -87,7 +95,7 @@ export async function broadcastWorkflow(input: BroadcastInput) {
     if (inflight.size >= input.concurrency) await Promise.race(inflight.values());
   }
   await Promise.all(inflight.values());
-  return finish();
+  return finish(error);
 }
 
 /** Milliseconds to wait before a batch so no recipient domain goes over `rate` recipients/s; books the batch. */

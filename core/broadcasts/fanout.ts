@@ -108,15 +108,16 @@ export function createFanoutService(deps: { db: Db; templates: TemplateService; 
       });
     },
 
-    /** Final counts from the ledger and the messages; the broadcast ends `sent`, `failed` (nothing sent) or `canceled`. */
-    async finish(input: { broadcastId: string; canceled: boolean }) {
+    /** Final counts from the ledger and the messages; the broadcast ends `sent`, `failed` (nothing sent, or `error`) or `canceled`. */
+    async finish(input: { broadcastId: string; canceled: boolean; error?: string }) {
       const [n] = await db.select({
         sent: sql<number>`count(*) filter (where ${m.status} = 'sent')::int`,
         failed: sql<number>`count(*) filter (where ${m.status} in ('bounced', 'failed'))::int`,
         skipped: sql<number>`count(*) filter (where ${r.status} = 'skipped')::int`,
       }).from(r).leftJoin(m, eq(m.id, r.messageId)).where(eq(r.broadcastId, input.broadcastId));
       const counts = { sent: Number(n?.sent ?? 0), failed: Number(n?.failed ?? 0), skipped: Number(n?.skipped ?? 0) };
-      const status = input.canceled ? 'canceled' as const : counts.sent === 0 && counts.failed > 0 ? 'failed' as const : 'sent' as const;
+      if (input.error) console.error(`[broadcast] ${input.broadcastId} stopped: ${input.error}`);
+      const status = input.canceled ? 'canceled' as const : input.error || (counts.sent === 0 && counts.failed > 0) ? 'failed' as const : 'sent' as const;
       const now = Date.now();
       await db.update(b).set({ status, sentCount: counts.sent, failCount: counts.failed, skipCount: counts.skipped, sentAt: status === 'canceled' ? null : now, updatedAt: now })
         .where(and(eq(b.id, input.broadcastId), inArray(b.status, ['scheduled', 'sending'])));
