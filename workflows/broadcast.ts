@@ -2,7 +2,7 @@ import { condition, continueAsNew, defineQuery, defineSignal, executeChild, prox
 import type { Activities } from '../activities/index.js';
 import { deliverOutboundWorkflow } from './deliver-outbound.js';
 import { broadcastBatchWorkflowId } from './ids.js';
-import { SvcAccountId, SvcBroadcastId, SvcBroadcastStatus, SvcMessageIds } from './search-attributes.js';
+import { SvcAccountId, SvcBroadcastId, SvcBroadcastStatus } from './search-attributes.js';
 
 const retry = { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute' } as const;
 const acts = proxyActivities<Activities>({ startToCloseTimeout: '10 minutes', retry });
@@ -85,10 +85,8 @@ export async function broadcastWorkflow(input: BroadcastInput) {
       const ids = b.messageIds;
       inflight.set(n, executeChild(deliverOutboundWorkflow, {
         workflowId: broadcastBatchWorkflowId(input.broadcastId, b.firstSeq), args: [{ messageIds: ids, retrySchedule: input.retrySchedule }],
-        memo: { messageIds: ids },
-        typedSearchAttributes: [
-          { key: SvcMessageIds, value: ids }, { key: SvcBroadcastId, value: input.broadcastId }, { key: SvcAccountId, value: input.userId },
-        ],
+        // Not SvcMessageIds (nor a memo): 100 ids are over the server's 2 KB limit; each message row names this run.
+        typedSearchAttributes: [{ key: SvcBroadcastId, value: input.broadcastId }, { key: SvcAccountId, value: input.userId }],
       }).then((r) => { s.sent += r.sent; s.failed += r.bounced; }, () => { s.failed += ids.length; }).finally(() => void inflight.delete(n)));
     }
     if (b.done) break;
