@@ -112,6 +112,21 @@ describe('lists', () => {
   });
 });
 
+describe('a list as a broadcast audience', () => {
+  it('sends at the default batch size (100 per delivery run) and closes sent', async () => {
+    const list = (await api('POST', '/api/lists', { name: 'default batches' })).body;
+    await api('POST', `/api/lists/${list.id}/contacts`, { emails: Array.from({ length: 130 }, (_, i) => `big-${i}@rcpt.test`) });
+    const b = (await api('POST', '/api/broadcasts', { from: `news@${FROM_DOMAIN}`, subject: 'Hi', text: 'Hi {{email}}', audience: { type: 'list', id: list.id } })).body;
+    expect((await api('POST', `/api/broadcasts/${b.id}/send`, {})).body).toMatchObject({ status: 'sending', audienceCount: 130 });
+    const done = await eventually(async () => {
+      const r = (await api('GET', `/api/broadcasts/${b.id}`)).body;
+      return r.status !== 'sending' ? r : undefined;
+    }, 60_000, 200);
+    expect(done).toMatchObject({ status: 'sent', sent_count: 130, fail_count: 0 });
+    expect(new Set(env.sink.received.flatMap((r) => r.to).filter((a) => a.startsWith('big-'))).size).toBe(130);
+  });
+});
+
 describe('the filter language', () => {
   it('parses conditions with and/or/not and parentheses, and refuses anything else with a position', () => {
     expect(parseFilter('attributes.plan = "pro" and last_seen_at > 2026-01-01')).toMatchObject({ type: 'and' });
