@@ -78,6 +78,7 @@ describe('broadcast fan-out', () => {
   it('an unsubscribe between batches takes effect in the same broadcast', async () => {
     const { list } = await h.listOf('u', 200);
     const b = await h.draft({ audience: { type: 'list', id: list.id } });
+    const started = Date.now();
     await h.api('POST', `/api/broadcasts/${b.id}/send`, {});
     await eventually(async () => h.copies('u').size >= 1, 30_000, 20);
     const [last] = await env.stack.service.core.db.select().from(schema.broadcastRecipients)
@@ -89,6 +90,8 @@ describe('broadcast fan-out', () => {
     expect(res.status).toBe(200);
     const done = await h.finished(b.id);
     expect(done).toMatchObject({ status: 'sent', sent_count: 199, skip_count: 1 });
+    // BROADCAST_DOMAIN_RATE=100: ten batches of 20 for one domain start 0.2 s apart.
+    expect(done.sent_at - started).toBeGreaterThanOrEqual(1700);
     expect(h.copies('u').has(last!.email)).toBe(false);
     const [row] = await env.stack.service.core.db.select().from(schema.broadcastRecipients)
       .where(and(eq(schema.broadcastRecipients.broadcastId, b.id), eq(schema.broadcastRecipients.seq, last!.seq)));
