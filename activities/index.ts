@@ -8,14 +8,17 @@ import type { ScheduledSendService } from '../core/sending/scheduled.js';
 import type { Db } from '../db/index.js';
 import type { WorkflowPort } from '../core/index.js';
 import { withFailureMapping } from './failures.js';
+import type { FanoutService } from '../core/broadcasts/fanout.js';
+import type { ImportService } from '../core/contacts/imports.js';
 import { attachmentActivities } from './attachments.js';
+import { broadcastActivities } from './broadcasts.js';
 import { domainActivities } from './domains.js';
 import { engagementActivities } from './engagement.js';
 import { inboundActivities } from './inbound.js';
 import { outboundActivities } from './outbound.js';
 import { scheduledActivities } from './scheduled.js';
 
-export type ActivityDeps = { workflows: WorkflowPort; engagement: EngagementService; inbound: InboundService; deliveryStore: DeliveryStore; db: Db; delivery: DeliveryService; domains: DomainService; scheduled: ScheduledSendService; attachments: AttachmentService };
+export type ActivityDeps = { workflows: WorkflowPort; engagement: EngagementService; inbound: InboundService; deliveryStore: DeliveryStore; db: Db; delivery: DeliveryService; domains: DomainService; scheduled: ScheduledSendService; attachments: AttachmentService; fanout: FanoutService; imports: ImportService };
 
 /** Every activity the worker registers, built from its real dependencies (the composition root passes them). */
 export function createActivities(deps: ActivityDeps) {
@@ -26,6 +29,7 @@ export function createActivities(deps: ActivityDeps) {
     ...scheduledActivities(deps),
     ...inboundActivities(deps),
     ...engagementActivities(deps),
+    ...broadcastActivities(deps),
     /** Does nothing: the local activity of the benchmarks' reference workflow. */
     benchmarkNoop: async () => undefined,
   });

@@ -9,6 +9,7 @@ import { mountAuthorize } from './oauth/authorize.js';
 import { mountOAuthEndpoints } from './oauth/endpoints.js';
 import { mountPages } from './pages.js';
 import { mountTrackingRoutes } from './tracking-routes.js';
+import { mountImportBody, mountUnsubscribeRoutes } from './unsubscribe-routes.js';
 import { mountRest } from './rest.js';
 import { collectSchemas, mountSchemaRoutes } from './schemas.js';
 import { trpcMiddleware } from './trpc.js';
@@ -33,6 +34,8 @@ export function createApp(core: Core): Express {
   mountOAuthEndpoints(app, core);
   mountAuthorize(app, core);
   mountTrackingRoutes(app, core);
+  mountUnsubscribeRoutes(app, core);
+  mountImportBody(app);
   app.use('/trpc', trpcMiddleware(operations, core));
   mountMailboxRaw(app, core);
   mountRest(app, operations, core, { checkOutput: core.config.env !== 'production' });

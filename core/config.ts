@@ -54,6 +54,12 @@ const envSchema = z.object({
   ATTACHMENT_FETCH_ALLOW_PRIVATE: z.enum(['0', '1', 'true', 'false']).optional(),
   PLANS: z.string().optional(),
   DEFAULT_PLAN: z.string().default('free'),
+  BROADCAST_BATCH_SIZE: z.coerce.number().int().min(1).max(100).default(100),
+  BROADCAST_CONCURRENCY: z.coerce.number().int().min(1).max(32).default(4),
+  BROADCAST_DOMAIN_RATE: z.coerce.number().min(0).default(0),
+  BROADCAST_BATCHES_PER_RUN: z.coerce.number().int().min(1).default(100),
+  BROADCAST_FOOTER_ADDRESS: z.string().max(500).optional(),
+  IMPORT_CHUNK_ROWS: z.coerce.number().int().min(1).max(10_000).default(1000),
   LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
 });
 
@@ -99,6 +105,8 @@ export type Config = {
   plans: Record<string, Plan>;
   defaultPlan: string;
   logLevel: 'debug' | 'info' | 'warn' | 'error';
+  /** Broadcast fan-out: recipients per batch (one delivery run each), batches in flight, recipients/s per recipient domain (0 = no limit), batches per run before continue-as-new, footer default. */
+  broadcast: { batchSize: number; concurrency: number; domainRate: number; batchesPerRun: number; footerAddress: string | undefined; importChunkRows: number };
 };
 
 export class ConfigError extends Error {}
@@ -158,6 +166,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     plans,
     defaultPlan: e.DEFAULT_PLAN,
     logLevel: e.LOG_LEVEL,
+    broadcast: {
+      batchSize: e.BROADCAST_BATCH_SIZE, concurrency: e.BROADCAST_CONCURRENCY, domainRate: e.BROADCAST_DOMAIN_RATE,
+      batchesPerRun: e.BROADCAST_BATCHES_PER_RUN, footerAddress: e.BROADCAST_FOOTER_ADDRESS, importChunkRows: e.IMPORT_CHUNK_ROWS,
+    },
   };
 }
 

@@ -40,6 +40,12 @@ import { createSendService } from './sending/service.js';
 import { createSuppressionService } from './sending/suppressions.js';
 import { createTracking } from './sending/tracking.js';
 import { createTokenService } from './tokens.js';
+import { createBroadcastService, type BroadcastProgress } from './broadcasts/service.js';
+import { createFanoutService } from './broadcasts/fanout.js';
+import { createUnsubscribeTokens } from './broadcasts/unsubscribe.js';
+import { createImportService, type ImportProgress } from './contacts/imports.js';
+import { createListService } from './contacts/lists.js';
+import { createContactService } from './contacts/service.js';
 import { createUsageService } from './usage.js';
 
 /** The ports core needs from the Temporal side; implemented in temporal/ with a real client. */
@@ -66,6 +72,15 @@ export type WorkflowPort = {
   startInboundDelivery(m: { messageId: string; userId: string; domainId?: string }): Promise<void>;
   /** Continues a delivery's retry ladder in its own workflow, from `startAttempt`. */
   startWebhookDelivery(d: { deliveryId: string; startAttempt: number; userId: string; messageId: string }): Promise<void>;
+  /** Starts the fan-out workflow of a broadcast (starting twice is success); it waits until `scheduledAt` when given. */
+  startBroadcast(b: { broadcastId: string; userId: string; scheduledAt?: number }): Promise<void>;
+  /** Sends `cancelSignal` to a broadcast's run; false when no run is open. */
+  cancelBroadcast(broadcastId: string): Promise<boolean>;
+  /** The running broadcast's `progressQuery` answer (short timeout); undefined when it cannot answer. */
+  broadcastProgress(broadcastId: string): Promise<BroadcastProgress | undefined>;
+  /** Starts the CSV import workflow of one import (starting twice is success). */
+  startContactImport(i: { importId: string; userId: string }): Promise<void>;
+  contactImportProgress(importId: string): Promise<ImportProgress | undefined>;
   /** Wakes (or starts) the one engagement dispatcher of a domain (signal-with-start). */
   nudgeEngagement(domainId: string, userId?: string): Promise<void>;
   ping(): Promise<void>;
@@ -122,7 +137,13 @@ export function createCore(deps: { database: Database; config: Config; workflows
   const reports = createReportService({ db, events, suppressions });
   const tracking = createTracking({ publicUrl: config.publicUrl, secretKey: config.secretKey });
   const scheduled = createScheduledSendService({ db, workflows: deps.workflows });
-  const sending = createSendService({ db, accounts, usage, suppressions, templates, attachments, tracking, queue, scheduled });
+  const contacts = createContactService({ db });
+  const lists = createListService({ db });
+  const imports = createImportService({ db, workflows: deps.workflows });
+  const unsubscribe = createUnsubscribeTokens({ secretKey: config.secretKey, publicUrl: config.publicUrl });
+  const broadcasts = createBroadcastService({ db, workflows: deps.workflows, templates, defaultFooterAddress: config.broadcast.footerAddress });
+  const fanout = createFanoutService({ db, templates, usage, unsubscribe });
+  const sending = createSendService({ db, accounts, usage, suppressions, templates, attachments, tracking, queue, scheduled, contacts });
   const runLink = (workflowId: string) => (config.temporalUiUrl
     ? `${config.temporalUiUrl}/namespaces/${encodeURIComponent(config.temporal.namespace)}/workflows/${encodeURIComponent(workflowId)}`
     : null);
@@ -147,12 +168,17 @@ export function createCore(deps: { database: Database; config: Config; workflows
   const inbound = createInboundService({
     db, sealer, resolver, serviceDomain: config.serviceDomain, attachments, encryption, routes, deliveries: deliveryStore, usage, workflows: deps.workflows, reports, starts: inboundStarts,
     mailboxStore, forwarder,
+    unsubscribe: async (token) => {
+      const contactId = unsubscribe.contactOf(token);
+      if (contactId) await contacts.unsubscribe(contactId);
+    },
   });
 
   return {
     config, db, database: deps.database, workflows: deps.workflows, sealer, tokens, queue, mailer, keys, accounts, auth, oauth, usage,
     inbound, outbox, attachments, providers, domains, hosted, registration, scopedKeys, encryption, resolver, templates, suppressions, events, reports, tracking, scheduled, sending, messages, accountSecret, routes, deliveryStore, replay, webhookTests, engagement,
     mailboxStore, appPasswords, mailboxes, forwarder,
+    contacts, lists, imports, unsubscribe, broadcasts, fanout,
     async close() {
       await queue.close();
       await inboundStarts.drain();

@@ -1,13 +1,16 @@
 import { type ApplicationFailure, Client, Connection, WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
+import type { QueryDefinition } from '@temporalio/common';
 import proto from '@temporalio/proto';
 import type { WorkflowPort } from '../core/index.js';
 import { deferredDeliveryWorkflow } from '../workflows/deferred-delivery.js';
 import { deliverOutboundWorkflow } from '../workflows/deliver-outbound.js';
+import { broadcastWorkflow, cancelSignal, progressQuery, type BroadcastInput } from '../workflows/broadcast.js';
+import { importContactsWorkflow, importProgressQuery } from '../workflows/import-contacts.js';
 import { engagementDispatchWorkflow, moreEventsSignal } from '../workflows/engagement-dispatch.js';
-import { deferredDeliveryWorkflowId, deliverOutboundWorkflowId, engagementDispatchWorkflowId, inboundDeliveryWorkflowId, scheduledSendWorkflowId, verifyDomainWorkflowId, webhookDeliveryWorkflowId } from '../workflows/ids.js';
+import { broadcastWorkflowId, contactImportWorkflowId, deferredDeliveryWorkflowId, deliverOutboundWorkflowId, engagementDispatchWorkflowId, inboundDeliveryWorkflowId, scheduledSendWorkflowId, verifyDomainWorkflowId, webhookDeliveryWorkflowId } from '../workflows/ids.js';
 import { inboundDeliveryWorkflow } from '../workflows/inbound-delivery.js';
 import { cancelUpdate, scheduledSendWorkflow } from '../workflows/scheduled-send.js';
-import { SvcAccountId, SvcDeliveryId, SvcDomain, SvcDomainId, SvcDomainStatus, SvcMessageId } from '../workflows/search-attributes.js';
+import { SvcAccountId, SvcBroadcastId, SvcBroadcastStatus, SvcDeliveryId, SvcDomain, SvcDomainId, SvcDomainStatus, SvcMessageId } from '../workflows/search-attributes.js';
 import { checkNowSignal, verifyDomainWorkflow } from '../workflows/verify-domain.js';
 import { webhookDeliveryWorkflow } from '../workflows/webhook-delivery.js';
 import { SEARCH_ATTRIBUTES } from './search-attributes.js';
@@ -59,7 +62,21 @@ const ignoreStarted = (err: unknown) => {
 const UPDATE_DEADLINE_MS = 5_000;
 
 /** The WorkflowPort core uses, backed by a real Temporal client. */
-export type WorkflowSettings = { domainVerify: DomainVerifyTiming; outboundRetrySchedule: number[]; webhookRetrySchedule: number[] };
+export type WorkflowSettings = {
+  domainVerify: DomainVerifyTiming; outboundRetrySchedule: number[]; webhookRetrySchedule: number[];
+  broadcast: { batchSize: number; concurrency: number; domainRate: number; batchesPerRun: number; importChunkRows: number };
+};
+
+/** A query with a short deadline: the API falls back to the database row when a run does not answer in time. */
+async function quickQuery<T>(t: TemporalHandle, workflowId: string, query: QueryDefinition<T>, ms = 1500): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<undefined>((resolve) => { timer = setTimeout(() => resolve(undefined), ms); });
+  try {
+    return await Promise.race([t.client.workflow.getHandle(workflowId).query<T>(query).catch(() => undefined), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
 
 export function createWorkflowPort(t: TemporalHandle, settings: WorkflowSettings): WorkflowPort {
   const timing = settings.domainVerify;
@@ -72,6 +89,38 @@ export function createWorkflowPort(t: TemporalHandle, settings: WorkflowSettings
         workflowIdReusePolicy: 'REJECT_DUPLICATE', args: [{ messageId: m.messageId, retrySchedule: settings.webhookRetrySchedule }],
         typedSearchAttributes: [{ key: SvcAccountId, value: m.userId }, { key: SvcMessageId, value: m.messageId }, ...(m.domainId ? [{ key: SvcDomainId, value: m.domainId }] : [])],
       }).catch(ignoreStarted);
+    },
+    async startBroadcast(b) {
+      const args: BroadcastInput = {
+        broadcastId: b.broadcastId, userId: b.userId, scheduledAt: b.scheduledAt, retrySchedule, batchSize: settings.broadcast.batchSize,
+        concurrency: settings.broadcast.concurrency, domainRate: settings.broadcast.domainRate, batchesPerRun: settings.broadcast.batchesPerRun,
+      };
+      await t.client.workflow.start(broadcastWorkflow, {
+        taskQueue, workflowId: broadcastWorkflowId(b.broadcastId), workflowIdConflictPolicy: 'USE_EXISTING', args: [args],
+        typedSearchAttributes: [
+          { key: SvcAccountId, value: b.userId }, { key: SvcBroadcastId, value: b.broadcastId },
+          { key: SvcBroadcastStatus, value: b.scheduledAt ? 'scheduled' : 'sending' },
+        ],
+      });
+    },
+    async cancelBroadcast(broadcastId) {
+      try {
+        await t.client.workflow.getHandle(broadcastWorkflowId(broadcastId)).signal(cancelSignal);
+        return true;
+      } catch (err) {
+        if (err instanceof WorkflowNotFoundError) return false;
+        throw err;
+      }
+    },
+    broadcastProgress: (broadcastId) => quickQuery(t, broadcastWorkflowId(broadcastId), progressQuery),
+    async startContactImport(i) {
+      await t.client.workflow.start(importContactsWorkflow, {
+        taskQueue, workflowId: contactImportWorkflowId(i.importId), workflowIdConflictPolicy: 'USE_EXISTING',
+        args: [{ importId: i.importId, chunkRows: settings.broadcast.importChunkRows }], typedSearchAttributes: [{ key: SvcAccountId, value: i.userId }],
+      });
+    },
+    async contactImportProgress(importId) {
+      return (await quickQuery(t, contactImportWorkflowId(importId), importProgressQuery)) ?? undefined;
     },
     async nudgeEngagement(domainId, userId) {
       // Signal-with-start: the one dispatcher of the domain wakes, or starts; nudges coalesce into one flag.

@@ -166,6 +166,46 @@ const examples: Record<string, () => Promise<Example>> = {
     const created = await stack.api('POST', '/api/keys/scoped', { token: session, body: { domainId: await newDomainId() } });
     return { token: session, path: `/api/keys/scoped/${created.body.id}` };
   },
+  'contacts.list': async () => ({ token: session, query: 'limit=10&search=example' }),
+  'contacts.create': async () => ({ token: session, body: { email: `c${++n}@example.com`, name: 'Ada', attributes: { plan: 'pro', seats: 3 } } }),
+  'contacts.get': async () => ({ token: session, path: `/api/contacts/${await newContactId()}` }),
+  'contacts.update': async () => ({ token: session, path: `/api/contacts/${await newContactId()}`, body: { name: 'Renamed', attributes: { plan: 'free' }, subscribed: false } }),
+  'contacts.delete': async () => ({ token: session, path: `/api/contacts/${await newContactId()}` }),
+  'lists.list': async () => ({ token: session }),
+  'lists.create': async () => ({ token: session, body: { name: 'Newsletter' } }),
+  'lists.get': async () => ({ token: session, path: `/api/lists/${await newListId()}` }),
+  'lists.update': async () => ({ token: session, path: `/api/lists/${await newListId()}`, body: { name: 'Renamed list' } }),
+  'lists.delete': async () => ({ token: session, path: `/api/lists/${await newListId()}` }),
+  'lists.contacts': async () => ({ token: session, path: `/api/lists/${await newListId(3)}/contacts`, query: 'limit=2' }),
+  'lists.addContacts': async () => ({ token: session, path: `/api/lists/${await newListId()}/contacts`, body: { contactIds: [await newContactId()] } }),
+  'lists.removeContact': async () => {
+    const contactId = await newContactId();
+    const listId = await newListId();
+    await stack.api('POST', `/api/lists/${listId}/contacts`, { token: session, body: { contactIds: [contactId] } });
+    return { token: session, path: `/api/lists/${listId}/contacts/${contactId}` };
+  },
+  'lists.import': async () => ({ token: session, path: `/api/lists/${await newListId()}/import`, body: { csv: `email,name,plan\ncsv${++n}@example.com,Ada,pro\n` } }),
+  'lists.importStatus': async () => {
+    const listId = await newListId();
+    const started = await stack.api('POST', `/api/lists/${listId}/import`, { token: session, body: { csv: `email\ncsv${++n}@example.com\n` } });
+    return { token: session, path: `/api/lists/${listId}/imports/${started.body.id}` };
+  },
+  'broadcasts.list': async () => ({ token: session }),
+  'broadcasts.create': async () => ({ token: session, body: {
+    name: 'Launch', from: `News <${FROM}>`, replyTo: 'support@example.com', subject: 'Hello {{first_name}}', preview: 'Big news',
+    audience: { type: 'list', id: await newListId(1) }, html: '<p>Hi {{name}}</p>', text: 'Hi {{name}}', footerAddress: '1 Main St, Springfield',
+  } }),
+  'broadcasts.get': async () => ({ token: session, path: `/api/broadcasts/${await newBroadcastId()}` }),
+  'broadcasts.update': async () => ({ token: session, path: `/api/broadcasts/${await newBroadcastId()}`, body: {
+    from: FROM, subject: 'Changed', audience: { type: 'filter', query: 'attributes.plan = "pro" and last_seen_at > 2026-01-01' },
+  } }),
+  'broadcasts.delete': async () => ({ token: session, path: `/api/broadcasts/${await newBroadcastId()}` }),
+  'broadcasts.send': async () => ({ token: session, path: `/api/broadcasts/${await newBroadcastId()}/send`, body: { scheduledAt: new Date(Date.now() + 3_600_000).toISOString() } }),
+  'broadcasts.cancel': async () => {
+    const id = await newBroadcastId();
+    await stack.api('POST', `/api/broadcasts/${id}/send`, { token: session, body: { scheduledAt: 'in 1 hour' } });
+    return { token: session, path: `/api/broadcasts/${id}/cancel` };
+  },
 };
 
 /** Links a new app to the contract account over the real OAuth flow; answers its access token and grant id. */
@@ -191,6 +231,22 @@ async function mailboxMessage(): Promise<{ secret: string; uid: number }> {
   await t.sendMail({ from: 'x@far.example', to: 'box@sender.contract.svc.test', subject, text: 'hi' });
   const uid = await eventually(async () => (await stack.api('GET', '/api/mailbox/messages', { token: secret })).body.messages?.find((m: any) => m.subject === subject)?.uid);
   return { secret, uid: uid as number };
+}
+
+async function newContactId(): Promise<string> {
+  return (await stack.api('POST', '/api/contacts', { token: session, body: { email: `c${++n}@example.com` } })).body.id;
+}
+
+/** A new list with `members` new contacts in it. */
+async function newListId(members = 0): Promise<string> {
+  const id = (await stack.api('POST', '/api/lists', { token: session, body: { name: `l${++n}` } })).body.id;
+  if (members) await stack.api('POST', `/api/lists/${id}/contacts`, { token: session, body: { emails: Array.from({ length: members }, () => `m${++n}@example.com`) } });
+  return id;
+}
+
+async function newBroadcastId(): Promise<string> {
+  const body = { from: FROM, subject: 'Hi', text: 'Hi {{name}}', audience: { type: 'list', id: await newListId(1) } };
+  return (await stack.api('POST', '/api/broadcasts', { token: session, body })).body.id;
 }
 
 async function claimId(): Promise<string> {

@@ -11,3 +11,7 @@ export const webhookDeliveryWorkflowId = (deliveryId: string) => `webhook-${deli
 export const engagementDispatchWorkflowId = (domainId: string) => `engagement-${domainId}`;
 export const engagementSweepScheduleId = (taskQueue: string) => `engagement-sweep-${taskQueue}`;
 export const pruneAttemptsScheduleId = (taskQueue: string) => `attempts-prune-${taskQueue}`;
+export const broadcastWorkflowId = (broadcastId: string) => `broadcast-${broadcastId}`;
+/** One delivery run per broadcast batch, named by the ledger position of its first recipient. */
+export const broadcastBatchWorkflowId = (broadcastId: string, firstSeq: number) => `broadcast-${broadcastId}-batch-${firstSeq}`;
+export const contactImportWorkflowId = (importId: string) => `import-${importId}`;

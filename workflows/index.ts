@@ -9,3 +9,5 @@ export { webhookDeliveryWorkflow } from './webhook-delivery.js';
 export { engagementDispatchWorkflow } from './engagement-dispatch.js';
 export { pruneAttemptsWorkflow, sweepEngagementWorkflow } from './housekeeping.js';
 export { referenceWorkflow } from './reference.js';
+export { broadcastWorkflow } from './broadcast.js';
+export { importContactsWorkflow } from './import-contacts.js';

@@ -8,4 +8,8 @@ export const SvcDomainStatus = defineSearchAttributeKey('SvcDomainStatus', Searc
 export const SvcMessageId = defineSearchAttributeKey('SvcMessageId', SearchAttributeType.KEYWORD);
 export const SvcDeliveryId = defineSearchAttributeKey('SvcDeliveryId', SearchAttributeType.KEYWORD);
 
-export const ALL_SEARCH_ATTRIBUTES = [SvcAccountId, SvcDomain, SvcDomainId, SvcDomainStatus, SvcMessageId, SvcDeliveryId];
+export const SvcBroadcastId = defineSearchAttributeKey('SvcBroadcastId', SearchAttributeType.KEYWORD);
+/** Where a broadcast run is: `scheduled`, `sending`, `sent`, `failed`, `canceled`. */
+export const SvcBroadcastStatus = defineSearchAttributeKey('SvcBroadcastStatus', SearchAttributeType.KEYWORD);
+
+export const ALL_SEARCH_ATTRIBUTES = [SvcAccountId, SvcDomain, SvcDomainId, SvcDomainStatus, SvcMessageId, SvcDeliveryId, SvcBroadcastId, SvcBroadcastStatus];

@@ -20,6 +20,8 @@ import type { ReportService } from './report-service.js';
 import type { InboundStartQueue } from './start-queue.js';
 import { parseReport } from './reports.js';
 import { receivedPayload, type InboundAttachment } from './payload.js';
+import { upsertContacts } from '../contacts/service.js';
+import { unsubscribeTokenOf } from '../broadcasts/unsubscribe.js';
 
 const hashId = (prefix: string, ...parts: (string | Buffer)[]) => {
   const h = createHash('sha256');
@@ -41,6 +43,8 @@ export function createInboundService(deps: {
   db: Db; sealer: Sealer; resolver: Resolver; serviceDomain: string; attachments: AttachmentService; encryption: EncryptionService;
   routes: RouteService; deliveries: DeliveryStore; usage: UsageService; workflows: WorkflowPort; reports: ReportService; starts: InboundStartQueue;
   mailboxStore: MailboxStore; forwarder: Forwarder;
+  /** Applies the token of mail to a broadcast's `unsubscribe+<token>@bounces.<domain>` address. */
+  unsubscribe: (token: string) => Promise<void>;
 }) {
   const { db } = deps;
   const d = schema.domains;
@@ -88,6 +92,8 @@ export function createInboundService(deps: {
           messageId: id, content: sealed.content, encrypted: sealed.encrypted, encAlg: sealed.encAlg, payloadSealed: deps.sealer.seal(JSON.stringify(payload)), createdAt: receivedAt,
         }).onConflictDoNothing();
         await deps.usage.consume(tx, domain.userId, 1, { outbound: false });
+        // The sender becomes (or stays) a contact of the account, seen now.
+        if (payload.from.address.includes('@')) await upsertContacts(tx, domain.userId, [{ email: payload.from.address }], { touch: true });
         if (!clear) return;
         for (const rcpt of rcpts) {
           const box = await deps.mailboxStore.fileIn(tx, {
@@ -124,12 +130,14 @@ export function createInboundService(deps: {
      * is about; mail for the domains' mailboxes is persisted before the 250, then delivered.
      */
     async receive(raw: Buffer, env: Envelope): Promise<string[]> {
-      const returnPaths = env.rcpts.filter(isReturnPath);
+      // Mail to a broadcast's mailto unsubscribe address unsubscribes its contact at once (RFC 2369).
+      for (const token of env.rcpts.map(unsubscribeTokenOf)) if (token) await deps.unsubscribe(token);
+      const returnPaths = env.rcpts.filter((a) => isReturnPath(a) && !unsubscribeTokenOf(a));
       if (returnPaths.length > 0) {
         const report = await parseReport(raw, { envelopeTo: returnPaths, serviceDomain: deps.serviceDomain });
         if (report) await deps.reports.apply(report);
       }
-      if (returnPaths.length === env.rcpts.length) return [];
+      if (env.rcpts.every(isReturnPath)) return [];
       const mail = await simpleParser(raw);
       const auth = await scoreMessage(raw, { ip: env.ip, helo: env.helo, sender: env.from, mta: deps.serviceDomain, resolver: deps.resolver });
       const byDomain = new Map<string, string[]>();

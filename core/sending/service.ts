@@ -18,6 +18,7 @@ import type { ScheduledSendService } from './scheduled.js';
 import { parseScheduledAt } from './schedule-time.js';
 import type { SuppressionService } from './suppressions.js';
 import type { Tracking } from './tracking.js';
+import type { ContactService } from '../contacts/service.js';
 
 export type AttachmentSpec = { filename: string; url?: string; content?: string; contentType?: string };
 export type Scalar = string | number | boolean | null;
@@ -43,7 +44,7 @@ type Prepared = {
 /** The accept path of POST /v1/send and /v1/send/batch: every gate, then one transaction, then the queue. */
 export function createSendService(deps: {
   db: Db; accounts: AccountService; usage: UsageService; suppressions: SuppressionService; templates: TemplateService;
-  attachments: AttachmentService; tracking: Tracking; queue: OutboundQueue; scheduled: ScheduledSendService;
+  attachments: AttachmentService; tracking: Tracking; queue: OutboundQueue; scheduled: ScheduledSendService; contacts: ContactService;
 }) {
   const { db } = deps;
 
@@ -81,6 +82,12 @@ export function createSendService(deps: {
       trackOpens: +p.trackOpens, trackClicks: +p.trackClicks, attachments: p.attachments,
       status: p.scheduledAt ? 'scheduled' : 'queued', createdAt: now, updatedAt: now,
     };
+  }
+
+  /** Recipients become contacts (last seen now): one upsert per accepted call, off the answer's path. */
+  function touchContacts(userId: string, rows: MessageValues[]) {
+    const emails = rows.flatMap((r) => [...r.toAddrs, ...(r.ccAddrs ?? []), ...(r.bccAddrs ?? [])]).map((a) => (/<([^>]+)>/.exec(a)?.[1] ?? a).toLowerCase());
+    deps.contacts.touch(userId, emails).catch((err: Error) => console.error('[contacts] could not record recipients as contacts:', err.message));
   }
 
   /** Inserts the rows and counts them against the plan in one transaction; then queues or schedules them. */
@@ -122,6 +129,7 @@ export function createSendService(deps: {
       if (over) throw over;
       const row = build(p, { to, cc, bcc, explicit: input, data: input.templateData, headers: checkHeaders(input.headers), metadata: input.metadata });
       const ssnd = await commit(p, [row]);
+      touchContacts(p.user.id, [row]);
       return p.scheduledAt
         ? { id: ssnd.get(row.id!)!, status: 'scheduled' as const, scheduledAt: p.scheduledAt }
         : { id: row.id!, status: 'queued' as const };
@@ -159,6 +167,7 @@ export function createSendService(deps: {
         }
       }
       const ssnd = await commit(p, rows);
+      if (rows.length) touchContacts(p.user.id, rows);
       for (const res of results) if (res.status === 'scheduled') res.id = ssnd.get(res.id!)!;
       const count = (s: string) => results.filter((r) => r.status === s).length;
       return { results, sent: count('sent'), scheduled: count('scheduled'), failed: count('failed') };

@@ -14,6 +14,8 @@ export const users = pgTable('users', {
   referrer: text('referrer'),
   /** The account webhook secret (`whsec_…`), sealed: signs tracking-webhook events and is the fallback key. */
   webhookSecretSealed: text('webhook_secret_sealed'),
+  /** Postal address for the CAN-SPAM footer of broadcasts; prefills a broadcast's `footer_address`. */
+  footerAddress: text('footer_address'),
   createdAt: ms('created_at').notNull(),
   updatedAt: ms('updated_at').notNull(),
 }, (t) => [uniqueIndex('users_email_uq').on(t.email)]);

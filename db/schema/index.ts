@@ -5,3 +5,4 @@ export * from './sending.js';
 export * from './inbound.js';
 export * from './oauth.js';
 export * from './mailboxes.js';
+export * from './broadcasts.js';

@@ -1,0 +1,116 @@
+/**
+ * npm run bench:broadcast — broadcast fan-out throughput on this machine: PostgreSQL, the Temporal dev
+ * server, API and worker as their own processes (BENCH_SPLIT=0: one process), OUTBOUND_MODE=mx to a
+ * loopback SMTP sink found through a loopback DNS server. Measures (a) a broadcast to a list of
+ * BENCH_RECIPIENTS contacts from `send` to the last message in the sink, and (b) the same number of
+ * messages DKIM-signed and sent by a pooled nodemailer transport straight to the sink, the ceiling;
+ * prints recipients/s, (a)/(b), and the time 100,000 recipients would take at the measured rate
+ * (extrapolated, not measured). Goal: at least 170 recipients/s (100,000 in under 10 minutes).
+ *   BENCH_RECIPIENTS (default 10000), BENCH_CONCURRENCY (ceiling, default 32), BROADCAST_* (see README), TEST_PG_URL, TEMPORAL_ADDRESS.
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { eq } from 'drizzle-orm';
+import nodemailer from 'nodemailer';
+import { loadConfig } from '../core/config.js';
+import { schema } from '../db/index.js';
+import { startService } from '../runtime/service.js';
+import { startDevServer } from '../temporal/dev-server.js';
+import { startTestDns } from '../test/helpers/dns.js';
+import { createTestDatabase } from '../test/helpers/pg.js';
+import { freePort } from '../test/helpers/ports.js';
+import { apiClient } from '../test/helpers/stack.js';
+import { startWorker } from '../worker.js';
+import { startCountingSink } from './sink.js';
+import { pool, spawnRole, spawnWorker } from './util.js';
+
+const N = Number(process.env.BENCH_RECIPIENTS ?? 10_000);
+const C = Number(process.env.BENCH_CONCURRENCY ?? 32);
+
+async function main() {
+  const sink = await startCountingSink();
+  const dns = await startTestDns();
+  dns.zone.set('rcpt.test', 'MX', [{ value: 'sink.rcpt.test', priority: 10 }]);
+  dns.zone.set('sink.rcpt.test', 'A', [{ value: '127.0.0.1' }]);
+  const pg = await createTestDatabase();
+  const temporal = process.env.TEMPORAL_ADDRESS ? undefined : await startDevServer({ port: await freePort(), namespace: 'default' });
+  const port = await freePort();
+  const passthrough = Object.fromEntries(Object.entries(process.env).filter(([k, v]) => k.startsWith('BROADCAST_') && v)) as Record<string, string>;
+  const env: Record<string, string> = {
+    PORT: String(port), SMTP_PORT: String(await freePort()), DATA_DIR: mkdtempSync(join(tmpdir(), 'svc-bench-')), DATABASE_URL: pg.url,
+    TEMPORAL_ADDRESS: process.env.TEMPORAL_ADDRESS ?? temporal!.address, SERVICE_DOMAIN: 'bench.svc.test', OUTBOUND_MODE: 'mx',
+    MX_PORT: String(sink.port), DNS_SERVERS: dns.server.address, SECRET_KEY: 'bench-secret-key-0123456789-abcdefghijklmnop', NODE_ENV: 'production',
+    PLANS: JSON.stringify({ free: { includedEmails: null, dailySendCap: null, overage: 'metered', paid: true } }),
+    TEMPORAL_TASK_QUEUE: `bench-${Date.now()}`, BROADCAST_FOOTER_ADDRESS: '1 Bench Road, Testville', ...passthrough,
+  };
+  const config = loadConfig(env);
+  const split = process.env.BENCH_SPLIT !== '0';
+  const service = await startService(config, split ? [] : ['api', 'worker'], { startWorker, log: () => undefined });
+  const roles = split ? [await spawnRole(['main.ts', 'api'], env, '[api] listening'), await spawnWorker(env)] : [];
+  const api = apiClient(`http://127.0.0.1:${port}`);
+  try {
+    const s = (await api('POST', '/api/auth/signup', { body: { email: 'bench@example.com', password: 'bench password' } })).body;
+    await service.core.db.update(schema.users).set({ emailVerified: true }).where(eq(schema.users.id, s.user.id));
+    const dom = (await api('POST', '/api/domains/subdomain', { token: s.token, body: { subdomain: 'fast' } })).body.domain;
+    const key = (await api('GET', '/api/keys', { token: s.token })).body.key;
+    const from = 'Bench <news@fast.bench.svc.test>';
+    const html = '<p>Hello <b>{{email}}</b>, here is this month\'s news.</p>';
+
+    // The audience: N contacts in a list, added 1,000 per call.
+    const list = (await api('POST', '/api/lists', { token: key, body: { name: 'bench' } })).body;
+    for (let i = 0; i < N; i += 1000) {
+      const emails = Array.from({ length: Math.min(1000, N - i) }, (_, j) => `user${i + j}@rcpt.test`);
+      const r = await api('POST', `/api/lists/${list.id}/contacts`, { token: key, body: { emails } });
+      if (r.status !== 200) throw new Error(`adding contacts: ${r.status} ${JSON.stringify(r.body)}`);
+    }
+
+    // (b) the ceiling: the same number of messages, DKIM-signed and sent by a pooled nodemailer transport.
+    const [row] = await service.core.db.select().from(schema.domains).where(eq(schema.domains.id, dom.id));
+    const direct = nodemailer.createTransport({
+      host: '127.0.0.1', port: sink.port, pool: true, maxConnections: 5, secure: false, ignoreTLS: true,
+      dkim: { domainName: row!.domain, keySelector: row!.dkimSelector, privateKey: service.core.sealer.open(row!.dkimPrivateKeySealed) },
+    });
+    sink.reset();
+    const t0 = performance.now();
+    await pool(N, C, (i) => direct.sendMail({ from, to: `user${i}@rcpt.test`, subject: 'Monthly news', html: html.replace('{{email}}', `user${i}@rcpt.test`), text: 'Hello' }));
+    const ceiling = N / ((performance.now() - t0) / 1000);
+    direct.close();
+
+    // (a) the broadcast, from the send call to the last message in the sink.
+    const b = (await api('POST', '/api/broadcasts', { token: key, body: { from, subject: 'Monthly news', html, text: 'Hello {{email}}', audience: { type: 'list', id: list.id } } })).body;
+    sink.reset();
+    const start = performance.now();
+    const sent = await api('POST', `/api/broadcasts/${b.id}/send`, { token: key, body: {} });
+    if (sent.status !== 202) throw new Error(`send: ${sent.status} ${JSON.stringify(sent.body)}`);
+    await sink.waitForCount(N, Number(process.env.BENCH_TIMEOUT_MS ?? 900_000));
+    const secs = (performance.now() - start) / 1000;
+    const rate = N / secs;
+    const final = await waitClosed(api, key, b.id);
+
+    console.log(`recipients ${N}, ${split ? 'API and worker in separate processes' : 'one process'}, batch ${config.broadcast.batchSize}, ${config.broadcast.concurrency} batches in flight`);
+    console.log(`(a) broadcast: ${rate.toFixed(1)} recipients/s (${secs.toFixed(1)} s); final status ${final.status}, sent_count ${final.sent_count}, fail_count ${final.fail_count}`);
+    console.log(`(b) ceiling, pooled nodemailer + DKIM direct to the sink: ${ceiling.toFixed(1)}/s`);
+    console.log(`(a)/(b) = ${(rate / ceiling).toFixed(2)}`);
+    console.log(`100,000 recipients at this rate: ${(100_000 / rate / 60).toFixed(1)} min (extrapolated from ${N}, not measured)`);
+  } finally {
+    for (const r of roles) await r.stop();
+    await service.stop();
+    await temporal?.stop();
+    await pg.drop();
+    await sink.close();
+    await dns.close();
+  }
+}
+
+/** Polls the broadcast until the workflow has closed it. */
+async function waitClosed(api: ReturnType<typeof apiClient>, key: string, id: string) {
+  for (let i = 0; i < 600; i++) {
+    const b = (await api('GET', `/api/broadcasts/${id}`, { token: key })).body;
+    if (['sent', 'failed', 'canceled'].includes(b.status)) return b;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error('the broadcast did not close within a minute of its last message');
+}
+
+await main();

@@ -1,0 +1,142 @@
+import { and, desc, eq, ilike, or, sql, type Column, type SQL } from 'drizzle-orm';
+import type { Db } from '../../db/index.js';
+import { schema } from '../../db/index.js';
+import { badRequest, conflict, notFound } from '../errors.js';
+import { newId } from '../ids.js';
+
+export type Attributes = Record<string, string | number | boolean | null>;
+export type ContactInput = { email: string; name?: string | null; attributes?: Attributes; subscribed?: boolean };
+type Row = typeof schema.contacts.$inferSelect;
+type Tx = Pick<Db, 'insert' | 'select' | 'update' | 'execute'>;
+
+const c = schema.contacts;
+
+/** The wire shape of a contact (snake_case like SPEC.md's records). */
+export const contactDto = (r: Row) => ({
+  id: r.id, email: r.email, name: r.name, attributes: r.attributes, subscribed: r.subscribed,
+  unsubscribed_at: r.unsubscribedAt, created_at: r.createdAt, updated_at: r.updatedAt, last_seen_at: r.lastSeenAt,
+});
+export type ContactDto = ReturnType<typeof contactDto>;
+
+/** Keyset condition "older than the row `before`" on (created, id), so rows sharing a timestamp are never skipped. */
+export function olderThan(created: Column, id: Column, anchor: { at: number; id: string } | undefined): SQL | undefined {
+  return anchor ? sql`(${created}, ${id}) < (${anchor.at}, ${anchor.id})` : undefined;
+}
+
+/**
+ * Upserts contacts by address in one statement (sorted, so concurrent batches lock rows in the same order).
+ * Answers each address's id and whether it was created now; `touch` also moves `last_seen_at`.
+ */
+export async function upsertContacts(tx: Tx, userId: string, input: ContactInput[], opts: { touch?: boolean; overwrite?: boolean } = {}) {
+  const byEmail = new Map<string, ContactInput>();
+  for (const x of input) byEmail.set(x.email.toLowerCase(), { ...x, email: x.email.toLowerCase() });
+  if (byEmail.size === 0) return [] as { id: string; email: string; created: boolean }[];
+  const now = Date.now();
+  const rows = [...byEmail.values()].sort((a, b) => (a.email < b.email ? -1 : 1)).map((x) => ({
+    id: newId('ctc'), userId, email: x.email, name: x.name ?? null, attributes: x.attributes ?? {}, subscribed: x.subscribed ?? true,
+    createdAt: now, updatedAt: now, lastSeenAt: opts.touch ? now : null,
+  }));
+  const set: Record<string, SQL> = {};
+  if (opts.touch) set.lastSeenAt = sql`excluded.last_seen_at`;
+  if (opts.overwrite) {
+    set.name = sql`coalesce(excluded.name, ${c.name})`;
+    set.attributes = sql`${c.attributes} || excluded.attributes`;
+    set.updatedAt = sql`excluded.updated_at`;
+  }
+  // A no-op update still returns the existing row, so every address answers its id.
+  if (Object.keys(set).length === 0) set.userId = sql`${c.userId}`;
+  return tx.insert(c).values(rows).onConflictDoUpdate({ target: [c.userId, c.email], set })
+    .returning({ id: c.id, email: c.email, created: sql<boolean>`(xmax = 0)` });
+}
+
+/** Contacts of an account: CRUD, search and cursor paging, and the bulk upsert used by imports and traffic. */
+export function createContactService(deps: { db: Db }) {
+  const { db } = deps;
+
+  async function load(userId: string, id: string): Promise<Row> {
+    const [row] = await db.select().from(c).where(and(eq(c.userId, userId), eq(c.id, id)));
+    if (!row) throw notFound('Contact not found');
+    return row;
+  }
+
+  return {
+    load,
+    /** A contact by id alone (the unsubscribe page, whose signed token names it). */
+    async byId(id: string): Promise<Row | undefined> {
+      return (await db.select().from(c).where(eq(c.id, id)))[0];
+    },
+    async list(userId: string, q: { before?: string; limit: number; search?: string }) {
+      const anchor = q.before ? await load(userId, q.before).then((r) => ({ at: r.createdAt, id: r.id })) : undefined;
+      const like = q.search ? `%${q.search.replace(/[%_\\]/g, '\\$&')}%` : undefined;
+      const rows = await db.select().from(c).where(and(
+        eq(c.userId, userId), olderThan(c.createdAt, c.id, anchor), like ? or(ilike(c.email, like), ilike(c.name, like)) : undefined,
+      )).orderBy(desc(c.createdAt), desc(c.id)).limit(q.limit);
+      return rows.map(contactDto);
+    },
+    async get(userId: string, id: string) {
+      return contactDto(await load(userId, id));
+    },
+    async create(userId: string, input: ContactInput) {
+      const now = Date.now();
+      const [row] = await db.insert(c).values({
+        id: newId('ctc'), userId, email: input.email.toLowerCase(), name: input.name ?? null, attributes: input.attributes ?? {},
+        subscribed: input.subscribed ?? true, unsubscribedAt: input.subscribed === false ? now : null, createdAt: now, updatedAt: now,
+      }).onConflictDoNothing().returning();
+      if (!row) throw conflict(`A contact with the address ${input.email} exists already`, 'contact_exists');
+      return contactDto(row);
+    },
+    /** Changes name, attributes (replaced as a whole) or the subscription; `email` too, unless taken. */
+    async update(userId: string, id: string, patch: Partial<ContactInput>) {
+      await load(userId, id);
+      const now = Date.now();
+      const set: Partial<typeof c.$inferInsert> = { updatedAt: now };
+      if (patch.email !== undefined) set.email = patch.email.toLowerCase();
+      if (patch.name !== undefined) set.name = patch.name;
+      if (patch.attributes !== undefined) set.attributes = patch.attributes;
+      if (patch.subscribed !== undefined) {
+        set.subscribed = patch.subscribed;
+        set.unsubscribedAt = patch.subscribed ? null : now;
+      }
+      try {
+        const [row] = await db.update(c).set(set).where(and(eq(c.userId, userId), eq(c.id, id))).returning();
+        return contactDto(row!);
+      } catch (err) {
+        if ((err as { code?: string }).code === '23505') throw conflict(`A contact with the address ${patch.email} exists already`, 'contact_exists');
+        throw err;
+      }
+    },
+    async remove(userId: string, id: string) {
+      await load(userId, id);
+      await db.transaction(async (tx) => {
+        await tx.delete(schema.listMembers).where(eq(schema.listMembers.contactId, id));
+        await tx.delete(c).where(and(eq(c.userId, userId), eq(c.id, id)));
+      });
+      return { ok: true as const };
+    },
+    /** Unsubscribes one contact from every broadcast (idempotent). */
+    async unsubscribe(contactId: string) {
+      const now = Date.now();
+      const [row] = await db.update(c).set({ subscribed: false, unsubscribedAt: sql`coalesce(${c.unsubscribedAt}, ${now})`, updatedAt: now })
+        .where(eq(c.id, contactId)).returning();
+      return row ? contactDto(row) : undefined;
+    },
+    /**
+     * Mail traffic makes contacts: the addresses an account sent to or received from, upserted in one
+     * statement per batch with `last_seen_at` moved to now.
+     */
+    async touch(userId: string, emails: string[]) {
+      const valid = emails.filter((e) => e.includes('@') && e.length <= 254);
+      if (valid.length) await upsertContacts(db, userId, valid.map((email) => ({ email })), { touch: true });
+    },
+  };
+}
+export type ContactService = ReturnType<typeof createContactService>;
+
+/** Checks the keys of contact attributes: they are addressable in filters as `attributes.<key>`. */
+export function checkAttributes(a: Attributes | undefined): Attributes | undefined {
+  if (!a) return a;
+  const keys = Object.keys(a);
+  if (keys.length > 100) throw badRequest('attributes: at most 100 keys', 'invalid_attributes');
+  for (const k of keys) if (!/^[A-Za-z0-9_-]{1,64}$/.test(k)) throw badRequest(`attributes: "${k}" is not a valid key (letters, digits, _ and -)`, 'invalid_attributes');
+  return a;
+}
