@@ -17,7 +17,7 @@ export type RunningWorker = { worker: Worker; done: Promise<void>; shutdown(): P
 export function createTransport(config: Config, database: Database): OutboundTransport {
   if (config.outboundMode === 'capture') return captureTransport(database.db, join(config.dataDir, 'outbox'));
   if (config.outboundMode === 'relay') return relayTransport(config.relayUrl!);
-  return mxTransport({ resolver: createResolver(config.dnsServers), port: config.mxPort, heloName: config.serviceDomain });
+  return mxTransport({ resolver: createResolver(config.dnsServers), port: config.mxPort, heloName: config.serviceDomain, allowPrivate: config.allowPrivateNetworks });
 }
 
 /**

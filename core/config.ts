@@ -35,11 +35,15 @@ const envSchema = z.object({
   SIGNUP_LIMIT_PER_HOUR: z.coerce.number().int().min(1).default(20),
   SMTP_MAX_MESSAGE_BYTES: z.coerce.number().int().min(1024).default(30 * 1024 * 1024),
   SMTP_MAX_CLIENTS: z.coerce.number().int().min(1).default(200),
+  SMTP_MAX_CLIENTS_PER_IP: z.coerce.number().int().min(1).default(10),
+  SMTP_MAX_RECIPIENTS: z.coerce.number().int().min(1).default(100),
+  SMTP_COMMANDS_PER_MINUTE: z.coerce.number().int().min(10).default(600),
   SMTP_IDLE_TIMEOUT_MS: z.coerce.number().int().min(1000).default(60_000),
   SMTP_TLS_KEY: z.string().optional(),
   SMTP_TLS_CERT: z.string().optional(),
   OUTBOUND_RETRY_SCHEDULE: z.string().optional(),
   ATTACHMENT_FETCH_ALLOW_PRIVATE: z.enum(['0', '1', 'true', 'false']).optional(),
+  ALLOW_PRIVATE_NETWORKS: z.enum(['0', '1', 'true', 'false']).optional(),
   PLANS: z.string().optional(),
   DEFAULT_PLAN: z.string().default('free'),
   LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
@@ -64,11 +68,16 @@ export type Config = {
   registrar: 'simulated' | undefined;
   /** Accounts one client address may create per hour (signup and provision). */
   signupLimitPerHour: number;
-  smtp: { maxMessageBytes: number; maxClients: number; idleTimeoutMs: number; tlsKeyFile: string | undefined; tlsCertFile: string | undefined };
+  smtp: {
+    maxMessageBytes: number; maxClients: number; maxClientsPerIp: number; maxRecipients: number; commandsPerMinute: number;
+    idleTimeoutMs: number; tlsKeyFile: string | undefined; tlsCertFile: string | undefined;
+  };
   /** Delays (ms) between later attempts at a temporarily failed outbound message; then it bounces. */
   outboundRetrySchedule: number[];
   /** Let attachment URLs reach loopback/private addresses (local testing only). */
   attachmentFetchAllowPrivate: boolean;
+  /** Let webhooks, routes, tracking webhooks and MX delivery reach loopback/private addresses (development and tests only). */
+  allowPrivateNetworks: boolean;
   domainVerify: { initialDelayMs: number; maxDelayMs: number; deadlineMs: number };
   plans: Record<string, Plan>;
   defaultPlan: string;
@@ -114,11 +123,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       : DEFAULT_RETRY_SCHEDULE,
     registrar: e.REGISTRAR,
     signupLimitPerHour: e.SIGNUP_LIMIT_PER_HOUR,
-    smtp: { maxMessageBytes: e.SMTP_MAX_MESSAGE_BYTES, maxClients: e.SMTP_MAX_CLIENTS, idleTimeoutMs: e.SMTP_IDLE_TIMEOUT_MS, tlsKeyFile: e.SMTP_TLS_KEY, tlsCertFile: e.SMTP_TLS_CERT },
+    smtp: {
+      maxMessageBytes: e.SMTP_MAX_MESSAGE_BYTES, maxClients: e.SMTP_MAX_CLIENTS, maxClientsPerIp: e.SMTP_MAX_CLIENTS_PER_IP,
+      maxRecipients: e.SMTP_MAX_RECIPIENTS, commandsPerMinute: e.SMTP_COMMANDS_PER_MINUTE, idleTimeoutMs: e.SMTP_IDLE_TIMEOUT_MS, tlsKeyFile: e.SMTP_TLS_KEY, tlsCertFile: e.SMTP_TLS_CERT,
+    },
     outboundRetrySchedule: e.OUTBOUND_RETRY_SCHEDULE
       ? parseList('OUTBOUND_RETRY_SCHEDULE', e.OUTBOUND_RETRY_SCHEDULE, (s) => z.coerce.number().int().min(0).parse(s))
       : DEFAULT_OUTBOUND_RETRY,
     attachmentFetchAllowPrivate: e.ATTACHMENT_FETCH_ALLOW_PRIVATE === '1' || e.ATTACHMENT_FETCH_ALLOW_PRIVATE === 'true',
+    allowPrivateNetworks: e.ALLOW_PRIVATE_NETWORKS === '1' || e.ALLOW_PRIVATE_NETWORKS === 'true',
     domainVerify: { initialDelayMs: e.DOMAIN_VERIFY_INITIAL_MS, maxDelayMs: e.DOMAIN_VERIFY_MAX_MS, deadlineMs: e.DOMAIN_VERIFY_DEADLINE_MS },
     plans,
     defaultPlan: e.DEFAULT_PLAN,

@@ -74,7 +74,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
   const usage = createUsageService({ db, plans: config.plans, defaultPlan: config.defaultPlan });
   const outbox = createOutboxService({ db });
   const attachments = createAttachmentService({
-    db, publicUrl: config.publicUrl, secretKey: config.secretKey, allowPrivate: config.attachmentFetchAllowPrivate,
+    db, publicUrl: config.publicUrl, secretKey: config.secretKey, allowPrivate: config.attachmentFetchAllowPrivate || config.allowPrivateNetworks,
   });
   const providers = createProviderRegistry([builtinProvider(config.serviceDomain)]);
 
@@ -109,11 +109,12 @@ export function createCore(deps: { database: Database; config: Config; workflows
   const sending = createSendService({ db, accounts, usage, suppressions, templates, attachments, tracking, queue, scheduled });
   const messages = createMessageService({ db, events });
   const accountSecret = createAccountSecretService({ db, sealer });
-  const routes = createRouteService({ db, sealer, domains });
-  const deliveryStore = createDeliveryStore({ db, sealer, routes, accountSecret: (userId) => accountSecret.get(userId) });
-  const webhookTests = createWebhookTests({ routes });
+  const net = { resolver, allowPrivate: config.allowPrivateNetworks };
+  const routes = createRouteService({ db, sealer, domains, net });
+  const deliveryStore = createDeliveryStore({ db, sealer, routes, net, accountSecret: (userId) => accountSecret.get(userId) });
+  const webhookTests = createWebhookTests({ routes, net });
   const engagement = createEngagementService({
-    db, domains, routes, accountSecret, deliveries: deliveryStore, workflows: deps.workflows, retrySchedule: config.webhookRetrySchedule,
+    db, domains, routes, accountSecret, deliveries: deliveryStore, workflows: deps.workflows, retrySchedule: config.webhookRetrySchedule, net,
   });
   events.attachRouter(engagement.router);
   const replay = createReplayService({ db, deliveries: deliveryStore, workflows: deps.workflows, retrySchedule: config.webhookRetrySchedule });

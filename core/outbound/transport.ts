@@ -6,6 +6,8 @@ import nodemailer, { type Transporter } from 'nodemailer';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { isNoRecord } from '../dns.js';
+import { isAppError } from '../errors.js';
+import { resolveAllowed } from '../net/address-guard.js';
 import { newId } from '../ids.js';
 
 export type Rejection = { address: string; error: string; permanent: boolean };
@@ -66,7 +68,7 @@ export function relayTransport(relayUrl: string): OutboundTransport {
 }
 
 /** Direct delivery to each recipient domain's MX (OUTBOUND_MODE=mx), resolved through DNS_SERVERS. */
-export function mxTransport(opts: { resolver: Resolver; port: number; heloName: string }): OutboundTransport {
+export function mxTransport(opts: { resolver: Resolver; port: number; heloName: string; allowPrivate?: boolean }): OutboundTransport {
   const pools = new Map<string, Transporter>();
   // MX and address answers are kept for a minute: a burst to one domain should not cost lookups per message.
   const mxCache = new Map<string, { at: number; hosts: string[] }>();
@@ -114,7 +116,8 @@ export function mxTransport(opts: { resolver: Resolver; port: number; heloName: 
   async function addressOf(host: string): Promise<string> {
     const hit = aCache.get(host);
     if (hit && Date.now() - hit.at < 60_000) return hit.address;
-    const address = (await opts.resolver.resolve4(host))[0] ?? host;
+    // Resolved once and checked (no internal addresses unless ALLOW_PRIVATE_NETWORKS); the pool connects to this address.
+    const { address } = await resolveAllowed(host, { resolver: opts.resolver, allowPrivate: opts.allowPrivate ?? false, what: 'MX host' });
     aCache.set(host, { at: Date.now(), address });
     return address;
   }
@@ -132,7 +135,7 @@ export function mxTransport(opts: { resolver: Resolver; port: number; heloName: 
       try {
         address = await addressOf(host);
       } catch (err) {
-        last = { status: isNoRecord(err) && hosts.length === 1 ? 'permanent' : 'temporary', error: `cannot resolve ${host}: ${(err as Error).message}` };
+        last = { status: (isNoRecord(err) || (isAppError(err) && !err.retryable)) && hosts.length === 1 ? 'permanent' : 'temporary', error: `cannot resolve ${host}: ${(err as Error).message}` };
         continue;
       }
       try {

@@ -9,7 +9,7 @@ import type { AccountSecretService } from './account-secret.js';
 import type { DeliveryStore } from './deliveries.js';
 import { postWebhook } from './post.js';
 import { TRACKING_PATTERN, type RouteService } from './routes.js';
-import { checkWebhookUrl } from './url.js';
+import { checkWebhookDestination, type NetPolicy } from './url.js';
 
 export const ENGAGEMENT_TYPES = ['email.sent', 'email.bounced', 'email.complained', 'email.opened', 'email.clicked'] as const;
 type Target = { routeId: string; url: string; ackMode: 'lenient' | 'ack'; secret: string };
@@ -20,7 +20,7 @@ type Target = { routeId: string; url: string; ackMode: 'lenient' | 'ack'; secret
  * `pending` first and delivered in batches; only an event whose first POST fails gets a workflow.
  */
 export function createEngagementService(deps: {
-  db: Db; domains: DomainService; routes: RouteService; accountSecret: AccountSecretService; deliveries: DeliveryStore; workflows: WorkflowPort; retrySchedule: number[];
+  db: Db; domains: DomainService; routes: RouteService; accountSecret: AccountSecretService; deliveries: DeliveryStore; workflows: WorkflowPort; retrySchedule: number[]; net: NetPolicy;
 }) {
   const { db } = deps;
   const d = schema.domains;
@@ -55,7 +55,7 @@ export function createEngagementService(deps: {
 
     async setTrackingWebhook(actor: Actor, domainId: string, url: string) {
       const dom = await deps.domains.load(actor, domainId);
-      const clean = checkWebhookUrl(url);
+      const clean = await checkWebhookDestination(url, deps.net);
       await deps.routes.upsert(dom, TRACKING_PATTERN, clean, 'lenient');
       const [row] = await db.update(d).set({ trackingWebhookUrl: clean, updatedAt: Date.now() }).where(eq(d.id, dom.id)).returning();
       return { domain: domainDto(row!), signingSecret: await deps.accountSecret.get(dom.userId) };
@@ -90,7 +90,7 @@ export function createEngagementService(deps: {
           continue;
         }
         const payload = await payloadOf(e);
-        const c = await postWebhook({ url: t.url, body: JSON.stringify(payload), secret: t.secret, ackMode: t.ackMode });
+        const c = await postWebhook({ url: t.url, body: JSON.stringify(payload), secret: t.secret, ackMode: t.ackMode, net: deps.net });
         if (!c.ok) {
           const row = await deps.deliveries.create({ userId: e.userId, messageId: e.messageId ?? '', routeId: t.routeId, domainId, url: t.url, kind: 'engagement', payload });
           await deps.deliveries.record(row, 1, c, t.url, deps.retrySchedule[0] ?? null);

@@ -7,7 +7,7 @@ import { badRequest, conflict, notFound } from '../errors.js';
 import { newId } from '../ids.js';
 import type { Sealer } from '../secrets.js';
 import { newWebhookSecret } from './sign.js';
-import { checkWebhookUrl } from './url.js';
+import { checkWebhookDestination, type NetPolicy } from './url.js';
 
 export type RouteRow = typeof schema.routes.$inferSelect;
 /** Route of a domain's tracking webhook: never matched by an address, signed with the account secret. */
@@ -25,7 +25,7 @@ export function patternScore(pattern: string, local: string): number {
 }
 
 /** Routes: the catch-all webhook of a domain and address routes; the most specific match wins. */
-export function createRouteService(deps: { db: Db; sealer: Sealer; domains: DomainService }) {
+export function createRouteService(deps: { db: Db; sealer: Sealer; domains: DomainService; net: NetPolicy }) {
   const { db } = deps;
   const r = schema.routes;
 
@@ -61,7 +61,7 @@ export function createRouteService(deps: { db: Db; sealer: Sealer; domains: Doma
     async setCatchAll(actor: Actor, domainId: string, input: { url: string; ackMode?: 'lenient' | 'ack' }) {
       const d = await deps.domains.load(actor, domainId);
       inboundReady(d);
-      const { row, secret } = await upsert(d, '*', checkWebhookUrl(input.url), input.ackMode ?? 'lenient');
+      const { row, secret } = await upsert(d, '*', await checkWebhookDestination(input.url, deps.net), input.ackMode ?? 'lenient');
       return { domain: domainDto(d), webhookUrl: row.url, ackMode: row.ackMode, routeId: row.id, signingSecret: secret };
     },
 
@@ -97,7 +97,7 @@ export function createRouteService(deps: { db: Db; sealer: Sealer; domains: Doma
       inboundReady(d);
       const pattern = input.address.trim().toLowerCase();
       if (pattern.includes('@') || !PATTERN.test(pattern)) throw badRequest('address must be *, a local part, or one wildcard at its start or end (support-*, *-agent); no @', 'invalid_pattern');
-      const { row, secret } = await upsert(d, pattern, checkWebhookUrl(input.url), input.ackMode ?? 'lenient');
+      const { row, secret } = await upsert(d, pattern, await checkWebhookDestination(input.url, deps.net), input.ackMode ?? 'lenient');
       return { ...routeDto(row, d.domain), signingSecret: secret };
     },
 
