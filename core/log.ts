@@ -7,17 +7,17 @@ export function describeError(err: unknown): string {
   if (!(err instanceof Error)) return String(err);
   const cause = (err as { cause?: unknown }).cause;
   const pg = pgFields(err) ?? (cause instanceof Error ? pgFields(cause) : undefined);
-  if (pg) return `database error ${pg.code ?? ''}: ${pg.message}`.replace(/\s+:/, ':');
+  if (pg) return `database error ${pg.code}: ${pg.message}`;
   if (/^Failed query:/.test(err.message)) return 'database error: query failed';
   return `${err.name}: ${err.message}`;
 }
 
-function pgFields(err: Error): { code?: string; message: string } | undefined {
+function pgFields(err: Error): { code: string; message: string } | undefined {
   const code = (err as { code?: unknown }).code;
   const isPg = typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) && ('severity' in err || 'routine' in err);
   if (!isPg) return undefined;
   // The server message can quote a value (duplicate key "(email)=(a@b)"); the detail carries it, not the message.
-  return { code, message: err.message.replace(/\(.*?\)=\(.*?\)/g, '(…)') };
+  return { code, message: err.message.replace(/\([^()]*\)=\([^()]*\)/g, '(…)') };
 }
 
 /** Logs an unexpected error with its stack frames but without query parameters. */
