@@ -12,6 +12,7 @@ import { builtinProvider, createProviderRegistry } from './domains/providers.js'
 import { simulatedRegistrar } from './domains/registrar.js';
 import { createRegistrationService } from './domains/registration.js';
 import { createDomainService, type DomainService } from './domains/service.js';
+import { createOwnershipTokens } from './domains/ownership.js';
 import { createInboundService } from './inbound/service.js';
 import { createAccountSecretService } from './webhooks/account-secret.js';
 import { createDeliveryStore } from './webhooks/deliveries.js';
@@ -92,7 +93,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
   // The domain and hosted-zone services refer to each other (delete cleans hosted records; claims insert domains).
   const hosted = createHostedZoneService({ db, base: config.serviceDomain, domains: () => domains });
   const domains: DomainService = createDomainService({
-    db, sealer, resolver, serviceDomain: config.serviceDomain, providers, workflows: deps.workflows, planOf, enrich,
+    db, sealer, resolver, serviceDomain: config.serviceDomain, providers, workflows: deps.workflows, planOf, enrich, ownership: createOwnershipTokens(config.secretKey),
     cleanupHosted: (id) => hosted.cleanup(id),
   });
   const registration = createRegistrationService({
