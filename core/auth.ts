@@ -30,7 +30,9 @@ export function createAuthService(deps: { keys: KeyService; tokens: TokenService
       if (secret.startsWith(KEY_PREFIX)) return fromKey(secret);
       if (looksLikeJwt(secret)) {
         const claims = await deps.tokens.verify(secret);
-        if (!(await deps.accounts.getUser(claims.userId))) throw unauthorized('Account no longer exists');
+        const user = await deps.accounts.getUser(claims.userId);
+        if (!user) throw unauthorized('Account no longer exists');
+        if ((claims.version ?? 0) !== user.sessionVersion) throw unauthorized('This session was signed out; sign in again', 'session_revoked');
         return claims.kind === 'oauth'
           ? { kind: 'oauth', userId: claims.userId, ...(claims.clientId ? { clientId: claims.clientId } : {}) }
           : { kind: 'session', userId: claims.userId };

@@ -4,7 +4,8 @@ import { unauthorized } from './errors.js';
 
 /** Session tokens (sign-in) and, later, OAuth access tokens: HS256 JWTs keyed from SECRET_KEY. */
 export type TokenKind = 'session' | 'oauth';
-export type TokenClaims = { userId: string; kind: TokenKind; clientId?: string };
+/** `version` is the account's session version at issue time: bumping it revokes every older token. */
+export type TokenClaims = { userId: string; kind: TokenKind; clientId?: string; version?: number };
 
 const ISSUER = 'svc-mail';
 export const SESSION_TTL_SECONDS = 7 * 24 * 3600;
@@ -13,7 +14,7 @@ export function createTokenService(secretKey: string) {
   const key = deriveKey(secretKey, 'jwt-v1');
   return {
     async issue(claims: TokenClaims, ttlSeconds = SESSION_TTL_SECONDS): Promise<string> {
-      return new SignJWT({ knd: claims.kind, ...(claims.clientId ? { cid: claims.clientId } : {}) })
+      return new SignJWT({ knd: claims.kind, ver: claims.version ?? 0, ...(claims.clientId ? { cid: claims.clientId } : {}) })
         .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
         .setSubject(claims.userId)
         .setIssuer(ISSUER)
@@ -26,7 +27,8 @@ export function createTokenService(secretKey: string) {
         const { payload } = await jwtVerify(token, key, { issuer: ISSUER, algorithms: ['HS256'] });
         const kind = payload.knd;
         if ((kind !== 'session' && kind !== 'oauth') || typeof payload.sub !== 'string') throw unauthorized('Invalid token');
-        return { userId: payload.sub, kind, ...(typeof payload.cid === 'string' ? { clientId: payload.cid } : {}) };
+        const version = typeof payload.ver === 'number' ? payload.ver : 0;
+        return { userId: payload.sub, kind, version, ...(typeof payload.cid === 'string' ? { clientId: payload.cid } : {}) };
       } catch (err) {
         if (err instanceof errors.JWTExpired) throw unauthorized('Token expired', 'token_expired');
         if (err instanceof errors.JOSEError) throw unauthorized('Invalid token');

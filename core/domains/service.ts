@@ -2,7 +2,7 @@ import type { Resolver } from 'node:dns/promises';
 import { and, eq, ne } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
-import type { Principal } from '../auth.js';
+import type { Actor } from '../tenancy.js';
 import { badRequest, conflict, forbidden, notFound } from '../errors.js';
 import { newId } from '../ids.js';
 import type { WorkflowPort } from '../index.js';
@@ -20,9 +20,7 @@ export const DKIM_SELECTOR = 'svc1';
 /** PostgreSQL unique_violation (drizzle wraps the driver's error in `cause`). */
 export const isUniqueViolation = (err: unknown): boolean =>
   (err as { code?: string })?.code === '23505' || (err as { cause?: { code?: string } })?.cause?.code === '23505';
-/** Who acts on domains: an account, or a domain-scoped key that sees only its one domain. */
-export type Actor = { userId: string; domainId?: string };
-export const actorOf = (p: Principal): Actor => (p.kind === 'scoped_key' ? { userId: p.userId, domainId: p.domainId } : { userId: p.userId });
+export { actorOf, type Actor } from '../tenancy.js';
 
 export type DomainDeps = {
   db: Db; sealer: Sealer; resolver: Resolver; serviceDomain: string; providers: ProviderRegistry; workflows: WorkflowPort; ownership: OwnershipTokens;

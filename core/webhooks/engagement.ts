@@ -2,7 +2,8 @@ import { and, asc, eq, inArray, lt } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { domainDto } from '../domains/dto.js';
-import type { Actor, DomainService } from '../domains/service.js';
+import type { DomainService } from '../domains/service.js';
+import { isScoped, type Actor } from '../tenancy.js';
 import { badRequest } from '../errors.js';
 import type { WorkflowPort } from '../index.js';
 import type { AccountSecretService } from './account-secret.js';
@@ -38,6 +39,11 @@ export function createEngagementService(deps: {
     return { routeId: catchAll.id, url: catchAll.url, ackMode: catchAll.ackMode, secret: deps.routes.secretOf(catchAll) };
   }
 
+  /** The account secret signs every domain's tracking events: account credentials see it, a scoped key never does. */
+  async function secretFor(actor: Actor): Promise<{ signingSecret?: string }> {
+    return isScoped(actor) ? {} : { signingSecret: await deps.accountSecret.get(actor.userId) };
+  }
+
   async function payloadOf(e: typeof ev.$inferSelect) {
     const [m] = e.messageId ? await db.select().from(schema.messages).where(eq(schema.messages.id, e.messageId)) : [];
     const data = (e.data ?? {}) as Record<string, unknown>;
@@ -58,7 +64,7 @@ export function createEngagementService(deps: {
       const clean = await checkWebhookDestination(url, deps.net);
       await deps.routes.upsert(dom, TRACKING_PATTERN, clean, 'lenient');
       const [row] = await db.update(d).set({ trackingWebhookUrl: clean, updatedAt: Date.now() }).where(eq(d.id, dom.id)).returning();
-      return { domain: domainDto(row!), signingSecret: await deps.accountSecret.get(dom.userId) };
+      return { domain: domainDto(row!), ...(await secretFor(actor)) };
     },
     async clearTrackingWebhook(actor: Actor, domainId: string) {
       const dom = await deps.domains.load(actor, domainId);
@@ -70,7 +76,7 @@ export function createEngagementService(deps: {
       const dom = await deps.domains.load(actor, domainId);
       if (events !== 'all' && events.length === 0) throw badRequest('events: give "all" or at least one event type', 'validation_error');
       const [row] = await db.update(d).set({ webhookEvents: JSON.stringify(events), updatedAt: Date.now() }).where(eq(d.id, dom.id)).returning();
-      return { domain: domainDto(row!), signingSecret: await deps.accountSecret.get(dom.userId) };
+      return { domain: domainDto(row!), ...(await secretFor(actor)) };
     },
     async clearWebhookEvents(actor: Actor, domainId: string) {
       const dom = await deps.domains.load(actor, domainId);
