@@ -101,6 +101,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const dataDir = resolve(e.DATA_DIR);
   const outboundMode = e.OUTBOUND_MODE ?? (e.SMTP_RELAY_URL ? 'relay' : e.NODE_ENV === 'production' ? 'mx' : 'capture');
   if (outboundMode === 'relay' && !e.SMTP_RELAY_URL) throw new ConfigError('Invalid configuration:\n  OUTBOUND_MODE=relay needs SMTP_RELAY_URL');
+  if (e.REGISTRAR === 'simulated' && e.NODE_ENV === 'production') {
+    throw new ConfigError('Invalid configuration:\n  REGISTRAR=simulated registers nothing and charges nothing: refused when NODE_ENV=production');
+  }
   const plans = wrap('PLANS', () => parsePlans(e.PLANS));
   if (!plans[e.DEFAULT_PLAN]) throw new ConfigError(`Invalid configuration:\n  DEFAULT_PLAN: no plan named "${e.DEFAULT_PLAN}" (have ${Object.keys(plans).join(', ')})`);
   return {

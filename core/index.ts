@@ -1,4 +1,5 @@
 import type { Config } from './config.js';
+import { describeError } from './log.js';
 import type { Database } from '../db/index.js';
 import { createAccountService } from './accounts.js';
 import { createAttachmentService } from './attachments/service.js';
@@ -66,7 +67,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
   const resolver = createResolver(config.dnsServers);
   const queue: OutboundQueue = createOutboundQueue({
     startBatch: (ids) => deps.workflows.startOutboundBatch(ids),
-    onError: (err, ids) => console.error(`[outbound] could not start delivery of ${ids.length} message(s); the sweep will retry:`, (err as Error).message),
+    onError: (err, ids) => console.error(`[outbound] could not start delivery of ${ids.length} message(s); the sweep will retry: ${describeError(err)}`),
   });
   const mailer = createSystemMailer({ db, queue, serviceDomain: config.serviceDomain });
   const keys = createKeyService({ db, sealer });

@@ -22,6 +22,8 @@ function pgFields(err: Error): { code: string; message: string } | undefined {
 
 /** Logs an unexpected error with its stack frames but without query parameters. */
 export function logError(context: string, err: unknown): void {
-  const stack = err instanceof Error && err.stack ? `\n${err.stack.split('\n').slice(1, 6).join('\n')}` : '';
+  // Only the frames: the stack's first lines repeat the message, which for a query error holds its parameters.
+  const frames = err instanceof Error && err.stack ? err.stack.split('\n').filter((l) => /^\s+at /.test(l)).slice(0, 5) : [];
+  const stack = frames.length ? `\n${frames.join('\n')}` : '';
   console.error(`${context}: ${describeError(err)}${stack}`);
 }

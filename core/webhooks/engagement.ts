@@ -5,6 +5,7 @@ import { domainDto } from '../domains/dto.js';
 import type { DomainService } from '../domains/service.js';
 import { isScoped, type Actor } from '../tenancy.js';
 import { badRequest } from '../errors.js';
+import { describeError } from '../log.js';
 import type { WorkflowPort } from '../index.js';
 import type { AccountSecretService } from './account-secret.js';
 import type { DeliveryStore } from './deliveries.js';
@@ -56,7 +57,7 @@ export function createEngagementService(deps: {
   return {
     router: {
       wants: async (domainId: string, type: string) => Boolean(await target(domainId, type)),
-      nudge: (domainId: string) => void deps.workflows.nudgeEngagement(domainId).catch((err) => console.error('[engagement] nudge failed:', (err as Error).message)),
+      nudge: (domainId: string) => void deps.workflows.nudgeEngagement(domainId).catch((err) => console.error(`[engagement] nudge failed: ${describeError(err)}`)),
     },
 
     async setTrackingWebhook(actor: Actor, domainId: string, url: string) {
