@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import type { Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { rawSmtp, watchHealth } from './helpers/smtp-client.js';
@@ -29,7 +30,7 @@ const port = () => stack.service.smtpPort!;
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
 
 /** Every raw client a test opened, closed after it (the per-IP cap would count leftovers). */
-const clients: { close(): void; closed: boolean; socket: import('node:net').Socket }[] = [];
+const clients: { close(): void; closed: boolean; socket: Socket }[] = [];
 afterEach(async () => {
   const open = clients.splice(0).filter((c) => !c.closed);
   for (const c of open) c.close();

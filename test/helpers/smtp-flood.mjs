@@ -1,6 +1,10 @@
 // A separate process that sends one huge DATA stream to an SMTP server, generated as it goes (never
 // stored), as a remote attacker would: argv = port, recipient, total bytes. Prints the final reply.
+import { Buffer } from 'node:buffer';
 import { connect } from 'node:net';
+import process from 'node:process';
+
+const print = (line) => process.stdout.write(`${line}\n`);
 
 const [port, rcpt, total] = [Number(process.argv[2]), process.argv[3], Number(process.argv[4])];
 const socket = connect(port, '127.0.0.1');
@@ -18,7 +22,7 @@ socket.on('data', (d) => {
   wake();
 });
 socket.on('error', (err) => {
-  console.log(`ERROR ${err.message}`);
+  print(`ERROR ${err.message}`);
   process.exit(1);
 });
 const reply = async () => {
@@ -37,7 +41,7 @@ await send('MAIL FROM:<flood@far.example>');
 await send(`RCPT TO:<${rcpt}>`);
 const data = await send('DATA');
 if (!data.startsWith('354')) {
-  console.log(data);
+  print(data);
   process.exit(0);
 }
 const line = `${'x'.repeat(76)}\r\n`;
@@ -45,5 +49,5 @@ const chunk = Buffer.from(line.repeat(Math.floor((1024 * 1024) / line.length)));
 await write('Subject: flood\r\n\r\n');
 for (let sent = 0; sent < total; sent += chunk.length) await write(chunk);
 await write('\r\n.\r\n');
-console.log(await reply());
+print(await reply());
 socket.end();
