@@ -59,3 +59,12 @@ describe('no super-linear work on user input', () => {
     expect(parseContentType('text/plain;charset=utf-8 ; format = flowed')).toEqual({ type: 'text/plain', params: { charset: 'utf-8', format: 'flowed' } });
   });
 });
+
+describe('error logs', () => {
+  it('name a database error without its query or parameters', () => {
+    const pg = Object.assign(new Error('duplicate key value violates unique constraint "users_email_uq"'), { code: '23505', severity: 'ERROR', detail: 'Key (email)=(secret@example.com) exists.' });
+    const drizzle = Object.assign(new Error('Failed query: insert into "users" ("email") values ($1)\nparams: secret@example.com'), { cause: pg });
+    expect(describeError(drizzle)).toBe('database error 23505: duplicate key value violates unique constraint "users_email_uq"');
+    expect(describeError(new Error('Failed query: select 1\nparams: secret@example.com'))).not.toContain('secret@example.com');
+  });
+});
