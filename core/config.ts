@@ -37,7 +37,7 @@ const envSchema = z.object({
   SMTP_MAX_CLIENTS: z.coerce.number().int().min(1).default(200),
   SMTP_MAX_CLIENTS_PER_IP: z.coerce.number().int().min(1).default(10),
   SMTP_MAX_RECIPIENTS: z.coerce.number().int().min(1).default(100),
-  SMTP_COMMANDS_PER_MINUTE: z.coerce.number().int().min(10).default(600),
+  SMTP_COMMANDS_PER_MINUTE: z.coerce.number().int().min(10).default(1200),
   SMTP_IDLE_TIMEOUT_MS: z.coerce.number().int().min(1000).default(60_000),
   SMTP_TLS_KEY: z.string().optional(),
   SMTP_TLS_CERT: z.string().optional(),
