@@ -17,23 +17,25 @@ afterAll(async () => {
 describe('no super-linear work on input', () => {
   it('5 MB of adversarial HTML with trackClicks is handled in under a second, health stays fast', async () => {
     const html = '<a '.repeat(Math.floor(5_000_000 / 3)); // the 5 MB limit of html
-    // The same bytes without tracking: what the rest of the send path (JSON, validation, storing 5 MB) costs here.
-    const plainStarted = performance.now();
-    const first = await s.send({ to: 'r@rcpt.test', html });
-    const plain = performance.now() - plainStarted;
-    expect(first.status).toBe(200);
-    // Its delivery (rendering and signing 5 MB in this same process) is over before the timed send starts.
-    await eventually(async () => (await s.stack.api('GET', `/api/messages/${first.body.id}`, { token: s.session })).body.message.status === 'sent', 60_000);
+    /** One send, timed; its delivery (rendering and signing 5 MB in this same process) is over before the next. */
+    const timed = async (body: Record<string, unknown>) => {
+      const started = performance.now();
+      const res = await s.send({ to: 'r@rcpt.test', html, ...body });
+      const ms = performance.now() - started;
+      expect(res.status, JSON.stringify(res.body).slice(0, 200)).toBe(200);
+      await eventually(async () => (await s.stack.api('GET', `/api/messages/${res.body.id}`, { token: s.session })).body.message.status === 'sent', 60_000);
+      return ms;
+    };
+    // The same bytes without tracking: what the rest of the send path (JSON, validation, storing 5 MB) costs
+    // here. Each is the best of two runs: the machine's CPU is shared, and noise only ever adds time.
+    const plain = Math.min(await timed({}), await timed({}));
     const health = watchHealth(s.stack.baseUrl, 50);
-    const started = performance.now();
-    const res = await s.send({ to: 'r@rcpt.test', html, trackClicks: true, trackOpens: true });
-    const ms = performance.now() - started;
+    const tracked = Math.min(await timed({ trackClicks: true, trackOpens: true }), await timed({ trackClicks: true, trackOpens: true }));
     const latencies = await health.stop();
-    expect(res.status, JSON.stringify(res.body).slice(0, 200)).toBe(200);
     // Link tracking adds well under a second to it (the backtracking pattern it replaced took hours on this input).
-    expect(ms - plain, `tracked ${Math.round(ms)} ms, untracked ${Math.round(plain)} ms`).toBeLessThan(1000);
+    expect(tracked - plain, `tracked ${Math.round(tracked)} ms, untracked ${Math.round(plain)} ms`).toBeLessThan(1000);
     expect(median(latencies), `health latencies ${latencies.map(Math.round).join(',')}`).toBeLessThan(100);
-  });
+  }, 120_000);
 
   it('rewrites links with a real tokenizer: the rest of the HTML is kept byte for byte', async () => {
     const html = '<p class=x>Hi &amp; <A HREF=\'https://example.com/?a=1&amp;b=2\' id="l">go</A> <a href="mailto:x@y.z">m</a><script>"<a href=\\"https://no\\">"</script></p>';
