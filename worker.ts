@@ -25,7 +25,7 @@ export function createTransport(config: Config, database: Database): OutboundTra
   if (config.outboundMode === 'capture') return captureTransport(database.db, join(config.dataDir, 'outbox'));
   const timeouts = { timeoutMs: config.outboundSmtpTimeoutMs };
   if (config.outboundMode === 'relay') return relayTransport(config.relayUrl!, timeouts);
-  return mxTransport({ resolver: createResolver(config.dnsServers), port: config.mxPort, heloName: config.serviceDomain, timeouts });
+  return mxTransport({ resolver: createResolver(config.dnsServers), port: config.mxPort, heloName: config.serviceDomain, timeouts, allowPrivate: config.allowPrivateNetworks });
 }
 
 /**

@@ -1,6 +1,7 @@
 import express, { type Express } from 'express';
 import type { Core } from '../core/index.js';
 import { mountAttachmentRoutes } from './attachments-routes.js';
+import { jsonBodyParser } from './body-limits.js';
 import { errorHandler, notFoundHandler } from './errors.js';
 import { mountMailboxRaw } from './mailbox-routes.js';
 import { healthSchema, mountHealth } from './health.js';
@@ -14,9 +15,6 @@ import { mountRest } from './rest.js';
 import { collectSchemas, mountSchemaRoutes } from './schemas.js';
 import { trpcMiddleware } from './trpc.js';
 
-/** Largest JSON body accepted (attachments travel base64 inside sends). */
-export const JSON_BODY_LIMIT = '30mb';
-
 export const allSchemas = () => collectSchemas(operations, [healthSchema]);
 
 /** The one Express app: REST at SPEC.md paths, tRPC at /trpc, schemas, health and pages. */
@@ -24,10 +22,10 @@ export function createApp(core: Core): Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('trust proxy', 'loopback');
-  app.use(express.json({ limit: JSON_BODY_LIMIT, type: ['application/json', 'application/*+json'] }));
+  app.use(jsonBodyParser());
   // Before the form parser, so a raw upload sent as form-urlencoded (curl's default) keeps its bytes.
   mountAttachmentRoutes(app, core);
-  app.use(express.urlencoded({ extended: false, limit: '1mb' }));
+  app.use(express.urlencoded({ extended: false, limit: '100kb', parameterLimit: 100 }));
   mountHealth(app, core);
   mountSchemaRoutes(app, allSchemas(), core.config.publicUrl);
   mountPages(app);

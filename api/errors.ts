@@ -1,6 +1,7 @@
 import type { ErrorRequestHandler, RequestHandler, Response } from 'express';
 import { z } from 'zod';
 import { AppError, badRequest } from '../core/errors.js';
+import { logError } from '../core/log.js';
 
 /** Formats zod issues as one readable line: `field: message; other: message`. */
 export function describeIssues(issues: readonly z.core.$ZodIssue[], prefix?: string): string {
@@ -38,6 +39,6 @@ export const errorHandler: ErrorRequestHandler = (err, req, res, _next) => {
   if (err instanceof z.ZodError) return sendError(res, validationError(err.issues));
   const status = (err as { status?: number }).status;
   if (typeof status === 'number' && status >= 400 && status < 500) return sendError(res, new AppError(status, 'bad_request', (err as Error).message));
-  console.error(`[api] ${req.method} ${req.path} failed:`, err);
+  logError(`[api] ${req.method} ${req.path} failed`, err);
   sendError(res, new AppError(500, 'internal_error', 'Internal server error'));
 };

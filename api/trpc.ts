@@ -4,6 +4,7 @@ import type { Request, RequestHandler } from 'express';
 import { z } from 'zod';
 import { AppError } from '../core/errors.js';
 import type { Core } from '../core/index.js';
+import { logError } from '../core/log.js';
 import { combinedInput, type Operation, type OpContext } from './contract.js';
 import { describeIssues } from './errors.js';
 import { contextFor } from './rest.js';
@@ -15,6 +16,9 @@ const TRPC_CODES: Record<number, TRPCError['code']> = {
   408: 'TIMEOUT', 409: 'CONFLICT', 410: 'NOT_FOUND', 412: 'PRECONDITION_FAILED', 413: 'PAYLOAD_TOO_LARGE',
   422: 'UNPROCESSABLE_CONTENT', 429: 'TOO_MANY_REQUESTS', 503: 'SERVICE_UNAVAILABLE',
 };
+
+/** Most calls one tRPC batch request may carry. */
+export const TRPC_MAX_BATCH = 10;
 
 const t = initTRPC.context<TrpcContext>().create({
   errorFormatter({ shape, error }) {
@@ -59,8 +63,11 @@ export function trpcMiddleware(ops: readonly Operation[], core: Core): RequestHa
   return createExpressMiddleware({
     router: t.router(tree),
     createContext: ({ req }) => ({ req, core }),
+    // Express has parsed JSON bodies (sized by route, api/body-limits.ts); this bounds any body tRPC reads itself.
+    maxBodySize: 100 * 1024,
+    maxBatchSize: TRPC_MAX_BATCH,
     onError: ({ error, path }) => {
-      if (error.code === 'INTERNAL_SERVER_ERROR') console.error(`[trpc] ${path} failed:`, error.cause ?? error);
+      if (error.code === 'INTERNAL_SERVER_ERROR') logError(`[trpc] ${path} failed`, error.cause ?? error);
     },
   });
 }

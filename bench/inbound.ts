@@ -32,7 +32,7 @@ async function main() {
   const env: Record<string, string> = {
     PORT: String(await freePort()), SMTP_PORT: String(await freePort()), DATA_DIR: mkdtempSync(join(tmpdir(), 'svc-bench-')), DATABASE_URL: pg.url,
     TEMPORAL_ADDRESS: process.env.TEMPORAL_ADDRESS ?? temporal!.address, SERVICE_DOMAIN: 'bench.svc.test', DNS_SERVERS: dns.server.address,
-    SECRET_KEY: 'bench-secret-key-0123456789-abcdefghijklmnop', SIGNUP_LIMIT_PER_HOUR: '1000', NODE_ENV: 'production', SMTP_MAX_CLIENTS: '500',
+    SECRET_KEY: 'bench-secret-key-0123456789-abcdefghijklmnop', SIGNUP_LIMIT_PER_HOUR: '1000', NODE_ENV: 'production', SMTP_MAX_CLIENTS: '500', SMTP_MAX_CLIENTS_PER_IP: '500', SMTP_COMMANDS_PER_MINUTE: '1000000', ALLOW_PRIVATE_NETWORKS: '1',
     PLANS: JSON.stringify({ free: { includedEmails: null, dailySendCap: null, overage: 'metered', paid: true } }),
     TEMPORAL_TASK_QUEUE: `bench-${Date.now()}`,
   };

@@ -1,4 +1,4 @@
-import { and, eq, gt, inArray, isNull } from 'drizzle-orm';
+import { and, eq, gt, inArray, isNull, sql } from 'drizzle-orm';
 import type { Db } from '../db/index.js';
 import { schema } from '../db/index.js';
 import { badRequest, conflict, unauthorized } from './errors.js';
@@ -14,21 +14,24 @@ export type PublicUser = { id: string; email: string; emailVerified: boolean; pl
 
 const VERIFY_TTL_MS = 7 * 24 * 3600_000;
 const SIGNIN_TTL_MS = 15 * 60_000;
+const RESET_TTL_MS = 30 * 60_000;
+type TokenPurpose = 'verify_email' | 'signin' | 'reset_password';
 
 /** Builds the URL a mailed token is put in; the default links go to /api/auth/verify and /auth/signin. */
 export type MailLink = (token: string) => string;
-type TokenPurpose = 'verify_email' | 'signin';
 
 export const normalizeEmail = (email: string) => email.trim().toLowerCase();
 export const toPublicUser = (u: UserRow): PublicUser =>
   ({ id: u.id, email: u.email, emailVerified: u.emailVerified, plan: u.plan, createdAt: u.createdAt });
 
-/** Accounts: signup, login, provisioning, magic-link sign-in and email verification. */
+/** Accounts: signup, login, provisioning, magic-link sign-in, email verification and passwords. */
 export function createAccountService(deps: {
   db: Db; keys: KeyService; tokens: TokenService; mailer: SystemMailer; publicUrl: string; defaultPlan: string; signupLimitPerHour: number;
 }) {
   const { db } = deps;
+  // Failed sign-ins are bounded per address (whatever the client) and per client address (whatever the account).
   const loginLimiter = createRateLimiter({ limit: 10, windowMs: 15 * 60_000, message: 'Too many failed sign-in attempts; try again later' });
+  const loginIpLimiter = createRateLimiter({ limit: 30, windowMs: 15 * 60_000, message: 'Too many failed sign-in attempts from this address; try again later' });
   // Account creation mails a link to an address the caller chose: bounded per client so it cannot be used to spam.
   const createLimiter = createRateLimiter({ limit: deps.signupLimitPerHour, windowMs: 3600_000, message: 'Too many accounts created from this address; try again later' });
   const mailLimiter = createRateLimiter({ limit: 5, windowMs: 3600_000, message: 'Too many emails requested for this address; try again later' });
@@ -48,7 +51,7 @@ export function createAccountService(deps: {
     return rows[0];
   }
 
-  async function mintOneTimeToken(userId: string, purpose: 'verify_email' | 'signin', ttlMs: number): Promise<string> {
+  async function mintOneTimeToken(userId: string, purpose: TokenPurpose, ttlMs: number): Promise<string> {
     const token = randomToken(32);
     const now = Date.now();
     await db.insert(schema.authTokens).values({
@@ -85,7 +88,7 @@ export function createAccountService(deps: {
   }
 
   async function session(user: UserRow) {
-    return { token: await deps.tokens.issue({ userId: user.id, kind: 'session' }), user: toPublicUser(user) };
+    return { token: await deps.tokens.issue({ userId: user.id, kind: 'session', version: user.sessionVersion }), user: toPublicUser(user) };
   }
 
   return {
@@ -101,11 +104,15 @@ export function createAccountService(deps: {
 
     async login(input: { email: string; password: string }, clientKey: string) {
       const email = normalizeEmail(input.email);
-      loginLimiter.hit(`${clientKey}|${email}`);
+      loginLimiter.check(email);
+      loginIpLimiter.check(clientKey);
       const user = await findByEmail(email);
       const ok = await verifyPassword(input.password, user?.passwordHash ?? null);
-      if (!user || !ok) throw unauthorized('Wrong email or password', 'invalid_credentials');
-      loginLimiter.reset(`${clientKey}|${email}`);
+      if (!user || !ok) {
+        loginLimiter.hit(email);
+        loginIpLimiter.hit(clientKey);
+        throw unauthorized('Wrong email or password', 'invalid_credentials');
+      }
       return session(user);
     },
 
@@ -141,6 +148,38 @@ export function createAccountService(deps: {
       return session((await getUser(user.id))!);
     },
 
+    /** Changes the password (the current one is needed when there is one); every other session ends. */
+    async changePassword(userId: string, input: { currentPassword?: string; password: string }) {
+      const user = await getUser(userId);
+      if (!user) throw unauthorized();
+      if (user.passwordHash && !(await verifyPassword(input.currentPassword ?? '', user.passwordHash))) {
+        throw unauthorized('The current password is wrong', 'invalid_credentials');
+      }
+      return session(await setPassword(user.id, input.password));
+    },
+
+    /** Mails a password-reset link; answers the same whether or not the address has an account. */
+    async forgotPassword(input: { email: string }) {
+      const email = normalizeEmail(input.email);
+      mailLimiter.hit(`reset|${email}`);
+      const user = await findByEmail(email);
+      if (user) {
+        const token = await mintOneTimeToken(user.id, 'reset_password', RESET_TTL_MS);
+        await deps.mailer.send({
+          userId: user.id, to: user.email, subject: 'Reset your password',
+          text: `Choose a new password:\n\n${deps.publicUrl}/auth/reset?token=${token}\n\nOr from an API client: POST ${deps.publicUrl}/api/auth/password/reset {"token":"${token}","password":"…"}\n\nThe link works once and expires in 30 minutes. If you did not ask for it, ignore this mail.`,
+        });
+      }
+      return { ok: true as const };
+    },
+
+    /** Sets a new password from a mailed reset token (which proves the address); every older session ends. */
+    async resetPassword(input: { token: string; password: string }) {
+      const user = await consumeOneTimeToken(input.token, ['reset_password']);
+      if (!user.emailVerified) await markVerified(user.id);
+      return session(await setPassword(user.id, input.password));
+    },
+
     async verifyEmail(input: { token: string }) {
       if (!input.token) throw badRequest('token is required');
       const user = await consumeOneTimeToken(input.token, ['verify_email']);
@@ -165,8 +204,27 @@ export function createAccountService(deps: {
     },
   };
 
+  /**
+   * First verification of the address: whatever credentials were set before it (by whoever created the
+   * account for this address) stop working: the password is cleared, the account's keys are deleted and
+   * every session ends. The address owner signs in by link or reset and mints new ones.
+   */
   async function markVerified(userId: string) {
-    await db.update(schema.users).set({ emailVerified: true, updatedAt: Date.now() }).where(eq(schema.users.id, userId));
+    await db.transaction(async (tx) => {
+      const [first] = await tx.update(schema.users)
+        .set({ emailVerified: true, passwordHash: null, sessionVersion: sql`${schema.users.sessionVersion} + 1`, updatedAt: Date.now() })
+        .where(and(eq(schema.users.id, userId), eq(schema.users.emailVerified, false))).returning({ id: schema.users.id });
+      if (first) await tx.delete(schema.apiKeys).where(eq(schema.apiKeys.userId, userId));
+    });
+  }
+
+  /** Stores a new password hash and revokes every session issued before. */
+  async function setPassword(userId: string, password: string): Promise<UserRow> {
+    const [row] = await db.update(schema.users)
+      .set({ passwordHash: await hashPassword(password), sessionVersion: sql`${schema.users.sessionVersion} + 1`, updatedAt: Date.now() })
+      .where(eq(schema.users.id, userId)).returning();
+    if (!row) throw unauthorized();
+    return row;
   }
 }
 export type AccountService = ReturnType<typeof createAccountService>;

@@ -44,8 +44,12 @@ export function createAuthService(deps: { keys: KeyService; tokens: TokenService
       if (secret.startsWith(KEY_PREFIX)) return fromKey(secret);
       if (looksLikeJwt(secret)) {
         const claims = await deps.tokens.verify(secret);
-        if (!(await deps.accounts.getUser(claims.userId))) throw unauthorized('Account no longer exists');
-        if (claims.kind === 'session') return { kind: 'session', userId: claims.userId };
+        const user = await deps.accounts.getUser(claims.userId);
+        if (!user) throw unauthorized('Account no longer exists');
+        if (claims.kind === 'session') {
+          if ((claims.version ?? 0) !== user.sessionVersion) throw unauthorized('This session was signed out; sign in again', 'session_revoked');
+          return { kind: 'session', userId: claims.userId };
+        }
         // An OAuth access token lives only as long as its grant: a revoked grant stops it before it expires.
         if (!claims.grantId || !(await deps.grants.isActive(claims.grantId, claims.userId))) {
           throw unauthorized('This access token was revoked', 'token_revoked');

@@ -36,6 +36,9 @@ const envSchema = z.object({
   OAUTH_ACCESS_TOKEN_TTL: z.coerce.number().int().min(1).max(86_400).default(900),
   SMTP_MAX_MESSAGE_BYTES: z.coerce.number().int().min(1024).default(30 * 1024 * 1024),
   SMTP_MAX_CLIENTS: z.coerce.number().int().min(1).default(200),
+  SMTP_MAX_CLIENTS_PER_IP: z.coerce.number().int().min(1).default(10),
+  SMTP_MAX_RECIPIENTS: z.coerce.number().int().min(1).default(100),
+  SMTP_COMMANDS_PER_MINUTE: z.coerce.number().int().min(10).default(1200),
   SMTP_IDLE_TIMEOUT_MS: z.coerce.number().int().min(1000).default(60_000),
   SMTP_TLS_KEY: z.string().optional(),
   SMTP_TLS_CERT: z.string().optional(),
@@ -52,6 +55,7 @@ const envSchema = z.object({
   LOGIN_MAX_FAILURES: z.coerce.number().int().min(1).default(10),
   LOGIN_LOCKOUT_MS: z.coerce.number().int().min(1000).default(15 * 60_000),
   ATTACHMENT_FETCH_ALLOW_PRIVATE: z.enum(['0', '1', 'true', 'false']).optional(),
+  ALLOW_PRIVATE_NETWORKS: z.enum(['0', '1', 'true', 'false']).optional(),
   PLANS: z.string().optional(),
   DEFAULT_PLAN: z.string().default('free'),
   BROADCAST_BATCH_SIZE: z.coerce.number().int().min(1).max(100).default(100),
@@ -84,7 +88,10 @@ export type Config = {
   signupLimitPerHour: number;
   /** Lifetime in seconds of OAuth access tokens (`expires_in`); refresh tokens rotate to go on. */
   oauthAccessTokenTtlSeconds: number;
-  smtp: { maxMessageBytes: number; maxClients: number; idleTimeoutMs: number; tlsKeyFile: string | undefined; tlsCertFile: string | undefined };
+  smtp: {
+    maxMessageBytes: number; maxClients: number; maxClientsPerIp: number; maxRecipients: number; commandsPerMinute: number;
+    idleTimeoutMs: number; tlsKeyFile: string | undefined; tlsCertFile: string | undefined;
+  };
   /**
    * IMAP server: plain+STARTTLS port, implicit-TLS port, connections per port, largest literal accepted (APPEND), idle
    * autologout, the time a half-sent command may take, how often idle sessions look for mail filed
@@ -101,6 +108,8 @@ export type Config = {
   temporalUiUrl: string | undefined;
   /** Let attachment URLs reach loopback/private addresses (local testing only). */
   attachmentFetchAllowPrivate: boolean;
+  /** Let webhooks, routes, tracking webhooks and MX delivery reach loopback/private addresses (development and tests only). */
+  allowPrivateNetworks: boolean;
   domainVerify: { initialDelayMs: number; maxDelayMs: number; deadlineMs: number };
   plans: Record<string, Plan>;
   defaultPlan: string;
@@ -126,6 +135,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const dataDir = resolve(e.DATA_DIR);
   const outboundMode = e.OUTBOUND_MODE ?? (e.SMTP_RELAY_URL ? 'relay' : e.NODE_ENV === 'production' ? 'mx' : 'capture');
   if (outboundMode === 'relay' && !e.SMTP_RELAY_URL) throw new ConfigError('Invalid configuration:\n  OUTBOUND_MODE=relay needs SMTP_RELAY_URL');
+  if (e.REGISTRAR === 'simulated' && e.NODE_ENV === 'production') {
+    throw new ConfigError('Invalid configuration:\n  REGISTRAR=simulated registers nothing and charges nothing: refused when NODE_ENV=production');
+  }
   const plans = wrap('PLANS', () => parsePlans(e.PLANS));
   if (!plans[e.DEFAULT_PLAN]) throw new ConfigError(`Invalid configuration:\n  DEFAULT_PLAN: no plan named "${e.DEFAULT_PLAN}" (have ${Object.keys(plans).join(', ')})`);
   return {
@@ -149,7 +161,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     registrar: e.REGISTRAR,
     signupLimitPerHour: e.SIGNUP_LIMIT_PER_HOUR,
     oauthAccessTokenTtlSeconds: e.OAUTH_ACCESS_TOKEN_TTL,
-    smtp: { maxMessageBytes: e.SMTP_MAX_MESSAGE_BYTES, maxClients: e.SMTP_MAX_CLIENTS, idleTimeoutMs: e.SMTP_IDLE_TIMEOUT_MS, tlsKeyFile: e.SMTP_TLS_KEY, tlsCertFile: e.SMTP_TLS_CERT },
+    smtp: {
+      maxMessageBytes: e.SMTP_MAX_MESSAGE_BYTES, maxClients: e.SMTP_MAX_CLIENTS, maxClientsPerIp: e.SMTP_MAX_CLIENTS_PER_IP,
+      maxRecipients: e.SMTP_MAX_RECIPIENTS, commandsPerMinute: e.SMTP_COMMANDS_PER_MINUTE, idleTimeoutMs: e.SMTP_IDLE_TIMEOUT_MS, tlsKeyFile: e.SMTP_TLS_KEY, tlsCertFile: e.SMTP_TLS_CERT,
+    },
     imap: {
       port: e.IMAP_PORT, tlsPort: e.IMAPS_PORT, maxClients: e.IMAP_MAX_CLIENTS, maxLiteralBytes: e.IMAP_MAX_LITERAL_BYTES ?? e.SMTP_MAX_MESSAGE_BYTES,
       idleTimeoutMs: e.IMAP_IDLE_TIMEOUT_MS, commandTimeoutMs: e.IMAP_COMMAND_TIMEOUT_MS, pollMs: e.IMAP_POLL_MS,
@@ -162,6 +177,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     // The dev server `npm start` runs serves its UI on TEMPORAL_UI_PORT; with TEMPORAL_ADDRESS set, only an explicit URL.
     temporalUiUrl: (e.TEMPORAL_UI_URL ?? (e.TEMPORAL_ADDRESS ? undefined : `http://localhost:${e.TEMPORAL_UI_PORT}`))?.replace(/\/+$/, ''),
     attachmentFetchAllowPrivate: e.ATTACHMENT_FETCH_ALLOW_PRIVATE === '1' || e.ATTACHMENT_FETCH_ALLOW_PRIVATE === 'true',
+    allowPrivateNetworks: e.ALLOW_PRIVATE_NETWORKS === '1' || e.ALLOW_PRIVATE_NETWORKS === 'true',
     domainVerify: { initialDelayMs: e.DOMAIN_VERIFY_INITIAL_MS, maxDelayMs: e.DOMAIN_VERIFY_MAX_MS, deadlineMs: e.DOMAIN_VERIFY_DEADLINE_MS },
     plans,
     defaultPlan: e.DEFAULT_PLAN,

@@ -1,4 +1,5 @@
 import type { Config } from './config.js';
+import { describeError } from './log.js';
 import type { Database } from '../db/index.js';
 import { createAccountService } from './accounts.js';
 import { createAttachmentService } from './attachments/service.js';
@@ -12,6 +13,7 @@ import { builtinProvider, createProviderRegistry } from './domains/providers.js'
 import { simulatedRegistrar } from './domains/registrar.js';
 import { createRegistrationService } from './domains/registration.js';
 import { createDomainService, type DomainService } from './domains/service.js';
+import { createOwnershipTokens } from './domains/ownership.js';
 import { createInboundService } from './inbound/service.js';
 import { createInboundStartQueue } from './inbound/start-queue.js';
 import { createAccountSecretService } from './webhooks/account-secret.js';
@@ -95,7 +97,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
   const resolver = createResolver(config.dnsServers);
   const queue: OutboundQueue = createOutboundQueue({
     startBatch: (ids, account) => deps.workflows.startOutboundBatch(ids, account),
-    onError: (err, ids) => console.error(`[outbound] could not start delivery of ${ids.length} message(s); the sweep will retry:`, (err as Error).message),
+    onError: (err, ids) => console.error(`[outbound] could not start delivery of ${ids.length} message(s); the sweep will retry: ${describeError(err)}`),
   });
   const mailer = createSystemMailer({ db, queue, serviceDomain: config.serviceDomain });
   const keys = createKeyService({ db, sealer });
@@ -105,7 +107,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
   const usage = createUsageService({ db, plans: config.plans, defaultPlan: config.defaultPlan });
   const outbox = createOutboxService({ db });
   const attachments = createAttachmentService({
-    db, publicUrl: config.publicUrl, secretKey: config.secretKey, allowPrivate: config.attachmentFetchAllowPrivate,
+    db, publicUrl: config.publicUrl, secretKey: config.secretKey, allowPrivate: config.attachmentFetchAllowPrivate || config.allowPrivateNetworks,
   });
   const providers = createProviderRegistry([builtinProvider(config.serviceDomain)]);
 
@@ -123,7 +125,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
   // The domain and hosted-zone services refer to each other (delete cleans hosted records; claims insert domains).
   const hosted = createHostedZoneService({ db, base: config.serviceDomain, domains: () => domains });
   const domains: DomainService = createDomainService({
-    db, sealer, resolver, serviceDomain: config.serviceDomain, providers, workflows: deps.workflows, planOf, enrich,
+    db, sealer, resolver, serviceDomain: config.serviceDomain, providers, workflows: deps.workflows, planOf, enrich, ownership: createOwnershipTokens(config.secretKey),
     cleanupHosted: (id) => hosted.cleanup(id),
   });
   const registration = createRegistrationService({
@@ -149,11 +151,12 @@ export function createCore(deps: { database: Database; config: Config; workflows
     : null);
   const messages = createMessageService({ db, events, runLink });
   const accountSecret = createAccountSecretService({ db, sealer });
-  const routes = createRouteService({ db, sealer, domains });
-  const deliveryStore = createDeliveryStore({ db, sealer, routes, accountSecret: (userId) => accountSecret.get(userId) });
-  const webhookTests = createWebhookTests({ routes });
+  const net = { resolver, allowPrivate: config.allowPrivateNetworks };
+  const routes = createRouteService({ db, sealer, domains, net });
+  const deliveryStore = createDeliveryStore({ db, sealer, routes, net, accountSecret: (userId) => accountSecret.get(userId) });
+  const webhookTests = createWebhookTests({ routes, net });
   const engagement = createEngagementService({
-    db, domains, routes, accountSecret, deliveries: deliveryStore, workflows: deps.workflows, retrySchedule: config.webhookRetrySchedule,
+    db, domains, routes, accountSecret, deliveries: deliveryStore, workflows: deps.workflows, retrySchedule: config.webhookRetrySchedule, net,
   });
   events.attachRouter(engagement.router);
   const replay = createReplayService({ db, deliveries: deliveryStore, workflows: deps.workflows, retrySchedule: config.webhookRetrySchedule });

@@ -4,8 +4,11 @@ import { unauthorized } from './errors.js';
 
 /** Session tokens (sign-in) and OAuth access tokens: HS256 JWTs keyed from SECRET_KEY. */
 export type TokenKind = 'session' | 'oauth';
-/** `grantId` (claim `gid`) ties an OAuth access token to its grant, so revoking the grant stops it at once. */
-export type TokenClaims = { userId: string; kind: TokenKind; clientId?: string; grantId?: string };
+/**
+ * `grantId` (claim `gid`) ties an OAuth access token to its grant, so revoking the grant stops it at once;
+ * `version` is the account's session version at issue time: bumping it revokes every older session token.
+ */
+export type TokenClaims = { userId: string; kind: TokenKind; clientId?: string; grantId?: string; version?: number };
 
 const ISSUER = 'svc-mail';
 export const SESSION_TTL_SECONDS = 7 * 24 * 3600;
@@ -14,7 +17,7 @@ export function createTokenService(secretKey: string) {
   const key = deriveKey(secretKey, 'jwt-v1');
   return {
     async issue(claims: TokenClaims, ttlSeconds = SESSION_TTL_SECONDS): Promise<string> {
-      return new SignJWT({ knd: claims.kind, ...(claims.clientId ? { cid: claims.clientId } : {}), ...(claims.grantId ? { gid: claims.grantId } : {}) })
+      return new SignJWT({ knd: claims.kind, ver: claims.version ?? 0, ...(claims.clientId ? { cid: claims.clientId } : {}), ...(claims.grantId ? { gid: claims.grantId } : {}) })
         .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
         .setSubject(claims.userId)
         .setIssuer(ISSUER)
@@ -27,8 +30,9 @@ export function createTokenService(secretKey: string) {
         const { payload } = await jwtVerify(token, key, { issuer: ISSUER, algorithms: ['HS256'] });
         const kind = payload.knd;
         if ((kind !== 'session' && kind !== 'oauth') || typeof payload.sub !== 'string') throw unauthorized('Invalid token');
+        const version = typeof payload.ver === 'number' ? payload.ver : 0;
         return {
-          userId: payload.sub, kind,
+          userId: payload.sub, kind, version,
           ...(typeof payload.cid === 'string' ? { clientId: payload.cid } : {}),
           ...(typeof payload.gid === 'string' ? { grantId: payload.gid } : {}),
         };

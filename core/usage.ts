@@ -11,6 +11,8 @@ export const secondsToMidnight = (now = new Date()) =>
   Math.max(1, Math.ceil((Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1) - now.getTime()) / 1000));
 
 type Tx = Pick<Db, 'insert'>;
+/** Which cap refused a reservation. */
+export type CapHit = 'daily' | 'monthly';
 const room = (plan: Plan, used: { month: number; day: number }) => ({
   daily: plan.dailySendCap === null ? Infinity : Math.max(0, plan.dailySendCap - used.day),
   monthly: plan.includedEmails === null || plan.overage !== 'block' ? Infinity : Math.max(0, plan.includedEmails - used.month),
@@ -36,6 +38,35 @@ export function createUsageService(deps: { db: Db; plans: Record<string, Plan>; 
     /** How many more messages may be accepted now: by the daily cap and by a blocking monthly bucket. */
     /** Headroom from counters already read (the send path reads them with its other gates). */
     headroomOf: (planName: string, used: { month: number; day: number }) => room(planOf(planName), used),
+
+    /** True when the plan caps anything (then sends go through `reserve`, else through the cheaper `consume`). */
+    capped(planName: string): boolean {
+      const plan = planOf(planName);
+      return plan.dailySendCap !== null || (plan.includedEmails !== null && plan.overage === 'block');
+    },
+
+    /**
+     * Counts `n` recipients against the plan's caps inside the accepting transaction, atomically: each
+     * capped counter is bumped by a conditional upsert that applies only while it stays within the cap,
+     * so concurrent sends cannot pass it together. Answers the cap that refused (caller rolls back), or null.
+     */
+    async reserve(tx: Tx, userId: string, planName: string, n: number): Promise<CapHit | null> {
+      if (n <= 0) return null;
+      const plan = planOf(planName);
+      const caps: [string, number | null, CapHit][] = [
+        [dayKey(), plan.dailySendCap, 'daily'],
+        [monthKey(), plan.includedEmails !== null && plan.overage === 'block' ? plan.includedEmails : null, 'monthly'],
+      ];
+      for (const [period, cap, hit] of caps) {
+        if (cap !== null && n > cap) return hit;
+        const bumped = await tx.insert(c).values({ userId, period, count: n }).onConflictDoUpdate({
+          target: [c.userId, c.period], set: { count: sql`${c.count} + excluded.count` },
+          ...(cap !== null ? { setWhere: sql`${c.count} + excluded.count <= ${cap}` } : {}),
+        }).returning({ count: c.count });
+        if (bumped.length === 0) return hit;
+      }
+      return null;
+    },
 
     /** Counts `n` accepted messages, inside the accepting transaction. */
     async consume(tx: Tx, userId: string, n: number, opts: { outbound: boolean }): Promise<void> {

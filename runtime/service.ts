@@ -10,6 +10,7 @@ import { openDatabase } from '../db/index.js';
 import { startDnsServer } from '../dns/server.js';
 import { startImap } from '../smtp/imap/server.js';
 import { createSmtpServer, listenSmtp } from '../smtp/server.js';
+import { describeError, logError } from '../core/log.js';
 import { connectTemporal, createWorkflowPort } from '../temporal/client.js';
 import { startDevServer, type DevServer } from '../temporal/dev-server.js';
 import { ensureSchedules } from '../temporal/schedules.js';
@@ -42,7 +43,7 @@ export async function startService(config: Config, roles: Role[], opts: { startW
   const log = opts.log ?? ((m: string) => console.log(m));
   const cleanups: (() => Promise<void>)[] = [];
   const stop = async () => {
-    for (const fn of cleanups.reverse()) await fn().catch((err) => console.error('[shutdown]', err));
+    for (const fn of cleanups.reverse()) await fn().catch((err) => logError('[shutdown]', err));
   };
   try {
     let address = config.temporal.address;
@@ -131,7 +132,7 @@ export async function runRoles(roles: Role[], startWorker?: StartWorker): Promis
   try {
     service = await startService(config, roles, { startWorker });
   } catch (err) {
-    console.error(`Startup failed: ${(err as Error).message}`);
+    console.error(`Startup failed: ${describeError(err)}`);
     process.exit(1);
   }
   let stopping = false;
@@ -144,5 +145,5 @@ export async function runRoles(roles: Role[], startWorker?: StartWorker): Promis
   };
   process.on('SIGINT', () => void shutdown('SIGINT'));
   process.on('SIGTERM', () => void shutdown('SIGTERM'));
-  if (service.worker) service.worker.done.catch((err) => { console.error('[worker] stopped:', err); void shutdown('worker failure'); });
+  if (service.worker) service.worker.done.catch((err) => { logError('[worker] stopped', err); void shutdown('worker failure'); });
 }

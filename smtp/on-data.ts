@@ -2,29 +2,40 @@ import type { Readable } from 'node:stream';
 import type { SMTPServerDataStream, SMTPServerSession } from 'smtp-server';
 import { isAppError } from '../core/errors.js';
 import type { Core } from '../core/index.js';
+import { logError } from '../core/log.js';
 
 type Reply = Error & { responseCode?: number };
 const reply = (code: number, message: string): Reply => Object.assign(new Error(message), { responseCode: code });
 
-/** Reads the DATA stream, normalizing bare CR and bare LF to CRLF (no line ending can smuggle a second message). */
-async function readMessage(stream: Readable): Promise<Buffer> {
+/**
+ * Reads the DATA stream, keeping at most `maxBytes`: past the limit the rest is drained and dropped, so
+ * memory per connection is bounded by the limit, not by what the client sends. Bare CR and bare LF are
+ * normalized to CRLF (no line ending can smuggle a second message). Undefined when the limit was passed.
+ */
+async function readMessage(stream: Readable, maxBytes: number): Promise<Buffer | undefined> {
   const chunks: Buffer[] = [];
-  for await (const chunk of stream) chunks.push(chunk as Buffer);
+  let total = 0;
+  for await (const chunk of stream) {
+    total += (chunk as Buffer).length;
+    if (total <= maxBytes) chunks.push(chunk as Buffer);
+    else chunks.length = 0;
+  }
+  if (total > maxBytes) return undefined;
   return Buffer.from(Buffer.concat(chunks).toString('latin1').replace(/\r\n|\r|\n/g, '\r\n'), 'latin1');
 }
 
 /** DATA: size check, then core stores the message (or applies a bounce/complaint report) before the 250. */
 export function onData(core: Core, maxBytes: number) {
   return (stream: SMTPServerDataStream, session: SMTPServerSession, callback: (err?: Error | null, message?: string) => void) => {
-    readMessage(stream).then(async (raw) => {
-      if (stream.sizeExceeded || raw.length > maxBytes) return callback(reply(552, `5.3.4 Message too big: the limit is ${maxBytes} bytes`));
+    readMessage(stream, maxBytes).then(async (raw) => {
+      if (!raw || stream.sizeExceeded) return callback(reply(552, `5.3.4 Message too big: the limit is ${maxBytes} bytes`));
       const rcpts = session.envelope.rcptTo.map((r) => r.address);
       const from = session.envelope.mailFrom ? session.envelope.mailFrom.address : '';
       const ids = await core.inbound.receive(raw, { from, rcpts, ip: session.remoteAddress, helo: session.hostNameAppearsAs || session.clientHostname || '' });
       callback(null, `2.0.0 Ok: queued${ids.length ? ` as ${ids.join(',')}` : ''}`);
     }).catch((err: unknown) => {
       if (isAppError(err) && err.status >= 400 && err.status < 600 && !err.retryable) return callback(reply(err.status === 413 ? 552 : 554, err.message));
-      console.error('[smtp] DATA failed:', err);
+      logError('[smtp] DATA failed', err);
       callback(reply(451, '4.3.0 Temporary failure storing the message, try again later'));
     });
   };

@@ -1,31 +1,41 @@
 import { readFileSync } from 'node:fs';
 import { SMTPServer } from 'smtp-server';
 import type { Core } from '../core/index.js';
+import { createSmtpGuard } from './limits.js';
 import { onData } from './on-data.js';
 import { onRcptTo } from './on-rcpt-to.js';
 
 /**
  * The inbound SMTP server (port SMTP_PORT): recipients on MX-verified domains only, a message size
- * limit, bounded clients and idle time, and STARTTLS (SMTP_TLS_KEY/SMTP_TLS_CERT files, else the
+ * limit (the rest of an oversized DATA is drained, never kept), bounded clients per server and per IP,
+ * recipients per message, commands per minute and idle time; clients that talk before the greeting are
+ * dropped (smtp-server's early-talker delay); STARTTLS (SMTP_TLS_KEY/SMTP_TLS_CERT files, else the
  * self-signed development certificate smtp-server ships).
  */
 export function createSmtpServer(core: Core): SMTPServer {
   const { smtp } = core.config;
   const tls = smtp.tlsKeyFile && smtp.tlsCertFile ? { key: readFileSync(smtp.tlsKeyFile), cert: readFileSync(smtp.tlsCertFile) } : {};
-  return new SMTPServer({
+  const guard = createSmtpGuard({ maxPerIp: smtp.maxClientsPerIp, commandsPerMinute: smtp.commandsPerMinute });
+  const server = new SMTPServer({
     name: core.config.serviceDomain,
     banner: 'svc-mail ESMTP',
     authOptional: true,
     disabledCommands: ['AUTH'],
     size: smtp.maxMessageBytes,
+    rejectOversized: true,
     maxClients: smtp.maxClients,
+    maxRecipients: smtp.maxRecipients,
     socketTimeout: smtp.idleTimeoutMs,
     closeTimeout: 5_000,
-    logger: false,
+    logger: guard.logger as never,
     ...tls,
+    onConnect: guard.onConnect,
+    onClose: guard.onClose,
     onRcptTo: onRcptTo(core),
     onData: onData(core, smtp.maxMessageBytes),
   });
+  guard.attach(server);
+  return server;
 }
 
 export async function listenSmtp(server: SMTPServer, port: number, host = '0.0.0.0'): Promise<number> {

@@ -66,6 +66,18 @@ const examples: Record<string, () => Promise<Example>> = {
     return { query: `token=${tokenFromMail((await waitForMail(stack, email, /Verify/)).raw)}` };
   },
   'auth.resendVerification': async () => ({ token: session, body: {} }),
+  'auth.changePassword': async () => {
+    const email = uniqueEmail();
+    const fresh = (await stack.api('POST', '/api/auth/signup', { body: { email, password: 'a long password' } })).body.token;
+    return { token: fresh, body: { currentPassword: 'a long password', password: 'another long password' } };
+  },
+  'auth.forgotPassword': async () => ({ body: { email: 'contract@example.com' } }),
+  'auth.resetPassword': async () => {
+    const email = uniqueEmail();
+    await stack.api('POST', '/api/auth/signup', { body: { email, password: 'a long password' } });
+    await stack.api('POST', '/api/auth/password/forgot', { body: { email } });
+    return { body: { token: tokenFromMail((await waitForMail(stack, email, /Reset/)).raw), password: 'a new long password' } };
+  },
   'keys.get': async () => ({ token: session }),
   'keys.rotate': async () => ({ token: session }),
   'me.get': async () => ({ token: (await stack.api('GET', '/api/keys', { token: session })).body.key }),

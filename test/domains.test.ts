@@ -3,7 +3,7 @@ import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { verifyDomainWorkflowId } from '../workflows/ids.js';
 import { SvcDomainStatus } from '../workflows/search-attributes.js';
-import { startTestDns } from './helpers/dns.js';
+import { publishOwnership, startTestDns } from './helpers/dns.js';
 import { eventually, startStack, type TestStack } from './helpers/stack.js';
 
 const SERVICE = 'mx.svc.test';
@@ -30,6 +30,7 @@ const record = (dnsList: { type: string; name: string }[], type: string, name: s
 
 /** Publishes in the test DNS what the service asked for (all of it, or the chosen kinds). */
 function publish(domain: string, dnsList: any[], kinds: ('mx' | 'spf' | 'dkim' | 'dmarc')[]) {
+  publishOwnership(dns.zone, domain, dnsList);
   for (const kind of kinds) {
     if (kind === 'mx') dns.zone.set(domain, 'MX', [{ value: SERVICE, priority: 10 }]);
     if (kind === 'spf') dns.zone.set(domain, 'TXT', [{ value: record(dnsList, 'TXT', domain).value }]);
@@ -117,10 +118,10 @@ describe('verification', () => {
     const id = res.body.domain.id;
     const first = await stack.api('POST', `/api/domains/${id}/verify`, { token });
     expect(first.status).toBe(200);
-    expect(first.body).toMatchObject({ status: 'pending', checks: { mx: false, spf: false, dkim: false, dmarc: false }, sending: { ok: false } });
+    expect(first.body).toMatchObject({ status: 'pending', checks: { mx: false, spf: false, dkim: false, dmarc: false, ownership: false }, sending: { ok: false } });
     expect(first.body.checkedAt).toBeGreaterThan(Date.now() - 10_000);
     publish('now.example.com', res.body.dns, ['dmarc']);
-    expect((await stack.api('POST', `/api/domains/${id}/verify`, { token })).body.checks).toEqual({ mx: false, spf: false, dkim: false, dmarc: true });
+    expect((await stack.api('POST', `/api/domains/${id}/verify`, { token })).body.checks).toEqual({ mx: false, spf: false, dkim: false, dmarc: true, ownership: true });
     publish('now.example.com', res.body.dns, ['spf', 'dkim']);
     const second = (await stack.api('POST', `/api/domains/${id}/verify`, { token })).body;
     expect(second).toMatchObject({ status: 'pending', checks: { mx: false, spf: true, dkim: true, dmarc: true }, sending: { ok: true, enabled: true, dkimVerified: true, providerId: 'svc-mta' } });

@@ -80,3 +80,27 @@ export const resendVerification = defineOperation({
   output: z.object({ ok: z.literal(true), alreadyVerified: z.boolean() }),
   handler: (_input, { core, principal }) => core.accounts.resendVerification(principal!.userId),
 });
+
+export const changePassword = defineOperation({
+  name: 'auth.changePassword', method: 'POST', path: '/api/auth/password', auth: ['session'],
+  summary: 'Change the password (currentPassword needed when one is set); every other session is signed out, a new one is answered.',
+  body: z.strictObject({ currentPassword: z.string().max(200).optional(), password }),
+  output: session,
+  handler: (input, { core, principal }) => core.accounts.changePassword(principal!.userId, input),
+});
+
+export const forgotPassword = defineOperation({
+  name: 'auth.forgotPassword', method: 'POST', path: '/api/auth/password/forgot', auth: 'public',
+  summary: 'Mail a one-time password-reset link (answers ok whether or not the address has an account).',
+  body: z.strictObject({ email: emailField }),
+  output: z.object({ ok: z.literal(true) }),
+  handler: (input, { core }) => core.accounts.forgotPassword(input),
+});
+
+export const resetPassword = defineOperation({
+  name: 'auth.resetPassword', method: 'POST', path: '/api/auth/password/reset', auth: 'public',
+  summary: 'Set a new password with a mailed reset token; every older session is signed out, a new one is answered.',
+  body: z.strictObject({ token: z.string().min(1).max(200), password }),
+  output: session,
+  handler: (input, { core }) => core.accounts.resetPassword(input),
+});

@@ -48,7 +48,10 @@ export const verifyDomain = defineOperation({
   params: domainIdParams,
   output: z.object({
     status: z.enum(['verified', 'pending']),
-    checks: z.object({ mx: z.boolean(), spf: z.boolean(), dkim: z.boolean(), dmarc: z.boolean() }),
+    checks: z.object({
+      mx: z.boolean(), spf: z.boolean(), dkim: z.boolean(), dmarc: z.boolean(),
+      ownership: z.boolean().describe('The account\'s _svc-verify TXT token is published; nothing else counts before it'),
+    }),
     checkedAt: z.number().int(),
     sending: z.object({
       ok: z.boolean(), enabled: z.boolean().optional(), dkimVerified: z.boolean().optional(), alreadyEnabled: z.boolean().optional(),

@@ -67,5 +67,5 @@ export const listEvents = defineOperation({
     type: z.string().max(50).optional(),
   }),
   output: z.array(eventSchema),
-  handler: (input, { core, principal }) => core.events.list(principal!.userId, input),
+  handler: (input, { core, principal }) => core.events.list(actorOf(principal!), input),
 });

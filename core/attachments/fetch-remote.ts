@@ -2,58 +2,15 @@ import type { LookupAddress } from 'node:dns';
 import { lookup } from 'node:dns/promises';
 import http, { type IncomingMessage } from 'node:http';
 import https from 'node:https';
-import { BlockList, isIP } from 'node:net';
+import { isIP } from 'node:net';
 import { AppError, isAppError } from '../errors.js';
+import { isBlockedAddress } from '../net/address-guard.js';
 
 export type FetchedFile = { content: Buffer; contentType: string | undefined; filename: string | undefined };
 export type FetchRemoteOptions = { maxBytes: number; allowPrivate: boolean; timeoutMs?: number };
 
 const MAX_REDIRECTS = 5;
 const DEFAULT_TIMEOUT_MS = 30_000;
-
-/**
- * Addresses a caller-supplied URL must not reach (SSRF). PRIVATE (loopback, RFC 1918, CGNAT,
- * unique-local, NAT64) opens up with ATTACHMENT_FETCH_ALLOW_PRIVATE for local testing; NEVER
- * (unspecified, link-local such as cloud metadata at 169.254.169.254, multicast, reserved) never does,
- * since no local test server lives there. IPv4-mapped IPv6 is unwrapped first.
- */
-const NEVER = subnets([['0.0.0.0', 8], ['169.254.0.0', 16], ['224.0.0.0', 4], ['240.0.0.0', 4]], [['::', 128], ['fe80::', 10], ['fec0::', 10], ['ff00::', 8]]);
-const PRIVATE = subnets(
-  [['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['172.16.0.0', 12], ['192.0.0.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15]],
-  // ::/96 covers ::1 and the deprecated IPv4-compatible form; 64:ff9b::/96 is NAT64 onto IPv4.
-  [['::', 96], ['64:ff9b::', 96], ['fc00::', 7]],
-);
-
-function subnets(v4: [string, number][], v6: [string, number][]): BlockList {
-  const list = new BlockList();
-  for (const [net, prefix] of v4) list.addSubnet(net, prefix, 'ipv4');
-  for (const [net, prefix] of v6) list.addSubnet(net, prefix, 'ipv6');
-  return list;
-}
-
-/** True when attachment fetches refuse `literal` (an IP address); `allowPrivate` lifts only the PRIVATE ranges. Pure. */
-export function isBlockedAddress(literal: string, allowPrivate = false): boolean {
-  const address = literal.split('%')[0]!; // an IPv6 zone id (fe80::1%eth0) is not part of the address
-  const family = isIP(address);
-  if (family !== 4 && family !== 6) return true;
-  const mapped = family === 6 ? mappedIpv4(address) : undefined;
-  const [ip, type] = mapped !== undefined ? [mapped, 'ipv4' as const] : [address, family === 4 ? 'ipv4' as const : 'ipv6' as const];
-  return NEVER.check(ip, type) || (!allowPrivate && PRIVATE.check(ip, type));
-}
-
-/** `::ffff:a.b.c.d` in any spelling → `a.b.c.d` (the URL parser canonicalizes IPv6 to `::ffff:xxxx:xxxx`). */
-function mappedIpv4(address: string): string | undefined {
-  let canonical: string;
-  try {
-    canonical = new URL(`http://[${address}]/`).hostname;
-  } catch {
-    return undefined;
-  }
-  const hex = /^\[::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})\]$/.exec(canonical);
-  if (!hex) return undefined;
-  const [hi, lo] = [parseInt(hex[1]!, 16), parseInt(hex[2]!, 16)];
-  return `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
-}
 
 const fetchFailed = (message: string, retryable = false) => new AppError(400, 'attachment_fetch_failed', message, retryable);
 export const attachmentTooLarge = (maxBytes: number) =>

@@ -83,7 +83,7 @@ export function createHostedZoneService(deps: { db: Db; base: string; domains: (
         if ((err as { code?: string }).code === '23505') throw conflict(`${c.domain} is already taken`, 'subdomain_taken');
         throw err;
       }
-      await publish(row.id, domains.dnsOf({ ...row, hosted: false }));
+      await publish(row.id, domains.mailRecordsOf(row));
       return { domain: domainDto(row), dns: [] as DnsRecordOut[] };
     },
 

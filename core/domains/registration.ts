@@ -45,7 +45,7 @@ export function createRegistrationService(deps: {
         years: input.years, amount: Math.round(charge.amount * 100), currency: charge.currency, contact: input.contact, createdAt: Date.now(),
       });
       const row = await deps.domains.insertDomain(actor, name, { verified: true, hosted: true });
-      const records = deps.domains.dnsOf({ ...row, hosted: false });
+      const records = deps.domains.mailRecordsOf(row);
       await deps.hosted.publish(row.id, records);
       return { registration: { status: result.status, reference: result.reference }, domain: domainDto(row), dns: records, charge };
     },

@@ -2,25 +2,28 @@ import type { Resolver } from 'node:dns/promises';
 import { and, eq, inArray, ne } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
-import type { Principal } from '../auth.js';
+import type { Actor } from '../tenancy.js';
 import { badRequest, conflict, forbidden, notFound } from '../errors.js';
 import { newId } from '../ids.js';
 import type { WorkflowPort } from '../index.js';
 import type { Plan } from '../plans.js';
 import type { Sealer } from '../secrets.js';
-import { checkDomainRecords, type DomainChecks } from './check.js';
+import { checkDomainRecords, type DnsObservation, type DomainChecks } from './check.js';
 import { generateDkimKey } from './dkim.js';
 import { domainDto, type DomainRow, type EnrichedDomain } from './dto.js';
 import { normalizeDomainName } from './names.js';
+import type { OwnershipTokens } from './ownership.js';
 import type { ProviderRegistry } from './providers.js';
 
 export const DKIM_SELECTOR = 'svc1';
-/** Who acts on domains: an account, or a domain-scoped key that sees only its one domain. */
-export type Actor = { userId: string; domainId?: string };
-export const actorOf = (p: Principal): Actor => (p.kind === 'scoped_key' ? { userId: p.userId, domainId: p.domainId } : { userId: p.userId });
+
+/** PostgreSQL unique_violation (drizzle wraps the driver's error in `cause`). */
+export const isUniqueViolation = (err: unknown): boolean =>
+  (err as { code?: string })?.code === '23505' || (err as { cause?: { code?: string } })?.cause?.code === '23505';
+export { actorOf, type Actor } from '../tenancy.js';
 
 export type DomainDeps = {
-  db: Db; sealer: Sealer; resolver: Resolver; serviceDomain: string; providers: ProviderRegistry; workflows: WorkflowPort;
+  db: Db; sealer: Sealer; resolver: Resolver; serviceDomain: string; providers: ProviderRegistry; workflows: WorkflowPort; ownership: OwnershipTokens;
   planOf(userId: string): Promise<Plan>;
   enrich(rows: DomainRow[], userId: string): Promise<EnrichedDomain[]>;
   cleanupHosted(domainId: string): Promise<number>;
@@ -39,7 +42,10 @@ export function createDomainService(deps: DomainDeps) {
   }
 
   const providerOf = (row: DomainRow) => deps.providers.byId(row.emailProviderId ?? '') ?? deps.providers.default;
-  const dnsOf = (row: DomainRow) => (row.hosted ? [] : providerOf(row).records(row));
+  /** The mail records of the domain's provider (what a hosted zone serves). */
+  const mailRecordsOf = (row: DomainRow) => providerOf(row).records(row);
+  // Non-hosted domains publish the account's ownership token besides the provider's records.
+  const dnsOf = (row: DomainRow) => (row.hosted ? [] : [...mailRecordsOf(row), deps.ownership.record(row.userId, row.domain)]);
 
   /** Inserts a domain row with a fresh DKIM key; `verified` rows (hosted) pass all four checks at once. */
   async function insertDomain(actor: Actor, name: string, opts: { providerId?: string; verified?: boolean; hosted?: boolean }) {
@@ -56,36 +62,55 @@ export function createDomainService(deps: DomainDeps) {
       mxVerified: v, spfVerified: v, dkimVerified: v, dmarcVerified: v, provider: provider.type,
       emailProviderId: opts.providerId ?? null, dkimSelector: DKIM_SELECTOR, dkimPublicKey: key.publicKeyB64,
       dkimPrivateKeySealed: deps.sealer.seal(key.privateKeyPem), sendingEnabled: Boolean(opts.verified), hosted: Boolean(opts.hosted),
-      lastCheckedAt: opts.verified ? now : null, createdAt: now, updatedAt: now,
+      lastCheckedAt: opts.verified ? now : null, createdAt: now, updatedAt: now, ownershipVerified: v,
     }).onConflictDoNothing().returning();
     if (!rows[0]) throw conflict(`${name} is already on this account`, 'domain_exists');
     return rows[0];
   }
 
-  /** Checks DNS now, stores the result, enables sending once SPF and DKIM pass. */
+  /**
+   * Checks DNS now and stores the result. Nothing counts before the ownership token is seen; MX then
+   * verifies the domain (unless another account holds it verified: the unique index says no), SPF and
+   * DKIM enable sending. A record whose lookup failed (timeout, SERVFAIL) keeps its previous state.
+   */
   async function runCheck(row: DomainRow) {
-    const checks: DomainChecks = row.hosted
-      ? { mx: true, spf: true, dkim: true, dmarc: true }
-      : await checkDomainRecords(deps.resolver, { domain: row.domain, serviceDomain: deps.serviceDomain, selector: row.dkimSelector, publicKeyB64: row.dkimPublicKey });
-    let mx = checks.mx;
-    if (mx && row.status !== 'verified') {
-      const [held] = await db.select({ id: d.id }).from(d).where(and(eq(d.domain, row.domain), eq(d.status, 'verified'), ne(d.userId, row.userId)));
-      if (held) mx = false; // another account verified it first: the MX proves nothing about this one
-    }
-    const status = mx ? 'verified' as const : row.status === 'verified' ? 'verified' as const : 'pending' as const;
+    const seen: DnsObservation = row.hosted
+      ? { mx: true, spf: true, dkim: true, dmarc: true, ownership: true }
+      : await checkDomainRecords(deps.resolver, {
+        domain: row.domain, serviceDomain: deps.serviceDomain, selector: row.dkimSelector, publicKeyB64: row.dkimPublicKey,
+        ownershipToken: deps.ownership.token(row.userId, row.domain),
+      });
+    const before: DomainChecks = {
+      mx: row.mxVerified === 1, spf: row.spfVerified === 1, dkim: row.dkimVerified === 1, dmarc: row.dmarcVerified === 1, ownership: row.ownershipVerified === 1,
+    };
+    const failed = (Object.keys(seen) as (keyof DomainChecks)[]).filter((k) => seen[k] === undefined);
+    const raw = Object.fromEntries(Object.entries(seen).map(([k, v]) => [k, v ?? before[k as keyof DomainChecks]])) as DomainChecks;
+    const owned = raw.ownership;
+    const checks: DomainChecks = { ...raw, mx: owned && raw.mx, spf: owned && raw.spf, dkim: owned && raw.dkim };
     const sending = await enableSending(row, checks);
     const checkedAt = Date.now();
-    await db.update(d).set({
-      status, mxVerified: mx ? 1 : 0, spfVerified: +checks.spf, dkimVerified: +checks.dkim, dmarcVerified: +checks.dmarc,
+    const values = {
+      mxVerified: +checks.mx, spfVerified: +checks.spf, dkimVerified: +checks.dkim, dmarcVerified: +checks.dmarc, ownershipVerified: +owned,
       sendingEnabled: row.sendingEnabled || Boolean(sending.enabled), lastCheckedAt: checkedAt, updatedAt: checkedAt,
-    }).where(eq(d.id, row.id));
-    return { status, checks: { ...checks, mx }, checkedAt, sending };
+      lastCheckError: failed.length ? `DNS lookup failed for ${failed.join(', ')}; previous state kept` : null,
+    };
+    let status: 'verified' | 'pending' = checks.mx || row.status === 'verified' ? 'verified' : 'pending';
+    try {
+      await db.update(d).set({ ...values, status }).where(eq(d.id, row.id));
+    } catch (err) {
+      if (!isUniqueViolation(err)) throw err;
+      // Another account holds this domain verified: its MX proves nothing about this one.
+      status = 'pending';
+      checks.mx = false;
+      await db.update(d).set({ ...values, status, mxVerified: 0 }).where(eq(d.id, row.id));
+    }
+    return { status, checks, checkedAt, sending };
   }
 
   async function enableSending(row: DomainRow, checks: DomainChecks) {
     const provider = providerOf(row);
-    if (!(checks.spf && checks.dkim)) {
-      const missing = [!checks.spf && 'SPF', !checks.dkim && 'DKIM'].filter(Boolean).join(' and ');
+    if (!(checks.ownership && checks.spf && checks.dkim)) {
+      const missing = [!checks.ownership && 'the ownership TXT record', !checks.spf && 'SPF', !checks.dkim && 'DKIM'].filter(Boolean).join(' and ');
       return { ok: false, enabled: row.sendingEnabled, dkimVerified: checks.dkim, providerId: provider.id, error: `${missing} not found yet` };
     }
     try {
@@ -97,7 +122,7 @@ export function createDomainService(deps: DomainDeps) {
   }
 
   return {
-    load, insertDomain, dnsOf,
+    load, insertDomain, dnsOf, mailRecordsOf,
 
     async add(actor: Actor, input: { domain: string; email_provider_id?: string }) {
       if (actor.domainId) throw forbidden('A domain-scoped key cannot add domains', 'wrong_credential');
@@ -163,7 +188,7 @@ export function createDomainService(deps: DomainDeps) {
       const [row] = await db.select().from(d).where(eq(d.id, id));
       if (!row) return undefined;
       const r = await runCheck(row);
-      return { ...r, allPassed: r.checks.mx && r.checks.spf && r.checks.dkim && r.checks.dmarc };
+      return { ...r, allPassed: r.checks.ownership && r.checks.mx && r.checks.spf && r.checks.dkim && r.checks.dmarc };
     },
 
     /** Outbound-verified domains the actor may put in From. */

@@ -10,7 +10,12 @@ type Tx = Pick<Db, 'select' | 'insert' | 'update'>;
 type ComplaintReport = Extract<ParsedReport, { kind: 'complaint' }>;
 export type ReportResult = { matched: boolean; messageId: string | null };
 
-const bare = (a: string) => (/<([^>]+)>/.exec(a)?.[1] ?? a).trim().toLowerCase();
+/** The address inside `<…>` when there is one (indexOf, not a backtracking pattern: the input is a report's). */
+const bare = (a: string) => {
+  const open = a.indexOf('<');
+  const close = open < 0 ? -1 : a.indexOf('>', open + 1);
+  return (close > open + 1 ? a.slice(open + 1, close) : a).trim().toLowerCase();
+};
 const eventKey = (type: string, recipient: string | null, detail: string) => `${type}|${recipient ?? ''}|${detail}`;
 
 /**

@@ -16,6 +16,11 @@ type Fields = Map<string, string[]>;
 type Leaf = { type: string; body: string };
 
 const MAX_DEPTH = 8;
+/** Longest header value kept (a longer one is cut) and most parameters read: bounds the work per field. */
+const MAX_FIELD = 8192;
+const MAX_PARAMS = 32;
+/** RFC 2046: a boundary is at most 70 characters. */
+const MAX_BOUNDARY = 70;
 const ID = 'msg_[A-Za-z0-9_-]{24}';
 const VERP = new RegExp(`^bounce\\+(${ID})@`, 'i');
 const DSN_TYPES = new Set(['message/delivery-status', 'message/global-delivery-status']);
@@ -92,7 +97,7 @@ function collect(raw: string): { isReport: boolean; leaves: Leaf[] } {
     const { head, body } = splitHead(entity);
     const headers = parseFields(head);
     const ct = parseContentType(first(headers, 'content-type') ?? 'text/plain');
-    if (ct.type.startsWith('multipart/') && ct.params.boundary && depth < MAX_DEPTH) {
+    if (ct.type.startsWith('multipart/') && ct.params.boundary && ct.params.boundary.length <= MAX_BOUNDARY && depth < MAX_DEPTH) {
       if (ct.type === 'multipart/report') result.isReport = true;
       for (const part of splitMultipart(body, ct.params.boundary)) visit(part, depth + 1);
       return;
@@ -118,7 +123,8 @@ function parseFields(block: string): Fields {
     const colon = line.indexOf(':');
     if (colon <= 0) continue;
     const name = line.slice(0, colon).trim().toLowerCase();
-    const value = Buffer.from(line.slice(colon + 1), 'latin1').toString('utf8').replace(/\s+/g, ' ').trim();
+    if (colon > 200) continue; // not a header name
+    const value = Buffer.from(line.slice(colon + 1, colon + 1 + MAX_FIELD), 'latin1').toString('utf8').replace(/\s+/g, ' ').trim();
     fields.set(name, [...(fields.get(name) ?? []), value]);
   }
   return fields;
@@ -126,15 +132,36 @@ function parseFields(block: string): Fields {
 
 const first = (fields: Fields, name: string): string | undefined => fields.get(name)?.[0];
 
-/** `type/subtype; a=b; c="d"` with the type and parameter names lower-cased. */
-function parseContentType(value: string): { type: string; params: Record<string, string> } {
-  const [type = '', ...rest] = value.split(';');
-  const params: Record<string, string> = {};
-  const re = /([^\s=;]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;]+))/g;
-  for (let m = re.exec(rest.join(';')); m; m = re.exec(rest.join(';'))) {
-    params[m[1]!.toLowerCase()] = m[2] !== undefined ? m[2].replace(/\\(.)/g, '$1') : m[3]!;
+/**
+ * `type/subtype; a=b; c="d"` with the type and parameter names lower-cased. A hand-written scanner:
+ * one pass over at most MAX_FIELD characters, at most MAX_PARAMS parameters, whatever the input.
+ */
+export function parseContentType(value: string): { type: string; params: Record<string, string> } {
+  const v = value.length > MAX_FIELD ? value.slice(0, MAX_FIELD) : value;
+  const semi = v.indexOf(';');
+  const type = (semi < 0 ? v : v.slice(0, semi)).trim().toLowerCase();
+  const params: Record<string, string> = Object.create(null);
+  let i = semi < 0 ? v.length : semi + 1;
+  for (let count = 0; i < v.length && count < MAX_PARAMS; count++) {
+    while (i < v.length && (v[i] === ' ' || v[i] === '\t' || v[i] === ';')) i++;
+    const nameStart = i;
+    while (i < v.length && v[i] !== '=' && v[i] !== ';') i++;
+    const name = v.slice(nameStart, i).trim().toLowerCase();
+    if (v[i] !== '=') continue; // a parameter without a value: skipped
+    i++;
+    while (i < v.length && (v[i] === ' ' || v[i] === '\t')) i++;
+    let val = '';
+    if (v[i] === '"') {
+      for (i++; i < v.length && v[i] !== '"'; i++) val += v[i] === '\\' && i + 1 < v.length ? v[++i] : v[i];
+      i++;
+    } else {
+      const start = i;
+      while (i < v.length && v[i] !== ';' && v[i] !== ' ' && v[i] !== '\t') i++;
+      val = v.slice(start, i);
+    }
+    if (name && !/[\s=]/.test(name) && !(name in params)) params[name] = val;
   }
-  return { type: type.trim().toLowerCase(), params };
+  return { type, params };
 }
 
 /** The body parts between `--boundary` delimiter lines, up to the closing `--boundary--`. */

@@ -50,7 +50,9 @@ export function createInboundService(deps: {
   const d = schema.domains;
 
   async function receivingDomain(name: string): Promise<DomainRow | undefined> {
-    const [row] = await db.select().from(d).where(and(eq(d.domain, name), eq(d.mxVerified, 1))).limit(1);
+    // Only the verified row counts (at most one account holds a domain verified): a pending row of
+    // another account that added the same name never sees this mail.
+    const [row] = await db.select().from(d).where(and(eq(d.domain, name), eq(d.status, 'verified'), eq(d.mxVerified, 1))).limit(1);
     return row;
   }
 
@@ -117,12 +119,20 @@ export function createInboundService(deps: {
   }
 
   return {
-    /** RCPT TO: a mailbox on a domain with verified MX, or a return path of ours; 550 otherwise. */
+    /**
+     * RCPT TO: a mailbox on the verified domain with verified MX, or a return path of a domain that is
+     * verified or sends; 451 (try later) when the domain is known but its last DNS check could not read
+     * its records; 550 otherwise.
+     */
     async checkRecipient(address: string): Promise<void> {
       const { domain } = split(address);
-      const name = isReturnPath(address) && domain.startsWith('bounces.') ? domain.slice('bounces.'.length) : domain;
-      const [row] = await db.select({ id: d.id, mx: d.mxVerified }).from(d).where(eq(d.domain, name));
-      if (!row || (row.mx !== 1 && !isReturnPath(address))) throw new AppError(550, 'unknown_domain', `5.1.2 <${address}>: ${name} is not a verified domain here`);
+      const returnPath = isReturnPath(address);
+      const name = returnPath && domain.startsWith('bounces.') ? domain.slice('bounces.'.length) : domain;
+      const rows = await db.select({ status: d.status, mx: d.mxVerified, sending: d.sendingEnabled, error: d.lastCheckError }).from(d).where(eq(d.domain, name));
+      const verified = rows.find((r) => r.status === 'verified');
+      if (returnPath ? rows.some((r) => r.status === 'verified' || r.sending) : verified?.mx === 1) return;
+      if (rows.some((r) => r.error)) throw new AppError(451, 'dns_unavailable', `4.4.3 <${address}>: cannot check ${name} right now, try again later`, true);
+      throw new AppError(550, 'unknown_domain', `5.1.2 <${address}>: ${name} is not a verified domain here`);
     },
 
     /**

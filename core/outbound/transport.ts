@@ -6,6 +6,8 @@ import nodemailer, { type Transporter } from 'nodemailer';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { isNoRecord } from '../dns.js';
+import { isAppError } from '../errors.js';
+import { resolveAllowed } from '../net/address-guard.js';
 import { newId } from '../ids.js';
 
 /** What became of one recipient in one SMTP transaction: 250 (sent), 4xx/network (deferred), 5xx (bounced). */
@@ -80,7 +82,7 @@ export function relayTransport(relayUrl: string, timeouts: SmtpTimeouts): Outbou
 const domainOfRcpt = (rcpt: string) => rcpt.slice(rcpt.lastIndexOf('@') + 1).toLowerCase();
 
 /** Direct delivery to each recipient domain's MX (OUTBOUND_MODE=mx), resolved through DNS_SERVERS. */
-export function mxTransport(opts: { resolver: Resolver; port: number; heloName: string; timeouts: SmtpTimeouts; checkAddress?: (ip: string) => void }): OutboundTransport {
+export function mxTransport(opts: { resolver: Resolver; port: number; heloName: string; timeouts: SmtpTimeouts; allowPrivate?: boolean }): OutboundTransport {
   const pools = new Map<string, Transporter>();
   // MX and address answers are kept for a minute: a burst to one domain should not cost lookups per message.
   const mxCache = new Map<string, { at: number; hosts: string[] }>();
@@ -116,8 +118,8 @@ export function mxTransport(opts: { resolver: Resolver; port: number; heloName: 
   async function addressOf(host: string): Promise<string> {
     const hit = aCache.get(host);
     if (hit && Date.now() - hit.at < 60_000) return hit.address;
-    const address = (await opts.resolver.resolve4(host))[0] ?? host;
-    opts.checkAddress?.(address);
+    // Resolved once and checked (no internal addresses unless ALLOW_PRIVATE_NETWORKS); the pool connects to this address.
+    const { address } = await resolveAllowed(host, { resolver: opts.resolver, allowPrivate: opts.allowPrivate ?? false, what: 'MX host' });
     aCache.set(host, { at: Date.now(), address });
     return address;
   }
@@ -143,7 +145,7 @@ export function mxTransport(opts: { resolver: Resolver; port: number; heloName: 
         try {
           address = await addressOf(host);
         } catch (err) {
-          last = all(isNoRecord(err) && hosts.length === 1 ? 'bounced' : 'deferred', `cannot use ${host}: ${(err as Error).message}`);
+          last = all((isNoRecord(err) || (isAppError(err) && !err.retryable)) && hosts.length === 1 ? 'bounced' : 'deferred', `cannot use ${host}: ${(err as Error).message}`);
           continue;
         }
         try {

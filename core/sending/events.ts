@@ -3,6 +3,7 @@ import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { newId } from '../ids.js';
 import { TRACKING_PATTERN } from '../webhooks/routes.js';
+import { ownedBy, type Actor } from '../tenancy.js';
 
 export type EventType = 'email.sent' | 'email.bounced' | 'email.complained' | 'email.opened' | 'email.clicked' | 'email.deferred' | 'email.received';
 type Tx = Pick<Db, 'insert'>;
@@ -70,9 +71,10 @@ export function createEventService(deps: { db: Db }) {
       await this.record({ userId: m.userId, messageId, domainId: m.domainId, type, data });
       return true;
     },
-    async list(userId: string, opts: { limit: number; before?: number; messageId?: string; type?: string }) {
+    /** The actor's events: a scoped key sees only its domain's. */
+    async list(actor: Actor, opts: { limit: number; before?: number; messageId?: string; type?: string }) {
       const rows = await db.select().from(e).where(and(
-        eq(e.userId, userId),
+        ownedBy(actor, e),
         ...(opts.before ? [lt(e.createdAt, opts.before)] : []),
         ...(opts.messageId ? [eq(e.messageId, opts.messageId)] : []),
         ...(opts.type ? [eq(e.type, opts.type)] : []),

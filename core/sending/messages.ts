@@ -1,7 +1,7 @@
 import { and, asc, desc, eq, ilike, inArray, lt, or, sql } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
-import type { Actor } from '../domains/service.js';
+import { ownedBy, type Actor } from '../tenancy.js';
 import { notFound } from '../errors.js';
 import type { EventService } from './events.js';
 import { deliveryDto } from '../webhooks/deliveries.js';
@@ -21,7 +21,7 @@ export function createMessageService(deps: { db: Db; events: EventService; runLi
     smtp_message_id: r.smtpMessageId, bounce_type: r.bounceType, next_attempt_at: r.nextAttemptAt,
     created_at: r.createdAt, updated_at: r.updatedAt, sent_at: r.sentAt,
   });
-  const scope = (actor: Actor) => and(eq(m.userId, actor.userId), eq(m.kind, 'user'), ...(actor.domainId ? [eq(m.domainId, actor.domainId)] : []));
+  const scope = (actor: Actor) => and(ownedBy(actor, m), eq(m.kind, 'user'));
 
   return {
     async list(actor: Actor, opts: { limit: number; before?: number; search?: string }) {
@@ -37,7 +37,7 @@ export function createMessageService(deps: { db: Db; events: EventService; runLi
     async get(actor: Actor, id: string) {
       const [row] = await db.select().from(m).where(and(scope(actor), eq(m.id, id)));
       if (!row) throw notFound('Message not found');
-      const events = await deps.events.list(actor.userId, { limit: 500, messageId: id });
+      const events = await deps.events.list(actor, { limit: 500, messageId: id });
       const attachments = (row.attachments ?? []).map((a) => ({ filename: a.filename, contentType: a.contentType }));
       const deliveries = await db.select().from(schema.deliveries).where(eq(schema.deliveries.messageId, id)).orderBy(desc(schema.deliveries.createdAt));
       const attempts = deliveries.length ? await db.select().from(schema.deliveryAttempts).where(inArray(schema.deliveryAttempts.deliveryId, deliveries.map((d) => d.id))).orderBy(asc(schema.deliveryAttempts.requestedAt)) : [];

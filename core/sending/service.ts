@@ -93,17 +93,19 @@ export function createSendService(deps: {
   /** Inserts the rows and counts them against the plan in one transaction; then queues or schedules them. */
   async function commit(p: Prepared, rows: MessageValues[]): Promise<Map<string, string>> {
     const ssnd = new Map<string, string>();
-    if (!p.scheduledAt) {
+    const recipients = rows.reduce((n, r) => n + recipientCount(r), 0);
+    if (!p.scheduledAt && !deps.usage.capped(p.user.plan)) {
       if (rows.length === 0) return ssnd;
       // One statement: the rows and the counters commit together without a transaction's extra round trips.
       const accepted = db.$with('accepted', { id: sql<string>`id` }).as(db.insert(schema.messages).values(rows).returning({ id: schema.messages.id }).getSQL());
-      await deps.usage.consume(db.with(accepted), p.user.id, rows.length, { outbound: true });
+      await deps.usage.consume(db.with(accepted), p.user.id, recipients, { outbound: true });
       deps.queue.enqueue(rows.map((r) => r.id!), p.user.id);
       return ssnd;
     }
     await db.transaction(async (tx) => {
+      const hit = await deps.usage.reserve(tx, p.user.id, p.user.plan, recipients);
+      if (hit) throw limitError(hit === 'daily' ? { daily: 0, monthly: 1 } : { daily: 1, monthly: 0 })!;
       if (rows.length) await tx.insert(schema.messages).values(rows);
-      await deps.usage.consume(tx, p.user.id, rows.length, { outbound: true });
       if (p.scheduledAt) for (const r of rows) ssnd.set(r.id!, await deps.scheduled.insert(tx, { userId: p.user.id, messageId: r.id!, scheduledAt: p.scheduledAt }));
     });
     if (p.scheduledAt) await deps.scheduled.startAll([...ssnd].map(([messageId, id]) => ({ id, messageId, userId: p.user.id, scheduledAt: p.scheduledAt! })));
@@ -111,9 +113,12 @@ export function createSendService(deps: {
     return ssnd;
   }
 
-  function limitError(room: { daily: number; monthly: number }): AppError | undefined {
-    if (room.monthly < 1) return new AppError(402, 'monthly_quota_exceeded', 'The monthly email bucket of this plan is used up');
-    if (room.daily < 1) return tooMany('The daily send cap of this plan is reached', 'daily_limit', secondsToMidnight());
+  /** Recipients of one message row: what the plan counts. */
+  const recipientCount = (r: MessageValues) => (r.toAddrs?.length ?? 0) + (r.ccAddrs?.length ?? 0) + (r.bccAddrs?.length ?? 0);
+
+  function limitError(room: { daily: number; monthly: number }, need = 1): AppError | undefined {
+    if (room.monthly < need) return new AppError(402, 'monthly_quota_exceeded', 'The monthly email bucket of this plan is used up');
+    if (room.daily < need) return tooMany('The daily send cap of this plan is reached', 'daily_limit', secondsToMidnight());
     return undefined;
   }
 
@@ -125,7 +130,7 @@ export function createSendService(deps: {
       const bcc = parseMailboxes(input.bcc, 'bcc');
       const p = await prepare(actor, input, [...to, ...cc, ...bcc].map((m) => m.address));
       if (p.suppressed.size) throw new AppError(422, 'recipient_suppressed', `Suppressed recipient(s): ${[...p.suppressed].join(', ')}`);
-      const over = limitError(p.room);
+      const over = limitError(p.room, to.length + cc.length + bcc.length);
       if (over) throw over;
       const row = build(p, { to, cc, bcc, explicit: input, data: input.templateData, headers: checkHeaders(input.headers), metadata: input.metadata });
       const ssnd = await commit(p, [row]);

@@ -1,8 +1,5 @@
 import { deriveKey, hmacHex, safeEqual } from '../secrets.js';
-
-const ANCHOR_HREF = /(<a\b[^>]*?\bhref\s*=\s*)(["'])(https?:\/\/[^"'\s>]+)\2/gi;
-const decodeAttr = (s: string) => s.replace(/&amp;/g, '&').replace(/&#38;/g, '&');
-const encodeAttr = (s: string) => s.replace(/&/g, '&amp;').replace(/"/g, '&quot;');
+import { encodeAttr, rewriteLinks } from './html-links.js';
 
 /**
  * Open and click tracking: signed pixel and redirect URLs. The click signature covers the message
@@ -21,15 +18,17 @@ export function createTracking(opts: { publicUrl: string; secretKey: string }) {
     verifyClick: (messageId: string, url: string, sig: string) => safeEqual(sign('click', messageId, url), sig),
     verifyOpen: (messageId: string, sig: string) => safeEqual(sign('open', messageId), sig),
 
-    /** Rewrites http(s) links to the click redirect and/or appends the open pixel. */
+    /**
+     * Rewrites http(s) links to the click redirect and/or puts the open pixel before `</body>` (else at
+     * the end). One pass of a real HTML tokenizer: linear in the input, whatever the input is.
+     */
     instrumentHtml(html: string, messageId: string, o: { opens: boolean; clicks: boolean }): string {
-      let out = html;
-      if (o.clicks) out = out.replace(ANCHOR_HREF, (_m, pre: string, q: string, url: string) => `${pre}${q}${encodeAttr(clickUrl(messageId, decodeAttr(url)))}${q}`);
-      if (o.opens) {
-        const pixel = `<img src="${encodeAttr(pixelUrl(messageId))}" width="1" height="1" alt="" style="display:none;border:0">`;
-        out = /<\/body>/i.test(out) ? out.replace(/<\/body>/i, `${pixel}</body>`) : out + pixel;
-      }
-      return out;
+      if (!o.clicks && !o.opens) return html;
+      const r = rewriteLinks(html, (url) => (o.clicks ? clickUrl(messageId, url) : url));
+      const out = o.clicks ? r.html : html;
+      if (!o.opens) return out;
+      const pixel = `<img src="${encodeAttr(pixelUrl(messageId))}" width="1" height="1" alt="" style="display:none;border:0">`;
+      return r.bodyEnd === undefined ? out + pixel : out.slice(0, r.bodyEnd) + pixel + out.slice(r.bodyEnd);
     },
   };
 }

@@ -8,12 +8,13 @@ import type { Sealer } from '../secrets.js';
 import { recordHealth } from './health.js';
 import { postWebhook, type AttemptCapture } from './post.js';
 import { TRACKING_PATTERN, type RouteService } from './routes.js';
+import type { NetPolicy } from './url.js';
 
 export type DeliveryRow = typeof schema.deliveries.$inferSelect;
 export type AttemptResult = { ok: boolean; status: number | null; reason: string | null };
 
 /** Webhook deliveries: rows, one captured attempt at a time, and reading attempts back. */
-export function createDeliveryStore(deps: { db: Db; sealer: Sealer; routes: RouteService; accountSecret(userId: string): Promise<string> }) {
+export function createDeliveryStore(deps: { db: Db; sealer: Sealer; routes: RouteService; net: NetPolicy; accountSecret(userId: string): Promise<string> }) {
   const { db } = deps;
   const dl = schema.deliveries;
   const at = schema.deliveryAttempts;
@@ -65,7 +66,7 @@ export function createDeliveryStore(deps: { db: Db; sealer: Sealer; routes: Rout
         return { ok: false, status: null, reason: 'no_payload' };
       }
       const t = await target(d, row.route);
-      const c: AttemptCapture = await postWebhook({ url: t.url, body, secret: t.secret, ackMode: t.ackMode });
+      const c: AttemptCapture = await postWebhook({ url: t.url, body, secret: t.secret, ackMode: t.ackMode, net: deps.net });
       // The POST happened: its outcome is written even through a database outage, so a retry never posts it again.
       return retryTransient(() => record(d, n, c, t.url, nextDelayMs), { onWait: () => progress?.beat() });
     },

@@ -2,14 +2,16 @@ import { and, asc, eq, inArray, lt, or } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { domainDto } from '../domains/dto.js';
-import type { Actor, DomainService } from '../domains/service.js';
+import type { DomainService } from '../domains/service.js';
+import { isScoped, type Actor } from '../tenancy.js';
 import { badRequest } from '../errors.js';
+import { describeError } from '../log.js';
 import type { WorkflowPort } from '../index.js';
 import type { AccountSecretService } from './account-secret.js';
 import type { DeliveryStore } from './deliveries.js';
 import { postWebhook } from './post.js';
 import { TRACKING_PATTERN, type RouteService } from './routes.js';
-import { checkWebhookUrl } from './url.js';
+import { checkWebhookDestination, type NetPolicy } from './url.js';
 import { derivedId } from '../ids.js';
 import { retryTransient } from '../retry.js';
 import type { Progress } from '../sending/delivery.js';
@@ -28,7 +30,7 @@ type Target = { routeId: string; url: string; ackMode: 'lenient' | 'ack'; secret
  * `pending` first and delivered in batches; only an event whose first POST fails gets a workflow.
  */
 export function createEngagementService(deps: {
-  db: Db; domains: DomainService; routes: RouteService; accountSecret: AccountSecretService; deliveries: DeliveryStore; workflows: WorkflowPort; retrySchedule: number[];
+  db: Db; domains: DomainService; routes: RouteService; accountSecret: AccountSecretService; deliveries: DeliveryStore; workflows: WorkflowPort; retrySchedule: number[]; net: NetPolicy;
 }) {
   const { db } = deps;
   const d = schema.domains;
@@ -46,6 +48,11 @@ export function createEngagementService(deps: {
     return { routeId: catchAll.id, url: catchAll.url, ackMode: catchAll.ackMode, secret: deps.routes.secretOf(catchAll) };
   }
 
+  /** The account secret signs every domain's tracking events: account credentials see it, a scoped key never does. */
+  async function secretFor(actor: Actor): Promise<{ signingSecret?: string }> {
+    return isScoped(actor) ? {} : { signingSecret: await deps.accountSecret.get(actor.userId) };
+  }
+
   async function payloadOf(e: typeof ev.$inferSelect) {
     const [m] = e.messageId ? await db.select().from(schema.messages).where(eq(schema.messages.id, e.messageId)) : [];
     const data = (e.data ?? {}) as Record<string, unknown>;
@@ -57,15 +64,15 @@ export function createEngagementService(deps: {
 
   return {
     router: {
-      nudge: (domainId: string, userId: string) => void deps.workflows.nudgeEngagement(domainId, userId).catch((err) => console.error('[engagement] nudge failed:', (err as Error).message)),
+      nudge: (domainId: string, userId: string) => void deps.workflows.nudgeEngagement(domainId, userId).catch((err) => console.error(`[engagement] nudge failed: ${describeError(err)}`)),
     },
 
     async setTrackingWebhook(actor: Actor, domainId: string, url: string) {
       const dom = await deps.domains.load(actor, domainId);
-      const clean = checkWebhookUrl(url);
+      const clean = await checkWebhookDestination(url, deps.net);
       await deps.routes.upsert(dom, TRACKING_PATTERN, clean, 'lenient');
       const [row] = await db.update(d).set({ trackingWebhookUrl: clean, updatedAt: Date.now() }).where(eq(d.id, dom.id)).returning();
-      return { domain: domainDto(row!), signingSecret: await deps.accountSecret.get(dom.userId) };
+      return { domain: domainDto(row!), ...(await secretFor(actor)) };
     },
     async clearTrackingWebhook(actor: Actor, domainId: string) {
       const dom = await deps.domains.load(actor, domainId);
@@ -77,7 +84,7 @@ export function createEngagementService(deps: {
       const dom = await deps.domains.load(actor, domainId);
       if (events !== 'all' && events.length === 0) throw badRequest('events: give "all" or at least one event type', 'validation_error');
       const [row] = await db.update(d).set({ webhookEvents: JSON.stringify(events), updatedAt: Date.now() }).where(eq(d.id, dom.id)).returning();
-      return { domain: domainDto(row!), signingSecret: await deps.accountSecret.get(dom.userId) };
+      return { domain: domainDto(row!), ...(await secretFor(actor)) };
     },
     async clearWebhookEvents(actor: Actor, domainId: string) {
       const dom = await deps.domains.load(actor, domainId);
@@ -109,7 +116,7 @@ export function createEngagementService(deps: {
           await db.update(ev).set({ webhookState: null, claimedAt: null }).where(eq(ev.id, e.id));
         } else {
           const payload = await payloadOf(e);
-          const c = await postWebhook({ url: t.url, body: JSON.stringify(payload), secret: t.secret, ackMode: t.ackMode });
+          const c = await postWebhook({ url: t.url, body: JSON.stringify(payload), secret: t.secret, ackMode: t.ackMode, net: deps.net });
           await retryTransient(async () => {
             if (!c.ok) {
               const row = await deps.deliveries.create({ id: derivedId('dlv', 'engagement', e.id), userId: e.userId, messageId: e.messageId ?? '', routeId: t.routeId, domainId, url: t.url, kind: 'engagement', payload });

@@ -1,4 +1,8 @@
+import { isAppError } from '../errors.js';
+import { resolveAllowed } from '../net/address-guard.js';
+import { requestPinned } from '../net/pinned-http.js';
 import { signatureHeaders } from './sign.js';
+import type { NetPolicy } from './url.js';
 
 export const WEBHOOK_TIMEOUT_MS = 15_000;
 const CAPTURE_BYTES = 4096;
@@ -15,23 +19,27 @@ export type AttemptCapture = {
 
 /**
  * One signed POST of a webhook payload (re-signed on every attempt). 15 s timeout, redirects are not
- * followed (a 3xx is a failure); `ack` mode needs 2xx plus `{"status":"ok"}` or `x-svc-ack: ok`.
+ * followed (a 3xx is a failure); `ack` mode needs 2xx plus `{"status":"ok"}` or `x-svc-ack: ok`. The host is
+ * resolved once and checked (no internal addresses), and the request goes to that checked address.
  */
-export async function postWebhook(opts: { url: string; body: string; secret: string; ackMode: 'lenient' | 'ack'; timeoutMs?: number }): Promise<AttemptCapture> {
+export async function postWebhook(opts: { url: string; body: string; secret: string; ackMode: 'lenient' | 'ack'; net: NetPolicy; timeoutMs?: number }): Promise<AttemptCapture> {
   const requestedAt = Date.now();
   const headers = { 'content-type': 'application/json', 'user-agent': 'svc-mail-webhooks/1', ...signatureHeaders(opts.secret, opts.body, requestedAt) };
   const base = { requestHeaders: JSON.stringify(headers), requestBody: cut(opts.body), requestedAt };
   const started = performance.now();
   try {
-    const res = await fetch(opts.url, {
-      method: 'POST', headers, body: opts.body, redirect: 'manual', signal: AbortSignal.timeout(opts.timeoutMs ?? WEBHOOK_TIMEOUT_MS),
+    const url = new URL(opts.url);
+    const address = await resolveAllowed(url.hostname, { ...opts.net, what: 'Webhook host' });
+    const res = await requestPinned(url, address, {
+      method: 'POST', headers, body: opts.body, timeoutMs: opts.timeoutMs ?? WEBHOOK_TIMEOUT_MS, maxResponseBytes: CAPTURE_BYTES * 2,
     });
-    const text = await res.text().catch(() => '');
-    const responseHeaders = JSON.stringify(Object.fromEntries(res.headers));
+    const responseHeaders = JSON.stringify(res.headers);
     const durationMs = Math.round(performance.now() - started);
-    const reason = classify(res.status, res.headers.get('x-svc-ack'), text, opts.ackMode);
-    return { ...base, ok: reason === null, reason, status: res.status, responseHeaders, responseBody: cut(text), durationMs };
+    const ack = res.headers['x-svc-ack'];
+    const reason = classify(res.status, Array.isArray(ack) ? ack[0] ?? null : ack ?? null, res.text, opts.ackMode);
+    return { ...base, ok: reason === null, reason, status: res.status, responseHeaders, responseBody: cut(res.text), durationMs };
   } catch (err) {
+    if (isAppError(err)) return { ...base, ok: false, reason: 'network', status: null, responseHeaders: null, responseBody: err.message, durationMs: Math.round(performance.now() - started) };
     const timedOut = (err as Error).name === 'TimeoutError' || (err as Error).name === 'AbortError';
     return { ...base, ok: false, reason: timedOut ? 'timeout' : 'network', status: null, responseHeaders: null, responseBody: (err as Error).message, durationMs: Math.round(performance.now() - started) };
   }

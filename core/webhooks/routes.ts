@@ -7,7 +7,7 @@ import { badRequest, conflict, notFound } from '../errors.js';
 import { newId } from '../ids.js';
 import type { Sealer } from '../secrets.js';
 import { newWebhookSecret } from './sign.js';
-import { checkWebhookUrl } from './url.js';
+import { checkWebhookDestination, type NetPolicy } from './url.js';
 
 export type RouteRow = typeof schema.routes.$inferSelect;
 /** Route of a domain's tracking webhook: never matched by an address, signed with the account secret. */
@@ -28,7 +28,7 @@ export function patternScore(pattern: string, local: string): number {
 }
 
 /** Routes: the catch-all webhook of a domain and address routes; the most specific match wins. */
-export function createRouteService(deps: { db: Db; sealer: Sealer; domains: DomainService }) {
+export function createRouteService(deps: { db: Db; sealer: Sealer; domains: DomainService; net: NetPolicy }) {
   const { db } = deps;
   const r = schema.routes;
 
@@ -75,19 +75,19 @@ export function createRouteService(deps: { db: Db; sealer: Sealer; domains: Doma
     return { d, pattern };
   }
 
-  function actionOf(d: DomainRow, input: RouteInput): { action: RouteAction; destination: string | null; url: string } {
+  async function actionOf(d: DomainRow, input: RouteInput): Promise<{ action: RouteAction; destination: string | null; url: string }> {
     const action = input.action ?? 'webhook';
     if (action === 'agent') throw badRequest('The agent action is not supported by this service; use webhook, forward, store or drop', 'unsupported_action');
     if (!ACTIONS.includes(action as RouteAction)) throw badRequest(`Unknown action "${action}"; use webhook, forward, store or drop`, 'unsupported_action');
     const destination = input.destination ?? input.url;
     if (action === 'webhook') {
       if (!destination) throw badRequest('A webhook route needs destination (or url)', 'validation_error');
-      const url = checkWebhookUrl(destination);
+      const url = await checkWebhookDestination(destination, deps.net);
       return { action, destination: url, url };
     }
     if (action === 'forward') {
       const addr = (input.destination ?? '').trim().toLowerCase();
-      if (!/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(addr) || addr.length > 254) throw badRequest('A forward route needs destination: an email address', 'validation_error');
+      if (addr.length > 254 || !/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(addr)) throw badRequest('A forward route needs destination: an email address', 'validation_error');
       if (addr.endsWith(`@${d.domain}`)) throw badRequest('Forwarding to the same domain would loop', 'forward_loop');
       return { action, destination: addr, url: '' };
     }
@@ -106,7 +106,7 @@ export function createRouteService(deps: { db: Db; sealer: Sealer; domains: Doma
     async setCatchAll(actor: Actor, domainId: string, input: { url: string; ackMode?: 'lenient' | 'ack' }) {
       const d = await deps.domains.load(actor, domainId);
       inboundReady(d);
-      const { row, secret } = await upsert(d, '*', checkWebhookUrl(input.url), input.ackMode ?? 'lenient');
+      const { row, secret } = await upsert(d, '*', await checkWebhookDestination(input.url, deps.net), input.ackMode ?? 'lenient');
       return { domain: domainDto(d), webhookUrl: row.url, ackMode: row.ackMode, routeId: row.id, signingSecret: secret };
     },
 
@@ -140,7 +140,7 @@ export function createRouteService(deps: { db: Db; sealer: Sealer; domains: Doma
     async create(actor: Actor, input: RouteInput) {
       const { d, pattern } = await target(actor, input);
       inboundReady(d);
-      const { url, ...action } = actionOf(d, input);
+      const { url, ...action } = await actionOf(d, input);
       const { row, secret } = await upsert(d, pattern, url, input.ackMode ?? 'lenient', action);
       return { ...routeDto(row, d.domain), signingSecret: secret };
     },

@@ -2,15 +2,16 @@ import type { Actor } from '../domains/service.js';
 import { newId } from '../ids.js';
 import { postWebhook } from './post.js';
 import type { RouteService } from './routes.js';
+import type { NetPolicy } from './url.js';
 
 /** POST /api/domains/:id/webhook/test: one signed test event to the catch-all webhook, answered in line. */
-export function createWebhookTests(deps: { routes: RouteService }) {
+export function createWebhookTests(deps: { routes: RouteService; net: NetPolicy }) {
   return {
     async test(actor: Actor, domainId: string) {
       const { domain, route } = await deps.routes.catchAllOf(actor, domainId);
       const now = Date.now();
       const body = JSON.stringify({ id: newId('evt'), type: 'webhook.test', createdAt: now, createdAtIso: new Date(now).toISOString(), data: { domain: domain.domain } });
-      const r = await postWebhook({ url: route.url, body, secret: deps.routes.secretOf(route), ackMode: route.ackMode });
+      const r = await postWebhook({ url: route.url, body, secret: deps.routes.secretOf(route), ackMode: route.ackMode, net: deps.net });
       return { ok: r.ok, status: r.status ?? 0 };
     },
   };

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { boolean, index, pgTable, text, uniqueIndex } from 'drizzle-orm/pg-core';
+import { boolean, index, integer, pgTable, text, uniqueIndex } from 'drizzle-orm/pg-core';
 import { ms } from './columns.js';
 
 /** Accounts (`usr_`). A provisioned account has no password until one is set. */
@@ -16,6 +16,8 @@ export const users = pgTable('users', {
   webhookSecretSealed: text('webhook_secret_sealed'),
   /** Postal address for the CAN-SPAM footer of broadcasts; prefills a broadcast's `footer_address`. */
   footerAddress: text('footer_address'),
+  /** Bumped to revoke every session token issued before (password change or reset, first verification). */
+  sessionVersion: integer('session_version').notNull().default(0),
   createdAt: ms('created_at').notNull(),
   updatedAt: ms('updated_at').notNull(),
 }, (t) => [uniqueIndex('users_email_uq').on(t.email)]);
@@ -40,11 +42,11 @@ export const apiKeys = pgTable('api_keys', {
   index('api_keys_user_idx').on(t.userId, t.kind),
 ]);
 
-/** One-time tokens mailed to the account: email verification and magic-link sign-in. Stored hashed. */
+/** One-time tokens mailed to the account: email verification, magic-link sign-in, password reset. Stored hashed. */
 export const authTokens = pgTable('auth_tokens', {
   id: text('id').primaryKey(),
   userId: text('user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),
-  purpose: text('purpose', { enum: ['verify_email', 'signin'] }).notNull(),
+  purpose: text('purpose', { enum: ['verify_email', 'signin', 'reset_password'] }).notNull(),
   tokenHash: text('token_hash').notNull(),
   expiresAt: ms('expires_at').notNull(),
   usedAt: ms('used_at'),

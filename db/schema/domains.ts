@@ -36,9 +36,15 @@ export const domains = pgTable('domains', {
   hosted: boolean('hosted').notNull().default(false),
   /** Health streak of the latest webhook deliveries (SPEC.md webhookStatus). */
   webhookHealth: jsonb('webhook_health').$type<Record<string, unknown>>(),
+  /** 1 once the account's `_svc-verify` TXT token was seen (hosted domains: at creation). */
+  ownershipVerified: integer('ownership_verified').notNull().default(0),
+  /** Set when the last DNS check could not read a record (timeout, SERVFAIL): the previous state was kept. */
+  lastCheckError: text('last_check_error'),
 }, (t) => [
   uniqueIndex('domains_user_domain_uq').on(t.userId, t.domain),
   uniqueIndex('domains_hosted_uq').on(t.domain).where(sql`hosted`),
+  // At most one account holds a domain verified: the database decides, not a read before the write.
+  uniqueIndex('domains_verified_uq').on(t.domain).where(sql`status = 'verified'`),
   index('domains_domain_idx').on(t.domain),
 ]);
 

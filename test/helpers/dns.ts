@@ -15,3 +15,10 @@ export function resolverFor(address: string): Resolver {
   r.setServers([address]);
   return r;
 }
+
+/** Publishes the account's ownership token (`_svc-verify.<domain>` TXT) from the records the API returned. */
+export function publishOwnership(zone: StaticZone, domain: string, records: { type: string; name: string; value: string }[]): void {
+  const token = records.find((r) => r.type === 'TXT' && r.name === `_svc-verify.${domain}`);
+  if (!token) throw new Error(`no ownership record for ${domain} in the API's DNS list`);
+  zone.set(token.name, 'TXT', [{ value: token.value }]);
+}

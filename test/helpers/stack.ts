@@ -36,7 +36,9 @@ export async function startStack(env: Record<string, string> = {}, roles: Role[]
   const config = loadConfig({
     PORT: String(port), SMTP_PORT: String(await freePort()), IMAP_PORT: '0', IMAPS_PORT: '0', DATA_DIR: dataDir, DATABASE_URL: database.url,
     TEMPORAL_ADDRESS: inject('temporalAddress'), TEMPORAL_TASK_QUEUE: `test-${Math.random().toString(36).slice(2, 10)}`,
-    SECRET_KEY: 'test-secret-key-0123456789-abcdefghijklmnop', NODE_ENV: 'test', SIGNUP_LIMIT_PER_HOUR: '1000', ...env,
+    SECRET_KEY: 'test-secret-key-0123456789-abcdefghijklmnop', NODE_ENV: 'test', SIGNUP_LIMIT_PER_HOUR: '1000',
+    // Test peers (webhook receivers, SMTP sinks) listen on loopback: the development setting lets outbound reach them.
+    ALLOW_PRIVATE_NETWORKS: '1', ...env,
   });
   const service = await startService(config, roles, { startWorker, workflowBundle: { codePath: inject('workflowBundlePath') }, log: () => undefined });
   const baseUrl = `http://127.0.0.1:${service.apiPort ?? port}`;

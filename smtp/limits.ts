@@ -1,0 +1,58 @@
+import type { SMTPServer, SMTPServerSession } from 'smtp-server';
+
+type Reply = Error & { responseCode?: number };
+const reply = (code: number, message: string): Reply => Object.assign(new Error(message), { responseCode: code });
+
+/** What the connection guard needs from the server (smtp-server keeps its live connections in a Set). */
+type Connection = { id: string; send(code: number, message: string): void };
+
+/**
+ * Per-IP connection cap and per-connection command rate for the inbound SMTP server. smtp-server has no
+ * per-command hook, but it logs every command (`tnx: 'command'`) to the logger it is given, so the
+ * rate is counted there and a client over it gets 421 and is disconnected.
+ */
+export function createSmtpGuard(opts: { maxPerIp: number; commandsPerMinute: number }) {
+  const perIp = new Map<string, number>();
+  const rates = new Map<string, { start: number; count: number }>();
+  let server: SMTPServer | undefined;
+
+  function onCommand(cid: string): void {
+    const now = Date.now();
+    const w = rates.get(cid);
+    if (!w || now - w.start >= 60_000) return void rates.set(cid, { start: now, count: 1 });
+    w.count += 1;
+    if (w.count <= opts.commandsPerMinute) return;
+    const connections = (server as unknown as { connections?: Set<Connection> } | undefined)?.connections;
+    for (const c of connections ?? []) if (c.id === cid) c.send(421, '4.7.0 Too many commands, slow down');
+  }
+
+  return {
+    attach(s: SMTPServer) {
+      server = s;
+    },
+    /** A bunyan-shaped logger that sees each command and says nothing. */
+    logger: {
+      debug(entry: { tnx?: string; cid?: string }) {
+        if (entry?.tnx === 'command' && entry.cid) onCommand(entry.cid);
+      },
+      trace: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined, fatal: () => undefined,
+    },
+    /** onConnect: at most `maxPerIp` open sessions per client address. */
+    onConnect(session: SMTPServerSession, callback: (err?: Error | null) => void) {
+      const ip = session.remoteAddress;
+      const open = perIp.get(ip) ?? 0;
+      if (open >= opts.maxPerIp) return callback(reply(421, `4.7.0 Too many connections from ${ip}, try again later`));
+      perIp.set(ip, open + 1);
+      (session as SMTPServerSession & { counted?: boolean }).counted = true;
+      callback();
+    },
+    /** onClose: releases the session's slot and its rate window. */
+    onClose(session: SMTPServerSession) {
+      rates.delete(session.id);
+      if (!(session as SMTPServerSession & { counted?: boolean }).counted) return;
+      const left = (perIp.get(session.remoteAddress) ?? 1) - 1;
+      if (left <= 0) perIp.delete(session.remoteAddress);
+      else perIp.set(session.remoteAddress, left);
+    },
+  };
+}

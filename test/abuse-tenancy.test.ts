@@ -1,0 +1,168 @@
+import { generateKeyPairSync } from 'node:crypto';
+import { eq } from 'drizzle-orm';
+import nodemailer from 'nodemailer';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { operations } from '../api/ops/index.js';
+import type { Operation } from '../api/contract.js';
+import type { CredentialKind } from '../core/auth.js';
+import { schema } from '../db/index.js';
+import { eventually, startStack, type TestStack } from './helpers/stack.js';
+import { startWebhookReceiver } from './helpers/webhook-receiver.js';
+
+/**
+ * The tenancy walk: every registered operation, called on account A's resources with (1) a scoped key
+ * of A's OTHER domain and (2) another account's credential. Built from the operation list itself, so a
+ * new route is walked without anyone adding it here; a path parameter the walk does not know fails it.
+ */
+const SERVICE = 'tenancy.svc.test';
+const PUBLIC_KEY = generateKeyPairSync('rsa', { modulusLength: 2048 }).publicKey.export({ type: 'spki', format: 'pem' }).toString();
+let stack: TestStack;
+let hooks: Awaited<ReturnType<typeof startWebhookReceiver>>;
+const a = {} as Record<string, string>; // A's resources
+const b = {} as Record<string, string>; // B's credentials
+
+async function signup(email: string) {
+  const s = (await stack.api('POST', '/api/auth/signup', { body: { email, password: 'tenancy password' } })).body;
+  await stack.service.core.db.update(schema.users).set({ emailVerified: true }).where(eq(schema.users.id, s.user.id));
+  const key = (await stack.api('GET', '/api/keys', { token: s.token })).body.key as string;
+  return { session: s.token as string, key };
+}
+const ok = <T>(res: { status: number; body: T }) => {
+  expect(res.status, JSON.stringify(res.body)).toBeLessThan(300);
+  return res.body as any;
+};
+
+beforeAll(async () => {
+  hooks = await startWebhookReceiver();
+  stack = await startStack({ SERVICE_DOMAIN: SERVICE });
+  const A = await signup('tenant-a@example.com');
+  const B = await signup('tenant-b@example.com');
+  Object.assign(b, { session: B.session, key: B.key });
+  a.session = A.session;
+  a.key = A.key;
+  a.domain = ok(await stack.api('POST', '/api/domains/subdomain', { token: A.session, body: { subdomain: 'tenant-a-one' } })).domain.id;
+  a.domainName = `tenant-a-one.${SERVICE}`;
+  a.other = ok(await stack.api('POST', '/api/domains/subdomain', { token: A.session, body: { subdomain: 'tenant-a-two' } })).domain.id;
+  ok(await stack.api('POST', '/api/domains/subdomain', { token: B.session, body: { subdomain: 'tenant-b-one' } }));
+  a.otherScoped = ok(await stack.api('POST', '/api/keys/scoped', { token: A.session, body: { domainId: a.other } })).key;
+  a.scopedKeyId = ok(await stack.api('POST', '/api/keys/scoped', { token: A.session, body: { domainId: a.domain } })).id;
+  a.hookSecret = ok(await stack.api('PUT', `/api/domains/${a.domain}/webhook`, { token: A.session, body: { url: `${hooks.base}/a` } })).signingSecret;
+  a.route = ok(await stack.api('POST', '/api/routes', { token: A.session, body: { domainId: a.domain, address: 'ops', url: `${hooks.base}/ops` } })).id;
+  a.accountSecret = ok(await stack.api('PUT', `/api/domains/${a.domain}/tracking-webhook`, { token: A.session, body: { url: `${hooks.base}/track` } })).signingSecret;
+  a.template = ok(await stack.api('POST', '/api/templates', { token: A.session, body: { name: 'A only', subject: 'Hi', text: 'secret template text' } })).id;
+  a.suppressed = 'a-suppressed@example.com';
+  ok(await stack.api('POST', '/api/contacts/suppressions', { token: A.session, body: { email: a.suppressed, reason: 'manual' } }));
+  const from = `hello@${a.domainName}`;
+  a.message = ok(await stack.api('POST', '/v1/send', { token: A.key, body: { from, to: 'r@example.com', subject: 'A private subject', text: 't' } })).id;
+  a.scheduled = ok(await stack.api('POST', '/v1/send', { token: A.key, body: { from, to: 'r@example.com', subject: 's', text: 't', scheduledAt: 'in 2 hours' } })).id;
+  const smtp = nodemailer.createTransport({ host: '127.0.0.1', port: stack.service.smtpPort!, secure: false, ignoreTLS: true });
+  await smtp.sendMail({ from: 'x@far.example', to: `in@${a.domainName}`, subject: 'A inbound', text: 'hi' });
+  const [hit] = await hooks.waitFor('/a');
+  a.inbound = hit!.json.id;
+  a.delivery = await eventually(async () => ok(await stack.api('GET', `/api/messages/${a.inbound}`, { token: A.session })).deliveries?.[0]?.id as string);
+});
+afterAll(async () => {
+  await stack?.stop();
+  await hooks?.close();
+});
+
+/** A's resource for each path parameter of each resource family. */
+function pathOf(op: Operation): string {
+  return op.path.replace(/:([A-Za-z]+)/g, (_m, param: string) => {
+    const family = op.path.split('/').slice(0, op.path.split('/').indexOf(`:${param}`)).join('/');
+    const ids: Record<string, string> = {
+      '/api/domains': a.domain!, '/api/messages': a.message!, '/api/deliveries': a.delivery!, '/api/routes': a.route!,
+      '/v1/scheduled': a.scheduled!, '/api/templates': a.template!, '/api/keys/scoped': a.scopedKeyId!, '/api/contacts/suppressions': a.suppressed!,
+    };
+    const id = ids[family];
+    if (!id) throw new Error(`the tenancy walk does not know ":${param}" of ${op.path}: add A's resource for it`);
+    return encodeURIComponent(id);
+  });
+}
+
+/** Bodies that point at A's resources; other operations get an empty body. */
+const bodies = (): Record<string, unknown> => ({
+  'routes.create': { domainId: a.domain, address: 'steal', url: `${hooks.base}/steal` },
+  'scopedKeys.create': { domainId: a.domain },
+  'deliveries.retryMany': { deliveryIds: [a.delivery], messageIds: [a.inbound] },
+  'webhooks.set': { url: `${hooks.base}/steal` },
+  'engagement.setTrackingWebhook': { url: `${hooks.base}/steal` },
+  'engagement.setWebhookEvents': { events: 'all' },
+  'templates.update': { name: 'stolen' },
+  'domains.setEncryption': { publicKey: PUBLIC_KEY },
+  'send.single': { from: `x@${a.domainName}`, to: 'v@example.com', subject: 's', text: 't' },
+  'send.batch': { from: `x@${a.domainName}`, subject: 's', text: 't', recipients: [{ to: 'v@example.com' }] },
+});
+
+/** Strings only A (and, for the scoped key, only A's first domain) may see. */
+const secretsOfA = (forScopedKey: boolean) => [
+  a.domain, a.domainName, a.message, a.inbound, a.delivery, a.route, a.scheduled, a.scopedKeyId, a.hookSecret, a.accountSecret,
+  ...(forScopedKey ? [] : [a.template, 'secret template text', a.suppressed, 'tenant-a@example.com', a.key]),
+].filter(Boolean) as string[];
+
+/** B's credential of a kind the operation takes (its key read fresh: the walk itself rotates it). */
+async function credentialFor(op: Operation, who: 'other-account' | 'other-domain'): Promise<string | undefined> {
+  const kinds = op.auth as readonly CredentialKind[];
+  if (who === 'other-domain') return a.otherScoped;
+  if (kinds.includes('session')) return b.session;
+  return (await stack.api('GET', '/api/keys', { token: b.session })).body.key;
+}
+
+const walked = operations.filter((op) => op.auth !== 'public');
+
+describe.each([['other-account'], ['other-domain']] as const)('the tenancy walk with a credential of an %s', (who) => {
+  it.each(walked.map((op) => [op.name, op] as const))('%s cannot reach A', async (_name, op) => {
+    const body = bodies()[op.name] ?? (op.body ? {} : undefined);
+    const path = pathOf(op);
+    const res = await stack.api(op.method, path, { token: await credentialFor(op, who), body });
+    const text = JSON.stringify(res.body ?? '');
+    // What the caller sent may come back (an error naming the domain it asked for); nothing else of A may.
+    const asked = decodeURIComponent(path) + JSON.stringify(body ?? '');
+    for (const secret of secretsOfA(who === 'other-domain').filter((x) => !asked.includes(x))) expect(text, `${op.name} leaked ${secret}`).not.toContain(secret);
+    if (!op.path.includes(':') && !(op.name in bodies())) return; // names nothing of A: only the leak check applies
+    expect(res.body?.code, `${op.name}: give the walk a valid body`).not.toBe('validation_error');
+    if (!op.path.includes(':')) {
+      // A only named in the body: refused, or answered without effect (the checks after the walk look for effects).
+      if (op.name in bodies() && res.status < 300) expect(text, op.name).not.toMatch(/"(delivered|retried)":[1-9]/);
+      return;
+    }
+    if (who === 'other-account') {
+      // Another account: A's resources do not exist for it (403 only where the credential kind is not taken at all).
+      expect([404, ...(res.body?.code === 'wrong_credential' ? [403] : [])], `${op.name}: ${res.status} ${text}`).toContain(res.status);
+    } else {
+      expect([403, 404], `${op.name}: ${res.status} ${text}`).toContain(res.status);
+    }
+  });
+});
+
+describe('after the walk', () => {
+  it("A's resources are untouched", async () => {
+    const A = a.session!;
+    expect((await stack.api('GET', `/api/domains/${a.domain}`, { token: A })).status).toBe(200);
+    expect((await stack.api('GET', `/api/templates/${a.template}`, { token: A })).body.name).toBe('A only');
+    expect((await stack.api('GET', `/v1/scheduled/${a.scheduled}`, { token: a.key })).body.status).toBe('scheduled');
+    expect((await stack.api('GET', '/api/routes', { token: A })).body.map((r: any) => r.id)).toContain(a.route);
+    expect((await stack.api('GET', '/api/contacts/suppressions', { token: A })).body.map((s: any) => s.email)).toContain(a.suppressed);
+    expect((await stack.api('GET', '/api/keys/scoped', { token: A })).body.map((k: any) => k.id)).toContain(a.scopedKeyId);
+    expect((await stack.api('GET', `/api/domains/${a.domain}/webhook/secret`, { token: A })).body.secret).toBe(a.hookSecret);
+    expect(hooks.hitsOn('/steal')).toHaveLength(0);
+    expect((await stack.api('GET', `/api/messages/${a.inbound}`, { token: A })).body.deliveries).toHaveLength(1);
+    expect((await stack.api('GET', `/api/domains/${a.domain}`, { token: A })).body.domain.enc_public_key).toBeNull();
+  });
+
+  it('a scoped key configuring its own domain never receives the account secret', async () => {
+    const set = await stack.api('PUT', `/api/domains/${a.other}/tracking-webhook`, { token: a.otherScoped, body: { url: `${hooks.base}/own` } });
+    expect(set.status).toBe(200);
+    expect(JSON.stringify(set.body)).not.toContain(a.accountSecret);
+    const events = await stack.api('PUT', `/api/domains/${a.other}/webhook-events`, { token: a.otherScoped, body: { events: 'all' } });
+    expect(events.status).toBe(200);
+    expect(JSON.stringify(events.body)).not.toContain(a.accountSecret);
+  });
+
+  it('a scoped key reads only its own domain on /api/events and /api/messages', async () => {
+    const events = (await stack.api('GET', '/api/events', { token: a.otherScoped })).body as any[];
+    expect(events.every((e) => e.messageId !== a.message && e.messageId !== a.inbound)).toBe(true);
+    const own = (await stack.api('GET', '/api/events', { token: a.session })).body as any[];
+    expect(own.some((e) => e.messageId === a.message)).toBe(true);
+  });
+});
