@@ -49,6 +49,7 @@ export async function startWorker(opts: {
       delivery: createDeliveryService({
         db: database.db, transport, sealer: opts.core.sealer, serviceDomain: config.serviceDomain,
         attachments: opts.core.attachments, events: opts.core.events, suppressions: opts.core.suppressions,
+        serviceSigner: () => opts.core.serviceDomain.signer(),
       }),
     }),
     ...(bundle ? { workflowBundle: bundle } : { workflowsPath: WORKFLOWS_PATH }),

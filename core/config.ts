@@ -46,6 +46,8 @@ const envSchema = z.object({
   PLANS: z.string().optional(),
   DEFAULT_PLAN: z.string().default('free'),
   LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
+  PUBLIC_IP: z.union([z.ipv4(), z.ipv6()]).optional(),
+  OPERATOR_TOKEN: z.string().min(24, 'must be at least 24 characters').optional(),
 });
 
 export type Config = {
@@ -82,6 +84,12 @@ export type Config = {
   plans: Record<string, Plan>;
   defaultPlan: string;
   logLevel: 'debug' | 'info' | 'warn' | 'error';
+  /** The public address outbound mail leaves from: published in SPF and A, checked for reverse DNS by the doctor. */
+  publicIp: string | undefined;
+  /** Bearer credential of `GET /api/health?detail=1` (the doctor over HTTP); unset: detail is off. */
+  operatorToken: string | undefined;
+  /** Where SECRET_KEY came from: the environment, or the file generated in DATA_DIR on first boot. */
+  secretKeySource: 'env' | 'file';
 };
 
 export class ConfigError extends Error {}
@@ -136,6 +144,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     plans,
     defaultPlan: e.DEFAULT_PLAN,
     logLevel: e.LOG_LEVEL,
+    publicIp: e.PUBLIC_IP,
+    operatorToken: e.OPERATOR_TOKEN,
+    secretKeySource: e.SECRET_KEY ? 'env' : 'file',
   };
 }
 

@@ -21,6 +21,7 @@ import { createEncryptionService } from './inbound/encryption-service.js';
 import { createReportService } from './inbound/report-service.js';
 import { createKeyService } from './keys.js';
 import { createOAuthService } from './oauth/service.js';
+import { createServiceDomain } from './operator/service-domain.js';
 import { createOutboundQueue, type OutboundQueue } from './outbound/queue.js';
 import { createSystemMailer } from './outbound/system-mail.js';
 import { createOutboxService } from './outbox.js';
@@ -100,7 +101,8 @@ export function createCore(deps: { database: Database; config: Config; workflows
     }));
   };
   // The domain and hosted-zone services refer to each other (delete cleans hosted records; claims insert domains).
-  const hosted = createHostedZoneService({ db, base: config.serviceDomain, domains: () => domains });
+  const serviceDomain = createServiceDomain({ db, sealer, domain: config.serviceDomain, publicIp: config.publicIp });
+  const hosted = createHostedZoneService({ db, base: config.serviceDomain, domains: () => domains, ownRecords: () => serviceDomain.records() });
   const domains: DomainService = createDomainService({
     db, sealer, resolver, serviceDomain: config.serviceDomain, providers, workflows: deps.workflows, planOf, enrich,
     cleanupHosted: (id) => hosted.cleanup(id),
@@ -135,7 +137,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
   });
 
   return {
-    config, db, database: deps.database, workflows: deps.workflows, sealer, tokens, queue, mailer, keys, accounts, auth, oauth, usage,
+    config, db, database: deps.database, workflows: deps.workflows, sealer, serviceDomain, tokens, queue, mailer, keys, accounts, auth, oauth, usage,
     inbound, outbox, attachments, providers, domains, hosted, registration, scopedKeys, encryption, resolver, templates, suppressions, events, reports, tracking, scheduled, sending, messages, accountSecret, routes, deliveryStore, replay, webhookTests, engagement,
     async close() {
       await queue.close();

@@ -88,6 +88,8 @@ export function createInboundService(deps: {
     async checkRecipient(address: string): Promise<void> {
       const { domain } = split(address);
       const name = isReturnPath(address) && domain.startsWith('bounces.') ? domain.slice('bounces.'.length) : domain;
+      // The return path of system mail (bounce+<msg>@bounces.<SERVICE_DOMAIN>): the service domain has no domain row.
+      if (isReturnPath(address) && name === deps.serviceDomain) return;
       const [row] = await db.select({ id: d.id, mx: d.mxVerified }).from(d).where(eq(d.domain, name));
       if (!row || (row.mx !== 1 && !isReturnPath(address))) throw new AppError(550, 'unknown_domain', `5.1.2 <${address}>: ${name} is not a verified domain here`);
     },

@@ -4,3 +4,4 @@ export * from './domains.js';
 export * from './sending.js';
 export * from './inbound.js';
 export * from './oauth.js';
+export * from './service-domain.js';
