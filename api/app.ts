@@ -2,7 +2,7 @@ import express, { type Express } from 'express';
 import type { Core } from '../core/index.js';
 import { mountAttachmentRoutes } from './attachments-routes.js';
 import { errorHandler, notFoundHandler } from './errors.js';
-import { healthSchema, mountHealth } from './health.js';
+import { healthDetailSchema, healthSchema, mountHealth } from './health.js';
 import { operations } from './ops/index.js';
 import { mountAuthorize } from './oauth/authorize.js';
 import { mountOAuthEndpoints } from './oauth/endpoints.js';
@@ -15,7 +15,7 @@ import { trpcMiddleware } from './trpc.js';
 /** Largest JSON body accepted (attachments travel base64 inside sends). */
 export const JSON_BODY_LIMIT = '30mb';
 
-export const allSchemas = () => collectSchemas(operations, [healthSchema]);
+export const allSchemas = () => collectSchemas(operations, [healthSchema, healthDetailSchema]);
 
 /** The one Express app: REST at SPEC.md paths, tRPC at /trpc, schemas, health and pages. */
 export function createApp(core: Core): Express {

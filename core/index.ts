@@ -64,6 +64,8 @@ export type WorkflowPort = {
   /** Wakes (or starts) the one engagement dispatcher of a domain (signal-with-start). */
   nudgeEngagement(domainId: string, userId?: string): Promise<void>;
   ping(): Promise<void>;
+  /** How long the namespace keeps closed runs, in ms (the doctor's retention check); null when unset. */
+  retentionMs(): Promise<number | null>;
 };
 
 /** Composition of every core service from its dependencies. Transports receive this object. */
