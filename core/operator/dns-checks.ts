@@ -105,9 +105,20 @@ async function checkPtr(resolver: Resolver, d: string, ip: string | undefined): 
   if (!ip) return c.skipped('PUBLIC_IP is not set, so there is no address to check (set it to the address mail leaves from)');
   const fix = `ask the owner of ${ip} (your hosting provider) to set its PTR to ${d}`;
   try {
-    const names = (await within(DNS_LIMIT_MS, `PTR ${ip}`, () => resolver.reverse(ip))).map(stripDot);
+    // resolvePtr on the arpa name asks DNS_SERVERS only (reverse() would answer from /etc/hosts first).
+    const names = (await within(DNS_LIMIT_MS, `PTR ${ip}`, () => resolver.resolvePtr(reverseName(ip)))).map(stripDot);
     return names.includes(d) ? c.ok(`${ip} → ${d}`) : c.fail(`${ip} → ${names.join(', ') || 'nothing'}, not ${d}`, fix);
   } catch (err) {
     return c.fail(`${ip} has no PTR record (${why(err)})`, fix);
   }
+}
+
+/** The in-addr.arpa / ip6.arpa name whose PTR record names the host of `ip`. */
+export function reverseName(ip: string): string {
+  if (!ip.includes(':')) return `${ip.split('.').reverse().join('.')}.in-addr.arpa`;
+  const [head = '', tail = ''] = ip.split('::');
+  const groups = (part: string) => (part ? part.split(':') : []);
+  const fill = Array(8 - groups(head).length - groups(tail).length).fill('0');
+  const nibbles = [...groups(head), ...(ip.includes('::') ? fill : []), ...groups(tail)].map((g) => g.padStart(4, '0')).join('');
+  return `${[...nibbles].reverse().join('.')}.ip6.arpa`;
 }

@@ -51,7 +51,7 @@ async function checkTemporal(deps: DoctorDeps): Promise<CheckResult[]> {
     const ms = await within(5_000, 'describeNamespace', () => t.retentionMs());
     if (ms === null) return [reachable, keep.fail('the namespace reports no retention', fix)];
     const days = ms / DAY_MS;
-    const shown = days >= 1 ? `${+days.toFixed(1)} days` : `${Math.round(ms / 3_600_000)} h`;
+    const shown = days >= 1 ? `${+days.toFixed(1)} day${days === 1 ? '' : 's'}` : `${Math.round(ms / 3_600_000)} h`;
     return [reachable, days >= 1 ? keep.ok(`${shown} (an operator can inspect a finished run that long)`) : keep.warn(`${shown}: finished runs vanish before anyone can look`, fix)];
   } catch (err) {
     return [reachable, keep.fail((err as Error).message, fix)];
