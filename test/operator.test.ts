@@ -9,6 +9,8 @@ import nodemailer from 'nodemailer';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { failures } from '../core/operator/checks.js';
 import { runDoctor } from '../core/operator/doctor.js';
+import { checkTlsCertificate } from '../core/operator/host-checks.js';
+import { createServiceDomain } from '../core/operator/service-domain.js';
 import { schema } from '../db/index.js';
 import { resolverFor, startTestDns } from './helpers/dns.js';
 import { freePort } from './helpers/ports.js';
@@ -128,6 +130,24 @@ describe('operator setup: the service domain, its signed system mail, and the do
     expect((await stack.api('GET', '/api/health?detail=1', { token: TOKEN })).body).toMatchObject({ ok: true, failed: [] });
     const plain = await stack.api('GET', '/api/health');
     expect(Object.keys(plain.body).sort()).toEqual(['database', 'ok', 'temporal']);
+  });
+
+  it('roles booting together agree on one service domain key', async () => {
+    const { db, sealer } = stack.service.core;
+    const roles = [0, 1, 2].map(() => createServiceDomain({ db, sealer, domain: 'race.operator.test' }));
+    const rows = await Promise.all(roles.map((r) => r.ensure()));
+    expect(new Set(rows.map((r) => r.dkimPublicKey)).size).toBe(1);
+    expect((await roles[1]!.signer()).privateKey).toMatch(/^-----BEGIN PRIVATE KEY-----/);
+  });
+
+  it('the STARTTLS check fails for a certificate of another host, an expired one, and none at all', async () => {
+    const other = await certificateFor(mkdtempSync(join(dir, 'other-')), 'other.test');
+    const smtp = (files: { key?: string; cert?: string }) => ({ ...stack.config, smtp: { ...stack.config.smtp, tlsKeyFile: files.key, tlsCertFile: files.cert } });
+    expect(checkTlsCertificate(smtp(other))).toMatchObject({ status: 'fail', detail: expect.stringContaining('not mail.operator.test') });
+    expect(checkTlsCertificate(stack.config, Date.now() + 60 * 86_400_000)).toMatchObject({ status: 'fail', detail: expect.stringMatching(/^expired /) });
+    expect(checkTlsCertificate(stack.config, Date.now() + 20 * 86_400_000)).toMatchObject({ status: 'warn' });
+    expect(checkTlsCertificate(smtp({}))).toMatchObject({ status: 'fail', fix: expect.stringContaining('SMTP_TLS_CERT') });
+    expect(checkTlsCertificate(smtp({ key: other.key, cert: stack.config.smtp.tlsCertFile }))).toMatchObject({ status: 'fail', detail: expect.stringContaining('does not belong') });
   });
 
   it('npm run doctor: exit 0 with one line per check; with the DMARC record gone it names it and exits 1', async () => {
