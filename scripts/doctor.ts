@@ -57,4 +57,5 @@ async function main(): Promise<number> {
   }
 }
 
-process.exitCode = await main();
+// Exit explicitly: a peer that never answered (a half-open database connection, say) must not keep the process alive.
+process.exit(await main());
