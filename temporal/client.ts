@@ -31,13 +31,6 @@ export async function connectTemporal(opts: { address: string; namespace: string
   throw new Error(`Temporal at ${opts.address} (namespace ${opts.namespace}) is not reachable: ${(lastError as Error)?.message}`);
 }
 
-/** How long the namespace keeps closed runs (describeNamespace), in ms; null when it reports none. */
-export async function namespaceRetentionMs(connection: Connection, namespace: string): Promise<number | null> {
-  const ns = await connection.workflowService.describeNamespace({ namespace });
-  const ttl = ns.config?.workflowExecutionRetentionTtl;
-  return ttl ? Number(String(ttl.seconds ?? 0)) * 1000 + Math.round((ttl.nanos ?? 0) / 1e6) : null;
-}
-
 /** Registers the service's search attributes on a server we did not start (idempotent). */
 export async function ensureSearchAttributes(t: TemporalHandle): Promise<void> {
   const existing = await t.connection.operatorService.listSearchAttributes({ namespace: t.namespace });
@@ -160,4 +153,11 @@ const DEADLINE_EXCEEDED = 4; // gRPC status code
 function isDeadline(err: unknown): boolean {
   const e = err as { code?: number; cause?: { code?: number } };
   return e.code === DEADLINE_EXCEEDED || e.cause?.code === DEADLINE_EXCEEDED || /deadline/i.test((err as Error)?.message ?? '');
+}
+
+/** How long the namespace keeps closed runs (describeNamespace), in ms; null when it reports none. */
+export async function namespaceRetentionMs(connection: Connection, namespace: string): Promise<number | null> {
+  const ns = await connection.workflowService.describeNamespace({ namespace });
+  const ttl = ns.config?.workflowExecutionRetentionTtl;
+  return ttl ? Number(String(ttl.seconds ?? 0)) * 1000 + Math.round((ttl.nanos ?? 0) / 1e6) : null;
 }
