@@ -51,6 +51,7 @@ export async function startWorker(opts: {
         db: database.db, transport, sealer: opts.core.sealer, serviceDomain: config.serviceDomain,
         attachments: opts.core.attachments, events: opts.core.events, suppressions: opts.core.suppressions,
         fileSent: (m) => opts.core.mailboxes.fileSent(m),
+        serviceSigner: () => opts.core.serviceDomain.signer(),
       }),
     }),
     ...(bundle ? { workflowBundle: bundle } : { workflowsPath: WORKFLOWS_PATH }),

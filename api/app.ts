@@ -4,7 +4,7 @@ import { mountAttachmentRoutes } from './attachments-routes.js';
 import { jsonBodyParser } from './body-limits.js';
 import { errorHandler, notFoundHandler } from './errors.js';
 import { mountMailboxRaw } from './mailbox-routes.js';
-import { healthSchema, mountHealth } from './health.js';
+import { healthDetailSchema, healthSchema, mountHealth } from './health.js';
 import { operations } from './ops/index.js';
 import { mountAuthorize } from './oauth/authorize.js';
 import { mountOAuthEndpoints } from './oauth/endpoints.js';
@@ -15,7 +15,7 @@ import { mountRest } from './rest.js';
 import { collectSchemas, mountSchemaRoutes } from './schemas.js';
 import { trpcMiddleware } from './trpc.js';
 
-export const allSchemas = () => collectSchemas(operations, [healthSchema]);
+export const allSchemas = () => collectSchemas(operations, [healthSchema, healthDetailSchema]);
 
 /** The one Express app: REST at SPEC.md paths, tRPC at /trpc, schemas, health and pages. */
 export function createApp(core: Core): Express {

@@ -1,6 +1,9 @@
-import type { Express } from 'express';
+import type { Express, Response } from 'express';
 import { z } from 'zod';
 import type { Core } from '../core/index.js';
+import { failures } from '../core/operator/checks.js';
+import { runDoctor } from '../core/operator/doctor.js';
+import { safeEqual } from '../core/secrets.js';
 import type { SchemaEntry } from './schemas.js';
 
 export const healthSchema: SchemaEntry = {
@@ -9,6 +12,20 @@ export const healthSchema: SchemaEntry = {
     ok: z.boolean().describe('true when the database and Temporal are both reachable'),
     database: z.object({ ok: z.boolean(), kind: z.enum(['postgres', 'pglite']), error: z.string().optional() }),
     temporal: z.object({ ok: z.boolean(), error: z.string().optional() }),
+  }),
+};
+
+export const healthDetailSchema: SchemaEntry = {
+  name: 'health-detail-response', title: 'GET /api/health?detail=1 response body (Authorization: Bearer OPERATOR_TOKEN)', io: 'output',
+  schema: z.object({
+    ok: z.boolean().describe('true when no required check failed (warnings and skipped checks do not count)'),
+    failed: z.array(z.string()).describe('ids of the required checks that failed'),
+    checks: z.array(z.object({
+      id: z.string(), status: z.enum(['ok', 'warn', 'fail', 'skipped']), required: z.boolean(),
+      what: z.string(), detail: z.string(), fix: z.string().optional().describe('what to do about it, when not ok'),
+    })).describe('the checks of `npm run doctor`, one per line there'),
+    records: z.array(z.object({ type: z.string(), name: z.string(), value: z.string(), priority: z.number().optional() }))
+      .describe("the DNS records SERVICE_DOMAIN needs (served by the built-in DNS server when DNS_PORT is set)"),
   }),
 };
 
@@ -26,9 +43,25 @@ async function probe(fn: () => Promise<void>, timeoutMs = 2000): Promise<{ ok: b
 
 /** GET /api/health: 200 `{ok: true, …}` when healthy, 503 with the failing part otherwise. */
 export function mountHealth(app: Express, core: Core): void {
-  app.get('/api/health', async (_req, res) => {
+  app.get('/api/health', async (req, res) => {
+    if (req.query.detail !== undefined && req.query.detail !== '0') return void (await detail(core, req.headers.authorization, res));
     const [database, temporal] = await Promise.all([probe(() => core.database.ping()), probe(() => core.workflows.ping())]);
     const ok = database.ok && temporal.ok;
     res.status(ok ? 200 : 503).json({ ok, database: { ...database, kind: core.database.kind }, temporal });
   });
+}
+
+/** The doctor over HTTP, for the operator credential only: it names hosts, addresses and configuration. */
+async function detail(core: Core, authorization: string | undefined, res: Response): Promise<void> {
+  const expected = core.config.operatorToken;
+  if (!expected) return void res.status(404).json({ error: 'Detailed health is off: set OPERATOR_TOKEN to enable it', code: 'not_found' });
+  const given = /^Bearer (.+)$/i.exec(authorization ?? '')?.[1]?.trim() ?? '';
+  if (!safeEqual(given, expected)) return void res.status(401).json({ error: 'Detailed health needs Authorization: Bearer <OPERATOR_TOKEN>', code: 'unauthorized' });
+  const checks = await runDoctor({
+    config: core.config, database: { db: core.db, ping: () => core.database.ping() },
+    temporal: { ping: () => core.workflows.ping(), retentionMs: () => core.workflows.retentionMs() },
+  });
+  const records = await core.serviceDomain.records().catch(() => []);
+  const failed = failures(checks).map((c) => c.id);
+  res.status(failed.length ? 503 : 200).json({ ok: failed.length === 0, failed, checks, records });
 }

@@ -65,6 +65,8 @@ const envSchema = z.object({
   BROADCAST_FOOTER_ADDRESS: z.string().max(500).optional(),
   IMPORT_CHUNK_ROWS: z.coerce.number().int().min(1).max(10_000).default(1000),
   LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
+  PUBLIC_IP: z.union([z.ipv4(), z.ipv6()]).optional(),
+  OPERATOR_TOKEN: z.string().min(24, 'must be at least 24 characters').optional(),
 });
 
 export type Config = {
@@ -116,6 +118,12 @@ export type Config = {
   logLevel: 'debug' | 'info' | 'warn' | 'error';
   /** Broadcast fan-out: recipients per batch (one delivery run each), batches in flight, recipients/s per recipient domain (0 = no limit), batches per run before continue-as-new, footer default. */
   broadcast: { batchSize: number; concurrency: number; domainRate: number; batchesPerRun: number; footerAddress: string | undefined; importChunkRows: number };
+  /** The public address outbound mail leaves from: published in SPF and A, checked for reverse DNS by the doctor. */
+  publicIp: string | undefined;
+  /** Bearer credential of `GET /api/health?detail=1` (the doctor over HTTP); unset: detail is off. */
+  operatorToken: string | undefined;
+  /** Where SECRET_KEY came from: the environment, or the file generated in DATA_DIR on first boot. */
+  secretKeySource: 'env' | 'file';
 };
 
 export class ConfigError extends Error {}
@@ -186,6 +194,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       batchSize: e.BROADCAST_BATCH_SIZE, concurrency: e.BROADCAST_CONCURRENCY, domainRate: e.BROADCAST_DOMAIN_RATE,
       batchesPerRun: e.BROADCAST_BATCHES_PER_RUN, footerAddress: e.BROADCAST_FOOTER_ADDRESS, importChunkRows: e.IMPORT_CHUNK_ROWS,
     },
+    publicIp: e.PUBLIC_IP,
+    operatorToken: e.OPERATOR_TOKEN,
+    secretKeySource: e.SECRET_KEY ? 'env' : 'file',
   };
 }
 

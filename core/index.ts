@@ -29,6 +29,7 @@ import { createForwarder } from './mailboxes/forward.js';
 import { createLoginGuard } from './mailboxes/login-guard.js';
 import { createMailboxService, type MailboxService } from './mailboxes/service.js';
 import { createMailboxStore } from './mailboxes/store.js';
+import { createServiceDomain } from './operator/service-domain.js';
 import { createOutboundQueue, type OutboundQueue } from './outbound/queue.js';
 import { createSystemMailer } from './outbound/system-mail.js';
 import { createOutboxService } from './outbox.js';
@@ -86,6 +87,8 @@ export type WorkflowPort = {
   /** Wakes (or starts) the one engagement dispatcher of a domain (signal-with-start). */
   nudgeEngagement(domainId: string, userId?: string): Promise<void>;
   ping(): Promise<void>;
+  /** How long the namespace keeps closed runs, in ms (the doctor's retention check); null when unset. */
+  retentionMs(): Promise<number | null>;
 };
 
 /** Composition of every core service from its dependencies. Transports receive this object. */
@@ -123,7 +126,8 @@ export function createCore(deps: { database: Database; config: Config; workflows
     }));
   };
   // The domain and hosted-zone services refer to each other (delete cleans hosted records; claims insert domains).
-  const hosted = createHostedZoneService({ db, base: config.serviceDomain, domains: () => domains });
+  const serviceDomain = createServiceDomain({ db, sealer, domain: config.serviceDomain, publicIp: config.publicIp });
+  const hosted = createHostedZoneService({ db, base: config.serviceDomain, domains: () => domains, ownRecords: () => serviceDomain.records() });
   const domains: DomainService = createDomainService({
     db, sealer, resolver, serviceDomain: config.serviceDomain, providers, workflows: deps.workflows, planOf, enrich, ownership: createOwnershipTokens(config.secretKey),
     cleanupHosted: (id) => hosted.cleanup(id),
@@ -178,7 +182,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
   });
 
   return {
-    config, db, database: deps.database, workflows: deps.workflows, sealer, tokens, queue, mailer, keys, accounts, auth, oauth, usage,
+    config, db, database: deps.database, workflows: deps.workflows, sealer, serviceDomain, tokens, queue, mailer, keys, accounts, auth, oauth, usage,
     inbound, outbox, attachments, providers, domains, hosted, registration, scopedKeys, encryption, resolver, templates, suppressions, events, reports, tracking, scheduled, sending, messages, accountSecret, routes, deliveryStore, replay, webhookTests, engagement,
     mailboxStore, appPasswords, mailboxes, forwarder,
     contacts, lists, imports, unsubscribe, broadcasts, fanout,

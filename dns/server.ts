@@ -4,7 +4,7 @@ import * as dnsPacket from 'dns-packet';
 import type { Answer, DecodedPacket, Packet, Question } from 'dns-packet';
 
 /** One resource record. SOA `value` is zone-file style: "mname rname [serial refresh retry expire minimum]". */
-export type DnsRecord = { name: string; type: 'A' | 'AAAA' | 'MX' | 'TXT' | 'CNAME' | 'NS' | 'SOA'; value: string; priority?: number; ttl?: number };
+export type DnsRecord = { name: string; type: 'A' | 'AAAA' | 'MX' | 'TXT' | 'CNAME' | 'NS' | 'SOA' | 'PTR'; value: string; priority?: number; ttl?: number };
 /** Answers one question; `name` arrives lowercased without the trailing dot. */
 export type DnsLookup = (name: string, type: DnsRecord['type'] | string) => Promise<{ records: DnsRecord[]; authoritative: boolean; nameExists: boolean }>;
 export type DnsServer = { port: number; host: string; address: string; close(): Promise<void> };
@@ -36,7 +36,7 @@ function parseSoa(value: string) {
 function toAnswer(record: DnsRecord, ownerName: string): Answer | undefined {
   const base = { name: ownerName, ttl: record.ttl ?? DEFAULT_TTL, class: 'IN' as const };
   switch (record.type) {
-    case 'A': case 'AAAA': case 'CNAME': case 'NS':
+    case 'A': case 'AAAA': case 'CNAME': case 'NS': case 'PTR':
       return { ...base, type: record.type, data: record.value };
     case 'MX':
       return { ...base, type: 'MX', data: { preference: record.priority ?? 10, exchange: record.value } };

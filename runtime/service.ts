@@ -66,6 +66,8 @@ export async function startService(config: Config, roles: Role[], opts: { startW
     if (!devServer) await prepareSearchAttributes(temporal, { database, log, address });
     const core = createCore({ database, config, workflows: createWorkflowPort(temporal, config) });
     cleanups.push(() => core.close());
+    // First boot creates the service domain's DKIM key (idempotent; roles starting together agree on one key).
+    await core.serviceDomain.ensure();
     const service: Service = { core, temporalAddress: address, stop };
 
     if (roles.includes('worker')) {

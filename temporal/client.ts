@@ -196,6 +196,7 @@ export function createWorkflowPort(t: TemporalHandle, settings: WorkflowSettings
     async ping() {
       await t.connection.workflowService.getSystemInfo({});
     },
+    retentionMs: () => namespaceRetentionMs(t.connection, t.namespace),
   };
 }
 
@@ -204,4 +205,11 @@ const DEADLINE_EXCEEDED = 4; // gRPC status code
 function isDeadline(err: unknown): boolean {
   const e = err as { code?: number; cause?: { code?: number } };
   return e.code === DEADLINE_EXCEEDED || e.cause?.code === DEADLINE_EXCEEDED || /deadline/i.test((err as Error)?.message ?? '');
+}
+
+/** How long the namespace keeps closed runs (describeNamespace), in ms; null when it reports none. */
+export async function namespaceRetentionMs(connection: Connection, namespace: string): Promise<number | null> {
+  const ns = await connection.workflowService.describeNamespace({ namespace });
+  const ttl = ns.config?.workflowExecutionRetentionTtl;
+  return ttl ? Number(String(ttl.seconds ?? 0)) * 1000 + Math.round((ttl.nanos ?? 0) / 1e6) : null;
 }

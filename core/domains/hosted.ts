@@ -18,7 +18,7 @@ const RESERVED = new Set([
 export type SubdomainCheck = { available: boolean; reason?: string; domain?: string };
 
 /** Hosted subdomains under SERVICE_DOMAIN and the hosted zone records the built-in DNS server answers from. */
-export function createHostedZoneService(deps: { db: Db; base: string; domains: () => DomainService }) {
+export function createHostedZoneService(deps: { db: Db; base: string; domains: () => DomainService; ownRecords?: () => Promise<DnsRecordOut[]> }) {
   const { db, base } = deps;
   const h = schema.hostedDnsRecords;
 
@@ -98,12 +98,17 @@ export function createHostedZoneService(deps: { db: Db; base: string; domains: (
     /** The built-in DNS server's view: authoritative for SERVICE_DOMAIN and for hosted (registered) domains. */
     async lookup(name: string, type: string) {
       const rows = await db.select().from(h).where(eq(h.name, name));
+      // SERVICE_DOMAIN's own records (MX, SPF include target, DKIM of system mail, DMARC, the bounces. return path).
+      const own = isWithin(name, base) && deps.ownRecords ? (await deps.ownRecords()).filter((r) => r.name === name) : [];
       const authoritative = isWithin(name, base) || rows.length > 0 || (await hostsZoneOf(name));
       return {
         authoritative,
-        nameExists: rows.length > 0 || name === base,
-        records: rows.filter((r) => r.type === type || r.type === 'CNAME')
-          .map((r) => ({ name: r.name, type: r.type as 'MX', value: r.value, priority: r.priority ?? undefined, ttl: r.ttl })),
+        nameExists: rows.length > 0 || own.length > 0 || name === base,
+        records: [
+          ...own.filter((r) => r.type === type).map((r) => ({ name: r.name, type: r.type, value: r.value, priority: r.priority })),
+          ...rows.filter((r) => r.type === type || r.type === 'CNAME')
+            .map((r) => ({ name: r.name, type: r.type as 'MX', value: r.value, priority: r.priority ?? undefined, ttl: r.ttl })),
+        ],
       };
     },
   };

@@ -1,7 +1,8 @@
-import { and, eq, inArray } from 'drizzle-orm';
+import { and, eq, inArray, sql } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import type { EventService } from '../sending/events.js';
+import type { RecipientStates } from '../sending/recipients.js';
 import type { SuppressionService } from '../sending/suppressions.js';
 import type { BounceRecipient, ParsedReport } from './reports.js';
 
@@ -38,7 +39,8 @@ export function createReportService(deps: { db: Db; events: EventService; suppre
   const e = schema.events;
 
   async function load(id: string): Promise<MessageRow | undefined> {
-    const [row] = await db.select().from(m).where(and(eq(m.id, id), eq(m.direction, 'outbound'), eq(m.kind, 'user')));
+    // System mail (verification, sign-in links) returns to the service domain and is reported on like customer mail.
+    const [row] = await db.select().from(m).where(and(eq(m.id, id), eq(m.direction, 'outbound'), inArray(m.kind, ['user', 'system'])));
     return row?.userId ? { ...row, userId: row.userId } : undefined;
   }
 
@@ -66,8 +68,11 @@ export function createReportService(deps: { db: Db; events: EventService; suppre
     const hard = [...targets.values()].some((r) => r.type === 'hard');
     await db.transaction(async (tx) => {
       const seen = await recorded(tx, row.id);
+      const bouncedNow: RecipientStates = {};
       for (const [address, r] of targets) {
-        if (r.type === 'hard') await deps.suppressions.add(row.userId, address, 'hard_bounce', { messageId: row.id, detail: r.diagnostic ?? undefined }, tx);
+        if (r.type === 'hard') bouncedNow[address] = { status: 'bounced', attempts: row.recipients?.[address]?.attempts ?? 1, response: (r.diagnostic ?? r.status ?? 'bounced').slice(0, 500), at: Date.now() };
+        // A system message's recipient is the account holder: their own address is not suppressed on their list.
+        if (r.type === 'hard' && row.kind === 'user') await deps.suppressions.add(row.userId, address, 'hard_bounce', { messageId: row.id, detail: r.diagnostic ?? undefined }, tx);
         if (seen.has(eventKey('email.bounced', address, r.type))) continue;
         await deps.events.record({
           userId: row.userId, messageId: row.id, domainId: row.domainId, type: 'email.bounced', recipient: address,
@@ -76,7 +81,8 @@ export function createReportService(deps: { db: Db; events: EventService; suppre
       }
       // A later soft report (a delay notice arriving late) never downgrades a hard bounce.
       const bounceType = hard || row.bounceType === 'hard' ? 'hard' : 'soft';
-      await tx.update(m).set({ bounceType, ...(hard ? { status: 'bounced' } : {}), updatedAt: Date.now() }).where(eq(m.id, row.id));
+      const recipients = sql`coalesce(${m.recipients}, '{}'::jsonb) || ${JSON.stringify(bouncedNow)}::jsonb`;
+      await tx.update(m).set({ bounceType, ...(hard ? { status: 'bounced', recipients } : {}), updatedAt: Date.now() }).where(eq(m.id, row.id));
     });
   }
 
@@ -87,7 +93,7 @@ export function createReportService(deps: { db: Db; events: EventService; suppre
     const address = resolveRecipient(report.recipient, recipients);
     const detail = `${report.feedbackType} report${report.userAgent ? ` from ${report.userAgent}` : ''}`;
     await db.transaction(async (tx) => {
-      if (address) await deps.suppressions.add(row.userId, address, 'complaint', { messageId: row.id, detail }, tx);
+      if (address && row.kind === 'user') await deps.suppressions.add(row.userId, address, 'complaint', { messageId: row.id, detail }, tx);
       if ((await recorded(tx, row.id)).has(eventKey('email.complained', address, ''))) return;
       await deps.events.record({
         userId: row.userId, messageId: row.id, domainId: row.domainId, type: 'email.complained', recipient: address,

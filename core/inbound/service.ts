@@ -128,6 +128,8 @@ export function createInboundService(deps: {
       const { domain } = split(address);
       const returnPath = isReturnPath(address);
       const name = returnPath && domain.startsWith('bounces.') ? domain.slice('bounces.'.length) : domain;
+      // The return path of system mail (bounce+<msg>@bounces.<SERVICE_DOMAIN>): the service domain has no domain row.
+      if (returnPath && name === deps.serviceDomain) return;
       const rows = await db.select({ status: d.status, mx: d.mxVerified, sending: d.sendingEnabled, error: d.lastCheckError }).from(d).where(eq(d.domain, name));
       const verified = rows.find((r) => r.status === 'verified');
       if (returnPath ? rows.some((r) => r.status === 'verified' || r.sending) : verified?.mx === 1) return;

@@ -7,6 +7,7 @@ import type { AttachmentService } from '../attachments/service.js';
 import { renderMessage } from '../outbound/render.js';
 import type { OutboundTransport, RecipientResult } from '../outbound/transport.js';
 import type { Sealer } from '../secrets.js';
+import type { ServiceSigner } from '../operator/service-domain.js';
 import { AppError } from '../errors.js';
 import { retryTransient } from '../retry.js';
 import { BOUNCE_LABEL } from '../domains/records.js';
@@ -40,6 +41,8 @@ export function createDeliveryService(deps: {
   attachments: AttachmentService; events: EventService; suppressions: SuppressionService;
   /** Files what went out into the sender's Sent mailbox (issue 12). */
   fileSent?: (m: SentMessage) => Promise<void>;
+  /** Signs domainless system mail (verification, sign-in links) with the service domain's key. */
+  serviceSigner?: () => Promise<ServiceSigner>;
 }) {
   const { db } = deps;
   const m = schema.messages;
@@ -54,14 +57,20 @@ export function createDeliveryService(deps: {
     return d;
   }
 
-  async function sign(row: MessageRow, raw: Buffer): Promise<Buffer> {
-    if (!row.domainId) return raw;
+  /** The key a message is signed with: its domain's, or the service domain's for system mail. */
+  async function signerFor(row: MessageRow): Promise<ServiceSigner | undefined> {
+    if (!row.domainId) return row.kind === 'system' ? deps.serviceSigner?.() : undefined;
     const d = await domainFor(row.domainId);
-    if (!d) return raw;
+    return d && { domain: d.domain, selector: d.dkimSelector, privateKey: deps.sealer.open(d.dkimPrivateKeySealed) };
+  }
+
+  async function sign(row: MessageRow, raw: Buffer): Promise<Buffer> {
+    const key = await signerFor(row);
+    if (!key) return raw;
     // mailauth's typings describe flat options; the signer reads `signatureData` (one entry per signature).
     const options = {
       canonicalization: 'relaxed/relaxed', algorithm: 'rsa-sha256', headerList: SIGNED_HEADERS,
-      signatureData: [{ signingDomain: d.domain, selector: d.dkimSelector, privateKey: deps.sealer.open(d.dkimPrivateKeySealed) }],
+      signatureData: [{ signingDomain: key.domain, selector: key.selector, privateKey: key.privateKey }],
     } as unknown as DKIMSignOptions;
     const { signatures } = await dkimSign(raw, options);
     return Buffer.concat([Buffer.from(signatures), raw]);
@@ -70,10 +79,11 @@ export function createDeliveryService(deps: {
   /** The signed bytes and envelope sender of a message (the same bytes for every transaction of it). */
   async function build(row: MessageRow): Promise<{ raw: Buffer; from: string; smtpMessageId: string }> {
     const attachments = await Promise.all((row.attachments ?? []).map((a) => deps.attachments.loadForSend(row.userId ?? '', a)));
-    const domain = recipientsOf({ toAddrs: [row.fromAddr] })[0]?.split('@')[1];
+    // System mail returns to the service domain, so its bounces are processed like customers' (VERP id in the local part).
+    const domain = row.kind === 'system' ? deps.serviceDomain : recipientsOf({ toAddrs: [row.fromAddr] })[0]?.split('@')[1];
     const rendered = await renderMessage({
       ...row, attachments, serviceDomain: deps.serviceDomain,
-      envelopeFrom: row.kind === 'user' && domain ? `bounce+${row.id}@${BOUNCE_LABEL}.${domain}` : undefined,
+      envelopeFrom: domain ? `bounce+${row.id}@${BOUNCE_LABEL}.${domain}` : undefined,
     });
     return { raw: await sign(row, rendered.raw), from: rendered.envelope.from, smtpMessageId: rendered.messageId };
   }

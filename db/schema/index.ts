@@ -6,3 +6,4 @@ export * from './inbound.js';
 export * from './oauth.js';
 export * from './mailboxes.js';
 export * from './broadcasts.js';
+export * from './service-domain.js';

@@ -1,0 +1,15 @@
+import { pgTable, text } from 'drizzle-orm/pg-core';
+import { ms } from './columns.js';
+
+/**
+ * The service's own mail domain (SERVICE_DOMAIN): one row per domain name, created at first boot, holding
+ * the DKIM key that signs system mail (verification, sign-in links). The private key is sealed like
+ * customer keys, so it is lost without SECRET_KEY.
+ */
+export const serviceDomains = pgTable('service_domains', {
+  domain: text('domain').primaryKey(),
+  dkimSelector: text('dkim_selector').notNull(),
+  dkimPublicKey: text('dkim_public_key').notNull(),
+  dkimPrivateKeySealed: text('dkim_private_key_sealed').notNull(),
+  createdAt: ms('created_at').notNull(),
+});
