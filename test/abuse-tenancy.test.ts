@@ -6,6 +6,7 @@ import { operations } from '../api/ops/index.js';
 import type { Operation } from '../api/contract.js';
 import type { CredentialKind } from '../core/auth.js';
 import { schema } from '../db/index.js';
+import { approveOverHttp, authorizeUrl, pkce, registerClient, tokenRequest } from './helpers/oauth.js';
 import { eventually, startStack, type TestStack } from './helpers/stack.js';
 import { startWebhookReceiver } from './helpers/webhook-receiver.js';
 
@@ -60,6 +61,21 @@ beforeAll(async () => {
   const [hit] = await hooks.waitFor('/a');
   a.inbound = hit!.json.id;
   a.delivery = await eventually(async () => ok(await stack.api('GET', `/api/messages/${a.inbound}`, { token: A.session })).deliveries?.[0]?.id as string);
+  // Mailboxes, linked apps, contacts, lists, imports and broadcasts of A.
+  const pw = ok(await stack.api('POST', '/api/app-passwords', { token: A.session, body: { domainId: a.domain, protocols: ['api'] } }));
+  a.appPassword = pw.id;
+  a.mailboxUid = String(await eventually(async () => ok(await stack.api('GET', '/api/mailbox/messages', { token: pw.secret })).messages?.[0]?.uid));
+  const redirectUri = 'http://127.0.0.1:9/tenancy/cb';
+  const { client_id: clientId } = await registerClient(stack, [redirectUri], 'Tenancy app');
+  const { verifier, challenge } = pkce();
+  const back = await approveOverHttp(stack, authorizeUrl(stack, { clientId, redirectUri, challenge }), { email: 'tenant-a@example.com', password: 'tenancy password' });
+  const tokens = await tokenRequest(stack, { grant_type: 'authorization_code', code: back.searchParams.get('code')!, redirect_uri: redirectUri, client_id: clientId, code_verifier: verifier });
+  a.grant = (ok(await stack.api('GET', '/api/oauth/grants', { token: tokens.body.access_token })) as { id: string }[])[0]!.id;
+  a.contact = ok(await stack.api('POST', '/api/contacts', { token: A.session, body: { email: 'a-contact@example.com' } })).id;
+  a.list = ok(await stack.api('POST', '/api/lists', { token: A.session, body: { name: 'A list' } })).id;
+  ok(await stack.api('POST', `/api/lists/${a.list}/contacts`, { token: A.session, body: { contactIds: [a.contact] } }));
+  a.import = ok(await stack.api('POST', `/api/lists/${a.list}/import`, { token: A.session, body: { csv: 'email\nimported@example.com\n' } })).id;
+  a.broadcast = ok(await stack.api('POST', '/api/broadcasts', { token: A.session, body: { from: `news@${a.domainName}`, subject: 'A news', text: 'x', audience: { type: 'list', id: a.list } } })).id;
 });
 afterAll(async () => {
   await stack?.stop();
@@ -73,6 +89,8 @@ function pathOf(op: Operation): string {
     const ids: Record<string, string> = {
       '/api/domains': a.domain!, '/api/messages': a.message!, '/api/deliveries': a.delivery!, '/api/routes': a.route!,
       '/v1/scheduled': a.scheduled!, '/api/templates': a.template!, '/api/keys/scoped': a.scopedKeyId!, '/api/contacts/suppressions': a.suppressed!,
+      '/api/app-passwords': a.appPassword!, '/api/mailbox/messages': a.mailboxUid!, '/api/oauth/grants': a.grant!, '/api/contacts': a.contact!,
+      '/api/lists': a.list!, '/api/lists/:id/contacts': a.contact!, '/api/lists/:id/imports': a.import!, '/api/broadcasts': a.broadcast!,
     };
     const id = ids[family];
     if (!id) throw new Error(`the tenancy walk does not know ":${param}" of ${op.path}: add A's resource for it`);
@@ -89,6 +107,9 @@ const bodies = (): Record<string, unknown> => ({
   'engagement.setTrackingWebhook': { url: `${hooks.base}/steal` },
   'engagement.setWebhookEvents': { events: 'all' },
   'templates.update': { name: 'stolen' },
+  'lists.update': { name: 'stolen' },
+  'lists.addContacts': { emails: ['steal@example.com'] },
+  'lists.import': { csv: 'email\nsteal@example.com\n' },
   'domains.setEncryption': { publicKey: PUBLIC_KEY },
   'send.single': { from: `x@${a.domainName}`, to: 'v@example.com', subject: 's', text: 't' },
   'send.batch': { from: `x@${a.domainName}`, subject: 's', text: 't', recipients: [{ to: 'v@example.com' }] },
@@ -148,6 +169,9 @@ describe('after the walk', () => {
     expect(hooks.hitsOn('/steal')).toHaveLength(0);
     expect((await stack.api('GET', `/api/messages/${a.inbound}`, { token: A })).body.deliveries).toHaveLength(1);
     expect((await stack.api('GET', `/api/domains/${a.domain}`, { token: A })).body.domain.enc_public_key).toBeNull();
+    expect((await stack.api('GET', `/api/lists/${a.list}`, { token: A })).body.name).toBe('A list');
+    expect((await stack.api('GET', `/api/broadcasts/${a.broadcast}`, { token: A })).body.status).toBe('draft');
+    expect((await stack.api('GET', '/api/app-passwords', { token: A })).body.map((p: any) => p.id)).toContain(a.appPassword);
   });
 
   it('a scoped key configuring its own domain never receives the account secret', async () => {

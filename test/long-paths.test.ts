@@ -37,8 +37,12 @@ describe('long paths', () => {
     const id = verifyDomainWorkflowId(res.body.domain.id);
     const result = await t.client.workflow.getHandle(id).result();
     expect(result).toMatchObject({ outcome: 'timed_out', status: 'pending' });
-    const runs = [];
-    for await (const w of t.client.workflow.list({ query: `WorkflowId = '${id}'` })) runs.push(w.status.name);
+    // Visibility follows the runs a moment later: wait until the completed run is listed.
+    const runs = await eventually(async () => {
+      const all: string[] = [];
+      for await (const w of t.client.workflow.list({ query: `WorkflowId = '${id}'` })) all.push(w.status.name);
+      return all.includes('COMPLETED') ? all : undefined;
+    }, 30_000, 250);
     expect(runs.filter((s) => s === 'CONTINUED_AS_NEW').length).toBeGreaterThanOrEqual(1);
     expect(runs.filter((s) => s === 'COMPLETED')).toHaveLength(1);
   });

@@ -12,7 +12,7 @@ export const readHistory = (buf: Buffer) => proto.temporal.api.history.v1.Histor
 
 /**
  * With RECORD_HISTORIES=1, keeps one closed history of every workflow type a test ran on its task queue
- * (test/histories/<type>.binpb, the History protobuf), for the replay test that guards workflow changes (DESIGN.md). Types
+ * (test/histories/<type>.binpb, the History protobuf; a run still open replays as far as it got), for the replay test that guards workflow changes (DESIGN.md). Types
  * already recorded are left as they are: delete a file to record it again.
  */
 export async function recordHistories(address: string, taskQueue: string): Promise<void> {
@@ -20,7 +20,7 @@ export async function recordHistories(address: string, taskQueue: string): Promi
   mkdirSync(HISTORIES_DIR, { recursive: true });
   const t = await connectTemporal({ address, namespace: 'default', taskQueue, waitMs: 5_000 });
   try {
-    for await (const w of t.client.workflow.list({ query: `TaskQueue = '${taskQueue}' AND ExecutionStatus = 'Completed'` })) {
+    for await (const w of t.client.workflow.list({ query: `TaskQueue = '${taskQueue}' AND ExecutionStatus IN ('Completed', 'ContinuedAsNew', 'Running')` })) {
       const file = join(HISTORIES_DIR, `${w.type}${HISTORY_EXT}`);
       if (existsSync(file)) continue;
       const history = await t.client.workflow.getHandle(w.workflowId, w.runId).fetchHistory();
