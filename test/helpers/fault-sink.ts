@@ -40,6 +40,8 @@ export async function startFaultSink(opts: { host: string; port: number; stallFi
       });
     },
   });
+  // A client killed mid-transaction (the worker process, SIGKILL) resets its connections: expected here.
+  server.on('error', () => undefined);
   await new Promise<void>((resolve, reject) => {
     server.server.once('error', reject);
     server.listen(opts.port, opts.host, () => resolve());
