@@ -169,7 +169,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
     onError: (err, s) => console.error(`[inbound] could not start the delivery of ${s.messageId}; the sweep will:`, (err as Error).message),
   });
   const mailboxStore = createMailboxStore({ db });
-  const appPasswords = createAppPasswordService({ db, domains });
+  const appPasswords = createAppPasswordService({ db, domains, changed: (userId) => mailboxes.forget(userId) });
   const mailboxes: MailboxService = createMailboxService({ db, store: mailboxStore, passwords: appPasswords, guard: createLoginGuard(config.login) });
   const forwarder = createForwarder({ db, attachments, queue });
   const inbound = createInboundService({

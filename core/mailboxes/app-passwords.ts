@@ -27,7 +27,7 @@ const checkPattern = (address: string) => {
 };
 
 /** App passwords (`apw_`): minted and managed by the account, hashed at rest, rotated and revoked at once. */
-export function createAppPasswordService(deps: { db: Db; domains: DomainService }) {
+export function createAppPasswordService(deps: { db: Db; domains: DomainService; changed?: (userId: string) => void }) {
   const { db } = deps;
   const t = schema.appPasswords;
   const d = schema.domains;
@@ -80,6 +80,7 @@ export function createAppPasswordService(deps: { db: Db; domains: DomainService 
       const [row] = await db.insert(t).values({
         id: newId('apw'), userId: actor.userId, domainId: domain.id, label: input.label ?? `${address}@${domain.domain}`, address, protocols, ...material, createdAt: Date.now(),
       }).returning();
+      deps.changed?.(actor.userId);
       return { ...dto(row!, domain.domain), secret };
     },
 
@@ -91,6 +92,7 @@ export function createAppPasswordService(deps: { db: Db; domains: DomainService 
       if (input.label !== undefined) set.label = input.label;
       if (Object.keys(set).length === 0) return dto(p, domain);
       const [row] = await db.update(t).set(set).where(eq(t.id, id)).returning();
+      deps.changed?.(actor.userId);
       return dto(row!, domain);
     },
 
@@ -105,6 +107,7 @@ export function createAppPasswordService(deps: { db: Db; domains: DomainService 
     async remove(actor: Actor, id: string) {
       await own(actor, id);
       await db.delete(t).where(eq(t.id, id));
+      deps.changed?.(actor.userId);
       return { ok: true as const };
     },
 

@@ -38,6 +38,21 @@ export type MailboxLogin = { scope: MailboxScope; address: string; userId: strin
 export function createMailboxService(deps: { db: Db; store: MailboxStore; passwords: AppPasswordService; guard: LoginGuard }) {
   const { db, store } = deps;
 
+  // Patterns of an account's app passwords (domain id, null for legacy account-wide), kept briefly per account.
+  const patterns = new Map<string, { at: number; rows: { domainId: string | null; pattern: string }[] }>();
+  const PATTERN_CACHE_MS = 10_000;
+  /** Whether any app password of the account covers `address` on that domain (cached for 10 s). */
+  async function openable(userId: string, domainId: string, address: string): Promise<boolean> {
+    let hit = patterns.get(userId);
+    if (!hit || Date.now() - hit.at > PATTERN_CACHE_MS) {
+      const rows = await db.select({ domainId: schema.appPasswords.domainId, pattern: schema.appPasswords.address }).from(schema.appPasswords).where(eq(schema.appPasswords.userId, userId));
+      hit = { at: Date.now(), rows };
+      patterns.set(userId, hit);
+    }
+    const local = splitAddress(address).local;
+    return hit.rows.some((r) => (r.domainId === null || r.domainId === domainId) && patternCovers(r.pattern, local));
+  }
+
   const covers = (scope: MailboxScope, box: { userId: string; domainId: string; address: string }) =>
     box.userId === scope.userId && (scope.domainId === null || box.domainId === scope.domainId) && patternCovers(scope.pattern, splitAddress(box.address).local);
 
@@ -128,9 +143,15 @@ export function createMailboxService(deps: { db: Db; store: MailboxStore; passwo
      * Files a sent customer message into the sender address's Sent folder (idempotent per message id).
      * System mail and forwards are not filed; a filing failure is logged, never failing the send.
      */
+    /** Drops the cached password patterns of an account (its passwords changed in this process). */
+    forget: (userId: string) => void patterns.delete(userId),
+
     async fileSent(m: SentMessage): Promise<void> {
       const address = bare(m.from);
       if (!m.userId || !m.domainId || (m.kind && m.kind !== 'user') || !address.includes('@') || m.headers?.[FORWARD_HEADER]) return;
+      // Only a mailbox someone can open gets Sent copies: a no-reply sender of transactional mail stores
+      // nothing and takes no folder lock per message (the send path's cost stays what it was).
+      if (!(await openable(m.userId, m.domainId, address))) return;
       try {
         await store.file({
           userId: m.userId, domainId: m.domainId, address, folder: 'Sent', raw: m.raw, fromAddr: address,
