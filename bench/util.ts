@@ -17,7 +17,9 @@ export const spawnWorker = (env: Record<string, string>) => spawnRole(['worker.t
 /** One role as its own process (`tsx main.ts api`, `tsx worker.ts`); resolves once it prints `ready`. */
 export async function spawnRole(args: string[], env: Record<string, string>, ready: string): Promise<{ pid: number; stop(): Promise<void> }> {
   const { spawn } = await import('node:child_process');
-  const child = spawn(process.execPath, ['--import', 'tsx', ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  // BENCH_CPU_PROF=<dir>: each role writes a V8 CPU profile there when it stops (open it in Chrome DevTools).
+  const prof = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
+  const child = spawn(process.execPath, [...prof, '--import', 'tsx', ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   await new Promise<void>((resolve, reject) => {
     const onData = (b: Buffer) => {
