@@ -1,6 +1,6 @@
 import type { DKIMSignOptions } from 'mailauth';
 import { dkimSign } from 'mailauth/lib/dkim/sign.js';
-import { and, asc, eq, inArray, isNull, lt, or, sql } from 'drizzle-orm';
+import { and, asc, eq, inArray, isNull, lt, or } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import type { AttachmentService } from '../attachments/service.js';
@@ -9,11 +9,11 @@ import type { OutboundTransport, RecipientResult } from '../outbound/transport.j
 import type { Sealer } from '../secrets.js';
 import type { ServiceSigner } from '../operator/service-domain.js';
 import { AppError } from '../errors.js';
-import { retryTransient } from '../retry.js';
 import { BOUNCE_LABEL } from '../domains/records.js';
 import type { SentMessage } from '../mailboxes/service.js';
 import type { EventService } from './events.js';
 import type { SuppressionService } from './suppressions.js';
+import { createOutcomeWriter, type Outcome } from './outcome-writer.js';
 import { applyResults, messageStatus, owed, recipientsOf, type MessageStatus, type RecipientStates, type TrailEntry } from './recipients.js';
 
 type MessageRow = typeof schema.messages.$inferSelect;
@@ -88,32 +88,16 @@ export function createDeliveryService(deps: {
     return { raw: await sign(row, rendered.raw), from: rendered.envelope.from, smtpMessageId: rendered.messageId };
   }
 
-  /** Writes one transaction's outcome (and, on the last one, the message status and its events) in one statement. */
-  async function record(row: MessageRow, changed: RecipientStates, entry: TrailEntry, final?: { status: MessageStatus; attempt: Attempt; smtpMessageId: string; events: Parameters<EventService['prepare']>[0] }) {
-    const at = entry.at;
-    const set: Partial<Record<keyof typeof m.$inferInsert, unknown>> = {
-      recipients: sql`coalesce(${m.recipients}, '{}'::jsonb) || ${JSON.stringify(changed)}::jsonb`,
-      trail: sql`coalesce(${m.trail}, '[]'::jsonb) || ${JSON.stringify([entry])}::jsonb`,
-      updatedAt: at,
-    };
-    if (final) {
-      const failed = entry.status === 'sent' ? null : entry.response;
-      Object.assign(set, {
-        status: final.status, attempts: sql`${m.attempts} + 1`, lastError: failed, smtpMessageId: final.smtpMessageId || null,
-        nextAttemptAt: final.status === 'deferred' ? final.attempt.nextAttemptAt : null,
-        ...(final.status === 'bounced' ? { bounceType: 'hard' } : {}),
-        ...(Object.values(changed).some((s) => s.status === 'sent') ? { sentAt: sql`coalesce(${m.sentAt}, ${at})` } : {}),
-      });
-    }
-    const update = () => db.update(m).set(set as never).where(eq(m.id, row.id));
-    const prepared = final ? deps.events.prepare(final.events) : undefined;
-    const inserted = await retryTransient(async () => {
-      if (!prepared?.rows.length) return void (await update());
-      // One statement: the outcome and its events commit together (a data-modifying CTE always runs).
-      const done = db.$with('done', { id: sql<string>`id` }).as(update().returning({ id: m.id }).getSQL());
-      return db.with(done).insert(schema.events).values(prepared.rows).returning(prepared.returning);
-    }, { onWait: () => final?.attempt.progress.beat() });
-    if (inserted) prepared?.notify(inserted);
+  /** Writes one transaction's outcome (and, on the last one, the message status and its events): durable on return. */
+  const writer = createOutcomeWriter({ db, events: deps.events });
+  function record(row: MessageRow, changed: RecipientStates, entry: TrailEntry, final?: { status: MessageStatus; attempt: Attempt; smtpMessageId: string; sentAny: boolean; events: Outcome['events'] }) {
+    return writer.write({
+      id: row.id, changed, entry, events: final?.events ?? [],
+      final: final && {
+        status: final.status, nextAttemptAt: final.status === 'deferred' ? final.attempt.nextAttemptAt : null,
+        lastError: entry.status === 'sent' ? null : entry.response, smtpMessageId: final.smtpMessageId || null, sentAny: final.sentAny,
+      },
+    });
   }
 
   /** One attempt at one claimed message: every owed recipient, one transaction per group, each recorded at once. */
@@ -144,10 +128,10 @@ export function createDeliveryService(deps: {
       bounced.push(...results.filter((r) => r.status === 'bounced'));
       const last = i === groups.length - 1;
       status = messageStatus(all, states);
-      await record(row, changed, entry, last ? { status, attempt, smtpMessageId: built?.smtpMessageId ?? '', events: eventsOf(row, sent, bounced, status, entry.response) } : undefined);
+      await record(row, changed, entry, last ? { status, attempt, smtpMessageId: built?.smtpMessageId ?? '', sentAny: sent.length > 0, events: eventsOf(row, sent, bounced, status, entry.response) } : undefined);
       attempt.progress.beat();
     }
-    if (groups.length === 0) await record(row, {}, { at: Date.now(), workflowId: attempt.workflowId, to: [], status: status === 'deferred' ? 'deferred' : status, response: 'nothing owed' }, { status, attempt, smtpMessageId: row.smtpMessageId ?? '', events: [] });
+    if (groups.length === 0) await record(row, {}, { at: Date.now(), workflowId: attempt.workflowId, to: [], status: status === 'deferred' ? 'deferred' : status, response: 'nothing owed' }, { status, attempt, smtpMessageId: row.smtpMessageId ?? '', sentAny: false, events: [] });
     for (const b of bounced) if (row.userId && row.kind === 'user') await deps.suppressions.add(row.userId, b.address, 'hard_bounce', { messageId: row.id, detail: b.response });
     // A copy in the sender's Sent mailbox once anyone got it (idempotent per message).
     if (built && sent.length) await deps.fileSent?.({ userId: row.userId, domainId: row.domainId, from: row.fromAddr, raw: built.raw, messageId: row.id, subject: row.subject, kind: row.kind, headers: row.headers });
