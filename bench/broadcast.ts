@@ -40,7 +40,7 @@ async function main() {
   const env: Record<string, string> = {
     PORT: String(port), SMTP_PORT: String(await freePort()), DATA_DIR: mkdtempSync(join(tmpdir(), 'svc-bench-')), DATABASE_URL: pg.url,
     TEMPORAL_ADDRESS: process.env.TEMPORAL_ADDRESS ?? temporal!.address, SERVICE_DOMAIN: 'bench.svc.test', OUTBOUND_MODE: 'mx',
-    MX_PORT: String(sink.port), DNS_SERVERS: dns.server.address, SECRET_KEY: 'bench-secret-key-0123456789-abcdefghijklmnop', NODE_ENV: 'production',
+    MX_PORT: String(sink.port), DNS_SERVERS: dns.server.address, SECRET_KEY: 'bench-secret-key-0123456789-abcdefghijklmnop', NODE_ENV: 'production', ALLOW_PRIVATE_NETWORKS: '1',
     PLANS: JSON.stringify({ free: { includedEmails: null, dailySendCap: null, overage: 'metered', paid: true } }),
     TEMPORAL_TASK_QUEUE: `bench-${Date.now()}`, BROADCAST_FOOTER_ADDRESS: '1 Bench Road, Testville', ...passthrough,
   };
