@@ -30,7 +30,7 @@ TEMPORAL_PORT="$(pick_port 21000 27000 1 2 6 10 -300 -299 -298 -294)"
 PORT="$(pick_port 27100 29000)"; SMTP_PORT="$(pick_port 29000 30800)"; DNS_PORT="$(pick_port 30800 32600)"
 IMAP_PORT="$(pick_port 19000 19500)"; IMAPS_PORT="$(pick_port 19500 20000)"
 export TEMPORAL_PORT PORT SMTP_PORT DNS_PORT IMAP_PORT IMAPS_PORT
-export SPLIT_CLEANUP=1 NODE_ENV=development OUTBOUND_MODE=capture SERVICE_DOMAIN=smoke.svc.test
+export SPLIT_CLEANUP=1 NODE_ENV=development OUTBOUND_MODE=capture SERVICE_DOMAIN=smoke.svc.test ALLOW_PRIVATE_NETWORKS=1
 export PUBLIC_URL="http://127.0.0.1:$PORT" DNS_SERVERS="127.0.0.1:$DNS_PORT"
 export SECRET_KEY; SECRET_KEY="smoke-$(head -c 24 /dev/urandom | base64 | tr -d '/+=')"
 LOG="$DATA_DIR/split.log"
