@@ -5,6 +5,7 @@ import { schema } from '../../db/index.js';
 import { forbidden, notFound, unauthorized } from '../errors.js';
 import { patternCovers, type AppPasswordService, type MailboxScope } from './app-passwords.js';
 import { FORWARD_HEADER } from './forward.js';
+import { bareAddress } from '../sending/recipients.js';
 import { flagsFromApi, flagsToApi } from './flags.js';
 import type { LoginGuard } from './login-guard.js';
 import type { Folder, MailboxRow, MailboxStore } from './store.js';
@@ -15,7 +16,7 @@ const splitAddress = (address: string) => {
   const at = address.lastIndexOf('@');
   return { local: address.slice(0, at).toLowerCase(), domain: address.slice(at + 1).toLowerCase() };
 };
-const bare = (a: string) => (/<([^>]+)>/.exec(a)?.[1] ?? a).trim().toLowerCase();
+const bare = bareAddress;
 /** Subject of raw message bytes (headers only are needed, but mailparser is the one parser we trust). */
 export async function subjectOf(raw: Buffer): Promise<string | null> {
   const mail = await simpleParser(raw, { skipHtmlToText: true, skipTextToHtml: true, skipImageLinks: true });

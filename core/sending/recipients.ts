@@ -7,7 +7,9 @@ export type RecipientStates = Record<string, RecipientState>;
 export type TrailEntry = { at: number; workflowId: string; to: string[]; status: 'sent' | 'deferred' | 'bounced' | 'mixed'; response: string };
 export type MessageStatus = 'sent' | 'deferred' | 'bounced';
 
-const bare = (a: string) => (/<([^>]{1,320})>/.exec(a)?.[1] ?? a).trim().toLowerCase();
+/** The bare, lowercased address of `Name <addr>` (linear: the bracketed part is bounded, so no backtracking blow-up). */
+export const bareAddress = (a: string) => (/<([^>]{1,320})>/.exec(a)?.[1] ?? a).trim().toLowerCase();
+const bare = bareAddress;
 
 /** Every envelope recipient of a message (To, Cc, Bcc), bare and lowercased, each once. */
 export function recipientsOf(row: { toAddrs: string[]; ccAddrs?: string[] | null; bccAddrs?: string[] | null }): string[] {

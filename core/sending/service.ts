@@ -13,6 +13,7 @@ import type { MergeData } from '../templates/merge.js';
 import { secondsToMidnight, type UsageService } from '../usage.js';
 import { domainOf, formatMailbox, parseMailbox, parseMailboxes, type Mailbox } from './addresses.js';
 import { checkHeaders, composeContent } from './compose.js';
+import { bareAddress } from './recipients.js';
 import { loadSendContext } from './context.js';
 import type { ScheduledSendService } from './scheduled.js';
 import { parseScheduledAt } from './schedule-time.js';
@@ -86,7 +87,7 @@ export function createSendService(deps: {
 
   /** Recipients become contacts (last seen now): one upsert per accepted call, off the answer's path. */
   function touchContacts(userId: string, rows: MessageValues[]) {
-    const emails = rows.flatMap((r) => [...r.toAddrs, ...(r.ccAddrs ?? []), ...(r.bccAddrs ?? [])]).map((a) => (/<([^>]+)>/.exec(a)?.[1] ?? a).toLowerCase());
+    const emails = rows.flatMap((r) => [...r.toAddrs, ...(r.ccAddrs ?? []), ...(r.bccAddrs ?? [])]).map(bareAddress);
     deps.contacts.touch(userId, emails).catch((err: Error) => console.error('[contacts] could not record recipients as contacts:', err.message));
   }
 

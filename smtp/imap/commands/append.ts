@@ -5,6 +5,7 @@ import { str } from '../parser.js';
 import { bad, type Handler } from '../session.js';
 import { sync } from '../view.js';
 import { boxOf } from './mailbox.js';
+import { bareAddress } from '../../../core/sending/recipients.js';
 
 const MONTHS = ['jan', 'feb', 'mar', 'apr', 'may', 'jun', 'jul', 'aug', 'sep', 'oct', 'nov', 'dec'];
 /** `" 1-Feb-2024 10:00:00 +0100"` → ms. */
@@ -37,7 +38,7 @@ export const APPEND: Handler = async (s, cmd) => {
   const raw = message.value;
   if (raw.length === 0) throw bad('Empty message');
   const from = headerValue(parseMime(raw), 'from') ?? login.address;
-  const fromAddr = (/<([^>]+)>/.exec(from)?.[1] ?? from).trim().toLowerCase();
+  const fromAddr = bareAddress(from);
   const out = await s.core.mailboxStore.file({
     userId: box.userId, domainId: box.domainId, address: box.address, folder: box.name as 'INBOX', raw, fromAddr, subject: await subjectOf(raw).catch(() => null),
     flags, internalDate: date,
