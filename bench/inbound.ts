@@ -20,6 +20,7 @@ import { apiClient } from '../test/helpers/stack.js';
 import { startWebhookReceiver } from '../test/helpers/webhook-receiver.js';
 import { cpuBetween, pidsByComm, printCost, queriesIn, snapshotCpu, temporalCalls, type ProcessGroup } from './cost.js';
 import { pool, spawnWorker } from './util.js';
+import { referenceWorkflow } from '../workflows/reference.js';
 
 const N = Number(process.env.BENCH_MESSAGES ?? 1000);
 const C = Number(process.env.BENCH_CONCURRENCY ?? 16);
@@ -84,7 +85,7 @@ async function main() {
     const { connectTemporal } = await import('../temporal/client.js');
     const t = await connectTemporal({ address: service.temporalAddress, namespace: config.temporal.namespace, taskQueue: config.temporal.taskQueue });
     const t2 = performance.now();
-    await pool(N, C, (i) => t.client.workflow.execute('referenceWorkflow', { taskQueue: config.temporal.taskQueue, workflowId: `bench-ref-${Date.now()}-${i}` }));
+    await pool(N, C, (i) => t.client.workflow.execute(referenceWorkflow, { taskQueue: config.temporal.taskQueue, workflowId: `bench-ref-${Date.now()}-${i}` }));
     const reference = N / ((performance.now() - t2) / 1000);
     const calls = await temporalCalls(t.client, config.temporal.taskQueue, ['inboundDeliveryWorkflow']);
     await t.connection.close();

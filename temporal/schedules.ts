@@ -1,14 +1,18 @@
+import type { Workflow } from '@temporalio/common';
 import { ScheduleAlreadyRunning, ScheduleOverlapPolicy } from '@temporalio/client';
 import { cleanupAttachmentsScheduleId, engagementSweepScheduleId, pruneAttemptsScheduleId, sweepOutboundScheduleId } from '../workflows/ids.js';
 import type { TemporalHandle } from './client.js';
+import { cleanupAttachmentsWorkflow } from '../workflows/cleanup-attachments.js';
+import { pruneAttemptsWorkflow, sweepEngagementWorkflow } from '../workflows/housekeeping.js';
+import { sweepOutboundWorkflow } from '../workflows/sweep-outbound.js';
 
 /** Recurring housekeeping as Temporal Schedules (DESIGN.md); creating one that exists is success. */
 export async function ensureSchedules(t: TemporalHandle, opts: { retrySchedule: number[] }): Promise<void> {
-  const schedules: { scheduleId: string; workflowType: string; every: string; args?: unknown[] }[] = [
-    { scheduleId: engagementSweepScheduleId(t.taskQueue), workflowType: 'sweepEngagementWorkflow', every: '1 minute' },
-    { scheduleId: pruneAttemptsScheduleId(t.taskQueue), workflowType: 'pruneAttemptsWorkflow', every: '1 day' },
-    { scheduleId: sweepOutboundScheduleId(t.taskQueue), workflowType: 'sweepOutboundWorkflow', every: '1 minute', args: [{ retrySchedule: opts.retrySchedule }] },
-    { scheduleId: cleanupAttachmentsScheduleId(t.taskQueue), workflowType: 'cleanupAttachmentsWorkflow', every: '1 hour', args: [] },
+  const schedules: { scheduleId: string; workflowType: Workflow; every: string; args?: unknown[] }[] = [
+    { scheduleId: engagementSweepScheduleId(t.taskQueue), workflowType: sweepEngagementWorkflow, every: '1 minute' },
+    { scheduleId: pruneAttemptsScheduleId(t.taskQueue), workflowType: pruneAttemptsWorkflow, every: '1 day' },
+    { scheduleId: sweepOutboundScheduleId(t.taskQueue), workflowType: sweepOutboundWorkflow, every: '1 minute', args: [{ retrySchedule: opts.retrySchedule }] },
+    { scheduleId: cleanupAttachmentsScheduleId(t.taskQueue), workflowType: cleanupAttachmentsWorkflow, every: '1 hour', args: [] },
   ];
   for (const s of schedules) {
     try {
