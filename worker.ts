@@ -46,7 +46,7 @@ export async function startWorker(opts: {
     activities: createActivities({
       workflows: opts.core.workflows, db: database.db, domains: opts.core.domains, scheduled: opts.core.scheduled, attachments: opts.core.attachments,
       inbound: opts.core.inbound, deliveryStore: opts.core.deliveryStore, engagement: opts.core.engagement,
-      fanout: opts.core.fanout, imports: opts.core.imports,
+      fanout: opts.core.fanout, imports: opts.core.imports, enrolmentStore: opts.core.enrolmentStore, dispatcher: opts.core.dispatcher,
       delivery: createDeliveryService({
         db: database.db, transport, sealer: opts.core.sealer, serviceDomain: config.serviceDomain,
         attachments: opts.core.attachments, events: opts.core.events, suppressions: opts.core.suppressions,

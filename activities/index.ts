@@ -17,8 +17,12 @@ import { engagementActivities } from './engagement.js';
 import { inboundActivities } from './inbound.js';
 import { outboundActivities } from './outbound.js';
 import { scheduledActivities } from './scheduled.js';
+import { sequenceActivities } from './sequences.js';
+import type { SequenceDispatcher } from '../core/sequences/dispatch.js';
+import type { EnrolmentStore } from '../core/sequences/enrolments.js';
 
-export type ActivityDeps = { workflows: WorkflowPort; engagement: EngagementService; inbound: InboundService; deliveryStore: DeliveryStore; db: Db; delivery: DeliveryService; domains: DomainService; scheduled: ScheduledSendService; attachments: AttachmentService; fanout: FanoutService; imports: ImportService };
+export type ActivityDeps = { workflows: WorkflowPort; engagement: EngagementService; inbound: InboundService; deliveryStore: DeliveryStore; db: Db; delivery: DeliveryService; domains: DomainService; scheduled: ScheduledSendService; attachments: AttachmentService; fanout: FanoutService; imports: ImportService;
+  enrolmentStore: EnrolmentStore; dispatcher: SequenceDispatcher };
 
 /** Every activity the worker registers, built from its real dependencies (the composition root passes them). */
 export function createActivities(deps: ActivityDeps) {
@@ -30,6 +34,7 @@ export function createActivities(deps: ActivityDeps) {
     ...inboundActivities(deps),
     ...engagementActivities(deps),
     ...broadcastActivities(deps),
+    ...sequenceActivities(deps),
     /** Does nothing: the local activity of the benchmarks' reference workflow. */
     benchmarkNoop: async () => undefined,
   });

@@ -50,9 +50,14 @@ import { createImportService, type ImportProgress } from './contacts/imports.js'
 import { createListService } from './contacts/lists.js';
 import { createContactService } from './contacts/service.js';
 import { createUsageService } from './usage.js';
+import { createSequenceDispatcher, type EnrolmentSignalPort } from './sequences/dispatch.js';
+import { createAppEventService } from './sequences/events.js';
+import { createEnrolmentStore } from './sequences/enrolments.js';
+import { createSendEnrolments } from './sequences/send-enrolment.js';
+import { createSequenceService, type EnrolmentPort } from './sequences/service.js';
 
 /** The ports core needs from the Temporal side; implemented in temporal/ with a real client. */
-export type WorkflowPort = {
+export type WorkflowPort = EnrolmentSignalPort & EnrolmentPort & {
   /** Starts one outbound delivery run for a flush of one account's queued messages. */
   startOutboundBatch(messageIds: string[], accountId: string): Promise<void>;
   /** Starts (or keeps, when running) the deferred-delivery ladder of one message. */
@@ -149,7 +154,14 @@ export function createCore(deps: { database: Database; config: Config; workflows
   const unsubscribe = createUnsubscribeTokens({ secretKey: config.secretKey, publicUrl: config.publicUrl });
   const broadcasts = createBroadcastService({ db, workflows: deps.workflows, templates, defaultFooterAddress: config.broadcast.footerAddress });
   const fanout = createFanoutService({ db, templates, usage, unsubscribe });
-  const sending = createSendService({ db, accounts, usage, suppressions, templates, attachments, tracking, queue, scheduled, contacts });
+  const dispatcher = createSequenceDispatcher({
+    db, port: deps.workflows, onError: (err) => console.error(`[sequences] could not hand events to Temporal; the sweep will: ${describeError(err)}`),
+  });
+  const appEvents = createAppEventService({ db, dispatcher });
+  const sequences = createSequenceService({ db, templates, workflows: deps.workflows });
+  const enrolmentStore = createEnrolmentStore({ db, templates, usage, unsubscribe, startDelivery: (ids, userId) => deps.workflows.startOutboundBatch(ids, userId) });
+  const sendEnrolments = createSendEnrolments({ db, dispatcher });
+  const sending = createSendService({ db, accounts, usage, suppressions, templates, attachments, tracking, queue, scheduled, contacts, enrolments: sendEnrolments });
   const runLink = (workflowId: string) => (config.temporalUiUrl
     ? `${config.temporalUiUrl}/namespaces/${encodeURIComponent(config.temporal.namespace)}/workflows/${encodeURIComponent(workflowId)}`
     : null);
@@ -185,9 +197,10 @@ export function createCore(deps: { database: Database; config: Config; workflows
     config, db, database: deps.database, workflows: deps.workflows, sealer, serviceDomain, tokens, queue, mailer, keys, accounts, auth, oauth, usage,
     inbound, outbox, attachments, providers, domains, hosted, registration, scopedKeys, encryption, resolver, templates, suppressions, events, reports, tracking, scheduled, sending, messages, accountSecret, routes, deliveryStore, replay, webhookTests, engagement,
     mailboxStore, appPasswords, mailboxes, forwarder,
-    contacts, lists, imports, unsubscribe, broadcasts, fanout,
+    contacts, lists, imports, unsubscribe, broadcasts, fanout, sequences, appEvents, dispatcher, enrolmentStore,
     async close() {
       await queue.close();
+      await dispatcher.drain();
       await inboundStarts.drain();
     },
   };

@@ -7,10 +7,11 @@ import { deliverOutboundWorkflow } from '../workflows/deliver-outbound.js';
 import { broadcastWorkflow, cancelSignal, progressQuery, type BroadcastInput } from '../workflows/broadcast.js';
 import { importContactsWorkflow, importProgressQuery } from '../workflows/import-contacts.js';
 import { engagementDispatchWorkflow, moreEventsSignal } from '../workflows/engagement-dispatch.js';
-import { broadcastWorkflowId, contactImportWorkflowId, deferredDeliveryWorkflowId, deliverOutboundWorkflowId, engagementDispatchWorkflowId, inboundDeliveryWorkflowId, scheduledSendWorkflowId, verifyDomainWorkflowId, webhookDeliveryWorkflowId } from '../workflows/ids.js';
+import { broadcastWorkflowId, contactImportWorkflowId, deferredDeliveryWorkflowId, deliverOutboundWorkflowId, engagementDispatchWorkflowId, inboundDeliveryWorkflowId, scheduledSendWorkflowId, sequenceEnrolmentWorkflowId, verifyDomainWorkflowId, webhookDeliveryWorkflowId } from '../workflows/ids.js';
 import { inboundDeliveryWorkflow } from '../workflows/inbound-delivery.js';
+import { appEventSignal, cancelEnrolmentSignal, enrolSequenceWorkflow, stateQuery } from '../workflows/sequence-enrolment.js';
 import { cancelUpdate, scheduledSendWorkflow } from '../workflows/scheduled-send.js';
-import { SvcAccountId, SvcBroadcastId, SvcBroadcastStatus, SvcDeliveryId, SvcDomain, SvcDomainId, SvcDomainStatus, SvcMessageId } from '../workflows/search-attributes.js';
+import { SvcAccountId, SvcBroadcastId, SvcBroadcastStatus, SvcDeliveryId, SvcContactId, SvcDomain, SvcDomainId, SvcDomainStatus, SvcMessageId, SvcSequenceId, SvcSequenceStep } from '../workflows/search-attributes.js';
 import { checkNowSignal, verifyDomainWorkflow } from '../workflows/verify-domain.js';
 import { webhookDeliveryWorkflow } from '../workflows/webhook-delivery.js';
 import { SEARCH_ATTRIBUTES } from './search-attributes.js';
@@ -129,6 +130,30 @@ export function createWorkflowPort(t: TemporalHandle, settings: WorkflowSettings
         typedSearchAttributes: [{ key: SvcDomainId, value: domainId }, ...(userId ? [{ key: SvcAccountId, value: userId }] : [])],
       });
     },
+    enrolmentWorkflowId: sequenceEnrolmentWorkflowId,
+    async enrolContact(start, events) {
+      // Signal-with-start: the open enrolment of (sequence, contact) gets the events, or one starts with them.
+      await t.client.workflow.signalWithStart(enrolSequenceWorkflow, {
+        taskQueue, workflowId: sequenceEnrolmentWorkflowId(start.sequenceId, start.contactId), args: [start], signal: appEventSignal, signalArgs: [events],
+        typedSearchAttributes: [
+          { key: SvcAccountId, value: start.userId }, { key: SvcSequenceId, value: start.sequenceId }, { key: SvcContactId, value: start.contactId },
+          { key: SvcSequenceStep, value: 0 },
+        ],
+      });
+    },
+    async signalEnrolment(workflowId, events) {
+      await t.client.workflow.getHandle(workflowId).signal(appEventSignal, events).catch(ignoreNotFound);
+    },
+    async cancelEnrolment(workflowId) {
+      try {
+        await t.client.workflow.getHandle(workflowId).signal(cancelEnrolmentSignal);
+        return true;
+      } catch (err) {
+        if (err instanceof WorkflowNotFoundError) return false;
+        throw err;
+      }
+    },
+    enrolmentState: (workflowId) => quickQuery(t, workflowId, stateQuery),
     async startWebhookDelivery(d) {
       await t.client.workflow.start(webhookDeliveryWorkflow, {
         taskQueue, workflowId: webhookDeliveryWorkflowId(d.deliveryId), workflowIdConflictPolicy: 'USE_EXISTING',

@@ -1,9 +1,9 @@
 import type { Workflow } from '@temporalio/common';
 import { ScheduleAlreadyRunning, ScheduleOverlapPolicy } from '@temporalio/client';
-import { cleanupAttachmentsScheduleId, engagementSweepScheduleId, pruneAttemptsScheduleId, sweepOutboundScheduleId } from '../workflows/ids.js';
+import { cleanupAttachmentsScheduleId, engagementSweepScheduleId, pruneAttemptsScheduleId, sweepOutboundScheduleId, sweepSequencesScheduleId } from '../workflows/ids.js';
 import type { TemporalHandle } from './client.js';
 import { cleanupAttachmentsWorkflow } from '../workflows/cleanup-attachments.js';
-import { pruneAttemptsWorkflow, sweepEngagementWorkflow } from '../workflows/housekeeping.js';
+import { pruneAttemptsWorkflow, sweepEngagementWorkflow, sweepSequencesWorkflow } from '../workflows/housekeeping.js';
 import { sweepOutboundWorkflow } from '../workflows/sweep-outbound.js';
 
 /** Recurring housekeeping as Temporal Schedules (DESIGN.md); creating one that exists is success. */
@@ -11,6 +11,7 @@ export async function ensureSchedules(t: TemporalHandle, opts: { retrySchedule: 
   const schedules: { scheduleId: string; workflowType: Workflow; every: string; args?: unknown[] }[] = [
     { scheduleId: engagementSweepScheduleId(t.taskQueue), workflowType: sweepEngagementWorkflow, every: '1 minute' },
     { scheduleId: pruneAttemptsScheduleId(t.taskQueue), workflowType: pruneAttemptsWorkflow, every: '1 day' },
+    { scheduleId: sweepSequencesScheduleId(t.taskQueue), workflowType: sweepSequencesWorkflow, every: '1 minute', args: [{}] },
     { scheduleId: sweepOutboundScheduleId(t.taskQueue), workflowType: sweepOutboundWorkflow, every: '1 minute', args: [{ retrySchedule: opts.retrySchedule }] },
     { scheduleId: cleanupAttachmentsScheduleId(t.taskQueue), workflowType: cleanupAttachmentsWorkflow, every: '1 hour', args: [] },
   ];

@@ -20,3 +20,14 @@ export async function pruneAttemptsWorkflow() {
   }
   return { deleted };
 }
+
+/** Schedule: hands sequence outbox rows left behind (a crash between recording an event and signalling) to their enrolments. */
+export async function sweepSequencesWorkflow(input: { olderThanMs?: number } = {}) {
+  let handed = 0;
+  for (let i = 0; i < 20; i++) {
+    const n = await acts.sweepSequenceOutbox({ olderThanMs: input.olderThanMs ?? 30_000, limit: 500 });
+    handed += n;
+    if (n < 500) break;
+  }
+  return { handed };
+}

@@ -15,3 +15,6 @@ export const broadcastWorkflowId = (broadcastId: string) => `broadcast-${broadca
 /** One delivery run per broadcast batch, named by the ledger position of its first recipient. */
 export const broadcastBatchWorkflowId = (broadcastId: string, firstSeq: number) => `broadcast-${broadcastId}-batch-${firstSeq}`;
 export const contactImportWorkflowId = (importId: string) => `import-${importId}`;
+/** One enrolment at a time per (sequence, contact): starting or signalling this id reaches the open one. */
+export const sequenceEnrolmentWorkflowId = (sequenceId: string, contactId: string) => `sequence-${sequenceId}-${contactId}`;
+export const sweepSequencesScheduleId = (taskQueue: string) => `sequences-sweep-${taskQueue}`;

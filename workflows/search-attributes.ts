@@ -12,4 +12,12 @@ export const SvcBroadcastId = defineSearchAttributeKey('SvcBroadcastId', SearchA
 /** Where a broadcast run is: `scheduled`, `sending`, `sent`, `failed`, `canceled`. */
 export const SvcBroadcastStatus = defineSearchAttributeKey('SvcBroadcastStatus', SearchAttributeType.KEYWORD);
 
-export const ALL_SEARCH_ATTRIBUTES = [SvcAccountId, SvcDomain, SvcDomainId, SvcDomainStatus, SvcMessageId, SvcDeliveryId, SvcBroadcastId, SvcBroadcastStatus];
+export const SvcSequenceId = defineSearchAttributeKey('SvcSequenceId', SearchAttributeType.KEYWORD);
+export const SvcContactId = defineSearchAttributeKey('SvcContactId', SearchAttributeType.KEYWORD);
+/** The step an enrolment is on (its index in the sequence version). An INT: SQL visibility has 10 keyword columns. */
+export const SvcSequenceStep = defineSearchAttributeKey('SvcSequenceStep', SearchAttributeType.INT);
+
+export const ALL_SEARCH_ATTRIBUTES = [
+  SvcAccountId, SvcDomain, SvcDomainId, SvcDomainStatus, SvcMessageId, SvcDeliveryId, SvcBroadcastId, SvcBroadcastStatus,
+  SvcSequenceId, SvcContactId, SvcSequenceStep,
+];

@@ -24,6 +24,8 @@ import * as mailbox from './mailbox.js';
 import * as contacts from './contacts.js';
 import * as lists from './lists.js';
 import * as broadcasts from './broadcasts.js';
+import * as sequences from './sequences.js';
+import * as events from './events.js';
 
 const ops = (m: Record<string, unknown>) => Object.values(m).filter((v): v is Operation => typeof v === 'object' && v !== null && 'handler' in v);
 
@@ -46,5 +48,5 @@ export const operations: readonly Operation[] = [
   ...ops(hosted), ...ops(registration), ...ops(domains), ...ops(encryption), ...ops(templates),
   ...ops(send), ...ops(scheduled), ...ops(messages), ...ops(suppressions),
   ...ops(webhooks), ...ops(routes), ...ops(deliveries), ...ops(engagement), ...ops(appPasswords), ...ops(mailbox),
-  ...ops(contacts), ...ops(lists), ...ops(broadcasts),
+  ...ops(contacts), ...ops(lists), ...ops(broadcasts), ...ops(sequences), ...ops(events),
 ].sort(specificity);

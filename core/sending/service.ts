@@ -20,6 +20,7 @@ import { parseScheduledAt } from './schedule-time.js';
 import type { SuppressionService } from './suppressions.js';
 import type { Tracking } from './tracking.js';
 import type { ContactService } from '../contacts/service.js';
+import type { SendEnrolments } from '../sequences/send-enrolment.js';
 
 export type AttachmentSpec = { filename: string; url?: string; content?: string; contentType?: string };
 export type Scalar = string | number | boolean | null;
@@ -46,6 +47,7 @@ type Prepared = {
 export function createSendService(deps: {
   db: Db; accounts: AccountService; usage: UsageService; suppressions: SuppressionService; templates: TemplateService;
   attachments: AttachmentService; tracking: Tracking; queue: OutboundQueue; scheduled: ScheduledSendService; contacts: ContactService;
+  enrolments: SendEnrolments;
 }) {
   const { db } = deps;
 
@@ -125,7 +127,7 @@ export function createSendService(deps: {
 
   return {
     async send(actor: Actor, input: SendInput) {
-      if (input.sequence) throw notFound(`No active sequence named "${input.sequence}"`, 'sequence_not_found');
+      const enrol = input.sequence ? await deps.enrolments.resolve(actor.userId, { ...input, sequence: input.sequence }) : undefined;
       const to = parseMailboxes(input.to, 'to');
       const cc = parseMailboxes(input.cc, 'cc');
       const bcc = parseMailboxes(input.bcc, 'bcc');
@@ -134,7 +136,10 @@ export function createSendService(deps: {
       const over = limitError(p.room, to.length + cc.length + bcc.length);
       if (over) throw over;
       const row = build(p, { to, cc, bcc, explicit: input, data: input.templateData, headers: checkHeaders(input.headers), metadata: input.metadata });
+      // Enrolment rows go first: the enrolment checks that its message committed, so a failed commit enrolls nobody.
+      const owed = enrol ? await deps.enrolments.write(p.user.id, enrol, { messageId: row.id!, from: row.fromAddr, subject: row.subject ?? '', to: to.map((m) => m.address) }) : [];
       const ssnd = await commit(p, [row]);
+      if (owed.length) deps.enrolments.handOver(owed);
       touchContacts(p.user.id, [row]);
       return p.scheduledAt
         ? { id: ssnd.get(row.id!)!, status: 'scheduled' as const, scheduledAt: p.scheduledAt }

@@ -7,3 +7,4 @@ export * from './oauth.js';
 export * from './mailboxes.js';
 export * from './broadcasts.js';
 export * from './service-domain.js';
+export * from './sequences.js';

@@ -3,6 +3,7 @@ import { schema } from '../../db/index.js';
 import { startTestDns } from './dns.js';
 import { freePort } from './ports.js';
 import { startSmtpSink } from './smtp-sink.js';
+import type { Role } from '../../runtime/service.js';
 import { startStack } from './stack.js';
 
 export const SERVICE = 'send.svc.test';
@@ -13,7 +14,7 @@ export const FROM_DOMAIN = `acme.${SERVICE}`;
  * MX, an SMTP sink as that MX, the built-in DNS server for the hosted sender domain, and a verified
  * account with the sending domain `acme.send.svc.test` and its account key.
  */
-export async function startSendingStack(opts: { onRcpt?: (address: string) => { code: number; message: string } | undefined; env?: Record<string, string> } = {}) {
+export async function startSendingStack(opts: { onRcpt?: (address: string) => { code: number; message: string } | undefined; env?: Record<string, string>; roles?: Role[] } = {}) {
   const sink = await startSmtpSink({ onRcpt: opts.onRcpt });
   const dns = await startTestDns();
   dns.zone.set('rcpt.test', 'MX', [{ value: 'sink.rcpt.test', priority: 10 }]);
@@ -22,7 +23,7 @@ export async function startSendingStack(opts: { onRcpt?: (address: string) => { 
   const stack = await startStack({
     OUTBOUND_MODE: 'mx', MX_PORT: String(sink.port), DNS_SERVERS: dns.server.address, SERVICE_DOMAIN: SERVICE, DNS_PORT: String(dnsPort),
     ATTACHMENT_FETCH_ALLOW_PRIVATE: '1', OUTBOUND_RETRY_SCHEDULE: '500,500', ...opts.env,
-  });
+  }, opts.roles);
   const session = (await stack.api('POST', '/api/auth/signup', { body: { email: 'sender@example.com', password: 'sender password' } })).body;
   await stack.service.core.db.update(schema.users).set({ emailVerified: true }).where(eq(schema.users.id, session.user.id));
   await stack.api('POST', '/api/domains/subdomain', { token: session.token, body: { subdomain: 'acme' } });
