@@ -54,7 +54,7 @@ export async function enrolSequenceWorkflow(start: EnrolmentStart) {
     });
     record = undefined;
     if (entered.exit) return finish('exited', entered.exit);
-    if (step.type === 'exit') { i = steps.length; break; }
+    if (step.type === 'exit') break;
     if (step.type === 'send') {
       const r = await sendSequenceEmail({ enrolmentId: opened.enrolmentId, index: i, start, from: opened.definition.from, replyTo: opened.definition.replyTo, step, event: lastEvent });
       if (r.exit) return finish('exited', r.exit);

@@ -32,7 +32,7 @@ export function createSequenceDispatcher(deps: { db: Db; port: EnrolmentSignalPo
   const { db } = deps;
   const maxBatch = deps.maxBatch ?? 500;
   const concurrency = deps.concurrency ?? 32;
-  let pending: OutboxRow[] = [];
+  const pending: OutboxRow[] = [];
   let running: Promise<void> | undefined;
   let idle: (() => void)[] = [];
 
