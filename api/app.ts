@@ -12,10 +12,19 @@ import { mountPages } from './pages.js';
 import { mountTrackingRoutes } from './tracking-routes.js';
 import { mountImportBody, mountUnsubscribeRoutes } from './unsubscribe-routes.js';
 import { mountRest } from './rest.js';
-import { collectSchemas, mountSchemaRoutes } from './schemas.js';
+import { mountOpenApi } from './openapi.js';
+import { collectSchemas, mountSchemaRoutes, type SchemaEntry } from './schemas.js';
+import { WEBHOOK_PAYLOADS } from '../core/webhooks/payload-schemas.js';
+import { customEvent } from './ops/events.js';
 import { trpcMiddleware } from './trpc.js';
 
-export const allSchemas = () => collectSchemas(operations, [healthSchema, healthDetailSchema]);
+/** Published besides the operations: every webhook payload, and the application event record (SPEC.md Custom event). */
+const payloadSchemas: SchemaEntry[] = [
+  ...Object.entries(WEBHOOK_PAYLOADS).map(([type, p]) => ({ name: p.name, title: `${type} webhook payload`, schema: p.schema, io: 'output' as const })),
+  { name: 'custom-event', title: 'Application event (cev_…) as GET /v1/events answers it', schema: customEvent, io: 'output' },
+];
+
+export const allSchemas = () => collectSchemas(operations, [healthSchema, healthDetailSchema, ...payloadSchemas]);
 
 /** The one Express app: REST at SPEC.md paths, tRPC at /trpc, schemas, health and pages. */
 export function createApp(core: Core): Express {
@@ -28,6 +37,7 @@ export function createApp(core: Core): Express {
   app.use(express.urlencoded({ extended: false, limit: '100kb', parameterLimit: 100 }));
   mountHealth(app, core);
   mountSchemaRoutes(app, allSchemas(), core.config.publicUrl);
+  mountOpenApi(app, operations, core.config.publicUrl);
   mountPages(app);
   mountOAuthEndpoints(app, core);
   mountAuthorize(app, core);

@@ -218,7 +218,38 @@ const examples: Record<string, () => Promise<Example>> = {
     await stack.api('POST', `/api/broadcasts/${id}/send`, { token: session, body: { scheduledAt: 'in 1 hour' } });
     return { token: session, path: `/api/broadcasts/${id}/cancel` };
   },
+  'sequences.list': async () => ({ token: session }),
+  'sequences.create': async () => ({ token: session, body: sequenceBody() }),
+  'sequences.get': async () => ({ token: session, path: `/api/sequences/${await newSequenceId()}` }),
+  'sequences.update': async () => ({ token: session, path: `/api/sequences/${await newSequenceId()}`, body: { status: 'paused', steps: [{ type: 'wait', duration: '1h' }] } }),
+  'sequences.delete': async () => ({ token: session, path: `/api/sequences/${await newSequenceId('draft')}` }),
+  'sequences.enrolments': async () => ({ token: session, path: `/api/sequences/${(await newEnrolment()).sequenceId}/enrolments` }),
+  'enrolments.get': async () => ({ token: session, path: `/api/enrolments/${(await newEnrolment()).id}` }),
+  'enrolments.cancel': async () => ({ token: session, path: `/api/enrolments/${(await newEnrolment()).id}/cancel` }),
+  'events.post': async () => ({ token: await key(), body: { name: 'contract.event', email: `e${++n}@example.com`, payload: { plan: 'pro', nested: { a: 1 } }, dedupeKey: `d${n}` } }),
+  'events.list': async () => ({ token: await key(), query: 'name=contract.event&limit=5' }),
+  'events.names': async () => ({ token: await key() }),
 };
+
+const sequenceBody = (status = 'active') => ({
+  name: `s${++n}`, status, from: FROM, input: { plan: 'string' }, trigger: { type: 'event', event: `contract-start-${n}` },
+  steps: [{ type: 'wait_for_event', event: 'contract-never', match: { plan: 'pro' }, timeout: '1h', onArrived: 'exit' }, { type: 'send', subject: 'Hi {{input.plan}}', text: 't' }],
+});
+async function newSequenceId(status = 'active'): Promise<string> {
+  return (await stack.api('POST', '/api/sequences', { token: session, body: sequenceBody(status) })).body.id;
+}
+/** An enrolment parked on a one-hour wait_for_event. */
+async function newEnrolment(): Promise<{ id: string; sequenceId: string }> {
+  const body = sequenceBody();
+  const sequenceId = (await stack.api('POST', '/api/sequences', { token: session, body })).body.id;
+  const contactId = await newContactId();
+  await stack.api('POST', '/v1/events', { token: await key(), body: { name: body.trigger.event, contactId } });
+  const [e] = await eventually(async () => {
+    const l = (await stack.api('GET', `/api/sequences/${sequenceId}/enrolments`, { token: session })).body;
+    return l.length ? l : undefined;
+  });
+  return { id: e.id, sequenceId };
+}
 
 /** Links a new app to the contract account over the real OAuth flow; answers its access token and grant id. */
 async function linkedApp(): Promise<{ accessToken: string; grantId: string }> {
@@ -321,6 +352,15 @@ describe('every operation', () => {
     const wrong = await stack.api(op.method, ex.path ?? op.path, { token: ex.token, body: Object.fromEntries(keys.map((k) => [k, { nested: true }])) });
     expect([400]).toContain(wrong.status);
     expect(typeof wrong.body.error).toBe('string');
+  });
+});
+
+describe('OpenAPI', () => {
+  it('serves the generated OpenAPI 3.1 document at /v1/openapi.json', async () => {
+    const res = await stack.api('GET', '/v1/openapi.json');
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ openapi: '3.1.0', servers: [{ url: stack.config.publicUrl }] });
+    expect(Object.values(res.body.paths).reduce((k: number, item: any) => k + Object.keys(item).length, 0)).toBe(operations.length);
   });
 });
 

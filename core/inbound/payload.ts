@@ -1,4 +1,5 @@
 import type { ParsedMail, AddressObject } from 'mailparser';
+import type { EmailReceivedPayload } from '../webhooks/payload-schemas.js';
 
 export type Party = { address: string; name?: string };
 export type InboundAttachment = { id: string; filename: string; contentType: string; size: number; url?: string; content?: string };

@@ -9,6 +9,7 @@ import { describeError } from '../log.js';
 import type { WorkflowPort } from '../index.js';
 import type { AccountSecretService } from './account-secret.js';
 import type { DeliveryStore } from './deliveries.js';
+import { engagementPayload, type EngagementPayload } from './payload-schemas.js';
 import { postWebhook } from './post.js';
 import { TRACKING_PATTERN, type RouteService } from './routes.js';
 import { checkWebhookDestination, type NetPolicy } from './url.js';
@@ -53,13 +54,17 @@ export function createEngagementService(deps: {
     return isScoped(actor) ? {} : { signingSecret: await deps.accountSecret.get(actor.userId) };
   }
 
-  async function payloadOf(e: typeof ev.$inferSelect) {
+  async function payloadOf(e: typeof ev.$inferSelect): Promise<EngagementPayload> {
     const [m] = e.messageId ? await db.select().from(schema.messages).where(eq(schema.messages.id, e.messageId)) : [];
     const data = (e.data ?? {}) as Record<string, unknown>;
-    return {
+    const payload = {
       id: e.id, type: e.type, createdAt: e.createdAt, createdAtIso: new Date(e.createdAt).toISOString(),
       data: { messageId: e.messageId, from: m?.fromAddr ?? null, to: e.recipient ? [e.recipient] : (m?.toAddrs ?? []), subject: m?.subject ?? null, ...data },
     };
+    // Built through the published schema (GET /v1/schemas/webhook-email-*.json); a row it does not describe is sent as stored, and logged.
+    const checked = engagementPayload.safeParse(payload);
+    if (!checked.success) console.error(`[engagement] event ${e.id} does not match its published schema: ${checked.error.message}`);
+    return checked.success ? checked.data : payload as EngagementPayload;
   }
 
   return {

@@ -1,6 +1,28 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { Ajv, type ValidateFunction } from 'ajv';
+import addFormats from 'ajv-formats';
+import { toJsonSchema } from '../../api/schemas.js';
+import { WEBHOOK_PAYLOADS } from '../../core/webhooks/payload-schemas.js';
+
+const ajv = new Ajv({ strict: false, allErrors: true });
+(addFormats as unknown as (a: Ajv) => void)(ajv);
+const validators = new Map<string, ValidateFunction>();
+
+/** Checks a webhook body against the schema /v1/schemas publishes for its `type`; answers the problem, or undefined. */
+export function checkPublishedSchema(json: unknown): string | undefined {
+  const type = (json as { type?: unknown } | null)?.type;
+  const entry = typeof type === 'string' ? WEBHOOK_PAYLOADS[type as keyof typeof WEBHOOK_PAYLOADS] : undefined;
+  if (!entry) return `no published schema for type ${JSON.stringify(type)}`;
+  let validate = validators.get(entry.name);
+  if (!validate) {
+    const { $id: _id, ...schema } = toJsonSchema({ name: entry.name, title: entry.name, schema: entry.schema, io: 'output' }, 'http://schemas.test');
+    validate = ajv.compile(schema);
+    validators.set(entry.name, validate);
+  }
+  return validate(json) ? undefined : `${type}: ${ajv.errorsText(validate.errors)}`;
+}
 
 export type Hit = { path: string; headers: IncomingMessage['headers']; body: string; json: any; verified: boolean };
 type Behavior = (hit: Hit, count: number) => { status: number; body?: string; headers?: Record<string, string> };
@@ -19,6 +41,8 @@ export async function startWebhookReceiver() {
   const behaviors = new Map<string, Behavior>();
   const secrets = new Map<string, string>();
   const delays = new Map<string, number>();
+  /** Every body the service POSTs must validate against its published schema; close() fails the suite otherwise. */
+  const schemaErrors: string[] = [];
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     let body = '';
     req.on('data', (c) => (body += c));
@@ -29,6 +53,8 @@ export async function startWebhookReceiver() {
       const secret = secrets.get(path);
       const hit: Hit = { path, headers: req.headers, body, json, verified: secret ? verifySignature(secret, req.headers['x-svc-signature'] as string, body) : false };
       hits.push(hit);
+      const problem = checkPublishedSchema(json);
+      if (problem) schemaErrors.push(`${path}: ${problem}`);
       const count = hits.filter((h) => h.path === path).length;
       const fallback: Behavior = () => ({ status: 200, body: '{"status":"ok"}' });
       const out = (behaviors.get(path) ?? fallback)(hit, count);
@@ -40,7 +66,7 @@ export async function startWebhookReceiver() {
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   return {
-    base, hits,
+    base, hits, schemaErrors,
     on(path: string, b: Behavior) { behaviors.set(path, b); },
     secret(path: string, s: string) { secrets.set(path, s); },
     /** Answers requests on `path` only after `ms` (a slow receiver). */
@@ -54,6 +80,9 @@ export async function startWebhookReceiver() {
       }
       return hits.filter((h) => h.path === path);
     },
-    close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }),
+    async close() {
+      await new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); });
+      if (schemaErrors.length) throw new Error(`webhook bodies that do not match their published schema:\n${schemaErrors.join('\n')}`);
+    },
   };
 }
