@@ -106,15 +106,24 @@ describe('sequences with wait_for_event', () => {
     expect([...outcomes.values()].every((o) => o === 'arrived' || o === 'timed_out')).toBe(true);
   });
 
-  it('exits when the contact unsubscribes during a wait', async () => {
+  it('exits when the contact unsubscribes or is suppressed during a wait (and only that contact)', async () => {
     const seq = await onboarding('Unsub', 'unsub-signup', '1500ms');
     const c = await h.contact('unsub@rcpt.test', 'Una');
-    await h.event({ name: 'unsub-signup', email: 'unsub@rcpt.test' });
-    await eventually(async () => h.subjects('unsub@rcpt.test').length === 1);
+    await h.contact('supp@rcpt.test', 'Sue');
+    await h.contact('stays@rcpt.test', 'Stan');
+    for (const email of ['unsub@rcpt.test', 'supp@rcpt.test', 'stays@rcpt.test']) await h.event({ name: 'unsub-signup', email });
+    await eventually(async () => h.subjects('unsub@rcpt.test').length === 1 && h.subjects('supp@rcpt.test').length === 1);
     await h.api('PATCH', `/api/contacts/${c.id}`, { subscribed: false });
+    expect((await env.stack.api('POST', '/api/contacts/suppressions', { token: env.session, body: { email: 'supp@rcpt.test' } })).status).toBeLessThan(300);
     const [e] = await h.ended(seq.id, 'unsub@rcpt.test');
     expect(e).toMatchObject({ status: 'exited', exitReason: 'unsubscribed' });
+    const [s] = await h.ended(seq.id, 'supp@rcpt.test');
+    expect(s).toMatchObject({ status: 'exited', exitReason: 'suppressed' });
+    const [kept] = await h.ended(seq.id, 'stays@rcpt.test');
+    expect(kept).toMatchObject({ status: 'completed', exitReason: null });
     expect(h.subjects('unsub@rcpt.test')).toEqual(['Welcome Una']);
+    expect(h.subjects('supp@rcpt.test')).toEqual(['Welcome Sue']);
+    await eventually(async () => h.subjects('stays@rcpt.test').length === 2);
   });
 });
 

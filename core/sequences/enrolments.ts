@@ -40,13 +40,12 @@ export function createEnrolmentStore(deps: {
 
   /** Why the contact can no longer be mailed, or undefined. */
   async function exitReason(userId: string, contactId: string): Promise<string | undefined> {
-    const [row] = await db.select({
-      subscribed: c.subscribed,
-      suppressed: sql<boolean>`exists (select 1 from ${schema.suppressions} s where s.user_id = ${userId} and s.email = ${c.email})`,
-    }).from(c).where(and(eq(c.userId, userId), eq(c.id, contactId)));
+    const [row] = await db.select({ subscribed: c.subscribed, email: c.email }).from(c).where(and(eq(c.userId, userId), eq(c.id, contactId)));
     if (!row) return 'contact_deleted';
     if (!row.subscribed) return 'unsubscribed';
-    return row.suppressed ? 'suppressed' : undefined;
+    const sup = schema.suppressions;
+    const [hit] = await db.select({ email: sup.email }).from(sup).where(and(eq(sup.userId, userId), eq(sup.email, row.email))).limit(1);
+    return hit ? 'suppressed' : undefined;
   }
 
   return {
