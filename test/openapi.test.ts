@@ -4,6 +4,7 @@ import { openApiDocument } from '../api/openapi.js';
 import { operations } from '../api/ops/index.js';
 import { allSchemas } from '../api/app.js';
 import { toJsonSchema } from '../api/schemas.js';
+import { checkPublishedSchema } from './helpers/webhook-receiver.js';
 
 describe('OpenAPI 3.1 document', () => {
   const doc = openApiDocument(operations, 'https://mail.example.com') as any;
@@ -36,5 +37,14 @@ describe('OpenAPI 3.1 document', () => {
     const received = toJsonSchema(allSchemas().find((s) => s.name === 'webhook-email-received')!, 'https://mail.example.com') as any;
     expect(received.required).toEqual(expect.arrayContaining(['id', 'type', 'from', 'to', 'subject', 'text', 'html', 'threadId', 'receivedAt', 'auth', 'attachments']));
     expect(received.properties.type).toEqual({ type: 'string', const: 'email.received' });
+  });
+
+  it('the test webhook receiver holds every body to its published schema', () => {
+    const now = Date.now();
+    const test = { id: 'evt_1', type: 'webhook.test', createdAt: now, createdAtIso: new Date(now).toISOString(), data: { domain: 'a.example' } };
+    expect(checkPublishedSchema(test)).toBeUndefined();
+    expect(checkPublishedSchema({ ...test, data: {} })).toContain('domain');
+    expect(checkPublishedSchema({ ...test, type: 'email.opened', data: { messageId: 'msg_1', from: null, to: [], subject: null } })).toContain('open');
+    expect(checkPublishedSchema({ type: 'email.unknown' })).toContain('no published schema');
   });
 });
