@@ -19,7 +19,7 @@ export function threadIdOf(mail: ParsedMail): string | null {
 /** DESIGN.md `email.received` payload, without `to` (each delivery adds the RCPT it carries). */
 export function receivedPayload(m: {
   id: string; mail: ParsedMail; envelopeFrom: string; receivedAt: number; auth: Record<string, string | null>; attachments: InboundAttachment[];
-}) {
+}): Omit<EmailReceivedPayload, 'to'> & { type: 'email.received'; from: Party } {
   const from = firstAddress(m.mail.from) ?? { address: m.envelopeFrom.toLowerCase() };
   return {
     id: m.id,
