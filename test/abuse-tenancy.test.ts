@@ -76,6 +76,12 @@ beforeAll(async () => {
   ok(await stack.api('POST', `/api/lists/${a.list}/contacts`, { token: A.session, body: { contactIds: [a.contact] } }));
   a.import = ok(await stack.api('POST', `/api/lists/${a.list}/import`, { token: A.session, body: { csv: 'email\nimported@example.com\n' } })).id;
   a.broadcast = ok(await stack.api('POST', '/api/broadcasts', { token: A.session, body: { from: `news@${a.domainName}`, subject: 'A news', text: 'x', audience: { type: 'list', id: a.list } } })).id;
+  a.sequence = ok(await stack.api('POST', '/api/sequences', { token: A.session, body: {
+    name: 'A sequence', status: 'active', from: `drip@${a.domainName}`, trigger: { type: 'event', event: 'a-start' },
+    steps: [{ type: 'wait_for_event', event: 'a-never', timeout: '1h' }],
+  } })).id;
+  a.event = ok(await stack.api('POST', '/v1/events', { token: A.key, body: { name: 'a-start', contactId: a.contact, payload: { secret: 'A event payload' } } })).id;
+  a.enrolment = await eventually(async () => ok(await stack.api('GET', `/api/sequences/${a.sequence}/enrolments`, { token: A.session }))[0]?.id as string);
 });
 afterAll(async () => {
   await stack?.stop();
@@ -91,6 +97,7 @@ function pathOf(op: Operation): string {
       '/v1/scheduled': a.scheduled!, '/api/templates': a.template!, '/api/keys/scoped': a.scopedKeyId!, '/api/contacts/suppressions': a.suppressed!,
       '/api/app-passwords': a.appPassword!, '/api/mailbox/messages': a.mailboxUid!, '/api/oauth/grants': a.grant!, '/api/contacts': a.contact!,
       '/api/lists': a.list!, '/api/lists/:id/contacts': a.contact!, '/api/lists/:id/imports': a.import!, '/api/broadcasts': a.broadcast!,
+      '/api/sequences': a.sequence!, '/api/enrolments': a.enrolment!,
     };
     const id = ids[family];
     if (!id) throw new Error(`the tenancy walk does not know ":${param}" of ${op.path}: add A's resource for it`);
@@ -108,6 +115,8 @@ const bodies = (): Record<string, unknown> => ({
   'engagement.setWebhookEvents': { events: 'all' },
   'templates.update': { name: 'stolen' },
   'lists.update': { name: 'stolen' },
+  'sequences.update': { name: 'stolen', status: 'paused' },
+  'events.post': { name: 'a-start', contactId: a.contact },
   'lists.addContacts': { emails: ['steal@example.com'] },
   'lists.import': { csv: 'email\nsteal@example.com\n' },
   'domains.setEncryption': { publicKey: PUBLIC_KEY },
@@ -118,6 +127,7 @@ const bodies = (): Record<string, unknown> => ({
 /** Strings only A (and, for the scoped key, only A's first domain) may see. */
 const secretsOfA = (forScopedKey: boolean) => [
   a.domain, a.domainName, a.message, a.inbound, a.delivery, a.route, a.scheduled, a.scopedKeyId, a.hookSecret, a.accountSecret,
+  a.sequence, 'A sequence', a.enrolment, a.event, 'A event payload',
   ...(forScopedKey ? [] : [a.template, 'secret template text', a.suppressed, 'tenant-a@example.com', a.key]),
 ].filter(Boolean) as string[];
 
@@ -172,6 +182,9 @@ describe('after the walk', () => {
     expect((await stack.api('GET', `/api/lists/${a.list}`, { token: A })).body.name).toBe('A list');
     expect((await stack.api('GET', `/api/broadcasts/${a.broadcast}`, { token: A })).body.status).toBe('draft');
     expect((await stack.api('GET', '/api/app-passwords', { token: A })).body.map((p: any) => p.id)).toContain(a.appPassword);
+    expect((await stack.api('GET', `/api/sequences/${a.sequence}`, { token: A })).body).toMatchObject({ name: 'A sequence', status: 'active', version: 1 });
+    expect((await stack.api('GET', `/api/enrolments/${a.enrolment}`, { token: A })).body).toMatchObject({ status: 'running', live: true });
+    expect((await stack.api('GET', '/v1/events', { token: a.key })).body.events.map((e: any) => e.id)).toEqual([a.event]);
   });
 
   it('a scoped key configuring its own domain never receives the account secret', async () => {
