@@ -9,6 +9,8 @@ export function sequenceActivities(deps: { enrolmentStore: EnrolmentStore; dispa
     openEnrolment: store.open,
     /** Records the finished step and the one starting; answers an exit reason, or the events a wait finds already posted. */
     enterEnrolmentStep: store.enterStep,
+    /** Re-checks the contact during a wait (after contactChangedSignal): an exit reason, or null. */
+    checkEnrolmentContact: store.checkContact,
     /** Queues a step's email (message id derived from enrolment and step: sent once) and starts its delivery. */
     sendSequenceEmail: store.send,
     /** Writes the final status of an enrolment. */

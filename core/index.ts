@@ -143,12 +143,12 @@ export function createCore(deps: { database: Database; config: Config; workflows
   const scopedKeys = createScopedKeyService({ db, sealer, domains });
   const encryption = createEncryptionService({ db, domains });
   const templates = createTemplateService({ db });
-  const suppressions = createSuppressionService({ db });
+  const suppressions = createSuppressionService({ db, onSuppressed: (userId, email) => contactChanged(userId, { email }) });
   const events = createEventService({ db });
   const reports = createReportService({ db, events, suppressions });
   const tracking = createTracking({ publicUrl: config.publicUrl, secretKey: config.secretKey });
   const scheduled = createScheduledSendService({ db, workflows: deps.workflows });
-  const contacts = createContactService({ db });
+  const contacts = createContactService({ db, onUnsubscribed: (userId, contactId) => contactChanged(userId, { contactId }) });
   const lists = createListService({ db });
   const imports = createImportService({ db, workflows: deps.workflows });
   const unsubscribe = createUnsubscribeTokens({ secretKey: config.secretKey, publicUrl: config.publicUrl });
@@ -161,6 +161,11 @@ export function createCore(deps: { database: Database; config: Config; workflows
   const sequences = createSequenceService({ db, templates, workflows: deps.workflows });
   const enrolmentStore = createEnrolmentStore({ db, templates, usage, unsubscribe, startDelivery: (ids, userId) => deps.workflows.startOutboundBatch(ids, userId) });
   const sendEnrolments = createSendEnrolments({ db, dispatcher });
+  /** A contact that can no longer be mailed: its running enrolments re-check it now rather than at their next step. */
+  function contactChanged(userId: string, by: { contactId: string } | { email: string }) {
+    enrolmentStore.runningOf(userId, by).then((ids) => Promise.all(ids.map((id) => deps.workflows.nudgeEnrolment(id))))
+      .catch((err) => console.error(`[sequences] could not tell enrolments of a contact change (their next step checks): ${describeError(err)}`));
+  }
   const sending = createSendService({ db, accounts, usage, suppressions, templates, attachments, tracking, queue, scheduled, contacts, enrolments: sendEnrolments });
   const runLink = (workflowId: string) => (config.temporalUiUrl
     ? `${config.temporalUiUrl}/namespaces/${encodeURIComponent(config.temporal.namespace)}/workflows/${encodeURIComponent(workflowId)}`

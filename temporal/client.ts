@@ -9,7 +9,7 @@ import { importContactsWorkflow, importProgressQuery } from '../workflows/import
 import { engagementDispatchWorkflow, moreEventsSignal } from '../workflows/engagement-dispatch.js';
 import { broadcastWorkflowId, contactImportWorkflowId, deferredDeliveryWorkflowId, deliverOutboundWorkflowId, engagementDispatchWorkflowId, inboundDeliveryWorkflowId, scheduledSendWorkflowId, sequenceEnrolmentWorkflowId, verifyDomainWorkflowId, webhookDeliveryWorkflowId } from '../workflows/ids.js';
 import { inboundDeliveryWorkflow } from '../workflows/inbound-delivery.js';
-import { appEventSignal, cancelEnrolmentSignal, enrolSequenceWorkflow, stateQuery } from '../workflows/sequence-enrolment.js';
+import { appEventSignal, cancelEnrolmentSignal, contactChangedSignal, enrolSequenceWorkflow, stateQuery } from '../workflows/sequence-enrolment.js';
 import { cancelUpdate, scheduledSendWorkflow } from '../workflows/scheduled-send.js';
 import { SvcAccountId, SvcBroadcastId, SvcBroadcastStatus, SvcDeliveryId, SvcContactId, SvcDomain, SvcDomainId, SvcDomainStatus, SvcMessageId, SvcSequenceId, SvcSequenceStep } from '../workflows/search-attributes.js';
 import { checkNowSignal, verifyDomainWorkflow } from '../workflows/verify-domain.js';
@@ -154,6 +154,9 @@ export function createWorkflowPort(t: TemporalHandle, settings: WorkflowSettings
       }
     },
     enrolmentState: (workflowId) => quickQuery(t, workflowId, stateQuery),
+    async nudgeEnrolment(workflowId) {
+      await t.client.workflow.getHandle(workflowId).signal(contactChangedSignal).catch(ignoreNotFound);
+    },
     async startWebhookDelivery(d) {
       await t.client.workflow.start(webhookDeliveryWorkflow, {
         taskQueue, workflowId: webhookDeliveryWorkflowId(d.deliveryId), workflowIdConflictPolicy: 'USE_EXISTING',

@@ -106,19 +106,23 @@ describe('sequences with wait_for_event', () => {
     expect([...outcomes.values()].every((o) => o === 'arrived' || o === 'timed_out')).toBe(true);
   });
 
-  it('exits when the contact unsubscribes or is suppressed during a wait (and only that contact)', async () => {
-    const seq = await onboarding('Unsub', 'unsub-signup', '1500ms');
+  it('exits at once when the contact unsubscribes or is suppressed during a wait (and only that contact)', async () => {
+    const seq = await onboarding('Unsub', 'unsub-signup', '8s');
     const c = await h.contact('unsub@rcpt.test', 'Una');
     await h.contact('supp@rcpt.test', 'Sue');
     await h.contact('stays@rcpt.test', 'Stan');
     for (const email of ['unsub@rcpt.test', 'supp@rcpt.test', 'stays@rcpt.test']) await h.event({ name: 'unsub-signup', email });
     await eventually(async () => h.subjects('unsub@rcpt.test').length === 1 && h.subjects('supp@rcpt.test').length === 1);
+    const changedAt = Date.now();
     await h.api('PATCH', `/api/contacts/${c.id}`, { subscribed: false });
     expect((await env.stack.api('POST', '/api/contacts/suppressions', { token: env.session, body: { email: 'supp@rcpt.test' } })).status).toBeLessThan(300);
     const [e] = await h.ended(seq.id, 'unsub@rcpt.test');
     expect(e).toMatchObject({ status: 'exited', exitReason: 'unsubscribed' });
     const [s] = await h.ended(seq.id, 'supp@rcpt.test');
     expect(s).toMatchObject({ status: 'exited', exitReason: 'suppressed' });
+    // They exit in the middle of the 8 s wait (contactChangedSignal), not at its end.
+    expect(Math.max(e.endedAt, s.endedAt) - changedAt).toBeLessThan(5000);
+    expect(e.steps.map((x: any) => x.outcome)).toEqual(['sent']);
     const [kept] = await h.ended(seq.id, 'stays@rcpt.test');
     expect(kept).toMatchObject({ status: 'completed', exitReason: null });
     expect(h.subjects('unsub@rcpt.test')).toEqual(['Welcome Una']);

@@ -12,6 +12,8 @@ const { sendSequenceEmail } = proxyActivities<Activities>({ startToCloseTimeout:
 export const appEventSignal = defineSignal<[EnrolmentEvent[]]>('appEventSignal');
 /** Stop the enrolment: it ends `canceled` at once (a wait is cut short; a send under way finishes). */
 export const cancelEnrolmentSignal = defineSignal('cancelEnrolmentSignal');
+/** The contact unsubscribed, was suppressed or deleted: a wait under way re-checks it and exits if it can no longer be mailed. */
+export const contactChangedSignal = defineSignal('contactChangedSignal');
 export const stateQuery = defineQuery<EnrolmentState>('stateQuery');
 
 const MAX_BUFFERED = 200;
@@ -27,12 +29,14 @@ export async function enrolSequenceWorkflow(start: EnrolmentStart) {
   const received: EnrolmentEvent[] = [];
   const used = new Set<string>([start.trigger.key]);
   let canceled = false;
+  let recheck = false;
   const state: EnrolmentState = { enrolmentId: null, step: null, stepType: null, waitingFor: null, waitUntil: null, stepsDone: 0, finished: false };
   setHandler(appEventSignal, (events) => {
     for (const ev of events) if (!used.has(ev.id) && !received.some((r) => r.id === ev.id)) received.push(ev);
     if (received.length > MAX_BUFFERED) received.splice(0, received.length - MAX_BUFFERED);
   });
   setHandler(cancelEnrolmentSignal, () => void (canceled = true));
+  setHandler(contactChangedSignal, () => void (recheck = true));
   setHandler(stateQuery, () => state);
 
   const info = workflowInfo();
@@ -62,7 +66,8 @@ export async function enrolSequenceWorkflow(start: EnrolmentStart) {
       i += 1;
     } else if (step.type === 'wait') {
       state.waitUntil = startedAt + step.duration;
-      await condition(() => canceled, step.duration);
+      const exit = await park(() => false, state.waitUntil);
+      if (exit) return finish('exited', exit);
       record = { index: i, type: step.type, outcome: 'waited', at: Date.now(), startedAt };
       i += 1;
     } else {
@@ -71,9 +76,10 @@ export async function enrolSequenceWorkflow(start: EnrolmentStart) {
         && Object.entries(step.match ?? {}).every(([k, v]) => (ev.payload ?? {})[k] === v);
       state.waitUntil = startedAt + step.timeout;
       // The one decision: whichever the workflow sees first, a matching event or the timer.
-      const arrived = await condition(() => canceled || received.some(matches), step.timeout);
-      const ev = arrived && !canceled ? received.find(matches) : undefined;
+      const exit = await park(() => received.some(matches), state.waitUntil);
+      if (exit) return finish('exited', exit);
       if (canceled) break;
+      const ev = received.find(matches);
       if (ev) {
         used.add(ev.id);
         lastEvent = ev.payload ?? {};
@@ -84,6 +90,18 @@ export async function enrolSequenceWorkflow(start: EnrolmentStart) {
     state.stepsDone += 1;
   }
   return finish(canceled ? 'canceled' : 'completed', canceled ? 'canceled' : null);
+
+  /** Waits until `ready()` or the time `until`; on contactChangedSignal re-checks the contact, answering an exit reason. */
+  async function park(ready: () => boolean, until: number): Promise<string | undefined> {
+    for (;;) {
+      const left = until - Date.now();
+      const woke = left > 0 && (await condition(() => canceled || recheck || ready(), left));
+      if (!woke || canceled || ready()) return undefined;
+      recheck = false;
+      const exit = await local.checkEnrolmentContact({ enrolmentId: opened.enrolmentId });
+      if (exit) return exit;
+    }
+  }
 
   async function finish(status: 'completed' | 'exited' | 'canceled', reason: string | null) {
     Object.assign(state, { finished: true, waitingFor: null, waitUntil: null });

@@ -50,7 +50,7 @@ export async function upsertContacts(tx: Tx, userId: string, input: ContactInput
 }
 
 /** Contacts of an account: CRUD, search and cursor paging, and the bulk upsert used by imports and traffic. */
-export function createContactService(deps: { db: Db }) {
+export function createContactService(deps: { db: Db; onUnsubscribed?: (userId: string, contactId: string) => void }) {
   const { db } = deps;
 
   async function load(userId: string, id: string): Promise<Row> {
@@ -99,6 +99,7 @@ export function createContactService(deps: { db: Db }) {
       }
       try {
         const [row] = await db.update(c).set(set).where(and(eq(c.userId, userId), eq(c.id, id))).returning();
+        if (patch.subscribed === false) deps.onUnsubscribed?.(userId, id);
         return contactDto(row!);
       } catch (err) {
         if ((err as { code?: string }).code === '23505') throw conflict(`A contact with the address ${patch.email} exists already`, 'contact_exists');
@@ -111,6 +112,7 @@ export function createContactService(deps: { db: Db }) {
         await tx.delete(schema.listMembers).where(eq(schema.listMembers.contactId, id));
         await tx.delete(c).where(and(eq(c.userId, userId), eq(c.id, id)));
       });
+      deps.onUnsubscribed?.(userId, id);
       return { ok: true as const };
     },
     /** Unsubscribes one contact from every broadcast (idempotent). */
@@ -118,6 +120,7 @@ export function createContactService(deps: { db: Db }) {
       const now = Date.now();
       const [row] = await db.update(c).set({ subscribed: false, unsubscribedAt: sql`coalesce(${c.unsubscribedAt}, ${now})`, updatedAt: now })
         .where(eq(c.id, contactId)).returning();
+      if (row) deps.onUnsubscribed?.(row.userId, row.id);
       return row ? contactDto(row) : undefined;
     },
     /**

@@ -7,7 +7,7 @@ import { newId } from '../ids.js';
 type Tx = Pick<Db, 'insert'>;
 
 /** The suppression list: addresses an account's sends refuse (hard bounces, complaints, manual entries). */
-export function createSuppressionService(deps: { db: Db }) {
+export function createSuppressionService(deps: { db: Db; onSuppressed?: (userId: string, email: string) => void }) {
   const { db } = deps;
   const s = schema.suppressions;
   const dto = (r: typeof s.$inferSelect) => ({ id: r.id, email: r.email, reason: r.reason, messageId: r.messageId, detail: r.detail, createdAt: r.createdAt });
@@ -22,6 +22,8 @@ export function createSuppressionService(deps: { db: Db }) {
         id: newId('sup'), userId, email: email.toLowerCase(), reason, messageId: extra.messageId ?? null,
         detail: extra.detail ?? null, createdAt: Date.now(),
       }).onConflictDoNothing();
+      // Inside a caller's transaction this runs before the commit; the enrolment's next step re-checks anyway.
+      deps.onSuppressed?.(userId, email.toLowerCase());
     },
     async remove(userId: string, email: string) {
       const gone = await db.delete(s).where(and(eq(s.userId, userId), eq(s.email, email.toLowerCase()))).returning({ id: s.id });

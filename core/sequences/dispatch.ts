@@ -18,6 +18,7 @@ export type EnrolmentSignalPort = {
 };
 
 const o = schema.sequenceOutbox;
+const MAX_PENDING = 20_000;
 const s = schema.sequences;
 
 /**
@@ -115,6 +116,8 @@ export function createSequenceDispatcher(deps: { db: Db; port: EnrolmentSignalPo
   return {
     /** Rows committed by the caller: handed over with whatever else is waiting. */
     enqueue(rows: OutboxRow[]) {
+      // Bounded: past the cap (Temporal slower than the API for a long while) rows wait in the table for the sweep.
+      if (pending.length >= MAX_PENDING) return;
       pending.push(...rows);
       queueMicrotask(pump);
     },

@@ -90,6 +90,19 @@ export function createEnrolmentStore(deps: {
       return { events };
     },
 
+    /** Why the enrolment's contact can no longer be mailed (unsubscribed, suppressed, deleted), or null. */
+    async checkContact(input: { enrolmentId: string }): Promise<string | null> {
+      const [row] = await db.select({ userId: e.userId, contactId: e.contactId }).from(e).where(eq(e.id, input.enrolmentId));
+      return row ? (await exitReason(row.userId, row.contactId)) ?? null : 'enrolment_deleted';
+    },
+
+    /** Running enrolments of one contact of an account (by id or address), for contactChangedSignal. */
+    async runningOf(userId: string, by: { contactId: string } | { email: string }) {
+      const rows = await db.select({ workflowId: e.workflowId }).from(e).where(and(eq(e.userId, userId), eq(e.status, 'running'),
+        'contactId' in by ? eq(e.contactId, by.contactId) : eq(e.email, by.email.toLowerCase())));
+      return rows.map((r) => r.workflowId);
+    },
+
     /** Sends one step's email: the message id is derived from (enrolment, step), so a retry never sends twice. */
     async send(input: { enrolmentId: string; index: number; start: EnrolmentStart; from: string; replyTo?: string; step: SendStep; event: Record<string, unknown> }) {
       const { start } = input;

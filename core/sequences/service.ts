@@ -16,6 +16,8 @@ export type SequencePatch = Partial<SequenceDefinition> & { name?: string; statu
 export type EnrolmentPort = {
   enrolmentState(workflowId: string): Promise<EnrolmentState | undefined>;
   cancelEnrolment(workflowId: string): Promise<boolean>;
+  /** Sends contactChangedSignal (an enrolment that has ended is fine). */
+  nudgeEnrolment(workflowId: string): Promise<void>;
 };
 
 const s = schema.sequences;

@@ -65,6 +65,7 @@ CREATE INDEX "app_events_contact_idx" ON "app_events" USING btree ("contact_id",
 CREATE UNIQUE INDEX "app_events_dedupe_uq" ON "app_events" USING btree ("user_id","dedupe_key") WHERE dedupe_key is not null;--> statement-breakpoint
 CREATE INDEX "sequence_enrolments_seq_idx" ON "sequence_enrolments" USING btree ("sequence_id","created_at");--> statement-breakpoint
 CREATE INDEX "sequence_enrolments_contact_idx" ON "sequence_enrolments" USING btree ("contact_id") WHERE status = 'running';--> statement-breakpoint
+CREATE INDEX "sequence_enrolments_user_email_idx" ON "sequence_enrolments" USING btree ("user_id","email") WHERE status = 'running';--> statement-breakpoint
 CREATE INDEX "sequence_outbox_created_idx" ON "sequence_outbox" USING btree ("created_at");--> statement-breakpoint
 CREATE UNIQUE INDEX "sequences_user_name_uq" ON "sequences" USING btree ("user_id","name");--> statement-breakpoint
 CREATE INDEX "sequences_user_trigger_idx" ON "sequences" USING btree ("user_id","trigger_event");

@@ -62,6 +62,7 @@ export const sequenceEnrolments = pgTable('sequence_enrolments', {
 }, (t) => [
   index('sequence_enrolments_seq_idx').on(t.sequenceId, t.createdAt),
   index('sequence_enrolments_contact_idx').on(t.contactId).where(sql`status = 'running'`),
+  index('sequence_enrolments_user_email_idx').on(t.userId, t.email).where(sql`status = 'running'`),
 ]);
 
 /** Application events (`cev_`, SPEC.md Custom event): what the caller's user did. */
