@@ -138,7 +138,10 @@ export function createSendService(deps: {
       const row = build(p, { to, cc, bcc, explicit: input, data: input.templateData, headers: checkHeaders(input.headers), metadata: input.metadata });
       // Enrolment rows go first: the enrolment checks that its message committed, so a failed commit enrolls nobody.
       const owed = enrol ? await deps.enrolments.write(p.user.id, enrol, { messageId: row.id!, from: row.fromAddr, subject: row.subject ?? '', to: to.map((m) => m.address) }) : [];
-      const ssnd = await commit(p, [row]);
+      const ssnd = await commit(p, [row]).catch(async (err) => {
+        if (owed.length) await deps.enrolments.discard(owed).catch(() => undefined); // else the sweep finds no message and enrolls nobody
+        throw err;
+      });
       if (owed.length) deps.enrolments.handOver(owed);
       touchContacts(p.user.id, [row]);
       return p.scheduledAt

@@ -17,7 +17,7 @@ const e = schema.sequenceEnrolments;
 const c = schema.contacts;
 const ev = schema.appEvents;
 type SendStep = Extract<SequenceStep, { type: 'send' }>;
-export type OpenedEnrolment = { status: 'opened' | 'duplicate' | 'inactive' | 'no_contact'; enrolmentId: string; definition: SequenceDefinition };
+export type OpenedEnrolment = { status: 'opened' | 'duplicate' | 'inactive' | 'no_message'; enrolmentId: string; definition: SequenceDefinition };
 
 /** Flattens one object into `prefix.key` merge data (scalars only; nested values are skipped). */
 function flat(prefix: string, o: Record<string, unknown> | null | undefined): MergeData {
@@ -60,7 +60,7 @@ export function createEnrolmentStore(deps: {
       if (input.trigger.kind === 'send') {
         // The outbox row of a send is written before the message commits: no message, no enrolment.
         const [m] = await db.select({ id: schema.messages.id }).from(schema.messages).where(eq(schema.messages.id, input.trigger.key));
-        if (!m) return { status: 'no_contact', enrolmentId: id, definition };
+        if (!m) return { status: 'no_message', enrolmentId: id, definition };
       }
       const now = Date.now();
       const [row] = await db.insert(e).values({

@@ -1,4 +1,4 @@
-import { and, eq } from 'drizzle-orm';
+import { and, eq, inArray } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { badRequest, conflict, notFound } from '../errors.js';
@@ -48,6 +48,10 @@ export function createSendEnrolments(deps: { db: Db; dispatcher: SequenceDispatc
       return rows;
     },
     handOver: (rows: OutboxRow[]) => deps.dispatcher.enqueue(rows),
+    /** The send did not commit: its enrolments are not owed. */
+    async discard(rows: OutboxRow[]) {
+      await db.delete(schema.sequenceOutbox).where(inArray(schema.sequenceOutbox.id, rows.map((r) => r.id)));
+    },
   };
 }
 export type SendEnrolments = ReturnType<typeof createSendEnrolments>;
