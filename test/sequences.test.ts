@@ -146,6 +146,7 @@ describe('enrolment once', () => {
     // Nothing new is handed to Temporal for the duplicate: still one enrolment and one mail.
     await env.stack.service.core.dispatcher.drain();
     expect(await h.enrolments(seq.id)).toHaveLength(1);
+    await eventually(async () => h.subjects('dedupe@rcpt.test').length > 0);
     expect(h.subjects('dedupe@rcpt.test')).toEqual(['Trial']);
   });
 

@@ -68,7 +68,7 @@ export async function enrolSequenceWorkflow(start: EnrolmentStart) {
       state.waitUntil = startedAt + step.duration;
       const exit = await park(() => false, state.waitUntil);
       if (exit) return finish('exited', exit);
-      record = { index: i, type: step.type, outcome: 'waited', at: Date.now(), startedAt };
+      record = { index: i, type: step.type, outcome: canceled ? 'canceled' : 'waited', at: Date.now(), startedAt };
       i += 1;
     } else {
       for (const ev of entered.events) if (!used.has(ev.id) && !received.some((r) => r.id === ev.id)) received.push(ev);
