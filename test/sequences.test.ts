@@ -79,7 +79,7 @@ describe('sequences with wait_for_event', () => {
     const emails = Array.from({ length: N }, (_, i) => `race-${i}@rcpt.test`);
     for (const e of emails) await h.contact(e);
     await Promise.all(emails.map((email) => h.event({ name: 'race-start', email })));
-    // Aim each event at its own enrolment's deadline (from the live stateQuery), spread across ±60 ms.
+    // Aim each event at its own enrolment's deadline (from the live stateQuery), spread from 200 ms before to 1.3 s after (a signal takes a moment to arrive).
     await Promise.all(emails.map(async (email, i) => {
       const live = await eventually(async () => {
         const list = await h.enrolments(seq.id);
@@ -89,7 +89,7 @@ describe('sequences with wait_for_event', () => {
         return detail.live && detail.waitUntil ? detail : undefined;
       });
       expect(live).toMatchObject({ currentStep: 0, waitingFor: 'activated', status: 'running' });
-      const at = live.waitUntil - 60 + (i * 120) / N;
+      const at = live.waitUntil - 200 + (i * 1500) / N;
       await new Promise((r) => setTimeout(r, Math.max(0, at - Date.now())));
       await h.event({ name: 'activated', email });
     }));

@@ -65,7 +65,7 @@ export async function enrolSequenceWorkflow(start: EnrolmentStart) {
       record = { index: i, type: step.type, outcome: 'sent', at: Date.now(), startedAt, detail: { messageId: r.messageId } };
       i += 1;
     } else if (step.type === 'wait') {
-      state.waitUntil = startedAt + step.duration;
+      state.waitUntil = Date.now() + step.duration;
       const exit = await park(() => false, state.waitUntil);
       if (exit) return finish('exited', exit);
       record = { index: i, type: step.type, outcome: canceled ? 'canceled' : 'waited', at: Date.now(), startedAt };
@@ -74,7 +74,7 @@ export async function enrolSequenceWorkflow(start: EnrolmentStart) {
       for (const ev of entered.events) if (!used.has(ev.id) && !received.some((r) => r.id === ev.id)) received.push(ev);
       const matches = (ev: EnrolmentEvent) => !used.has(ev.id) && ev.name === step.event
         && Object.entries(step.match ?? {}).every(([k, v]) => (ev.payload ?? {})[k] === v);
-      state.waitUntil = startedAt + step.timeout;
+      state.waitUntil = Date.now() + step.timeout;
       // The one decision: whichever the workflow sees first, a matching event or the timer.
       const exit = await park(() => received.some(matches), state.waitUntil);
       if (exit) return finish('exited', exit);
