@@ -39,16 +39,19 @@ export function createSequenceDispatcher(deps: { db: Db; port: EnrolmentSignalPo
 
   /** The work of a batch of rows: per workflow id, the start (if a trigger or send names it) and the events to signal. */
   async function plan(rows: OutboxRow[]) {
-    const work = new Map<string, { start?: EnrolmentStart; events: EnrolmentEvent[] }>();
+    const work = new Map<string, { start?: EnrolmentStart; events: EnrolmentEvent[]; rows: Set<string> }>();
+    let row = '';
     const add = (wid: string, start: EnrolmentStart | undefined, event?: EnrolmentEvent) => {
-      const w = work.get(wid) ?? { events: [] };
+      const w = work.get(wid) ?? { events: [], rows: new Set<string>() };
       if (start && !w.start) w.start = start;
       if (event) w.events.push(event);
+      w.rows.add(row);
       work.set(wid, w);
     };
-    const events = rows.filter((r) => r.kind === 'event').map((r) => ({ userId: r.userId, job: r.data as unknown as EventJob }));
+    const events = rows.filter((r) => r.kind === 'event').map((r) => ({ id: r.id, userId: r.userId, job: r.data as unknown as EventJob }));
     for (const r of rows) if (r.kind === 'send') {
       const { start } = r.data as unknown as SendJob;
+      row = r.id;
       add(deps.port.enrolmentWorkflowId(start.sequenceId, start.contactId), start);
     }
     if (events.length === 0) return work;
@@ -60,7 +63,8 @@ export function createSequenceDispatcher(deps: { db: Db; port: EnrolmentSignalPo
     const running = await db.select({ workflowId: schema.sequenceEnrolments.workflowId, contactId: schema.sequenceEnrolments.contactId, waitsFor: schema.sequenceEnrolments.waitsFor })
       .from(schema.sequenceEnrolments)
       .where(and(inArray(schema.sequenceEnrolments.contactId, [...new Set(events.map((x) => x.job.contactId))]), eq(schema.sequenceEnrolments.status, 'running')));
-    for (const { userId, job } of events) {
+    for (const { id, userId, job } of events) {
+      row = id;
       const event: EnrolmentEvent = { id: job.eventId, name: job.name, payload: job.payload, createdAt: job.createdAt };
       for (const seq of triggered) {
         if (seq.userId !== userId || seq.trigger !== `event:${job.name}`) continue;
@@ -80,25 +84,25 @@ export function createSequenceDispatcher(deps: { db: Db; port: EnrolmentSignalPo
     return work;
   }
 
-  /** Hands a batch over; deletes the rows once every call for them succeeded (else the sweep retries them). */
+  /** Hands a batch over; deletes each row once every call it owed succeeded (the others stay for the sweep). */
   async function dispatch(rows: OutboxRow[]): Promise<number> {
     if (rows.length === 0) return 0;
     const work = [...(await plan(rows))];
-    let failed = false;
+    const failed = new Set<string>();
     for (let i = 0; i < work.length; i += concurrency) {
       await Promise.all(work.slice(i, i + concurrency).map(async ([wid, w]) => {
         try {
           if (w.start) await deps.port.enrolContact(w.start, w.events);
           else await deps.port.signalEnrolment(wid, w.events);
         } catch (err) {
-          failed = true;
+          for (const r of w.rows) failed.add(r);
           deps.onError?.(err);
         }
       }));
     }
-    if (failed) return 0;
-    await db.delete(o).where(inArray(o.id, rows.map((r) => r.id)));
-    return rows.length;
+    const done = rows.map((r) => r.id).filter((id) => !failed.has(id));
+    if (done.length) await db.delete(o).where(inArray(o.id, done));
+    return done.length;
   }
 
   function pump(): void {
