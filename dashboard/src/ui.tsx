@@ -85,7 +85,7 @@ export function CopyButton({ value, what }: { value: string; what: string }) {
     setTimeout(() => setCopied(false), 2000);
   };
   return (
-    <button type="button" className="small" onClick={() => void copy()} aria-label={`Copy ${what}`}>
+    <button type="button" className="small" onClick={() => void copy()} aria-label={`${copied ? 'Copied' : 'Copy'} ${what}`}>
       {copied ? 'Copied' : 'Copy'}
     </button>
   );

@@ -26,7 +26,7 @@ export function Suppressions() {
           {slice.map((s) => (
             <tr key={s.id}>
               <td>{s.email}</td><td>{s.reason}</td><td className="wrap">{s.detail ?? '—'}</td><td>{when(s.createdAt)}</td>
-              <td><button type="button" className="small" onClick={() => remove.mutate(s.email)} aria-label={`Allow ${s.email} again`}>Allow again</button></td>
+              <td><button type="button" className="small" onClick={() => remove.mutate(s.email)} aria-label={`Allow again: ${s.email}`}>Allow again</button></td>
             </tr>
           ))}
         </Table>
