@@ -74,12 +74,12 @@ describe('the dashboard in a real browser', () => {
     await page.goto(`${app}/signup`);
     await heading('Create an account').waitFor();
     await audit('sign up');
-    await page.getByLabel('Email').fill(EMAIL);
-    await page.getByLabel('Password').fill('short');
+    await page.getByLabel('Email', { exact: true }).fill(EMAIL);
+    await page.getByLabel('Password', { exact: true }).fill('short');
     await page.getByRole('button', { name: 'Create account' }).click();
     // The browser's own check stops a short password; the API's message shows for what it refuses.
-    expect(await page.getByLabel('Password').evaluate((el: HTMLInputElement) => el.validity.tooShort)).toBe(true);
-    await page.getByLabel('Password').fill('a dashboard password');
+    expect(await page.getByLabel('Password', { exact: true }).evaluate((el: HTMLInputElement) => el.validity.tooShort)).toBe(true);
+    await page.getByLabel('Password', { exact: true }).fill('a dashboard password');
     await page.getByRole('button', { name: 'Create account' }).click();
     await heading('Overview').waitFor();
     await page.getByText(`Verify ${EMAIL} to start sending`).waitFor();
@@ -93,7 +93,7 @@ describe('the dashboard in a real browser', () => {
     await audit('verify');
     await page.getByRole('button', { name: 'Continue' }).click();
     await heading('Email address verified').waitFor();
-    expect(new URL(page.url()).search).toBe(''); // the spent token left the address bar
+    expect(new URL(page.url()).search).toBe('?done'); // the spent token left the address bar
     await audit('verified');
     await page.getByRole('link', { name: 'Go to the dashboard' }).click();
     await heading('Overview').waitFor();
@@ -209,12 +209,36 @@ describe('the dashboard in a real browser', () => {
     await audit('messages on a phone');
   });
 
-  it('signs out: the session ends on the server too', async () => {
+  it('signs out (the session ends on the server too), then signs in by emailed link and by password', async () => {
     const token = await page.evaluate(() => JSON.parse(sessionStorage.getItem('svc-session')!).token as string);
     await page.getByRole('button', { name: 'Sign out' }).click();
     await heading('Sign in').waitFor();
     await audit('sign in');
     expect(await page.evaluate(() => sessionStorage.length)).toBe(0);
     expect((await stack.api('GET', '/api/keys', { token })).status).toBe(401);
+
+    // The password chosen at sign-up was cleared by the first verification: the API's own message shows.
+    await page.getByLabel('Email', { exact: true }).fill(EMAIL);
+    await page.getByLabel('Password', { exact: true }).fill('a dashboard password');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('alert').getByText('Wrong email or password').waitFor();
+
+    await page.getByLabel('A link sent by email').check();
+    await page.getByRole('button', { name: 'Email me a link' }).click();
+    await page.getByText('a sign-in link is on its way').waitFor();
+    const mail = await waitForMail(stack, EMAIL, /sign-in link/);
+    await page.goto(`${app}/signin?token=${tokenFromMail(mail.raw)}`);
+    await page.getByRole('button', { name: 'Continue' }).click();
+    await heading('Signed in').waitFor();
+    await page.getByLabel('New password').fill('a new dashboard password');
+    await page.getByRole('button', { name: 'Set password' }).click();
+    await page.getByText('Password set.').waitFor();
+
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await heading('Sign in').waitFor();
+    await page.getByLabel('Email', { exact: true }).fill(EMAIL);
+    await page.getByLabel('Password', { exact: true }).fill('a new dashboard password');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await heading('Overview').waitFor();
   });
 });

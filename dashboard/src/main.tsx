@@ -61,7 +61,7 @@ function VerifyBanner() {
 
 function App() {
   const session = useSession();
-  const { path } = useLocation();
+  const { path, query } = useLocation();
   const signOut = useMutation({
     mutationFn: () => api.auth.signout.mutate({}),
     onSettled: () => {
@@ -71,7 +71,7 @@ function App() {
     },
   });
   const publicPage = path === '/signup' ? <SignUp /> : path === '/verify' ? <RedeemLink kind="verify" />
-    : path === '/signin' && new URLSearchParams(location.search).has('token') ? <RedeemLink kind="signin" /> : undefined;
+    : path === '/signin' && (query.has('token') || query.has('done')) ? <RedeemLink kind="signin" /> : undefined;
   return (
     <>
       <a className="skip" href="#main">Skip to content</a>

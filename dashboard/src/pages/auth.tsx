@@ -58,7 +58,7 @@ export function SignIn() {
       <form onSubmit={submit} className="narrow">
         <fieldset>
           <legend>Sign in with</legend>
-          <label className="inline"><input type="radio" name="mode" checked={mode === 'password'} onChange={() => setMode('password')} /> Password</label>
+          <label className="inline"><input type="radio" name="mode" checked={mode === 'password'} onChange={() => setMode('password')} /> A password</label>
           <label className="inline"><input type="radio" name="mode" checked={mode === 'link'} onChange={() => setMode('link')} /> A link sent by email</label>
         </fieldset>
         <Field label="Email" type="email" autoComplete="email" required value={email} onChange={(e) => setEmail(e.target.value)} />
@@ -87,7 +87,7 @@ export function RedeemLink({ kind }: { kind: 'verify' | 'signin' }) {
     mutationFn: () => api.auth.redeemLink.mutate({ token }),
     onSuccess: (s) => {
       keep(s);
-      history.replaceState(null, '', location.pathname); // the token is spent: keep it out of the address bar
+      history.replaceState(null, '', `${location.pathname}?done`); // the token is spent: keep it out of the address bar
     },
   });
   const setPw = useMutation({
