@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import nodemailer from 'nodemailer';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { build } from 'vite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -70,6 +71,19 @@ let key2: string;
 const domain = `${LABEL}.${BASE}`;
 
 describe('the dashboard in a real browser', () => {
+  it('is served at /app with its security headers; app paths load index.html; a missing asset is a JSON 404', async () => {
+    const res = await fetch(`${app}/messages/msg_anything`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^text\/html/);
+    expect(res.headers.get('content-security-policy')).toContain("script-src 'self'");
+    expect(res.headers.get('content-security-policy')).toContain("frame-ancestors 'none'");
+    expect(res.headers.get('referrer-policy')).toBe('no-referrer');
+    expect(await res.text()).toContain('/app/assets/');
+    const missing = await stack.api('GET', '/app/assets/nope.js');
+    expect(missing.status).toBe(404);
+    expect(missing.body).toMatchObject({ error: expect.any(String) });
+  });
+
   it('signs up, and verifies the address by the mailed link', async () => {
     await page.goto(`${app}/signup`);
     await heading('Create an account').waitFor();
@@ -125,6 +139,11 @@ describe('the dashboard in a real browser', () => {
     await page.getByText('Test event accepted: HTTP 200').waitFor();
     expect(receiver.hitsOn('/dash-hook').length).toBeGreaterThanOrEqual(1);
     await audit('domain detail');
+    // Real inbound mail for the domain, delivered to the webhook (replayed from the Inbound page below).
+    const hits = receiver.hitsOn('/dash-hook').length;
+    const smtp = nodemailer.createTransport({ host: '127.0.0.1', port: stack.service.smtpPort!, secure: false, ignoreTLS: true });
+    await smtp.sendMail({ from: 'sender@example.org', to: `support@${domain}`, subject: 'Inbound for replay', text: 'hello' });
+    await receiver.waitFor('/dash-hook', hits + 1);
   });
 
   it('reveals the account key; a message sent with it shows in the dashboard with its delivery trail', async () => {
@@ -173,7 +192,17 @@ describe('the dashboard in a real browser', () => {
   it('every other page passes axe, and works on a phone', async () => {
     await go('Inbound', 'Inbound');
     await page.getByRole('region', { name: 'Routes' }).getByText(`*@${domain}`).waitFor();
+    const hits = receiver.hitsOn('/dash-hook').length;
+    await page.getByLabel('Select Inbound for replay').check();
+    await page.getByRole('button', { name: 'Replay selected (1)' }).click();
+    await page.getByText('Replayed 1: 1 delivered, 0 failed, 0 skipped.').waitFor();
+    expect(receiver.hitsOn('/dash-hook').length).toBe(hits + 1);
     await audit('inbound');
+    await page.getByRole('link', { name: 'Inbound for replay' }).click();
+    await heading('Inbound for replay').waitFor();
+    await page.getByRole('button', { name: 'Show attempts' }).first().click();
+    await page.getByRole('region', { name: /^Attempts of dlv_/ }).first().getByText('HTTP 200').first().waitFor();
+    await audit('inbound message');
 
     await go('Templates', 'Templates');
     await page.getByRole('button', { name: 'New template' }).click();

@@ -26,11 +26,13 @@ export function errorMessage(err: unknown): string {
   return String(err);
 }
 
-/** A 401 means the session ended (expired, signed out elsewhere, or the address was verified): sign in again. */
+/**
+ * A 401 means the session ended (expired, signed out elsewhere, or the address was verified): sign in again.
+ * A wrong current password (401 invalid_credentials) is only an answer to show.
+ */
 function endSessionOn401(err: unknown): void {
-  if (err instanceof TRPCClientError && (err.data as { httpStatus?: number } | undefined)?.httpStatus === 401 && readSession()) {
-    saveSession(undefined);
-  }
+  const data = err instanceof TRPCClientError ? (err.data as { httpStatus?: number; appCode?: string } | undefined) : undefined;
+  if (data?.httpStatus === 401 && data.appCode !== 'invalid_credentials' && readSession()) saveSession(undefined);
 }
 
 export const queryClient = new QueryClient({

@@ -56,7 +56,7 @@ export function MessageDetail({ id }: { id: string }) {
   // A message still on its way is re-read every 3 seconds, so the trail grows as attempts happen.
   const detail = useQuery({
     queryKey: ['message', id], queryFn: () => api.messages.get.query({ id }),
-    refetchInterval: (q) => (q.state.data && ['queued', 'sending', 'deferred', 'received'].includes(q.state.data.message.status) ? 3_000 : false),
+    refetchInterval: (q) => (q.state.data && ['queued', 'pending', 'scheduled', 'sending', 'deferred', 'received'].includes(q.state.data.message.status) ? 3_000 : false),
   });
   const replayAll = useMutation({
     mutationFn: () => api.deliveries.retryMany.mutate({ messageIds: [id] }),
