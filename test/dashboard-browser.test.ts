@@ -197,6 +197,8 @@ describe('the dashboard in a real browser', () => {
     await page.getByRole('button', { name: 'Replay selected (1)' }).click();
     await page.getByText('Replayed 1: 1 delivered, 0 failed, 0 skipped.').waitFor();
     expect(receiver.hitsOn('/dash-hook').length).toBe(hits + 1);
+    // Only inbound mail is listed there (messages.list?direction=inbound): not the message sent above.
+    expect(await page.getByRole('region', { name: 'Received messages' }).getByText('Dashboard trail check').count()).toBe(0);
     await audit('inbound');
     await page.getByRole('link', { name: 'Inbound for replay' }).click();
     await heading('Inbound for replay').waitFor();

@@ -2,6 +2,7 @@ import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { api } from '../api.js';
 import { Link } from '../router.js';
+import { tone, useMessagePages } from './messages.js';
 import { Badge, CopyButton, ErrorBox, Field, Loading, Notice, Page, Select, Table, usePaged, when } from '../ui.js';
 
 export function Inbound() {
@@ -71,9 +72,7 @@ function Routes() {
 /** Recent inbound messages with their delivery state; replay one (on its page) or many (selected here). */
 function InboundMessages() {
   const qc = useQueryClient();
-  const list = useQuery({ queryKey: ['messages', 'inbound-recent'], queryFn: () => api.messages.list.query({ limit: 200 }) });
-  const inbound = (list.data ?? []).filter((m) => m.direction === 'inbound');
-  const { slice, controls } = usePaged(inbound);
+  const { list, rows: inbound, pager } = useMessagePages({ direction: 'inbound' });
   const [picked, setPicked] = useState<Set<string>>(new Set());
   const replay = useMutation({
     mutationFn: () => api.deliveries.retryMany.mutate({ messageIds: [...picked] }),
@@ -89,21 +88,21 @@ function InboundMessages() {
     <section aria-labelledby="in-h">
       <h2 id="in-h">Received messages</h2>
       {list.isPending ? <Loading /> : <ErrorBox error={list.error} />}
-      {list.data && inbound.length === 0 && <p>No inbound mail among the latest 200 messages.</p>}
-      {slice.length > 0 && (
+      {list.data && inbound.length === 0 && <p>No inbound mail yet.</p>}
+      {inbound.length > 0 && (
         <Table label="Received messages" head={['Replay', 'Subject', 'From', 'To', 'Status', 'Received']}>
-          {slice.map((m) => (
+          {inbound.map((m) => (
             <tr key={m.id}>
               <td><input type="checkbox" aria-label={`Select ${m.subject ?? m.id}`} checked={picked.has(m.id)} onChange={() => toggle(m.id)} /></td>
               <td><Link to={`/messages/${m.id}`}>{m.subject || '(no subject)'}</Link></td>
               <td>{m.from}</td><td>{m.to.join(', ')}</td>
-              <td><Badge tone={m.status === 'delivered' ? 'ok' : m.status === 'failed' ? 'bad' : 'warn'}>{m.status}</Badge></td>
+              <td><Badge tone={tone(m.status)}>{m.status}</Badge></td>
               <td>{when(m.created_at)}</td>
             </tr>
           ))}
         </Table>
       )}
-      {controls}
+      {pager}
       {inbound.length > 0 && (
         <button type="button" disabled={picked.size === 0 || replay.isPending} onClick={() => replay.mutate()}>Replay selected ({picked.size})</button>
       )}

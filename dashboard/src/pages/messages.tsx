@@ -5,23 +5,35 @@ import { Link } from '../router.js';
 import { Badge, ErrorBox, Field, Loading, Notice, Page, Table, when } from '../ui.js';
 
 const PAGE = 20;
-const tone = (s: string) => (['sent', 'delivered', 'received'].includes(s) ? 'ok' : ['bounced', 'failed'].includes(s) ? 'bad' : 'warn');
+export const tone = (s: string) => (['sent', 'delivered', 'received'].includes(s) ? 'ok' : ['bounced', 'failed'].includes(s) ? 'bad' : 'warn');
 
-/** Messages, newest first, searched by subject, from or to, paged with the API's `before` cursor. */
-export function Messages({ direction }: { direction?: 'inbound' } = {}) {
-  const [search, setSearch] = useState('');
-  const [applied, setApplied] = useState('');
+/** One page of messages, newest first, with Newer/Older controls over the API's `before` cursor. */
+export function useMessagePages(opts: { search?: string; direction?: 'inbound' | 'outbound' }) {
   const [cursors, setCursors] = useState<number[]>([]); // `before` of each page after the first
   const before = cursors.at(-1);
   const list = useQuery({
-    queryKey: ['messages', applied, before],
-    queryFn: () => api.messages.list.query({ limit: PAGE, search: applied || undefined, before }),
+    queryKey: ['messages', opts.direction, opts.search, before],
+    queryFn: () => api.messages.list.query({ limit: PAGE, search: opts.search || undefined, direction: opts.direction, before }),
     placeholderData: keepPreviousData,
   });
-  const rows = (list.data ?? []).filter((m) => !direction || m.direction === direction);
-  const body = (
-    <>
-      <form role="search" className="row" onSubmit={(e) => { e.preventDefault(); setCursors([]); setApplied(search.trim()); }}>
+  const pager = (
+    <nav className="pager" aria-label="Pages">
+      <button type="button" disabled={cursors.length === 0} onClick={() => setCursors(cursors.slice(0, -1))}>Newer</button>
+      <span>Page {cursors.length + 1}</span>
+      <button type="button" disabled={(list.data?.length ?? 0) < PAGE} onClick={() => setCursors([...cursors, list.data!.at(-1)!.created_at])}>Older</button>
+    </nav>
+  );
+  return { list, rows: list.data ?? [], pager, restart: () => setCursors([]) };
+}
+
+/** Messages, searched by subject, from or to. */
+export function Messages() {
+  const [search, setSearch] = useState('');
+  const [applied, setApplied] = useState('');
+  const { list, rows, pager, restart } = useMessagePages({ search: applied });
+  return (
+    <Page title="Messages">
+      <form role="search" className="row" onSubmit={(e) => { e.preventDefault(); restart(); setApplied(search.trim()); }}>
         <Field label="Search subject, from or to" type="search" value={search} onChange={(e) => setSearch(e.target.value)} />
         <button type="submit">Search</button>
       </form>
@@ -41,14 +53,9 @@ export function Messages({ direction }: { direction?: 'inbound' } = {}) {
           ))}
         </Table>
       )}
-      <nav className="pager" aria-label="Pages">
-        <button type="button" disabled={cursors.length === 0} onClick={() => setCursors(cursors.slice(0, -1))}>Newer</button>
-        <span>Page {cursors.length + 1}</span>
-        <button type="button" disabled={(list.data?.length ?? 0) < PAGE} onClick={() => setCursors([...cursors, list.data!.at(-1)!.created_at])}>Older</button>
-      </nav>
-    </>
+      {pager}
+    </Page>
   );
-  return direction ? body : <Page title="Messages">{body}</Page>;
 }
 
 export function MessageDetail({ id }: { id: string }) {
