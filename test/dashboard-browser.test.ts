@@ -2,8 +2,8 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import nodemailer from 'nodemailer';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
-import { build } from 'vite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildApp } from '../scripts/build-app.js';
 import { freePort } from './helpers/ports.js';
 import { tokenFromMail, waitForMail } from './helpers/outbox.js';
 import { startStack, type TestStack } from './helpers/stack.js';
@@ -30,7 +30,7 @@ let app: string;
 
 beforeAll(async () => {
   // The app is built from the current sources first (postinstall built it too; this keeps it fresh).
-  await build({ configFile: 'dashboard/vite.config.ts', logLevel: 'error' });
+  await buildApp();
   [stack, browser, receiver] = await Promise.all([
     (async () => startStack({ SERVICE_DOMAIN: BASE, DNS_PORT: String(await freePort()), TEMPORAL_UI_URL: TEMPORAL_UI }))(),
     chromium.launch({
