@@ -1,5 +1,5 @@
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
-import { useState } from 'react';
+import { useEffect, useState } from 'react';
 import { api } from '../api.js';
 import { Area, ErrorBox, Field, Loading, Page, Table, usePaged, when } from '../ui.js';
 
@@ -50,7 +50,10 @@ function Import({ listId }: { listId: string }) {
     refetchInterval: (q) => (q.state.data?.status === 'running' || !q.state.data ? 1_000 : false),
   });
   const s = status.data ?? start.data;
-  if (s && s.status !== 'running') void qc.invalidateQueries({ queryKey: ['lists'] });
+  const finished = s !== undefined && s.status !== 'running';
+  useEffect(() => {
+    if (finished) void qc.invalidateQueries({ queryKey: ['lists'] }); // the list's size changed
+  }, [finished, qc]);
   const readFile = async (file: File | undefined) => { if (file) setCsv(await file.text()); };
   return (
     <section className="card" aria-labelledby="import-h">
