@@ -43,6 +43,7 @@ beforeAll(async () => {
   // The mailed links point at PUBLIC_URL: the whole walk stays on that origin (sessionStorage is per origin).
   app = `${stack.config.publicUrl}/app`;
   context = await browser.newContext({ viewport: { width: 1024, height: 800 } });
+  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: stack.config.publicUrl });
   page = await context.newPage();
   page.on('pageerror', (err) => pageErrors.push(err.message));
 });
@@ -117,6 +118,29 @@ describe('the dashboard in a real browser', () => {
     // Nothing is kept in localStorage; the session (only) is in sessionStorage.
     expect(await page.evaluate(() => localStorage.length)).toBe(0);
     expect(await page.evaluate(() => Object.keys(sessionStorage))).toEqual(['svc-session']);
+  });
+
+  it('adds a domain: DNS records to copy, each check pending; deletes it with the cleanup report', async () => {
+    await go('Domains', 'Domains');
+    await audit('domains, empty');
+    await page.getByLabel('Domain name').fill('own-domain.example');
+    await page.getByRole('button', { name: 'Add domain' }).click();
+    await heading('own-domain.example').waitFor();
+    const records = page.getByRole('region', { name: 'DNS records' });
+    await records.getByText('_svc-verify.own-domain.example').waitFor();
+    await records.getByRole('button', { name: 'Copy MX value for own-domain.example' }).click();
+    await records.getByRole('button', { name: 'Copied MX value for own-domain.example' }).waitFor();
+    const copied = await page.evaluate(() => navigator.clipboard.readText());
+    expect(copied).not.toBe('');
+    expect(await records.getByText(copied, { exact: true }).count()).toBeGreaterThan(0);
+    for (const check of ['MX', 'SPF', 'DKIM', 'DMARC']) await page.getByText(`${check} not yet`).waitFor();
+    await page.getByText('updating every 5 s').waitFor();
+    await audit('domain with records');
+    page.once('dialog', (d) => void d.accept());
+    await page.getByRole('button', { name: 'Delete own-domain.example' }).click();
+    await heading('Domain deleted').waitFor();
+    await page.getByText('Hosted DNS records deleted: 0').waitFor();
+    await audit('domain deleted');
   });
 
   it('claims a hosted subdomain and sees its checks', async () => {
