@@ -94,6 +94,18 @@ export function createAccountService(deps: {
   return {
     getUser,
 
+    async footerAddress(userId: string): Promise<string | null> {
+      const [row] = await db.select({ footer: schema.users.footerAddress }).from(schema.users).where(eq(schema.users.id, userId));
+      return row?.footer ?? null;
+    },
+
+    /** Sets (or, with null or blank, clears) the postal address that prefills new broadcasts' CAN-SPAM footer. */
+    async setFooterAddress(userId: string, address: string | null): Promise<string | null> {
+      const footer = address?.trim() || null;
+      await db.update(schema.users).set({ footerAddress: footer }).where(eq(schema.users.id, userId));
+      return footer;
+    },
+
     /** Creates a password account and mails its verification link (`mailLink` can point it elsewhere, e.g. back to an OAuth request). */
     async signup(input: { email: string; password: string }, clientKey: string, mailLink?: MailLink) {
       createLimiter.hit(clientKey);

@@ -93,6 +93,8 @@ const examples: Record<string, () => Promise<Example>> = {
   'keys.rotate': async () => ({ token: session }),
   'me.get': async () => ({ token: (await stack.api('GET', '/api/keys', { token: session })).body.key }),
   'billing.usage': async () => ({ token: session }),
+  'account.settings': async () => ({ token: session }),
+  'account.updateSettings': async () => ({ token: session, body: { footerAddress: '1 Main St, Springfield' } }),
   'outbox.list': async () => ({ token: session, query: 'limit=5' }),
   'templates.list': async () => ({ token: session }),
   'templates.listBase': async () => ({ token: session }),
