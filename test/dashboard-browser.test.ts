@@ -255,6 +255,13 @@ describe('the dashboard in a real browser', () => {
     await page.getByRole('region', { name: 'Lists' }).getByRole('cell', { name: '2', exact: true }).waitFor();
     await audit('lists');
 
+    // The account's footer address (Overview) prefills the broadcast below.
+    await go('Overview', 'Overview');
+    await page.getByLabel('Postal address').fill('1 Main Street, Springfield');
+    await page.getByRole('button', { name: 'Save footer address' }).click();
+    await page.getByText('Saved.').waitFor();
+    await audit('overview');
+
     // A broadcast to the list: composed, sent, its progress shown until every recipient is done.
     await go('Broadcasts', 'Broadcasts');
     await page.getByLabel('From').fill(`News <news@${domain}>`);
@@ -264,6 +271,7 @@ describe('the dashboard in a real browser', () => {
     await page.getByLabel('List', { exact: true }).selectOption({ label: 'Newsletter (2)' });
     await page.getByRole('button', { name: 'Save draft' }).click();
     await heading('Monthly news').waitFor();
+    await page.getByText('1 Main Street, Springfield').waitFor();
     await audit('broadcast draft');
     await page.getByRole('button', { name: 'Send now' }).click();
     await page.getByText(/^2 sent, 0 failed, 0 skipped/).waitFor({ timeout: 30_000 });

@@ -81,6 +81,7 @@ export function BroadcastDetail({ id }: { id: string }) {
         <dt>Status</dt><dd><Badge tone={tone(d.status)}>{d.status}</Badge>{d.scheduled_at ? ` · scheduled for ${when(d.scheduled_at)}` : ''}</dd>
         <dt>From</dt><dd>{d.from_addr}</dd>
         <dt>Subject</dt><dd>{d.subject}</dd>
+        <dt>Footer address</dt><dd>{d.footer_address ?? 'the operator\'s default'}</dd>
         <dt>Audience</dt><dd><code>{d.audience}</code>{d.audience_count != null ? ` · ${d.audience_count} recipients` : ''}</dd>
       </dl>
       {d.status !== 'draft' && (

@@ -1,7 +1,8 @@
-import { useQuery } from '@tanstack/react-query';
+import { useMutation, useQuery } from '@tanstack/react-query';
+import { useState } from 'react';
 import { api } from '../api.js';
 import { Link } from '../router.js';
-import { ErrorBox, Loading, Page } from '../ui.js';
+import { Area, ErrorBox, Loading, Notice, Page } from '../ui.js';
 
 /** The overview: the account, and usage against its plan. */
 export function Usage() {
@@ -28,6 +29,29 @@ export function Usage() {
           {u.overage.over && <p className="error" role="alert">Over the plan{u.overage.blocked ? ': sending is blocked' : u.overage.metered ? ': overage is metered' : ''}.</p>}
         </section>
       )}
+      <Settings />
     </Page>
+  );
+}
+
+/** Account settings: the postal address that new broadcast drafts put in their CAN-SPAM footer. */
+function Settings() {
+  const settings = useQuery({ queryKey: ['settings'], queryFn: () => api.account.settings.query() });
+  if (!settings.data) return settings.isPending ? null : <ErrorBox error={settings.error} />;
+  return <FooterAddress initial={settings.data.footerAddress ?? ''} />;
+}
+
+function FooterAddress({ initial }: { initial: string }) {
+  const [address, setAddress] = useState(initial);
+  const save = useMutation({ mutationFn: () => api.account.updateSettings.mutate({ footerAddress: address.trim() || null }) });
+  return (
+    <form className="card narrow" onSubmit={(e) => { e.preventDefault(); save.mutate(); }}>
+      <h2>Broadcast footer</h2>
+      <Area label="Postal address" rows={3} value={address} onChange={(e) => setAddress(e.target.value)}
+        hint="Shown in the footer of broadcasts (CAN-SPAM); new drafts start with it. Empty: the operator's default." />
+      <ErrorBox error={save.error} />
+      {save.isSuccess && <Notice>Saved.</Notice>}
+      <button type="submit" disabled={save.isPending}>Save footer address</button>
+    </form>
   );
 }
