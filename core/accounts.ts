@@ -206,6 +206,19 @@ export function createAccountService(deps: {
       return (await getUser(user.id))!;
     },
 
+    /** The same, answering a session (the dashboard's /app/verify and /app/signin pages). */
+    async redeemLinkForSession(input: { token: string }) {
+      const user = await consumeOneTimeToken(input.token, ['signin', 'verify_email']);
+      if (!user.emailVerified) await markVerified(user.id);
+      return session((await getUser(user.id))!);
+    },
+
+    /** Ends every session of the account (a session token cannot be revoked alone: the version all carry is bumped). */
+    async signOutEverywhere(userId: string) {
+      await db.update(schema.users).set({ sessionVersion: sql`${schema.users.sessionVersion} + 1`, updatedAt: Date.now() }).where(eq(schema.users.id, userId));
+      return { ok: true as const };
+    },
+
     async resendVerification(userId: string) {
       const user = await getUser(userId);
       if (!user) throw unauthorized();

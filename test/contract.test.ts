@@ -65,6 +65,17 @@ const examples: Record<string, () => Promise<Example>> = {
     await stack.api('POST', '/api/v1/provision', { body: { email } });
     return { query: `token=${tokenFromMail((await waitForMail(stack, email, /Verify/)).raw)}` };
   },
+  'auth.redeemLink': async () => {
+    const email = uniqueEmail();
+    await stack.api('POST', '/api/auth/signup', { body: { email, password: 'a long password', linkTo: 'app' } });
+    const mail = await waitForMail(stack, email, /Verify/);
+    expect(mail.raw.replace(/=\r?\n/g, '').replace(/=3D/g, '=')).toContain(`${stack.config.publicUrl}/app/verify?token=`);
+    return { body: { token: tokenFromMail(mail.raw) } };
+  },
+  'auth.signout': async () => {
+    const email = uniqueEmail();
+    return { token: (await stack.api('POST', '/api/auth/signup', { body: { email, password: 'a long password' } })).body.token, body: {} };
+  },
   'auth.resendVerification': async () => ({ token: session, body: {} }),
   'auth.changePassword': async () => {
     const email = uniqueEmail();
