@@ -1,6 +1,7 @@
 import express, { type Express } from 'express';
 import type { Core } from '../core/index.js';
 import { mountAttachmentRoutes } from './attachments-routes.js';
+import { mountDashboard } from './dashboard.js';
 import { jsonBodyParser } from './body-limits.js';
 import { errorHandler, notFoundHandler } from './errors.js';
 import { mountMailboxRaw } from './mailbox-routes.js';
@@ -39,12 +40,13 @@ export function createApp(core: Core): Express {
   mountSchemaRoutes(app, allSchemas(), core.config.publicUrl);
   mountOpenApi(app, operations, core.config.publicUrl);
   mountPages(app);
+  mountDashboard(app);
   mountOAuthEndpoints(app, core);
   mountAuthorize(app, core);
   mountTrackingRoutes(app, core);
   mountUnsubscribeRoutes(app, core);
   mountImportBody(app);
-  app.use('/trpc', trpcMiddleware(operations, core));
+  app.use('/trpc', trpcMiddleware(operations, core, { checkOutput: core.config.env !== 'production' }));
   mountMailboxRaw(app, core);
   mountRest(app, operations, core, { checkOutput: core.config.env !== 'production' });
   app.use(notFoundHandler);

@@ -13,10 +13,14 @@ export type OpContext = { core: Core; principal: Principal | undefined; clientIp
  * One operation, defined once: its REST route (method + SPEC.md path), its tRPC procedure (`name`),
  * and the JSON Schemas of its request and response all come from this definition.
  */
-export type Operation<P extends AnyObject = AnyObject, Q extends AnyObject = AnyObject, B extends AnyObject = AnyObject, O extends z.ZodType = z.ZodType> = {
-  /** tRPC procedure name, `<resource>.<verb>`. */
-  name: string;
-  method: Method;
+export type Operation<
+  P extends AnyObject = AnyObject, Q extends AnyObject = AnyObject, B extends AnyObject = AnyObject, O extends z.ZodType = z.ZodType,
+  N extends string = string, M extends Method = Method,
+> = {
+  /** tRPC procedure name, `<resource>.<verb>` (kept as a literal type: the typed router `AppRouter` is built from it). */
+  name: N;
+  /** GET operations are tRPC queries, the others mutations (kept as a literal type too). */
+  method: M;
   path: string;
   summary: string;
   /** Credential kinds accepted; `public` = no credential needed (one may still be sent). */
@@ -32,9 +36,9 @@ export type Operation<P extends AnyObject = AnyObject, Q extends AnyObject = Any
   handler: (input: z.output<P> & z.output<Q> & z.output<B>, ctx: OpContext) => Promise<z.input<O>>;
 };
 
-export function defineOperation<P extends AnyObject, Q extends AnyObject, B extends AnyObject, O extends z.ZodType>(
-  op: Operation<P, Q, B, O>,
-): Operation<P, Q, B, O> {
+export function defineOperation<P extends AnyObject, Q extends AnyObject, B extends AnyObject, O extends z.ZodType, const N extends string, M extends Method>(
+  op: Operation<P, Q, B, O, N, M>,
+): Operation<P, Q, B, O, N, M> {
   return op;
 }
 

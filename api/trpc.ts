@@ -1,4 +1,4 @@
-import { initTRPC, TRPCError } from '@trpc/server';
+import { initTRPC, TRPCError, type TRPCBuiltRouter, type TRPCMutationProcedure, type TRPCQueryProcedure } from '@trpc/server';
 import { createExpressMiddleware } from '@trpc/server/adapters/express';
 import type { Request, RequestHandler } from 'express';
 import { z } from 'zod';
@@ -6,6 +6,7 @@ import { AppError } from '../core/errors.js';
 import type { Core } from '../core/index.js';
 import { logError } from '../core/log.js';
 import { combinedInput, type Operation, type OpContext } from './contract.js';
+import type { AnyOperation } from './ops/index.js';
 import { describeIssues } from './errors.js';
 import { contextFor } from './rest.js';
 
@@ -34,8 +35,32 @@ function toTrpcError(err: unknown): unknown {
   return err;
 }
 
+// The router's type, built from the operation definitions: what a typed client (the dashboard) is checked against.
+type IsAny<T> = 0 extends 1 & T ? true : false;
+/** A part of the input that an operation does not define (params, query or body) contributes nothing. */
+type PartInput<S> = S extends z.ZodType & { shape: infer Shape } ? (IsAny<Shape> extends true ? unknown : z.input<S>) : unknown;
+type Simplify<T> = { [K in keyof T]: T[K] } & {};
+type RequiredKeys<T> = { [K in keyof T]-?: object extends Pick<T, K> ? never : K }[keyof T];
+/** params, query and body merged as `combinedInput` merges them; optional altogether when no field is required. */
+type InputOf<Op> = Op extends { params?: infer P; query?: infer Q; body?: infer B }
+  ? Simplify<PartInput<NonNullable<P>> & PartInput<NonNullable<Q>> & PartInput<NonNullable<B>>> extends infer I ? (RequiredKeys<I> extends never ? I | void : I) : never
+  : never;
+type ProcedureOf<Op> = Op extends { method: infer M; output: infer O extends z.ZodType }
+  ? M extends 'GET'
+    ? TRPCQueryProcedure<{ input: InputOf<Op>; output: z.output<O>; meta: object }>
+    : TRPCMutationProcedure<{ input: InputOf<Op>; output: z.output<O>; meta: object }>
+  : never;
+type Resource<N> = N extends `${infer R}.${string}` ? R : never;
+type Verb<N, R extends string> = N extends `${R}.${infer V}` ? V : never;
+type RecordOf<Ops extends { name: string }> = {
+  [R in Resource<Ops['name']>]: { [V in Verb<Ops['name'], R>]: ProcedureOf<Extract<Ops, { name: `${R}.${V}` }>> };
+};
+
+/** The tRPC router of every operation, typed: `<resource>.<verb>` → the operation's zod input and output. */
+export type AppRouter = TRPCBuiltRouter<(typeof t)['_config']['$types'], RecordOf<AnyOperation>>;
+
 /** Builds the tRPC router at /trpc from the same operations as REST: GET ops are queries, the rest mutations. */
-export function trpcMiddleware(ops: readonly Operation[], core: Core): RequestHandler {
+export function trpcMiddleware(ops: readonly Operation[], core: Core, opts: { checkOutput: boolean } = { checkOutput: false }): RequestHandler {
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   const tree: Record<string, any> = {};
   for (const op of ops) {
@@ -49,7 +74,9 @@ export function trpcMiddleware(ops: readonly Operation[], core: Core): RequestHa
     }).input(combinedInput(op));
     const resolver = async ({ ctx, input }: { ctx: TrpcContext & { op: OpContext }; input: unknown }) => {
       try {
-        return await op.handler(input as never, ctx.op);
+        const result = await op.handler(input as never, ctx.op);
+        // As on REST outside production: the answer is checked against the declared output, so the type holds.
+        return opts.checkOutput ? op.output.parse(result) : result;
       } catch (err) {
         throw toTrpcError(err);
       }

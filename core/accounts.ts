@@ -94,6 +94,18 @@ export function createAccountService(deps: {
   return {
     getUser,
 
+    async footerAddress(userId: string): Promise<string | null> {
+      const [row] = await db.select({ footer: schema.users.footerAddress }).from(schema.users).where(eq(schema.users.id, userId));
+      return row?.footer ?? null;
+    },
+
+    /** Sets (or, with null or blank, clears) the postal address that prefills new broadcasts' CAN-SPAM footer. */
+    async setFooterAddress(userId: string, address: string | null): Promise<string | null> {
+      const footer = address?.trim() || null;
+      await db.update(schema.users).set({ footerAddress: footer }).where(eq(schema.users.id, userId));
+      return footer;
+    },
+
     /** Creates a password account and mails its verification link (`mailLink` can point it elsewhere, e.g. back to an OAuth request). */
     async signup(input: { email: string; password: string }, clientKey: string, mailLink?: MailLink) {
       createLimiter.hit(clientKey);
@@ -192,6 +204,19 @@ export function createAccountService(deps: {
       const user = await consumeOneTimeToken(input.token, ['signin', 'verify_email']);
       if (!user.emailVerified) await markVerified(user.id);
       return (await getUser(user.id))!;
+    },
+
+    /** The same, answering a session (the dashboard's /app/verify and /app/signin pages). */
+    async redeemLinkForSession(input: { token: string }) {
+      const user = await consumeOneTimeToken(input.token, ['signin', 'verify_email']);
+      if (!user.emailVerified) await markVerified(user.id);
+      return session((await getUser(user.id))!);
+    },
+
+    /** Ends every session of the account (a session token cannot be revoked alone: the version all carry is bumped). */
+    async signOutEverywhere(userId: string) {
+      await db.update(schema.users).set({ sessionVersion: sql`${schema.users.sessionVersion} + 1`, updatedAt: Date.now() }).where(eq(schema.users.id, userId));
+      return { ok: true as const };
     },
 
     async resendVerification(userId: string) {

@@ -105,6 +105,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
   const resolver = createResolver(config.dnsServers);
   const queue: OutboundQueue = createOutboundQueue({
     startBatch: (ids, account) => deps.workflows.startOutboundBatch(ids, account),
+    startsPerSecond: config.outboundStartsPerSecond,
     onError: (err, ids) => console.error(`[outbound] could not start delivery of ${ids.length} message(s); the sweep will retry: ${describeError(err)}`),
   });
   const mailer = createSystemMailer({ db, queue, serviceDomain: config.serviceDomain });
@@ -207,6 +208,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
       await queue.close();
       await dispatcher.drain();
       await inboundStarts.drain();
+      await contacts.flushTouches().catch((err: Error) => console.error('[contacts] could not record traffic addresses on shutdown:', err.message));
     },
   };
 }

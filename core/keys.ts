@@ -12,6 +12,8 @@ export type KeyRow = typeof schema.apiKeys.$inferSelect;
 /** The unrestricted account key: read-or-create, and rotation that kills the old key at once. */
 export function createKeyService(deps: { db: Db; sealer: Sealer }) {
   const { db, sealer } = deps;
+  // Every API-key request runs this: prepared once (built once by drizzle, parsed once per connection by PostgreSQL).
+  const byHash = db.select().from(schema.apiKeys).where(eq(schema.apiKeys.keyHash, sql.placeholder('hash'))).prepare('api_key_by_hash');
 
   async function findAccountKey(userId: string): Promise<KeyRow | undefined> {
     const [row] = await db.select().from(schema.apiKeys)
@@ -47,7 +49,7 @@ export function createKeyService(deps: { db: Db; sealer: Sealer }) {
 
     /** Finds the key row for presented key material (account or scoped), or undefined. */
     async lookup(key: string): Promise<KeyRow | undefined> {
-      const [row] = await db.select().from(schema.apiKeys).where(eq(schema.apiKeys.keyHash, credentialHash(key)));
+      const [row] = await byHash.execute({ hash: credentialHash(key) });
       return row;
     },
 

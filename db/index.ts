@@ -53,14 +53,24 @@ async function openPostgres(url: string): Promise<Database> {
 
 /**
  * With SVC_QUERY_STATS_FILE set (the benchmarks' cost model), counts the statements this process sends
- * and writes `{"queries": n}` there every half second. Off by default: no cost on the hot path.
+ * and writes `{"queries": n, "byStatement": {…}}` there every half second. Off by default: no cost on the hot path.
  */
-function queryCounter(): { logger?: { logQuery(): void } } {
+function queryCounter(): { logger?: { logQuery(query: string): void } } {
   const file = process.env.SVC_QUERY_STATS_FILE;
   if (!file) return {};
   let queries = 0;
-  setInterval(() => writeFileSync(file, JSON.stringify({ queries })), 500).unref();
-  return { logger: { logQuery: () => void (queries += 1) } };
+  // The statements by their first words, to tell which ones a path sends (bench output, not production).
+  const byStatement: Record<string, number> = {};
+  setInterval(() => writeFileSync(file, JSON.stringify({ queries, byStatement })), 500).unref();
+  return {
+    logger: {
+      logQuery: (query: string) => {
+        queries += 1;
+        const head = query.replace(/\s+/g, ' ').slice(0, 90);
+        byStatement[head] = (byStatement[head] ?? 0) + 1;
+      },
+    },
+  };
 }
 
 async function openPglite(dir: string): Promise<Database> {

@@ -139,7 +139,8 @@ async function credentialFor(op: Operation, who: 'other-account' | 'other-domain
   return (await stack.api('GET', '/api/keys', { token: b.session })).body.key;
 }
 
-const walked = operations.filter((op) => op.auth !== 'public');
+// auth.signout acts on the caller's own account only (it would end B's sessions mid-walk): checked on its own below.
+const walked = operations.filter((op) => op.auth !== 'public' && op.name !== 'auth.signout');
 
 describe.each([['other-account'], ['other-domain']] as const)('the tenancy walk with a credential of an %s', (who) => {
   it.each(walked.map((op) => [op.name, op] as const))('%s cannot reach A', async (_name, op) => {
@@ -201,5 +202,16 @@ describe('after the walk', () => {
     expect(events.every((e) => e.messageId !== a.message && e.messageId !== a.inbound)).toBe(true);
     const own = (await stack.api('GET', '/api/events', { token: a.session })).body as any[];
     expect(own.some((e) => e.messageId === a.message)).toBe(true);
+  });
+
+  it("signing out ends the caller's sessions only, never another account's", async () => {
+    const other = await signup('tenant-c@example.com');
+    const second = (await stack.api('POST', '/api/auth/login', { body: { email: 'tenant-c@example.com', password: 'tenancy password' } })).body.token;
+    expect((await stack.api('POST', '/api/auth/signout', { token: other.session, body: {} })).status).toBe(200);
+    expect((await stack.api('GET', '/api/keys', { token: other.session })).status).toBe(401);
+    expect((await stack.api('GET', '/api/keys', { token: second })).status).toBe(401);
+    expect((await stack.api('GET', '/api/keys', { token: other.key })).status).toBe(200); // keys are not sessions
+    expect((await stack.api('GET', `/api/domains/${a.domain}`, { token: a.session })).status).toBe(200);
+    expect((await stack.api('POST', '/api/auth/signout', { token: other.key, body: {} })).body.code).toBe('wrong_credential');
   });
 });

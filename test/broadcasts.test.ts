@@ -158,6 +158,24 @@ describe('broadcast states', () => {
     expect((await h.api('GET', `/api/broadcasts/${other.id}`)).status).toBe(404);
   });
 
+  it('the account footer address prefills new drafts, is the account\'s own, and clears back to the operator default', async () => {
+    expect((await h.api('GET', '/api/account/settings')).body).toEqual({ footerAddress: null });
+    expect((await h.api('PATCH', '/api/account/settings', { footerAddress: '  7 Quay St, Bristol ' })).body).toEqual({ footerAddress: '7 Quay St, Bristol' });
+    expect((await h.api('GET', '/api/account/settings')).body).toEqual({ footerAddress: '7 Quay St, Bristol' });
+    const { list } = await h.listOf('f', 1);
+    expect((await h.draft({ audience: { type: 'list', id: list.id } })).footer_address).toBe('7 Quay St, Bristol');
+    expect((await h.draft({ audience: { type: 'list', id: list.id }, footerAddress: 'Given Rd 1' })).footer_address).toBe('Given Rd 1');
+
+    const other = (await env.stack.api('POST', '/api/auth/signup', { body: { email: 'footer-other@example.com', password: 'other password' } })).body;
+    expect((await env.stack.api('GET', '/api/account/settings', { token: other.token })).body).toEqual({ footerAddress: null });
+    const bad = await h.api('PATCH', '/api/account/settings', { footerAddress: 'x'.repeat(501) });
+    expect(bad.status).toBe(400);
+    expect((await h.api('PATCH', '/api/account/settings', { footer: 'x' })).status).toBe(400);
+
+    expect((await h.api('PATCH', '/api/account/settings', { footerAddress: null })).body).toEqual({ footerAddress: null });
+    expect((await h.draft({ audience: { type: 'list', id: list.id } })).footer_address).toBe('1 Main St, Springfield');
+  });
+
   it('a scheduled broadcast starts on time', async () => {
     const { list } = await h.listOf('s', 3);
     const b = await h.draft({ audience: { type: 'list', id: list.id } });

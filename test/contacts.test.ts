@@ -52,6 +52,22 @@ describe('contacts', () => {
     expect((await api('GET', `/api/lists/${list.id}/contacts?limit=501`)).status).toBe(400);
   });
 
+  it('traffic addresses from many calls and accounts share one upsert, one row per account and address', async () => {
+    const core = env.stack.service.core;
+    const [me] = await core.db.select({ id: schema.users.id }).from(schema.users).where(eq(schema.users.email, 'sender@example.com'));
+    const other = (await env.stack.api('POST', '/api/auth/signup', { body: { email: 'touch-other@example.com', password: 'other password' } })).body.user.id;
+    await Promise.all([
+      core.contacts.touch(me!.id, ['Touch-A@rcpt.test', 'touch-b@rcpt.test']),
+      core.contacts.touch(me!.id, ['touch-a@rcpt.test', 'not-an-address']),
+      core.contacts.touch(other, ['touch-a@rcpt.test']),
+    ]);
+    const rows = await core.db.select().from(schema.contacts).where(eq(schema.contacts.email, 'touch-a@rcpt.test'));
+    expect(rows.map((r) => r.userId).sort()).toEqual([me!.id, other].sort());
+    expect(rows.every((r) => r.lastSeenAt! > 0)).toBe(true);
+    expect((await api('GET', '/api/contacts?search=touch-b@rcpt.test')).body).toHaveLength(1);
+    expect((await api('GET', '/api/contacts?search=not-an-address')).body).toHaveLength(0);
+  });
+
   it('addresses the account sends to or receives from become contacts, last seen now', async () => {
     const t0 = Date.now();
     await env.send({ to: ['Bob <traffic-bob@rcpt.test>'], cc: 'traffic-cc@rcpt.test' });

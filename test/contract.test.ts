@@ -65,6 +65,17 @@ const examples: Record<string, () => Promise<Example>> = {
     await stack.api('POST', '/api/v1/provision', { body: { email } });
     return { query: `token=${tokenFromMail((await waitForMail(stack, email, /Verify/)).raw)}` };
   },
+  'auth.redeemLink': async () => {
+    const email = uniqueEmail();
+    await stack.api('POST', '/api/auth/signup', { body: { email, password: 'a long password', linkTo: 'app' } });
+    const mail = await waitForMail(stack, email, /Verify/);
+    expect(mail.raw.replace(/=\r?\n/g, '').replace(/=3D/g, '=')).toContain(`${stack.config.publicUrl}/app/verify?token=`);
+    return { body: { token: tokenFromMail(mail.raw) } };
+  },
+  'auth.signout': async () => {
+    const email = uniqueEmail();
+    return { token: (await stack.api('POST', '/api/auth/signup', { body: { email, password: 'a long password' } })).body.token, body: {} };
+  },
   'auth.resendVerification': async () => ({ token: session, body: {} }),
   'auth.changePassword': async () => {
     const email = uniqueEmail();
@@ -82,6 +93,8 @@ const examples: Record<string, () => Promise<Example>> = {
   'keys.rotate': async () => ({ token: session }),
   'me.get': async () => ({ token: (await stack.api('GET', '/api/keys', { token: session })).body.key }),
   'billing.usage': async () => ({ token: session }),
+  'account.settings': async () => ({ token: session }),
+  'account.updateSettings': async () => ({ token: session, body: { footerAddress: '1 Main St, Springfield' } }),
   'outbox.list': async () => ({ token: session, query: 'limit=5' }),
   'templates.list': async () => ({ token: session }),
   'templates.listBase': async () => ({ token: session }),

@@ -34,6 +34,22 @@ describe('outbound group commit', () => {
     expect(batches).toEqual([['first'], ['a', 'b', 'c', 'd']]);
   });
 
+  it('paces partial batches to startsPerSecond (they gather while they wait); a full batch never waits', async () => {
+    const batches: string[][] = [];
+    // One token, refilled every 10 s: the first id starts at once, later partial batches wait for the next token.
+    const q = createOutboundQueue({ startBatch: async (ids) => void batches.push(ids), flushMs: 1, maxBatch: 3, startsPerSecond: 0.1, burst: 1 });
+    q.enqueue(['a']);
+    await eventually(async () => batches.length === 1, 2000, 5);
+    q.enqueue(['b']);
+    q.enqueue(['c', 'd', 'e', 'f']);
+    await eventually(async () => batches.length === 2, 2000, 5);
+    expect(batches).toEqual([['a'], ['b', 'c', 'd']]);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(batches).toHaveLength(2); // e, f wait for a token
+    await q.flush();
+    expect(batches).toEqual([['a'], ['b', 'c', 'd'], ['e', 'f']]);
+  });
+
   it('a failed start is reported with its ids and does not stop later batches', async () => {
     const failed: string[][] = [];
     const started: string[][] = [];

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineOperation, emailField } from '../contract.js';
+import { defineOperation, emailField, type OpContext } from '../contract.js';
 
 const user = z.object({
   id: z.string().describe('Account id, usr_…'),
@@ -10,6 +10,10 @@ const user = z.object({
 });
 const session = z.object({ token: z.string().describe('Session token: send as "Authorization: Bearer <token>"'), user });
 const password = z.string().min(8, 'must be at least 8 characters').max(200);
+/** Where a mailed link opens: by default the API's own page; `app` = the dashboard (/app/verify, /app/signin). */
+const linkTo = z.enum(['api', 'app']).optional().describe('app: the mailed link opens the dashboard at /app instead of the API page');
+const appLink = (core: OpContext['core'], page: 'verify' | 'signin', to: 'api' | 'app' | undefined) =>
+  to === 'app' ? (token: string) => `${core.config.publicUrl}/app/${page}?token=${token}` : undefined;
 
 /** Drops a value that does not pass `schema` instead of failing the request (provision's channel, referrer). */
 const dropInvalid = <T extends z.ZodType>(schema: T) => z.unknown().transform((v) => {
@@ -36,9 +40,9 @@ export const provision = defineOperation({
 export const signup = defineOperation({
   name: 'auth.signup', method: 'POST', path: '/api/auth/signup', auth: 'public', status: 201,
   summary: 'Create an account with a password; mails a verification link and answers a session.',
-  body: z.strictObject({ email: emailField, password }),
+  body: z.strictObject({ email: emailField, password, linkTo }),
   output: session,
-  handler: (input, { core, clientIp }) => core.accounts.signup(input, clientIp),
+  handler: ({ linkTo: to, ...input }, { core, clientIp }) => core.accounts.signup(input, clientIp, appLink(core, 'verify', to)),
 });
 
 export const login = defineOperation({
@@ -52,9 +56,9 @@ export const login = defineOperation({
 export const signinLink = defineOperation({
   name: 'auth.signinLink', method: 'POST', path: '/api/auth/signin-link', auth: 'public',
   summary: 'Mail a one-time sign-in link (answers ok whether or not the address has an account).',
-  body: z.strictObject({ email: emailField }),
+  body: z.strictObject({ email: emailField, linkTo }),
   output: z.object({ ok: z.literal(true) }),
-  handler: (input, { core }) => core.accounts.requestSigninLink(input),
+  handler: ({ linkTo: to, ...input }, { core }) => core.accounts.requestSigninLink(input, appLink(core, 'signin', to)),
 });
 
 export const signin = defineOperation({
@@ -63,6 +67,22 @@ export const signin = defineOperation({
   body: z.strictObject({ token: z.string().min(1).max(200) }),
   output: session,
   handler: (input, { core }) => core.accounts.signin(input),
+});
+
+export const redeemLink = defineOperation({
+  name: 'auth.redeemLink', method: 'POST', path: '/api/auth/link', auth: 'public',
+  summary: 'Exchange a mailed sign-in or verification token for a session (a verification token verifies the address first).',
+  body: z.strictObject({ token: z.string().min(1).max(200) }),
+  output: session,
+  handler: (input, { core }) => core.accounts.redeemLinkForSession(input),
+});
+
+export const signOut = defineOperation({
+  name: 'auth.signout', method: 'POST', path: '/api/auth/signout', auth: ['session'],
+  summary: 'Sign out: ends every session of the account (session tokens carry one version, which this bumps).',
+  body: z.strictObject({}),
+  output: z.object({ ok: z.literal(true) }),
+  handler: (_input, { core, principal }) => core.accounts.signOutEverywhere(principal!.userId),
 });
 
 export const verifyEmail = defineOperation({

@@ -27,6 +27,17 @@ import * as broadcasts from './broadcasts.js';
 import * as sequences from './sequences.js';
 import * as events from './events.js';
 
+/** Every module of operations, by name: the runtime list below and the `AppRouter` type are both built from it. */
+const modules = {
+  accounts, keys, scopedKeys, me, oauthGrants, outbox, attachments, hosted, registration, domains, encryption, templates,
+  send, scheduled, messages, suppressions, webhooks, routes, deliveries, engagement, appPasswords, mailbox, contacts, lists, broadcasts,
+  sequences, events,
+};
+
+type OperationsIn<M> = Extract<M[keyof M], { handler: unknown; name: string }>;
+/** The union of every operation's own type (its literal name and method, its zod schemas). */
+export type AnyOperation = { [K in keyof typeof modules]: OperationsIn<(typeof modules)[K]> }[keyof typeof modules];
+
 const ops = (m: Record<string, unknown>) => Object.values(m).filter((v): v is Operation => typeof v === 'object' && v !== null && 'handler' in v);
 
 /** Literal path segments sort before `:param` ones, so `/api/templates/base` is matched before `/api/templates/:id`. */
@@ -43,10 +54,4 @@ function specificity(a: Operation, b: Operation): number {
 }
 
 /** Every operation of the API, fixed paths ahead of parameterized ones. */
-export const operations: readonly Operation[] = [
-  ...ops(accounts), ...ops(keys), ...ops(scopedKeys), ...ops(me), ...ops(oauthGrants), ...ops(outbox), ...ops(attachments),
-  ...ops(hosted), ...ops(registration), ...ops(domains), ...ops(encryption), ...ops(templates),
-  ...ops(send), ...ops(scheduled), ...ops(messages), ...ops(suppressions),
-  ...ops(webhooks), ...ops(routes), ...ops(deliveries), ...ops(engagement), ...ops(appPasswords), ...ops(mailbox),
-  ...ops(contacts), ...ops(lists), ...ops(broadcasts), ...ops(sequences), ...ops(events),
-].sort(specificity);
+export const operations: readonly Operation[] = Object.values(modules).flatMap((m) => ops(m)).sort(specificity);

@@ -39,3 +39,22 @@ export const usage = defineOperation({
     return core.usage.usage(user);
   },
 });
+
+const settings = z.object({
+  footerAddress: z.string().nullable().describe('Postal address of the CAN-SPAM footer; prefills a new broadcast\'s footer_address (null: the operator\'s BROADCAST_FOOTER_ADDRESS)'),
+});
+
+export const getSettings = defineOperation({
+  name: 'account.settings', method: 'GET', path: '/api/account/settings', auth: ['session', 'oauth', 'account_key'],
+  summary: 'Account settings that prefill new records (the CAN-SPAM footer address of broadcasts).',
+  output: settings,
+  handler: async (_input, { core, principal }) => ({ footerAddress: await core.accounts.footerAddress(principal!.userId) }),
+});
+
+export const updateSettings = defineOperation({
+  name: 'account.updateSettings', method: 'PATCH', path: '/api/account/settings', auth: ['session', 'oauth', 'account_key'],
+  summary: 'Set the account\'s CAN-SPAM footer address (null or an empty string clears it); drafts created afterwards are prefilled with it.',
+  body: z.strictObject({ footerAddress: z.string().max(500).nullable() }),
+  output: settings,
+  handler: async (input, { core, principal }) => ({ footerAddress: await core.accounts.setFooterAddress(principal!.userId, input.footerAddress) }),
+});

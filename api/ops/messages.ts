@@ -25,6 +25,7 @@ export const listMessages = defineOperation({
     limit: z.coerce.number().int().min(1).max(200).default(50),
     before: z.coerce.number().int().positive().optional(),
     search: z.string().max(200).optional().describe('Matches subject, from or to'),
+    direction: z.enum(['outbound', 'inbound']).optional().describe('Only outbound or only inbound messages'),
   }),
   output: z.array(message),
   handler: (input, { core, principal }) => core.messages.list(actorOf(principal!), input),

@@ -50,8 +50,9 @@ export async function upsertContacts(tx: Tx, userId: string, input: ContactInput
 }
 
 /** Contacts of an account: CRUD, search and cursor paging, and the bulk upsert used by imports and traffic. */
-export function createContactService(deps: { db: Db; onUnsubscribed?: (userId: string, contactId: string) => void }) {
+export function createContactService(deps: { db: Db; touchWindowMs?: number; onUnsubscribed?: (userId: string, contactId: string) => void }) {
   const { db } = deps;
+  const touches = createTouchQueue(db, deps.touchWindowMs ?? 100);
 
   async function load(userId: string, id: string): Promise<Row> {
     const [row] = await db.select().from(c).where(and(eq(c.userId, userId), eq(c.id, id)));
@@ -127,10 +128,10 @@ export function createContactService(deps: { db: Db; onUnsubscribed?: (userId: s
      * Mail traffic makes contacts: the addresses an account sent to or received from, upserted in one
      * statement per batch with `last_seen_at` moved to now.
      */
-    async touch(userId: string, emails: string[]) {
-      const valid = emails.filter((e) => e.includes('@') && e.length <= 254);
-      if (valid.length) await upsertContacts(db, userId, valid.map((email) => ({ email })), { touch: true });
-    },
+    /** Records addresses of mail traffic as contacts, last seen now; group-committed (see `createTouchQueue`). */
+    touch: (userId: string, emails: string[]) => touches.add(userId, emails),
+    /** Writes the traffic addresses still waiting (on shutdown). */
+    flushTouches: () => touches.flush(),
   };
 }
 export type ContactService = ReturnType<typeof createContactService>;
@@ -142,4 +143,55 @@ export function checkAttributes(a: Attributes | undefined): Attributes | undefin
   if (keys.length > 100) throw badRequest('attributes: at most 100 keys', 'invalid_attributes');
   for (const k of keys) if (!/^[A-Za-z0-9_-]{1,64}$/.test(k)) throw badRequest(`attributes: "${k}" is not a valid key (letters, digits, _ and -)`, 'invalid_attributes');
   return a;
+}
+
+const MAX_TOUCHES = 1000;
+
+/**
+ * Contacts from traffic, group-committed: every send would otherwise add an upsert of its own to the
+ * accept path. Addresses gather for `windowMs` (or up to 1,000) and go out in one statement for all
+ * accounts; each caller's promise settles when its addresses are written. Best effort by design: a
+ * crash in the window loses only `last_seen_at` updates, never a message.
+ */
+function createTouchQueue(db: Db, windowMs: number) {
+  let pending = new Map<string, { userId: string; email: string }>();
+  let waiting: { resolve: () => void; reject: (err: unknown) => void }[] = [];
+  let timer: NodeJS.Timeout | undefined;
+
+  async function write(batch: { userId: string; email: string }[]) {
+    if (batch.length === 0) return;
+    const now = Date.now();
+    // Sorted, so concurrent writers lock rows in the same order; one row per (account, address).
+    const rows = batch.sort((a, b) => (a.userId + a.email < b.userId + b.email ? -1 : 1)).map((x) => ({
+      id: newId('ctc'), userId: x.userId, email: x.email, attributes: {}, subscribed: true, createdAt: now, updatedAt: now, lastSeenAt: now,
+    }));
+    await db.insert(c).values(rows).onConflictDoUpdate({ target: [c.userId, c.email], set: { lastSeenAt: sql`excluded.last_seen_at` } });
+  }
+
+  function flush(): Promise<void> {
+    if (timer) clearTimeout(timer);
+    timer = undefined;
+    const batch = [...pending.values()];
+    const callers = waiting;
+    pending = new Map();
+    waiting = [];
+    return write(batch).then(() => callers.forEach((w) => w.resolve()), (err) => {
+      callers.forEach((w) => w.reject(err));
+      throw err;
+    });
+  }
+
+  return {
+    add(userId: string, emails: string[]): Promise<void> {
+      for (const raw of emails) {
+        const email = raw.toLowerCase();
+        if (email.includes('@') && email.length <= 254) pending.set(`${userId}\n${email}`, { userId, email });
+      }
+      const done = new Promise<void>((resolve, reject) => waiting.push({ resolve, reject }));
+      if (pending.size >= MAX_TOUCHES) flush().catch(() => undefined);
+      else timer ??= setTimeout(() => void flush().catch(() => undefined), windowMs);
+      return done;
+    },
+    flush,
+  };
 }

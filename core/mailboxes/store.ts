@@ -43,22 +43,33 @@ export function createMailboxStore(deps: { db: Db }) {
     return row!;
   }
 
+  /**
+   * The folder row, created if missing, and locked until `tx` commits (so UIDs become visible in
+   * ascending order): one statement, where a lookup, an insert and a lock were three.
+   */
+  async function lockFolder(tx: Tx, m: { userId: string; domainId: string; address: string; folder: Folder }): Promise<MailboxRow> {
+    const [row] = await tx.insert(mb).values({
+      id: newId('mbx'), userId: m.userId, domainId: m.domainId, address: m.address.toLowerCase(), name: m.folder,
+      uidValidity: Math.floor(Date.now() / 1000) % 2_000_000_000, uidNext: 1, createdAt: Date.now(),
+    }).onConflictDoUpdate({ target: [mb.domainId, mb.address, mb.name], set: { uidNext: sql`${mb.uidNext}` } }).returning();
+    return row!;
+  }
+
   /** Files one message into a folder inside `tx`; the caller notifies after commit. Skips a message id filed there already. */
   async function fileIn(tx: Tx, f: FileInput): Promise<{ mailboxId: string; uid: number } | undefined> {
-    const box = await ensure(tx, f);
+    const box = await lockFolder(tx, f);
     if (f.messageId) {
       const [dup] = await tx.select({ uid: mm.uid }).from(mm).where(and(eq(mm.mailboxId, box.id), eq(mm.messageId, f.messageId)));
       if (dup) return undefined;
     }
-    // Locks the folder row until commit, so UIDs become visible in ascending order.
-    const [locked] = await tx.update(mb).set({ uidNext: sql`${mb.uidNext}` }).where(eq(mb.id, box.id)).returning({ id: mb.id });
-    if (!locked) return undefined;
-    const [row] = await tx.insert(mm).values({
+    // The message and the folder's next UID in one statement.
+    const filed = tx.$with('filed').as(tx.insert(mm).values({
       mailboxId: box.id, messageId: f.messageId ?? null, flags: f.flags ?? [], fromAddr: f.fromAddr, toAddr: f.address.toLowerCase(),
       subject: f.subject, size: f.raw.length, raw: f.raw, internalDate: f.internalDate ?? Date.now(),
-    }).returning({ uid: mm.uid });
-    await tx.update(mb).set({ uidNext: sql`greatest(${mb.uidNext}, ${row!.uid + 1})` }).where(eq(mb.id, box.id));
-    return { mailboxId: box.id, uid: row!.uid };
+    }).returning({ uid: mm.uid }));
+    const [row] = await tx.with(filed).update(mb).set({ uidNext: sql`greatest(${mb.uidNext}, (select uid + 1 from ${filed}))` })
+      .where(eq(mb.id, box.id)).returning({ uid: sql<number>`(select uid from ${filed})` });
+    return { mailboxId: box.id, uid: Number(row!.uid) };
   }
 
   const notify = (mailboxId: string) => events.emit('change', mailboxId);

@@ -4,6 +4,10 @@
  * carries its account's search attribute). While `maxInFlight` flushes are still under way, new ids wait
  * and join the next one, so batches grow with load on their own: at low load every message starts at
  * once (after `flushMs`), under load one start carries up to 100 messages.
+ * Starts are also paced: a partial batch needs one of `startsPerSecond` tokens (a bucket of `burst`), so
+ * under a steady load a start carries about a second's worth of ids divided by that rate (each run costs
+ * the Temporal server and the worker about 30 ms of CPU: DESIGN.md, The Temporal budget), while a quiet
+ * service still starts each message at once. A full batch never waits for a token.
  * A failed start leaves the rows `queued`; the outbound sweep schedule picks them up.
  */
 export type OutboundQueue = { enqueue(ids: string[], account?: string): void; flush(): Promise<void>; close(): Promise<void> };
@@ -14,6 +18,8 @@ export function createOutboundQueue(opts: {
   flushMs?: number;
   maxBatch?: number;
   maxInFlight?: number;
+  startsPerSecond?: number;
+  burst?: number;
   onError?: (err: unknown, ids: string[]) => void;
 }): OutboundQueue {
   const flushMs = opts.flushMs ?? 25;
@@ -23,6 +29,23 @@ export function createOutboundQueue(opts: {
   let timer: NodeJS.Timeout | undefined;
   const inFlight = new Set<Promise<void>>();
   let idle: (() => void)[] = [];
+  const rate = opts.startsPerSecond ?? Infinity;
+  const burst = opts.burst ?? 5;
+  let tokens = burst;
+  let refilledAt = Date.now();
+
+  /** Takes a start token if one is there; otherwise answers how many ms until one is. */
+  function takeToken(): number {
+    if (rate === Infinity) return 0;
+    const now = Date.now();
+    tokens = Math.min(burst, tokens + ((now - refilledAt) / 1000) * rate);
+    refilledAt = now;
+    if (tokens >= 1) {
+      tokens -= 1;
+      return 0;
+    }
+    return Math.ceil(((1 - tokens) / rate) * 1000);
+  }
 
   /** One flush: the items grouped by account, one start each, in the order they came. */
   function startAll(items: Item[]): Promise<void> {
@@ -35,6 +58,11 @@ export function createOutboundQueue(opts: {
     if (timer) clearTimeout(timer);
     timer = undefined;
     while (pending.length > 0 && (inFlight.size < maxInFlight || force)) {
+      const wait = takeToken();
+      if (wait > 0 && pending.length < maxBatch && !force) {
+        timer = setTimeout(() => pump(), wait);
+        return;
+      }
       const items = pending.slice(0, maxBatch);
       pending = pending.slice(maxBatch);
       const p: Promise<void> = startAll(items).finally(() => {

@@ -1,9 +1,8 @@
-import type { DKIMSignOptions } from 'mailauth';
-import { dkimSign } from 'mailauth/lib/dkim/sign.js';
 import { and, asc, eq, inArray, isNull, lt, or } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import type { AttachmentService } from '../attachments/service.js';
+import { parsePrivateKey, signDkim, type DkimKey } from '../outbound/dkim.js';
 import { renderMessage } from '../outbound/render.js';
 import type { OutboundTransport, RecipientResult } from '../outbound/transport.js';
 import type { Sealer } from '../secrets.js';
@@ -20,10 +19,6 @@ type MessageRow = typeof schema.messages.$inferSelect;
 /** Messages in flight at once in one batch: each waits mostly on its SMTP round trip; the transport pools connections. */
 export const DELIVERY_CONCURRENCY = 20;
 const KEY_CACHE_MS = 60_000;
-/** mailauth's default signed headers plus List-Unsubscribe-Post (RFC 8058 wants the one-click header signed). */
-const SIGNED_HEADERS = 'From:Sender:Reply-To:Subject:Date:Message-ID:To:Cc:MIME-Version:Content-Type:Content-Transfer-Encoding:Content-ID:Content-Description:'
-  + 'Resent-Date:Resent-From:Resent-Sender:Resent-To:Resent-Cc:Resent-Message-ID:In-Reply-To:References:List-Id:List-Help:List-Unsubscribe:'
-  + 'List-Subscribe:List-Post:List-Owner:List-Archive:BIMI-Selector:List-Unsubscribe-Post';
 export type DeliveryResult = { sent: number; bounced: number; skipped: number; deferred: string[] };
 /** How an activity follows the work: a heartbeat per message, and whether it was asked to stop. */
 export type Progress = { beat(): void; stopped(): boolean };
@@ -47,33 +42,31 @@ export function createDeliveryService(deps: {
   const { db } = deps;
   const m = schema.messages;
 
-  // Signing keys by domain id, briefly cached: a batch signs many messages of one domain.
-  const keys = new Map<string, { at: number; d: typeof schema.domains.$inferSelect | undefined }>();
-  async function domainFor(id: string) {
+  // Signing keys by domain id, opened and parsed once and briefly cached: a batch signs many messages of one domain.
+  const keys = new Map<string, { at: number; key: DkimKey | undefined }>();
+  async function domainKey(id: string): Promise<DkimKey | undefined> {
     const hit = keys.get(id);
-    if (hit && Date.now() - hit.at < KEY_CACHE_MS) return hit.d;
+    if (hit && Date.now() - hit.at < KEY_CACHE_MS) return hit.key;
     const [d] = await db.select().from(schema.domains).where(eq(schema.domains.id, id));
-    keys.set(id, { at: Date.now(), d });
-    return d;
+    const key = d && { domain: d.domain, selector: d.dkimSelector, privateKey: parsePrivateKey(deps.sealer.open(d.dkimPrivateKeySealed)) };
+    keys.set(id, { at: Date.now(), key });
+    return key;
+  }
+  // The service domain's key (system mail), parsed once per PEM.
+  let service: { pem: string; key: DkimKey } | undefined;
+  async function serviceKey(): Promise<DkimKey | undefined> {
+    const s: ServiceSigner | undefined = await deps.serviceSigner?.();
+    if (!s) return undefined;
+    if (service?.pem !== s.privateKey || service.key.domain !== s.domain || service.key.selector !== s.selector) {
+      service = { pem: s.privateKey, key: { domain: s.domain, selector: s.selector, privateKey: parsePrivateKey(s.privateKey) } };
+    }
+    return service.key;
   }
 
-  /** The key a message is signed with: its domain's, or the service domain's for system mail. */
-  async function signerFor(row: MessageRow): Promise<ServiceSigner | undefined> {
-    if (!row.domainId) return row.kind === 'system' ? deps.serviceSigner?.() : undefined;
-    const d = await domainFor(row.domainId);
-    return d && { domain: d.domain, selector: d.dkimSelector, privateKey: deps.sealer.open(d.dkimPrivateKeySealed) };
-  }
-
+  /** Signs with the message's domain key, or the service domain's for system mail. */
   async function sign(row: MessageRow, raw: Buffer): Promise<Buffer> {
-    const key = await signerFor(row);
-    if (!key) return raw;
-    // mailauth's typings describe flat options; the signer reads `signatureData` (one entry per signature).
-    const options = {
-      canonicalization: 'relaxed/relaxed', algorithm: 'rsa-sha256', headerList: SIGNED_HEADERS,
-      signatureData: [{ signingDomain: key.domain, selector: key.selector, privateKey: key.privateKey }],
-    } as unknown as DKIMSignOptions;
-    const { signatures } = await dkimSign(raw, options);
-    return Buffer.concat([Buffer.from(signatures), raw]);
+    const key = row.domainId ? await domainKey(row.domainId) : row.kind === 'system' ? await serviceKey() : undefined;
+    return key ? signDkim(raw, key) : raw;
   }
 
   /** The signed bytes and envelope sender of a message (the same bytes for every transaction of it). */

@@ -24,11 +24,12 @@ export function createMessageService(deps: { db: Db; events: EventService; runLi
   const scope = (actor: Actor) => and(ownedBy(actor, m), eq(m.kind, 'user'));
 
   return {
-    async list(actor: Actor, opts: { limit: number; before?: number; search?: string }) {
+    async list(actor: Actor, opts: { limit: number; before?: number; search?: string; direction?: 'outbound' | 'inbound' }) {
       const like = opts.search ? `%${opts.search.replace(/[%_\\]/g, '\\$&')}%` : undefined;
       const rows = await db.select().from(m).where(and(
         scope(actor),
         ...(opts.before ? [lt(m.createdAt, opts.before)] : []),
+        ...(opts.direction ? [eq(m.direction, opts.direction)] : []),
         ...(like ? [or(ilike(m.subject, like), ilike(m.fromAddr, like), sql`${m.toAddrs}::text ilike ${like}`)] : []),
       )).orderBy(desc(m.createdAt)).limit(opts.limit);
       return rows.map(dto);
