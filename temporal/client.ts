@@ -1,4 +1,4 @@
-import { type ApplicationFailure, Client, Connection, WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
+import { type ApplicationFailure, Client, Connection, WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError } from '@temporalio/client';
 import type { QueryDefinition } from '@temporalio/common';
 import proto from '@temporalio/proto';
 import type { WorkflowPort } from '../core/index.js';
@@ -180,7 +180,8 @@ export function createWorkflowPort(t: TemporalHandle, settings: WorkflowSettings
       } catch (err) {
         if (err instanceof WorkflowUpdateFailedError && (err.cause as ApplicationFailure | undefined)?.type === 'too_late') return 'too_late';
         if (err instanceof WorkflowNotFoundError || (err as Error).message?.includes('workflow execution already completed')) return 'closed';
-        if (isDeadline(err)) return 'unavailable';
+        // The SDK reports a deadline (or a call cut short while waiting for it) as its own error type.
+        if (err instanceof WorkflowUpdateRPCTimeoutOrCancelledError || isDeadline(err)) return 'unavailable';
         throw err;
       }
     },

@@ -65,7 +65,8 @@ describe('SMTP ingress under abuse', () => {
     // The limit is 5 MB: what the process holds for this client is bounded by it, not by the 1 GB sent.
     expect(peak - baseline, `rss grew by ${Math.round((peak - baseline) / 1e6)} MB`).toBeLessThan(200 * 1024 * 1024);
     expect(latencies.length).toBeGreaterThan(3);
-    expect(median(latencies), `health latencies ${latencies.map(Math.round).join(',')}`).toBeLessThan(100);
+    // A blocked event loop shows as seconds; the margin keeps a busy 2-core CI machine from failing it.
+    expect(median(latencies), `health latencies ${latencies.map(Math.round).join(',')}`).toBeLessThan(500);
   }, 240_000);
 
   it('caps connections per client address', async () => {
@@ -117,8 +118,9 @@ describe('SMTP ingress under abuse', () => {
     const ms = performance.now() - started;
     const latencies = await health.stop();
     expect(answer.code).toBe(250);
-    expect(ms).toBeLessThan(1000);
-    expect(median(latencies), `health latencies ${latencies.map(Math.round).join(',')}`).toBeLessThan(100);
+    expect(ms).toBeLessThan(5000); // a backtracking scan of 1 MB would take minutes
+    // A blocked event loop shows as seconds; the margin keeps a busy 2-core CI machine from failing it.
+    expect(median(latencies), `health latencies ${latencies.map(Math.round).join(',')}`).toBeLessThan(500);
     c.close();
   });
 });
