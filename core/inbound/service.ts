@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Resolver } from 'node:dns/promises';
-import { and, eq, inArray, isNull, lt } from 'drizzle-orm';
+import { and, eq, getTableColumns, inArray, isNull, lt, sql } from 'drizzle-orm';
 import { simpleParser, type ParsedMail } from 'mailparser';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
@@ -169,9 +169,12 @@ export function createInboundService(deps: {
     /** Workflow step: one `dlv_` row per matched route (deterministic ids, so a retry makes no duplicates). */
     async prepareDeliveries(messageId: string): Promise<{ deliveryIds: string[]; keepsNoCopy: boolean }> {
       // Marks the message as taken by its workflow (the sweep starts those never marked) and reads it, in one statement.
-      const [m] = await db.update(schema.messages).set({ workflowId: `inbound-${messageId}` }).where(eq(schema.messages.id, messageId)).returning();
+      // The domain's retention settings come back with it (a subquery in RETURNING).
+      const [m] = await db.update(schema.messages).set({ workflowId: `inbound-${messageId}` }).where(eq(schema.messages.id, messageId)).returning({
+        ...getTableColumns(schema.messages),
+        keepsNoCopy: sql<boolean>`coalesce((select ${d.zeroRetention} = 1 or coalesce(${d.encPublicKey}, '') <> '' from ${d} where ${d.id} = ${schema.messages.domainId}), false)`,
+      });
       if (!m?.domainId || !m.userId) return { deliveryIds: [], keepsNoCopy: false };
-      const [dom] = await db.select({ zero: d.zeroRetention, key: d.encPublicKey }).from(d).where(eq(d.id, m.domainId));
       const byRoute = new Map<string, { route: Awaited<ReturnType<RouteService['match']>>; to: string[] }>();
       for (const rcpt of m.toAddrs) {
         const route = await deps.routes.match(m.domainId, split(rcpt).local);
@@ -186,7 +189,7 @@ export function createInboundService(deps: {
         });
         ids.push(row.id);
       }
-      return { deliveryIds: ids, keepsNoCopy: dom?.zero === 1 || Boolean(dom?.key) };
+      return { deliveryIds: ids, keepsNoCopy: Boolean(m.keepsNoCopy) };
     },
 
     /** Stored inbound messages whose workflow never started (a crash, or a failed start, after the commit). */

@@ -1,4 +1,4 @@
-import { and, desc, eq } from 'drizzle-orm';
+import { and, desc, eq, sql } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { newId } from '../ids.js';
@@ -41,8 +41,8 @@ export function createDeliveryStore(deps: { db: Db; sealer: Sealer; routes: Rout
       const now = Date.now();
       const row = { id: v.id ?? newId('dlv'), userId: v.userId, messageId: v.messageId, routeId: v.routeId, domainId: v.domainId, url: v.url, kind: v.kind,
         status: 'pending' as const, payload: v.payload ?? null, workflowId: v.workflowId ?? null, createdAt: now, updatedAt: now };
-      await db.insert(dl).values(row).onConflictDoNothing();
-      const [stored] = await db.select().from(dl).where(eq(dl.id, row.id));
+      // One statement: a row that exists already (a retried step) is answered as it is, unchanged.
+      const [stored] = await db.insert(dl).values(row).onConflictDoUpdate({ target: dl.id, set: { id: sql`${dl.id}` } }).returning();
       return stored!;
     },
 
@@ -90,17 +90,20 @@ export function createDeliveryStore(deps: { db: Db; sealer: Sealer; routes: Rout
 
   /** Captures attempt `n` as an att_ row and moves the delivery and the domain's health on. */
   async function record(d: DeliveryRow, n: number, c: AttemptCapture, url: string, nextDelayMs: number | null): Promise<AttemptResult> {
-    await db.insert(at).values({
+    // One statement: the att_ row, the delivery moved on, and the domain's current health streak read back.
+    const attempt = db.$with('attempt').as(db.insert(at).values({
       id: newId('att'), deliveryId: d.id, messageId: d.messageId, attemptNumber: n, ok: c.ok ? 1 : 0, reason: c.reason, requestHeaders: c.requestHeaders,
       requestBody: c.requestBody, responseStatus: c.status, responseHeaders: c.responseHeaders, responseBody: c.responseBody,
       durationMs: c.durationMs, requestedAt: c.requestedAt, createdAt: Date.now(),
-    }).onConflictDoNothing();
+    }).onConflictDoNothing().returning({ id: at.id }));
     const retry = !c.ok && nextDelayMs !== null;
-    await db.update(dl).set({
+    const [moved] = await db.with(attempt).update(dl).set({
       status: c.ok ? 'delivered' : retry ? 'pending' : 'failed', attempts: n, lastStatusCode: c.status, lastReason: c.reason, url,
       nextRetryAt: retry ? Date.now() + nextDelayMs : null, retryAttempts: retry ? n : Math.max(0, n - 1), updatedAt: Date.now(),
-    }).where(eq(dl.id, d.id));
-    if (d.domainId && d.kind !== 'engagement') await recordHealth(db, d.domainId, c);
+    }).where(eq(dl.id, d.id)).returning({
+      health: sql<unknown>`(select ${schema.domains.webhookHealth} from ${schema.domains} where ${schema.domains.id} = ${dl.domainId})`,
+    });
+    if (d.domainId && d.kind !== 'engagement') await recordHealth(db, d.domainId, c, moved);
     return { ok: c.ok, status: c.status, reason: c.reason };
   }
 }

@@ -8,10 +8,11 @@ import type { AttemptCapture } from './post.js';
 export const UNHEALTHY_AFTER = 5;
 
 /** Folds one attempt into the domain's webhook health streak (SPEC.md webhookStatus). */
-export async function recordHealth(db: Db, domainId: string, a: AttemptCapture): Promise<void> {
-  const [row] = await db.select({ h: schema.domains.webhookHealth }).from(schema.domains).where(eq(schema.domains.id, domainId));
+export async function recordHealth(db: Db, domainId: string, a: AttemptCapture, known?: { health: unknown }): Promise<void> {
+  // The caller may have read the current streak already (in the statement that recorded the attempt).
+  const row = known ?? (await db.select({ health: schema.domains.webhookHealth }).from(schema.domains).where(eq(schema.domains.id, domainId)))[0];
   if (!row) return;
-  const prev = (row.h ?? null) as WebhookStatus | null;
+  const prev = (row.health ?? null) as WebhookStatus | null;
   const at = a.requestedAt;
   // A healthy streak that stays healthy needs no write more than once a second (this runs on every attempt).
   if (a.ok && prev?.status === 'ok' && prev.code === a.status && prev.at !== null && at - prev.at < 1000) return;
