@@ -192,7 +192,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
   const forwarder = createForwarder({ db, attachments, queue });
   const inbound = createInboundService({
     db, sealer, resolver, serviceDomain: config.serviceDomain, attachments, encryption, routes, deliveries: deliveryStore, usage, workflows: deps.workflows, reports, starts: inboundStarts,
-    mailboxStore, forwarder,
+    mailboxStore, forwarder, touchContacts: (userId, emails) => contacts.touch(userId, emails),
     unsubscribe: async (token) => {
       const contactId = unsubscribe.contactOf(token);
       if (contactId) await contacts.unsubscribe(contactId);

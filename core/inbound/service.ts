@@ -20,7 +20,6 @@ import type { ReportService } from './report-service.js';
 import type { InboundStartQueue } from './start-queue.js';
 import { parseReport } from './reports.js';
 import { receivedPayload, type InboundAttachment } from './payload.js';
-import { upsertContacts } from '../contacts/service.js';
 import { unsubscribeTokenOf } from '../broadcasts/unsubscribe.js';
 
 const hashId = (prefix: string, ...parts: (string | Buffer)[]) => {
@@ -43,6 +42,8 @@ export function createInboundService(deps: {
   db: Db; sealer: Sealer; resolver: Resolver; serviceDomain: string; attachments: AttachmentService; encryption: EncryptionService;
   routes: RouteService; deliveries: DeliveryStore; usage: UsageService; workflows: WorkflowPort; reports: ReportService; starts: InboundStartQueue;
   mailboxStore: MailboxStore; forwarder: Forwarder;
+  /** Records addresses of mail traffic as contacts (group-committed by the contact service). */
+  touchContacts: (userId: string, emails: string[]) => Promise<void>;
   /** Applies the token of mail to a broadcast's `unsubscribe+<token>@bounces.<domain>` address. */
   unsubscribe: (token: string) => Promise<void>;
 }) {
@@ -94,8 +95,6 @@ export function createInboundService(deps: {
           messageId: id, content: sealed.content, encrypted: sealed.encrypted, encAlg: sealed.encAlg, payloadSealed: deps.sealer.seal(JSON.stringify(payload)), createdAt: receivedAt,
         }).onConflictDoNothing();
         await deps.usage.consume(tx, domain.userId, 1, { outbound: false });
-        // The sender becomes (or stays) a contact of the account, seen now.
-        if (payload.from.address.includes('@')) await upsertContacts(tx, domain.userId, [{ email: payload.from.address }], { touch: true });
         if (!clear) return;
         for (const rcpt of rcpts) {
           const box = await deps.mailboxStore.fileIn(tx, {
@@ -105,6 +104,8 @@ export function createInboundService(deps: {
         }
       });
       filed.forEach(deps.mailboxStore.notify);
+      // The sender becomes (or stays) a contact of the account, seen now (group-committed, off the 250's path).
+      deps.touchContacts(domain.userId, [payload.from.address]).catch((err: Error) => console.error('[contacts] could not record a sender as a contact:', err.message));
       // A message we forwarded once is not forwarded again (two forward routes pointing at each other).
       const forwardedBefore = mail.headers.has(FORWARD_HEADER.toLowerCase());
       for (const { rcpt, route } of routed) {

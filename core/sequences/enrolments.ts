@@ -32,6 +32,15 @@ function flat(prefix: string, o: Record<string, unknown> | null | undefined): Me
  * wait began), send a step's email exactly once (the message id is derived from enrolment and step),
  * and close the record.
  */
+/**
+ * Appends a step record once: a retried activity (the worker died after the write, before the answer)
+ * finds the record of that step, same index and start, already there and leaves the list as it is.
+ */
+const appendStep = (record: EnrolmentStepRecord) => {
+  const key = JSON.stringify([{ index: record.index, startedAt: record.startedAt }]);
+  return sql`case when ${e.steps} @> ${key}::jsonb then ${e.steps} else ${e.steps} || ${JSON.stringify([record])}::jsonb end`;
+};
+
 export function createEnrolmentStore(deps: {
   db: Db; templates: TemplateService; usage: UsageService; unsubscribe: UnsubscribeTokens;
   startDelivery: (messageIds: string[], userId: string) => Promise<void>;
@@ -79,7 +88,7 @@ export function createEnrolmentStore(deps: {
     }): Promise<{ exit?: string; events: EnrolmentEvent[] }> {
       const [row] = await db.update(e).set({
         currentStep: input.index, waitingFor: input.waitingFor, updatedAt: Date.now(),
-        ...(input.record ? { steps: sql`${e.steps} || ${JSON.stringify([input.record])}::jsonb` } : {}),
+        ...(input.record ? { steps: appendStep(input.record) } : {}),
       }).where(eq(e.id, input.enrolmentId)).returning({ userId: e.userId, contactId: e.contactId });
       if (!row) return { exit: 'enrolment_deleted', events: [] };
       const exit = input.type === 'exit' ? undefined : await exitReason(row.userId, row.contactId);
@@ -145,7 +154,7 @@ export function createEnrolmentStore(deps: {
       const now = Date.now();
       await db.update(e).set({
         status: input.status, exitReason: input.reason, waitingFor: null, endedAt: now, updatedAt: now,
-        ...(input.record ? { steps: sql`${e.steps} || ${JSON.stringify([input.record])}::jsonb` } : {}),
+        ...(input.record ? { steps: appendStep(input.record) } : {}),
       }).where(and(eq(e.id, input.enrolmentId), ne(e.status, input.status)));
     },
 
