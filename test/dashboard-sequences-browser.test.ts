@@ -154,7 +154,7 @@ describe('sequences in the dashboard', () => {
     await page.getByText('Live from the running workflow').waitFor();
     page.once('dialog', (d) => void d.accept());
     await page.getByRole('button', { name: 'Cancel enrolment' }).click();
-    await page.getByText('Enrolment canceled: canceled.').waitFor({ timeout: 15_000 });
+    await page.getByText('Enrolment canceled.').waitFor({ timeout: 15_000 });
     await page.getByRole('link', { name: 'Back to Onboarding' }).click();
     await heading('Onboarding').waitFor();
     await page.getByLabel('Show').selectOption('canceled');

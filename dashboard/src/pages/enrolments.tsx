@@ -6,6 +6,8 @@ import { describeStep, enrolmentTone, outcomeTone } from '../steps.js';
 import { Badge, ErrorBox, Loading, Page, Select, Table, when } from '../ui.js';
 
 type Sequence = Outputs['sequences']['get'];
+/** Why it ended, when that says more than its status (an exit for an unsubscribe, say). */
+const reason = (e: { status: string; exitReason: string | null }) => (e.exitReason && e.exitReason !== e.status ? ` (${e.exitReason})` : '');
 type Status = NonNullable<Parameters<typeof api.sequences.enrolments.query>[0]>['status'];
 const PAGE = 20;
 const STATUSES = [['', 'Any status'], ['running', 'Running'], ['completed', 'Completed'], ['exited', 'Exited'], ['canceled', 'Canceled'], ['failed', 'Failed']] as const;
@@ -42,7 +44,7 @@ export function Enrolments({ sequence }: { sequence: Sequence }) {
           {rows.map((e) => (
             <tr key={e.id}>
               <td className="wrap"><Link to={`/sequences/${sequence.id}/enrolments/${e.id}`}>{e.email}</Link></td>
-              <td><Badge tone={enrolmentTone(e.status)}>{e.status}</Badge>{e.exitReason ? ` (${e.exitReason})` : ''}</td>
+              <td><Badge tone={enrolmentTone(e.status)}>{e.status}</Badge>{reason(e)}</td>
               <td>{position(e, e.version === sequence.version ? sequence.steps.length : undefined)}</td>
               <td>{e.version}</td><td>{when(e.createdAt)}</td><td>{when(e.endedAt)}</td>
             </tr>
@@ -80,7 +82,7 @@ export function EnrolmentDetail({ sequenceId, id }: { sequenceId: string; id: st
     <Page title={`Enrolment of ${e.email}`}>
       <p><Link to={`/sequences/${sequenceId}`}>Back to {seq.data?.name ?? 'the sequence'}</Link></p>
       <dl className="facts">
-        <dt>Status</dt><dd><Badge tone={enrolmentTone(e.status)}>{e.status}</Badge>{e.exitReason ? ` (${e.exitReason})` : ''}</dd>
+        <dt>Status</dt><dd><Badge tone={enrolmentTone(e.status)}>{e.status}</Badge>{reason(e)}</dd>
         <dt>Contact</dt><dd>{e.email}</dd>
         <dt>Version</dt><dd>{e.version}{seq.data && seq.data.version !== e.version ? ` (the sequence is at version ${seq.data.version} now)` : ''}</dd>
         <dt>Started</dt><dd>{when(e.createdAt)}</dd>
@@ -100,7 +102,7 @@ export function EnrolmentDetail({ sequenceId, id }: { sequenceId: string; id: st
               {!e.waitingFor && e.waitUntil && <p>Waiting until {when(e.waitUntil)}.</p>}
               <p><small>{e.live ? 'Live from the running workflow; updating every 2 s.' : 'From the stored record (the workflow did not answer); updating every 2 s.'}</small></p>
             </>
-          ) : <p>Enrolment {e.status}{e.exitReason ? `: ${e.exitReason}` : ''}.</p>}
+          ) : <p>Enrolment {e.status}{reason(e)}.</p>}
         </div>
         {e.status === 'running' && (
           <button type="button" className="danger" onClick={confirmCancel} disabled={cancel.isPending}>Cancel enrolment</button>
