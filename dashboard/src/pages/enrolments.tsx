@@ -35,7 +35,7 @@ export function Enrolments({ sequence }: { sequence: Sequence }) {
     <section aria-labelledby="enrolments-h">
       <h2 id="enrolments-h">Enrolments</h2>
       <div className="row">
-        <Select label="Show" value={status} onChange={(e) => { setCursors([]); setStatus(e.target.value); }} options={STATUSES} />
+        <Select label="Show enrolments" value={status} onChange={(e) => { setCursors([]); setStatus(e.target.value); }} options={STATUSES} />
       </div>
       {list.isPending ? <Loading /> : <ErrorBox error={list.error} />}
       {list.data && rows.length === 0 && <p>No enrolments{status ? ` ${status}` : ''} yet.</p>}
