@@ -112,11 +112,11 @@ export function EnrolmentDetail({ sequenceId, id }: { sequenceId: string; id: st
       <h2 id="done-h">Steps done</h2>
       {e.steps.length === 0 ? <p>None yet.</p> : (
         <Table label="Steps done" head={['Step', 'What', 'Outcome', 'Began', 'Finished']}>
-          {e.steps.map((r) => {
+          {e.steps.map((r, i) => {
             const def = steps?.[r.index];
             const messageId = typeof r.detail?.messageId === 'string' ? r.detail.messageId : undefined;
             return (
-              <tr key={`${r.index}-${r.at}`}>
+              <tr key={i}>
                 <td>{r.index + 1}</td>
                 <td className="wrap">{def ? describeStep(def) : r.type}{messageId && <> · <Link to={`/messages/${messageId}`}>the message</Link></>}</td>
                 <td><Badge tone={outcomeTone(r.outcome)}>{r.outcome.replace('_', ' ')}</Badge></td>
