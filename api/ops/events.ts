@@ -5,6 +5,8 @@ import { contactIdField } from './contact-schemas.js';
 
 /** Events group (SPEC.md Authentication): API key; events are account-wide, so not a domain-scoped key. */
 const AUTH = ['account_key', 'oauth'] as const;
+/** Reading events is also open to a session (the dashboard's Events page); recording them needs an API key. */
+const READ_AUTH = [...AUTH, 'session'] as const;
 const payload = z.record(z.string().max(100), z.unknown()).refine((p) => Object.keys(p).length <= 100, 'payload has at most 100 keys')
   .refine((p) => JSON.stringify(p).length <= 16_384, 'payload is at most 16 KB of JSON')
   .describe('Context of the event, read in sequence steps as {{event.<key>}}');
@@ -33,7 +35,7 @@ export const postEvent = defineOperation({
 });
 
 export const listEvents = defineOperation({
-  name: 'events.list', method: 'GET', path: '/v1/events', auth: AUTH,
+  name: 'events.list', method: 'GET', path: '/v1/events', auth: READ_AUTH,
   summary: 'Application events, newest first; filter by name and/or email; page with `before` (the last id seen).',
   query: z.object({
     name: z.string().max(64).optional(), email: z.string().max(254).optional(),
@@ -44,7 +46,7 @@ export const listEvents = defineOperation({
 });
 
 export const eventNames = defineOperation({
-  name: 'events.names', method: 'GET', path: '/v1/events/names', auth: AUTH,
+  name: 'events.names', method: 'GET', path: '/v1/events/names', auth: READ_AUTH,
   summary: 'Event names: counts, last seen, and the sequences that trigger on or wait for each; most recently seen first, then names only sequences declare, alphabetically.',
   output: z.object({
     events: z.array(z.object({

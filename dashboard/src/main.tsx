@@ -5,11 +5,14 @@ import { api, queryClient } from './api.js';
 import { RedeemLink, SignIn, SignUp } from './pages/auth.js';
 import { Broadcasts, BroadcastDetail } from './pages/broadcasts.js';
 import { DomainDetail, Domains } from './pages/domains.js';
+import { EnrolmentDetail } from './pages/enrolments.js';
+import { Events } from './pages/events.js';
 import { Inbound } from './pages/inbound.js';
 import { Keys } from './pages/keys.js';
 import { Lists } from './pages/lists.js';
 import { MessageDetail, Messages } from './pages/messages.js';
 import { Suppressions } from './pages/suppressions.js';
+import { SequenceDetail, Sequences } from './pages/sequences.js';
 import { Templates } from './pages/templates.js';
 import { Usage } from './pages/usage.js';
 import { Link, navigate, useLocation } from './router.js';
@@ -20,6 +23,7 @@ import './styles.css';
 const NAV = [
   ['/', 'Overview'], ['/domains', 'Domains'], ['/messages', 'Messages'], ['/inbound', 'Inbound'], ['/keys', 'Keys'],
   ['/templates', 'Templates'], ['/suppressions', 'Suppressions'], ['/lists', 'Lists'], ['/broadcasts', 'Broadcasts'],
+  ['/sequences', 'Sequences'], ['/events', 'Events'],
 ] as const;
 
 function useSession() {
@@ -29,7 +33,7 @@ function useSession() {
 }
 
 function Routes({ path }: { path: string }) {
-  const [, section, id] = path.split('/');
+  const [, section, id, sub, subId] = path.split('/');
   switch (section) {
     case '': return <Usage />;
     case 'domains': return id ? <DomainDetail id={id} /> : <Domains />;
@@ -40,6 +44,10 @@ function Routes({ path }: { path: string }) {
     case 'suppressions': return <Suppressions />;
     case 'lists': return <Lists />;
     case 'broadcasts': return id ? <BroadcastDetail id={id} /> : <Broadcasts />;
+    case 'sequences':
+      if (id && sub === 'enrolments' && subId) return <EnrolmentDetail key={subId} sequenceId={id} id={subId} />;
+      return id ? <SequenceDetail key={id} id={id} /> : <Sequences />;
+    case 'events': return <Events />;
     default: return <p>Nothing here. <Link to="/">Back to the overview</Link>.</p>;
   }
 }
