@@ -1,9 +1,8 @@
-import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import nodemailer from 'nodemailer';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../scripts/build-app.js';
+import { dashboardPage, launchChromium } from './helpers/browser.js';
 import { freePort } from './helpers/ports.js';
 import { tokenFromMail, waitForMail } from './helpers/outbox.js';
 import { startStack, type TestStack } from './helpers/stack.js';
@@ -19,7 +18,6 @@ const BASE = 'hosted.dash.test';
 const LABEL = 'dash-test';
 const EMAIL = 'dash-user@example.com';
 const TEMPORAL_UI = 'http://127.0.0.1:8233';
-const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 
 let stack: TestStack;
 let browser: Browser;
@@ -34,10 +32,7 @@ beforeAll(async () => {
   await buildApp();
   [stack, browser, receiver] = await Promise.all([
     (async () => startStack({ SERVICE_DOMAIN: BASE, DNS_PORT: String(await freePort()), TEMPORAL_UI_URL: TEMPORAL_UI }))(),
-    chromium.launch({
-      executablePath: '/usr/bin/chromium',
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    }),
+    launchChromium(),
     startWebhookReceiver(),
   ]);
   // The mailed links point at PUBLIC_URL: the whole walk stays on that origin (sessionStorage is per origin).
@@ -53,20 +48,9 @@ afterAll(async () => {
   await receiver?.close();
 });
 
-/** Runs axe-core on the page as it is now; serious and critical violations fail the test. */
-async function audit(name: string) {
-  await page.evaluate(axeSource);
-  const result = await page.evaluate(() => (window as any).axe.run(document, { resultTypes: ['violations'] }));
-  const bad = (result.violations as any[]).filter((v) => v.impact === 'serious' || v.impact === 'critical')
-    .map((v) => `${v.id} (${v.impact}): ${v.help} at ${v.nodes.map((n: any) => n.target.join(' ')).join(', ')}`);
-  expect(bad, `axe on ${name}`).toEqual([]);
-}
-
-const heading = (name: string | RegExp) => page.getByRole('heading', { level: 1, name });
-async function go(link: string, title: string | RegExp) {
-  await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: link, exact: true }).click();
-  await heading(title).waitFor();
-}
+const audit = (name: string) => dashboardPage(page).audit(name);
+const heading = (name: string | RegExp) => dashboardPage(page).heading(name);
+const go = (link: string, title: string | RegExp) => dashboardPage(page).go(link, title);
 
 let key1: string;
 let key2: string;

@@ -1,8 +1,7 @@
-import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../scripts/build-app.js';
+import { dashboardPage, launchChromium } from './helpers/browser.js';
 import { sequenceHelpers } from './helpers/sequences.js';
 import { FROM_DOMAIN, startSendingStack, type SendingStack } from './helpers/sending.js';
 
@@ -12,7 +11,6 @@ import { FROM_DOMAIN, startSendingStack, type SendingStack } from './helpers/sen
  * enrolment shows where it waits and moves on without a reload when the awaited event is posted; a
  * second enrolment is cancelled from the page; events are listed. axe-core checks every page it opens.
  */
-const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 
 let env: SendingStack;
 let h: ReturnType<typeof sequenceHelpers>;
@@ -25,10 +23,7 @@ beforeAll(async () => {
   await buildApp();
   [env, browser] = await Promise.all([
     startSendingStack(),
-    chromium.launch({
-      executablePath: '/usr/bin/chromium',
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    }),
+    launchChromium(),
   ]);
   h = sequenceHelpers(env);
   app = `${env.stack.config.publicUrl}/app`;
@@ -44,19 +39,9 @@ afterAll(async () => {
   await env?.stop();
 });
 
-async function audit(name: string) {
-  await page.evaluate(axeSource);
-  const result = await page.evaluate(() => (window as any).axe.run(document, { resultTypes: ['violations'] }));
-  const bad = (result.violations as any[]).filter((v) => v.impact === 'serious' || v.impact === 'critical')
-    .map((v) => `${v.id} (${v.impact}): ${v.help} at ${v.nodes.map((n: any) => n.target.join(' ')).join(', ')}`);
-  expect(bad, `axe on ${name}`).toEqual([]);
-}
-
-const heading = (name: string | RegExp) => page.getByRole('heading', { level: 1, name });
-async function go(link: string, title: string | RegExp) {
-  await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: link, exact: true }).click();
-  await heading(title).waitFor();
-}
+const audit = (name: string) => dashboardPage(page).audit(name);
+const heading = (name: string | RegExp) => dashboardPage(page).heading(name);
+const go = (link: string, title: string | RegExp) => dashboardPage(page).go(link, title);
 const alert = () => page.getByRole('alert');
 const steps = (list: unknown[]) => JSON.stringify(list, null, 2);
 const GOOD = [

@@ -1,7 +1,8 @@
 import { eq } from 'drizzle-orm';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { schema } from '../db/index.js';
+import { launchChromium } from './helpers/browser.js';
 import { waitForMail } from './helpers/outbox.js';
 import { authorizeUrl, pkce, registerClient, startOAuthStack, tokenRequest } from './helpers/oauth.js';
 import { freePort } from './helpers/ports.js';
@@ -18,10 +19,7 @@ const PASSWORD = 'a browser password';
 beforeAll(async () => {
   [stack, browser] = await Promise.all([
     startOAuthStack(),
-    chromium.launch({
-      executablePath: '/usr/bin/chromium',
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    }),
+    launchChromium(),
   ]);
   redirect = `http://127.0.0.1:${await freePort()}/browser/cb`;
   clientId = (await registerClient(stack, [redirect], 'Browser Linked App')).client_id;
