@@ -15,7 +15,8 @@ describe('outbound group commit', () => {
     await q.flush();
     expect(batches).toEqual([['a', 'b', 'c'], ['d', 'e', 'f'], ['g']]);
     q.enqueue(['h']);
-    await new Promise((r) => setTimeout(r, 30));
+    // Below maxBatch, the timer flushes it on its own (no flush() call).
+    await eventually(async () => batches.length === 4, 2000, 5);
     expect(batches.at(-1)).toEqual(['h']);
   });
 
@@ -25,7 +26,7 @@ describe('outbound group commit', () => {
     const gate = new Promise<void>((r) => (release = r));
     const q = createOutboundQueue({ startBatch: async (ids) => { batches.push(ids); if (batches.length === 1) await gate; }, flushMs: 1, maxInFlight: 1 });
     q.enqueue(['first']);
-    await new Promise((r) => setTimeout(r, 10));
+    await eventually(async () => batches.length === 1, 2000, 1);
     for (const id of ['a', 'b', 'c', 'd']) q.enqueue([id]);
     await new Promise((r) => setTimeout(r, 10));
     expect(batches).toEqual([['first']]);
