@@ -62,12 +62,12 @@ async function main() {
 
     // (a) the ingress alone: the same path with the workflow start switched off.
     const port = service.core.workflows;
-    const start = port.startInboundDelivery;
-    port.startInboundDelivery = async () => undefined;
+    const start = port.startInboundBatch;
+    port.startInboundBatch = async () => undefined;
     const t0 = performance.now();
     await pool(N, C, (i) => smtp.sendMail(message(i, 'ceiling')));
     const ceiling = N / ((performance.now() - t0) / 1000);
-    port.startInboundDelivery = start;
+    port.startInboundBatch = start;
 
     // (b) accepted over SMTP and delivered to the webhook.
     const cpuBefore = snapshotCpu(groups);
@@ -87,7 +87,7 @@ async function main() {
     const t2 = performance.now();
     await pool(N, C, (i) => t.client.workflow.execute(referenceWorkflow, { taskQueue: config.temporal.taskQueue, workflowId: `bench-ref-${Date.now()}-${i}` }));
     const reference = N / ((performance.now() - t2) / 1000);
-    const calls = await temporalCalls(t.client, config.temporal.taskQueue, ['inboundDeliveryWorkflow']);
+    const calls = await temporalCalls(t.client, config.temporal.taskQueue, ['inboundBatchWorkflow', 'inboundDeliveryWorkflow']);
     await t.connection.close();
     console.log(`messages ${N}, SMTP connections ${C}, ${split ? 'worker in its own process' : 'one process'}`);
     console.log(`(a) ingress alone (accept, parse, score, persist; no workflow): ${ceiling.toFixed(1)}/s`);

@@ -45,6 +45,7 @@ const envSchema = z.object({
   OUTBOUND_RETRY_SCHEDULE: z.string().optional(),
   OUTBOUND_SMTP_TIMEOUT_MS: z.coerce.number().int().min(1000).default(60_000),
   OUTBOUND_STARTS_PER_SECOND: z.coerce.number().min(0.1).max(10_000).default(5),
+  INBOUND_STARTS_PER_SECOND: z.coerce.number().min(0.1).max(10_000).default(5),
   TEMPORAL_UI_URL: z.url({ protocol: /^https?$/ }).optional(),
   IMAP_PORT: port.default(1143),
   IMAPS_PORT: port.default(1993),
@@ -109,6 +110,8 @@ export type Config = {
   outboundSmtpTimeoutMs: number;
   /** Outbound delivery runs started per second for partial batches (a full batch of 100 never waits). */
   outboundStartsPerSecond: number;
+  /** Inbound batch runs started per second for partial batches (a full batch of 100 never waits). */
+  inboundStartsPerSecond: number;
   /** Base URL of the Temporal Web UI, for links to runs (GET /api/messages/:id); unset: no links. */
   temporalUiUrl: string | undefined;
   /** Let attachment URLs reach loopback/private addresses (local testing only). */
@@ -186,6 +189,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       : DEFAULT_OUTBOUND_RETRY,
     outboundSmtpTimeoutMs: e.OUTBOUND_SMTP_TIMEOUT_MS,
     outboundStartsPerSecond: e.OUTBOUND_STARTS_PER_SECOND,
+    inboundStartsPerSecond: e.INBOUND_STARTS_PER_SECOND,
     // The dev server `npm start` runs serves its UI on TEMPORAL_UI_PORT; with TEMPORAL_ADDRESS set, only an explicit URL.
     temporalUiUrl: (e.TEMPORAL_UI_URL ?? (e.TEMPORAL_ADDRESS ? undefined : `http://localhost:${e.TEMPORAL_UI_PORT}`))?.replace(/\/+$/, ''),
     attachmentFetchAllowPrivate: e.ATTACHMENT_FETCH_ALLOW_PRIVATE === '1' || e.ATTACHMENT_FETCH_ALLOW_PRIVATE === 'true',

@@ -15,7 +15,6 @@ import { createRegistrationService } from './domains/registration.js';
 import { createDomainService, type DomainService } from './domains/service.js';
 import { createOwnershipTokens } from './domains/ownership.js';
 import { createInboundService } from './inbound/service.js';
-import { createInboundStartQueue } from './inbound/start-queue.js';
 import { createAccountSecretService } from './webhooks/account-secret.js';
 import { createDeliveryStore } from './webhooks/deliveries.js';
 import { createReplayService } from './webhooks/replay.js';
@@ -78,6 +77,8 @@ export type WorkflowPort = EnrolmentSignalPort & EnrolmentPort & {
   stopDomainVerification(domainId: string): Promise<void>;
   /** Starts the delivery workflow of one inbound message (starting twice is success). */
   startInboundDelivery(m: { messageId: string; userId: string; domainId?: string }): Promise<void>;
+  /** One run for inbound messages accepted together: their first attempts; failures go on in their own runs. */
+  startInboundBatch(messageIds: string[], accountId: string): Promise<void>;
   /** Continues a delivery's retry ladder in its own workflow, from `startAttempt`. */
   startWebhookDelivery(d: { deliveryId: string; startAttempt: number; userId: string; messageId: string }): Promise<void>;
   /** Starts the fan-out workflow of a broadcast (starting twice is success); it waits until `scheduledAt` when given. */
@@ -182,9 +183,11 @@ export function createCore(deps: { database: Database; config: Config; workflows
   });
   events.attachRouter(engagement.router);
   const replay = createReplayService({ db, deliveries: deliveryStore, workflows: deps.workflows, retrySchedule: config.webhookRetrySchedule });
-  const inboundStarts = createInboundStartQueue({
-    start: (s) => deps.workflows.startInboundDelivery(s),
-    onError: (err, s) => console.error(`[inbound] could not start the delivery of ${s.messageId}; the sweep will:`, (err as Error).message),
+  // Inbound messages are group-committed like sends: one batch run per flush (the Temporal budget).
+  const inboundStarts: OutboundQueue = createOutboundQueue({
+    startBatch: (ids, account) => deps.workflows.startInboundBatch(ids, account),
+    startsPerSecond: config.inboundStartsPerSecond,
+    onError: (err, ids) => console.error(`[inbound] could not start the delivery of ${ids.length} message(s); the sweep will: ${describeError(err)}`),
   });
   const mailboxStore = createMailboxStore({ db });
   const appPasswords = createAppPasswordService({ db, domains, changed: (userId) => mailboxes.forget(userId) });
@@ -207,7 +210,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
     async close() {
       await queue.close();
       await dispatcher.drain();
-      await inboundStarts.drain();
+      await inboundStarts.close();
       await contacts.flushTouches().catch((err: Error) => console.error('[contacts] could not record traffic addresses on shutdown:', err.message));
     },
   };

@@ -7,7 +7,8 @@ import { deliverOutboundWorkflow } from '../workflows/deliver-outbound.js';
 import { broadcastWorkflow, cancelSignal, progressQuery, type BroadcastInput } from '../workflows/broadcast.js';
 import { importContactsWorkflow, importProgressQuery } from '../workflows/import-contacts.js';
 import { engagementDispatchWorkflow, moreEventsSignal } from '../workflows/engagement-dispatch.js';
-import { broadcastWorkflowId, contactImportWorkflowId, deferredDeliveryWorkflowId, deliverOutboundWorkflowId, engagementDispatchWorkflowId, inboundDeliveryWorkflowId, scheduledSendWorkflowId, sequenceEnrolmentWorkflowId, verifyDomainWorkflowId, webhookDeliveryWorkflowId } from '../workflows/ids.js';
+import { broadcastWorkflowId, contactImportWorkflowId, deferredDeliveryWorkflowId, deliverOutboundWorkflowId, engagementDispatchWorkflowId, inboundBatchWorkflowId, inboundDeliveryWorkflowId, scheduledSendWorkflowId, sequenceEnrolmentWorkflowId, verifyDomainWorkflowId, webhookDeliveryWorkflowId } from '../workflows/ids.js';
+import { inboundBatchWorkflow } from '../workflows/inbound-batch.js';
 import { inboundDeliveryWorkflow } from '../workflows/inbound-delivery.js';
 import { appEventSignal, cancelEnrolmentSignal, contactChangedSignal, enrolSequenceWorkflow, stateQuery } from '../workflows/sequence-enrolment.js';
 import { cancelUpdate, scheduledSendWorkflow } from '../workflows/scheduled-send.js';
@@ -90,6 +91,15 @@ export function createWorkflowPort(t: TemporalHandle, settings: WorkflowSettings
         workflowIdReusePolicy: 'REJECT_DUPLICATE', args: [{ messageId: m.messageId, retrySchedule: settings.webhookRetrySchedule }],
         typedSearchAttributes: [{ key: SvcAccountId, value: m.userId }, { key: SvcMessageId, value: m.messageId }, ...(m.domainId ? [{ key: SvcDomainId, value: m.domainId }] : [])],
       }).catch(ignoreStarted);
+    },
+    async startInboundBatch(messageIds, accountId) {
+      await t.client.workflow.start(inboundBatchWorkflow, {
+        taskQueue, workflowId: inboundBatchWorkflowId(messageIds[0]!), workflowIdConflictPolicy: 'USE_EXISTING',
+        args: [{ messageIds, retrySchedule: settings.webhookRetrySchedule }],
+        // As for outbound batches: the ids in the memo (a search attribute value is capped at 2 KB); each row names its run.
+        memo: { messageIds },
+        typedSearchAttributes: [{ key: SvcMessageId, value: messageIds[0]! }, { key: SvcAccountId, value: accountId }],
+      });
     },
     async startBroadcast(b) {
       const args: BroadcastInput = {

@@ -1,6 +1,9 @@
 import { connect } from 'node:net';
 import nodemailer from 'nodemailer';
+import { eq, inArray } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { schema } from '../db/index.js';
+import { connectTemporal } from '../temporal/client.js';
 import { signatureHeaders } from '../core/webhooks/sign.js';
 import { startTestDns } from './helpers/dns.js';
 import { eventually, startStack, type TestStack } from './helpers/stack.js';
@@ -88,6 +91,74 @@ describe('inbound mail to webhooks', () => {
     expect(JSON.parse(attempts[0].request_headers)).toHaveProperty('x-svc-signature');
     expect(attempts[0].request_body).toContain('"type":"email.received"');
     expect(attempts[0].duration_ms).toBeGreaterThanOrEqual(0);
+    // The batch made attempt 1 and handed the message to its own run, which did not post attempt 1 again.
+    expect(hooks.hitsOn('/flaky')).toHaveLength(3);
+    const runs = (await stack.api('GET', `/api/messages/${messageId}`, { token })).body.runs.map((r: any) => r.workflowId);
+    expect(runs).toContain(`inbound-${messageId}`);
+    expect(runs.some((id: string) => id.startsWith('inbound-batch-'))).toBe(true);
+  });
+
+  it('a burst shares batch runs: each message delivered once, its row and GET /api/messages/:id naming its run, its id in the run memo', async () => {
+    await setHook('/burst');
+    const N = 40;
+    const t = nodemailer.createTransport({ host: '127.0.0.1', port: stack.service.smtpPort!, secure: false, ignoreTLS: true, pool: true, maxConnections: 8, maxMessages: Infinity });
+    try {
+      await Promise.all(Array.from({ length: N }, (_, i) => t.sendMail({ from: 'burst@sender.example', to: `burst${i}@${DOMAIN}`, subject: `burst ${i}`, text: `${i}` })));
+    } finally {
+      t.close();
+    }
+    const hits = await hooks.waitFor('/burst', N);
+    const ids = [...new Set(hits.map((h) => h.json.id as string))];
+    expect(ids).toHaveLength(N);
+    expect(hooks.hitsOn('/burst')).toHaveLength(N);
+    const rows = await stack.service.core.db.select({ id: schema.messages.id, workflowId: schema.messages.workflowId }).from(schema.messages).where(inArray(schema.messages.id, ids));
+    expect(rows.every((r) => r.workflowId?.startsWith('inbound-batch-'))).toBe(true);
+    // Starts are paced (INBOUND_STARTS_PER_SECOND, burst 5): 40 messages cannot each have had a run of their own.
+    const runIds = new Set(rows.map((r) => r.workflowId!));
+    expect(runIds.size).toBeLessThan(N);
+    const one = rows[0]!;
+    expect((await stack.api('GET', `/api/messages/${one.id}`, { token })).body.runs.map((r: any) => r.workflowId)).toContain(one.workflowId);
+    const tc = await connectTemporal({ address: stack.service.temporalAddress, namespace: 'default', taskQueue: stack.config.temporal.taskQueue });
+    try {
+      const d = await tc.client.workflow.getHandle(one.workflowId!).describe();
+      expect(await d.memo?.messageIds).toContain(one.id);
+      expect(d.type).toBe('inboundBatchWorkflow');
+    } finally {
+      await tc.connection.close();
+    }
+  });
+
+  it('a message is delivered by one run only: a batch, a sweep-started run and the run a batch hands it to claim it in turn', async () => {
+    await setHook('/claimed');
+    const core = stack.service.core;
+    const port = core.workflows;
+    const start = port.startInboundBatch;
+    let refused!: () => void;
+    const startRefused = new Promise<void>((resolve) => { refused = resolve; });
+    port.startInboundBatch = async () => { refused(); throw new Error('temporal unavailable'); };
+    try {
+      await smtp().sendMail({ from: 'claims@sender.example', to: `claimed@${DOMAIN}`, subject: 'claimed', text: 'x' });
+      await startRefused;
+    } finally {
+      port.startInboundBatch = start;
+    }
+    const [row] = await core.db.select().from(schema.messages).where(eq(schema.messages.subject, 'claimed'));
+    expect(row!.workflowId).toBeNull();
+    const held = await core.inbound.prepareBatch('inbound-batch-test-a', [row!.id]);
+    expect(held.map((m) => m.deliveryIds.length)).toEqual([1]);
+    // Held by the batch: a sweep-started run and another batch leave it alone.
+    expect((await core.inbound.prepareDeliveries(row!.id)).deliveryIds).toEqual([]);
+    expect(await core.inbound.prepareBatch('inbound-batch-test-b', [row!.id])).toEqual([]);
+    // The run the batch hands it to takes it over; from then on the batch's claim is gone.
+    expect((await core.inbound.prepareDeliveries(row!.id, { takeOverFrom: 'inbound-batch-test-a' })).deliveryIds).toEqual(held[0]!.deliveryIds);
+    expect((await core.db.select().from(schema.messages).where(eq(schema.messages.id, row!.id)))[0]!.workflowId).toBe(`inbound-${row!.id}`);
+    expect(await core.inbound.prepareBatch('inbound-batch-test-a', [row!.id])).toEqual([]);
+    // Its own run delivers it, once.
+    await port.startInboundDelivery({ messageId: row!.id, userId: row!.userId! });
+    await hooks.waitFor('/claimed');
+    const dlv = await eventually(async () => { const d = (await deliveriesOf(row!.id))[0]; return d?.status === 'delivered' ? d : undefined; });
+    expect(dlv.attempts).toBe(1);
+    expect(hooks.hitsOn('/claimed')).toHaveLength(1);
   });
 
   it('ack mode without the acknowledgement fails (no-ack); a redirect fails too', async () => {

@@ -64,16 +64,20 @@ describe('infrastructure failures', () => {
 
   it('Temporal refusing the start at accept time: the 250 still comes (the message is durable), and the sweep starts its delivery', async () => {
     const port = stack.service.core.workflows;
-    const start = port.startInboundDelivery;
-    port.startInboundDelivery = async () => { throw new Error('temporal unavailable'); };
+    const start = port.startInboundBatch;
+    // The start is group-committed after the 250: the stub stays until the batcher has called it.
+    let refused!: () => void;
+    const startRefused = new Promise<void>((resolve) => { refused = resolve; });
+    port.startInboundBatch = async () => { refused(); throw new Error('temporal unavailable'); };
     await stack.service.core.db.update(schema.domains).set({ zeroRetention: 0 }).where(eq(schema.domains.id, domainId));
     hooks.delay('/zero', 0);
     const smtp = nodemailer.createTransport({ host: '127.0.0.1', port: stack.service.smtpPort!, secure: false, ignoreTLS: true });
     try {
       const info = await smtp.sendMail({ from: 'b@sender.example', to: `late@zero.${SERVICE}`, subject: 'started by the sweep', text: 'x' });
       expect(info.response).toMatch(/^250/);
+      await startRefused;
     } finally {
-      port.startInboundDelivery = start;
+      port.startInboundBatch = start;
     }
     const t = await connectTemporal({ address: stack.service.temporalAddress, namespace: 'default', taskQueue: stack.config.temporal.taskQueue });
     try {

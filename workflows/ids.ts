@@ -7,6 +7,8 @@ export const verifyDomainWorkflowId = (domainId: string) => `verify-domain-${dom
 export const deferredDeliveryWorkflowId = (messageId: string) => `deferred-${messageId}`;
 export const scheduledSendWorkflowId = (scheduledSendId: string) => `scheduled-${scheduledSendId}`;
 export const inboundDeliveryWorkflowId = (messageId: string) => `inbound-${messageId}`;
+/** One run per group of inbound messages accepted together, named by its first message. */
+export const inboundBatchWorkflowId = (firstMessageId: string) => `inbound-batch-${firstMessageId}`;
 export const webhookDeliveryWorkflowId = (deliveryId: string) => `webhook-${deliveryId}`;
 export const engagementDispatchWorkflowId = (domainId: string) => `engagement-${domainId}`;
 export const engagementSweepScheduleId = (taskQueue: string) => `engagement-sweep-${taskQueue}`;

@@ -5,6 +5,7 @@ export { verifyDomainWorkflow } from './verify-domain.js';
 export { deferredDeliveryWorkflow } from './deferred-delivery.js';
 export { scheduledSendWorkflow } from './scheduled-send.js';
 export { inboundDeliveryWorkflow } from './inbound-delivery.js';
+export { inboundBatchWorkflow } from './inbound-batch.js';
 export { webhookDeliveryWorkflow } from './webhook-delivery.js';
 export { engagementDispatchWorkflow } from './engagement-dispatch.js';
 export { pruneAttemptsWorkflow, sweepEngagementWorkflow, sweepSequencesWorkflow } from './housekeeping.js';

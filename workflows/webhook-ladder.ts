@@ -1,5 +1,6 @@
 import { proxyActivities, proxyLocalActivities, sleep } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
+import { ladderEnds } from './ladder-ends.js';
 import { HEARTBEAT_TIMEOUT, UNLIMITED_RETRY } from './activity-options.js';
 
 const { attemptWebhookDelivery } = proxyActivities<Activities>({
@@ -27,6 +28,6 @@ export async function runLadder(deliveryId: string, schedule: number[], first = 
     const next = n - 1 < schedule.length ? schedule[n - 1]! : null;
     const attempt = n === first && opts.firstLocally ? attemptLocally : attemptWebhookDelivery;
     const r = await attempt({ deliveryId, attemptNumber: n, nextDelayMs: next });
-    if (r.ok || next === null || r.reason === 'no_payload' || r.reason === 'not_found') return { deliveryId, ok: r.ok, attempts: n, status: r.status, reason: r.reason };
+    if (ladderEnds(r, next)) return { deliveryId, ok: r.ok, attempts: n, status: r.status, reason: r.reason };
   }
 }

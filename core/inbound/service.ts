@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Resolver } from 'node:dns/promises';
-import { and, eq, getTableColumns, inArray, isNull, lt, sql } from 'drizzle-orm';
+import { and, eq, getTableColumns, inArray, isNull, lt, or, sql } from 'drizzle-orm';
 import { simpleParser, type ParsedMail } from 'mailparser';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
@@ -17,7 +17,6 @@ import { FORWARD_HEADER, type Forwarder } from '../mailboxes/forward.js';
 import type { MailboxStore } from '../mailboxes/store.js';
 import type { EncryptionService } from './encryption-service.js';
 import type { ReportService } from './report-service.js';
-import type { InboundStartQueue } from './start-queue.js';
 import { parseReport } from './reports.js';
 import { receivedPayload, type InboundAttachment } from './payload.js';
 import { unsubscribeTokenOf } from '../broadcasts/unsubscribe.js';
@@ -40,7 +39,7 @@ type RouteRow = NonNullable<Awaited<ReturnType<RouteService['match']>>>;
 /** Inbound mail: who may receive, storing what arrives, and turning it into webhook deliveries. */
 export function createInboundService(deps: {
   db: Db; sealer: Sealer; resolver: Resolver; serviceDomain: string; attachments: AttachmentService; encryption: EncryptionService;
-  routes: RouteService; deliveries: DeliveryStore; usage: UsageService; workflows: WorkflowPort; reports: ReportService; starts: InboundStartQueue;
+  routes: RouteService; deliveries: DeliveryStore; usage: UsageService; workflows: WorkflowPort; reports: ReportService; starts: { enqueue(ids: string[], account: string): void };
   mailboxStore: MailboxStore; forwarder: Forwarder;
   /** Records addresses of mail traffic as contacts (group-committed by the contact service). */
   touchContacts: (userId: string, emails: string[]) => Promise<void>;
@@ -115,8 +114,43 @@ export function createInboundService(deps: {
       }
     }
     // Durable now: the workflow starts off the SMTP path (a crash before it is the sweep's to mend).
-    deps.starts.enqueue({ messageId: id, userId: domain.userId, domainId: domain.id });
+    deps.starts.enqueue([id], domain.userId);
     return id;
+  }
+
+  type Claimed = typeof schema.messages.$inferSelect & { keepsNoCopy: boolean };
+
+  /**
+   * Marks messages as taken by run `as` (the sweep starts those never marked) and reads them, in one
+   * statement; the domain's retention settings come back with them (a subquery in RETURNING).
+   */
+  async function claimMessages(messageIds: string[], as: string, takeOverFrom?: string): Promise<Claimed[]> {
+    const m = schema.messages;
+    const free = takeOverFrom ? or(isNull(m.workflowId), eq(m.workflowId, as), eq(m.workflowId, takeOverFrom)) : or(isNull(m.workflowId), eq(m.workflowId, as));
+    return db.update(m).set({ workflowId: as }).where(and(inArray(m.id, messageIds), free)).returning({
+      ...getTableColumns(m),
+      keepsNoCopy: sql<boolean>`coalesce((select ${d.zeroRetention} = 1 or coalesce(${d.encPublicKey}, '') <> '' from ${d} where ${d.id} = ${m.domainId}), false)`,
+    });
+  }
+
+  /** One `dlv_` row per webhook route the message's recipients match (`store` and `forward` acted at accept time). */
+  async function deliveriesFor(m: Claimed, workflowId: string): Promise<Prepared> {
+    const none = { messageId: m.id, deliveryIds: [], keepsNoCopy: false };
+    if (!m.domainId || !m.userId) return none;
+    const byRoute = new Map<string, { route: Awaited<ReturnType<RouteService['match']>>; to: string[] }>();
+    for (const rcpt of m.toAddrs) {
+      const route = await deps.routes.match(m.domainId, split(rcpt).local);
+      if (route && route.action === 'webhook') byRoute.set(route.id, { route, to: [...(byRoute.get(route.id)?.to ?? []), rcpt] });
+    }
+    const ids: string[] = [];
+    for (const { route, to } of byRoute.values()) {
+      const row = await deps.deliveries.create({
+        id: hashId('dlv', m.id, route!.id), userId: m.userId, messageId: m.id, routeId: route!.id, domainId: m.domainId, url: route!.url,
+        kind: 'inbound', payload: { to: to.map((address) => ({ address })) }, workflowId,
+      });
+      ids.push(row.id);
+    }
+    return { messageId: m.id, userId: m.userId, domainId: m.domainId, deliveryIds: ids, keepsNoCopy: Boolean(m.keepsNoCopy) };
   }
 
   return {
@@ -167,30 +201,22 @@ export function createInboundService(deps: {
       return ids;
     },
 
-    /** Workflow step: one `dlv_` row per matched route (deterministic ids, so a retry makes no duplicates). */
-    async prepareDeliveries(messageId: string): Promise<{ deliveryIds: string[]; keepsNoCopy: boolean }> {
-      // Marks the message as taken by its workflow (the sweep starts those never marked) and reads it, in one statement.
-      // The domain's retention settings come back with it (a subquery in RETURNING).
-      const [m] = await db.update(schema.messages).set({ workflowId: `inbound-${messageId}` }).where(eq(schema.messages.id, messageId)).returning({
-        ...getTableColumns(schema.messages),
-        keepsNoCopy: sql<boolean>`coalesce((select ${d.zeroRetention} = 1 or coalesce(${d.encPublicKey}, '') <> '' from ${d} where ${d.id} = ${schema.messages.domainId}), false)`,
-      });
-      if (!m?.domainId || !m.userId) return { deliveryIds: [], keepsNoCopy: false };
-      const byRoute = new Map<string, { route: Awaited<ReturnType<RouteService['match']>>; to: string[] }>();
-      for (const rcpt of m.toAddrs) {
-        const route = await deps.routes.match(m.domainId, split(rcpt).local);
-        // Only webhook routes post; `store` files into the mailbox, `forward` re-sends (both at accept time).
-        if (route && route.action === 'webhook') byRoute.set(route.id, { route, to: [...(byRoute.get(route.id)?.to ?? []), rcpt] });
-      }
-      const ids: string[] = [];
-      for (const { route, to } of byRoute.values()) {
-        const row = await deps.deliveries.create({
-          id: hashId('dlv', messageId, route!.id), userId: m.userId, messageId, routeId: route!.id, domainId: m.domainId, url: route!.url,
-          kind: 'inbound', payload: { to: to.map((address) => ({ address })) }, workflowId: `inbound-${messageId}`,
-        });
-        ids.push(row.id);
-      }
-      return { deliveryIds: ids, keepsNoCopy: Boolean(m.keepsNoCopy) };
+    /**
+     * Workflow step: claims the message for run `as` and creates one `dlv_` row per matched route
+     * (deterministic ids, so a retry makes no duplicates). A message another run has claimed is left to it
+     * (no deliveries): an inbound batch and a sweep-started run never both deliver one message. The run a
+     * batch hands a failed first attempt to takes over from it (`takeOverFrom`).
+     */
+    async prepareDeliveries(messageId: string, claim: { as?: string; takeOverFrom?: string } = {}): Promise<Prepared> {
+      const as = claim.as ?? `inbound-${messageId}`;
+      const [m] = await claimMessages([messageId], as, claim.takeOverFrom);
+      return m ? deliveriesFor(m, as) : { messageId, deliveryIds: [], keepsNoCopy: false };
+    },
+
+    /** The batch's claim: the messages no other run has taken, marked with `batchId` and read in one statement. */
+    async prepareBatch(batchId: string, messageIds: string[]): Promise<Prepared[]> {
+      const rows = await claimMessages(messageIds, batchId);
+      return Promise.all(rows.map((m) => deliveriesFor(m, batchId)));
     },
 
     /** Stored inbound messages whose workflow never started (a crash, or a failed start, after the commit). */
@@ -199,6 +225,13 @@ export function createInboundService(deps: {
       const rows = await db.select({ id: m.id, userId: m.userId, domainId: m.domainId }).from(m)
         .where(and(eq(m.direction, 'inbound'), eq(m.status, 'received'), isNull(m.workflowId), lt(m.createdAt, Date.now() - olderThanMs))).limit(limit);
       return rows.filter((r) => r.userId).map((r) => ({ messageId: r.id, userId: r.userId!, ...(r.domainId ? { domainId: r.domainId } : {}) }));
+    },
+
+    /** A cancelled batch's `finally`: finishes (see `finish`) the given messages still claimed by that run. */
+    async finishClaimed(runId: string, messageIds: string[]): Promise<void> {
+      const m = schema.messages;
+      const rows = await db.select({ id: m.id }).from(m).where(and(inArray(m.id, messageIds), eq(m.workflowId, runId)));
+      for (const r of rows) await this.finish(r.id);
     },
 
     /** Workflow step after the last attempt: zero-retention and encrypted domains keep no clear copy. */
@@ -213,3 +246,5 @@ export function createInboundService(deps: {
   };
 }
 export type InboundService = ReturnType<typeof createInboundService>;
+/** A claimed message's deliveries; `userId` and `domainId` name it for the run that may take it over. */
+export type Prepared = { messageId: string; userId?: string; domainId?: string; deliveryIds: string[]; keepsNoCopy: boolean };
