@@ -54,6 +54,23 @@ export function queriesIn(files: string[]): number {
   return files.reduce((n, f) => n + (existsSync(f) ? (JSON.parse(readFileSync(f, 'utf8')) as { queries: number }).queries : 0), 0);
 }
 
+/** Statements by their first words, summed over the roles' files (BENCH_STATEMENTS=1 prints them per message). */
+export function statementsIn(files: string[]): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const f of files.filter((x) => existsSync(x))) {
+    const { byStatement = {} } = JSON.parse(readFileSync(f, 'utf8')) as { byStatement?: Record<string, number> };
+    for (const [head, n] of Object.entries(byStatement)) out.set(head, (out.get(head) ?? 0) + n);
+  }
+  return out;
+}
+
+/** The statements of a phase per message, most frequent first, when BENCH_STATEMENTS=1. */
+export function printStatements(before: Map<string, number>, after: Map<string, number>, n: number): void {
+  if (process.env.BENCH_STATEMENTS !== '1') return;
+  const rows = [...after].map(([head, count]) => [head, (count - (before.get(head) ?? 0)) / n] as const).filter(([, per]) => per > 0).sort((a, b) => b[1] - a[1]);
+  for (const [head, per] of rows) console.log(`  ${per.toFixed(2).padStart(6)}  ${head}`);
+}
+
 /**
  * Temporal server calls made for the runs of `types` on a task queue: each start and signal is one
  * call; each workflow task and each (ordinary) activity task is two (poll and respond). Local

@@ -15,7 +15,7 @@ export const percentile = (sorted: number[], p: number) => sorted[Math.min(sorte
 export const spawnWorker = (env: Record<string, string>) => spawnRole(['worker.ts'], env, '[worker] polling');
 
 /** One role as its own process (`tsx main.ts api`, `tsx worker.ts`); resolves once it prints `ready`. */
-export async function spawnRole(args: string[], env: Record<string, string>, ready: string): Promise<{ pid: number; stop(): Promise<void> }> {
+export async function spawnRole(args: string[], env: Record<string, string>, ready: string): Promise<{ pid: number; output: string; stop(): Promise<void> }> {
   const { spawn } = await import('node:child_process');
   // BENCH_CPU_PROF=<dir>: each role writes a V8 CPU profile there when it stops (open it in Chrome DevTools).
   const prof = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
@@ -32,6 +32,7 @@ export async function spawnRole(args: string[], env: Record<string, string>, rea
   });
   return {
     pid: child.pid!,
+    output: out,
     stop: () => new Promise<void>((resolve) => {
       child.once('exit', () => resolve());
       child.kill('SIGTERM');

@@ -8,7 +8,7 @@ export type HandOff = { messageId: string; userId: string; domainId?: string };
 
 /**
  * The one step of an inbound batch run (README, Receiving; the Temporal budget): claims the batch's
- * messages, makes the first webhook attempt of each of their deliveries, `concurrency` messages at a
+ * messages, makes the first webhook attempt of each of their deliveries, `concurrency` POSTs at a
  * time, and drops the clear copy of a zero-retention or encrypted domain's message once its deliveries
  * are over. Answers the messages with an attempt left to make. Safe to run twice: the claim is the
  * batch's own, delivery ids are derived from the message and route, and a recorded attempt is answered
@@ -20,11 +20,14 @@ export async function deliverInboundBatch(
   concurrency = 16,
 ): Promise<HandOff[]> {
   const prepared = await deps.inbound.prepareBatch(input.batchId, input.messageIds);
+  // Every delivery of the batch read in one statement, then posted `concurrency` at a time.
+  const results = await deps.deliveries.attemptMany(prepared.flatMap((m) => m.deliveryIds), 1, input.nextDelayMs, { concurrency });
   const handOff: HandOff[] = [];
-  await forEachLimit(prepared, concurrency, async (m) => {
-    const results = await Promise.all(m.deliveryIds.map((id) => deps.deliveries.attempt(id, 1, input.nextDelayMs)));
-    if (results.some((r) => !ladderEnds(r, input.nextDelayMs))) handOff.push({ messageId: m.messageId, userId: m.userId!, ...(m.domainId ? { domainId: m.domainId } : {}) });
-    else if (m.keepsNoCopy) await deps.inbound.finish(m.messageId);
-  });
+  const over: string[] = [];
+  for (const m of prepared) {
+    if (m.deliveryIds.some((id) => !ladderEnds(results.get(id)!, input.nextDelayMs))) handOff.push({ messageId: m.messageId, userId: m.userId!, ...(m.domainId ? { domainId: m.domainId } : {}) });
+    else if (m.keepsNoCopy) over.push(m.messageId);
+  }
+  await forEachLimit(over, concurrency, (id) => deps.inbound.finish(id));
   return handOff;
 }

@@ -10,8 +10,8 @@ import { AppError } from '../errors.js';
 import type { WorkflowPort } from '../index.js';
 import type { Sealer } from '../secrets.js';
 import type { UsageService } from '../usage.js';
-import type { DeliveryStore } from '../webhooks/deliveries.js';
-import type { RouteService } from '../webhooks/routes.js';
+import type { DeliveryStore, NewDelivery } from '../webhooks/deliveries.js';
+import { bestRoute, type RouteService } from '../webhooks/routes.js';
 import { scoreMessage } from './auth.js';
 import { FORWARD_HEADER, type Forwarder } from '../mailboxes/forward.js';
 import type { MailboxStore } from '../mailboxes/store.js';
@@ -49,11 +49,19 @@ export function createInboundService(deps: {
   const { db } = deps;
   const d = schema.domains;
 
-  async function receivingDomain(name: string): Promise<DomainRow | undefined> {
-    // Only the verified row counts (at most one account holds a domain verified): a pending row of
-    // another account that added the same name never sees this mail.
-    const [row] = await db.select().from(d).where(and(eq(d.domain, name), eq(d.status, 'verified'), eq(d.mxVerified, 1))).limit(1);
-    return row;
+  /**
+   * The domain that receives mail for `name` with its routes, in one statement. Only the verified row
+   * counts (at most one account holds a domain verified): a pending row of another account that added
+   * the same name never sees this mail.
+   */
+  async function receivingDomain(name: string): Promise<{ domain: DomainRow; match: (local: string) => RouteRow | undefined } | undefined> {
+    const rows = await db.select({ domain: d, route: schema.routes }).from(d).leftJoin(schema.routes, eq(schema.routes.domainId, d.id))
+      .where(and(eq(d.domain, name), eq(d.status, 'verified'), eq(d.mxVerified, 1)));
+    const domain = rows[0]?.domain;
+    if (!domain) return undefined;
+    // One verified row per name; the join repeats it once per route.
+    const routes = rows.filter((x) => x.domain.id === domain.id && x.route).map((x) => x.route!);
+    return { domain, match: (local) => bestRoute(routes, local) };
   }
 
   /** Attachments as the payload carries them: signed URLs, or inline base64 when nothing may be kept in the clear. */
@@ -85,12 +93,13 @@ export function createInboundService(deps: {
       const clear = !keepNothing && !encrypted;
       const filed: string[] = [];
       await db.transaction(async (tx) => {
-        await tx.insert(schema.messages).values({
+        // The message row and its raw copy in one statement (a data-modifying CTE always runs).
+        const stored = tx.$with('stored').as(tx.insert(schema.messages).values({
           id, userId: domain.userId, direction: 'inbound', kind: 'user', domainId: domain.id, fromAddr: payload.from.address, toAddrs: rcpts,
           subject: clear ? payload.subject : null, text: clear ? payload.text : null, html: clear ? payload.html : null, status: 'received',
           threadId: payload.threadId, auth, envelopeFrom: env.from, receivedAt, sizeBytes: raw.length, createdAt: receivedAt, updatedAt: receivedAt,
-        }).onConflictDoNothing();
-        await tx.insert(schema.inboundRaw).values({
+        }).onConflictDoNothing().returning({ id: schema.messages.id }));
+        await tx.with(stored).insert(schema.inboundRaw).values({
           messageId: id, content: sealed.content, encrypted: sealed.encrypted, encAlg: sealed.encAlg, payloadSealed: deps.sealer.seal(JSON.stringify(payload)), createdAt: receivedAt,
         }).onConflictDoNothing();
         await deps.usage.consume(tx, domain.userId, 1, { outbound: false });
@@ -133,24 +142,31 @@ export function createInboundService(deps: {
     });
   }
 
-  /** One `dlv_` row per webhook route the message's recipients match (`store` and `forward` acted at accept time). */
-  async function deliveriesFor(m: Claimed, workflowId: string): Promise<Prepared> {
-    const none = { messageId: m.id, deliveryIds: [], keepsNoCopy: false };
-    if (!m.domainId || !m.userId) return none;
-    const byRoute = new Map<string, { route: Awaited<ReturnType<RouteService['match']>>; to: string[] }>();
-    for (const rcpt of m.toAddrs) {
-      const route = await deps.routes.match(m.domainId, split(rcpt).local);
-      if (route && route.action === 'webhook') byRoute.set(route.id, { route, to: [...(byRoute.get(route.id)?.to ?? []), rcpt] });
-    }
-    const ids: string[] = [];
-    for (const { route, to } of byRoute.values()) {
-      const row = await deps.deliveries.create({
-        id: hashId('dlv', m.id, route!.id), userId: m.userId, messageId: m.id, routeId: route!.id, domainId: m.domainId, url: route!.url,
+  /**
+   * One `dlv_` row per webhook route each message's recipients match (`store` and `forward` acted at
+   * accept time): each domain's routes read once, the rows written in one statement.
+   */
+  async function deliveriesFor(claimed: Claimed[], workflowId: string): Promise<Prepared[]> {
+    const matchers = new Map<string, Promise<(local: string) => RouteRow | undefined>>();
+    const planned = await Promise.all(claimed.map(async (m) => {
+      if (!m.domainId || !m.userId) return { m, rows: [] as NewDelivery[] };
+      if (!matchers.has(m.domainId)) matchers.set(m.domainId, deps.routes.matcher(m.domainId));
+      const match = await matchers.get(m.domainId)!;
+      const byRoute = new Map<string, { route: RouteRow; to: string[] }>();
+      for (const rcpt of m.toAddrs) {
+        const route = match(split(rcpt).local);
+        if (route?.action === 'webhook') byRoute.set(route.id, { route, to: [...(byRoute.get(route.id)?.to ?? []), rcpt] });
+      }
+      const rows = [...byRoute.values()].map(({ route, to }): NewDelivery => ({
+        id: hashId('dlv', m.id, route.id), userId: m.userId!, messageId: m.id, routeId: route.id, domainId: m.domainId, url: route.url!,
         kind: 'inbound', payload: { to: to.map((address) => ({ address })) }, workflowId,
-      });
-      ids.push(row.id);
-    }
-    return { messageId: m.id, userId: m.userId, domainId: m.domainId, deliveryIds: ids, keepsNoCopy: Boolean(m.keepsNoCopy) };
+      }));
+      return { m, rows };
+    }));
+    const stored = new Set((await deps.deliveries.createMany(planned.flatMap((p) => p.rows))).map((r) => r.id));
+    return planned.map(({ m, rows }) => (m.domainId && m.userId
+      ? { messageId: m.id, userId: m.userId, domainId: m.domainId, deliveryIds: rows.map((r) => r.id!).filter((id) => stored.has(id)), keepsNoCopy: Boolean(m.keepsNoCopy) }
+      : { messageId: m.id, deliveryIds: [], keepsNoCopy: false }));
   }
 
   return {
@@ -191,9 +207,10 @@ export function createInboundService(deps: {
       for (const r of env.rcpts.filter((a) => !isReturnPath(a))) byDomain.set(split(r).domain, [...(byDomain.get(split(r).domain) ?? []), r.toLowerCase()]);
       const ids: string[] = [];
       for (const [name, rcpts] of byDomain) {
-        const domain = await receivingDomain(name);
-        if (!domain) continue;
-        const routed = await Promise.all(rcpts.sort().map(async (rcpt) => ({ rcpt, route: await deps.routes.match(domain.id, split(rcpt).local) })));
+        const found = await receivingDomain(name);
+        if (!found) continue;
+        const { domain } = found;
+        const routed = rcpts.sort().map((rcpt) => ({ rcpt, route: found.match(split(rcpt).local) }));
         const kept = routed.filter((r) => r.route?.action !== 'drop');
         // A `drop` route leaves nothing behind: no message row, no mailbox copy, no delivery.
         if (kept.length > 0) ids.push(await acceptFor(domain, kept, raw, mail, env, auth));
@@ -209,14 +226,13 @@ export function createInboundService(deps: {
      */
     async prepareDeliveries(messageId: string, claim: { as?: string; takeOverFrom?: string } = {}): Promise<Prepared> {
       const as = claim.as ?? `inbound-${messageId}`;
-      const [m] = await claimMessages([messageId], as, claim.takeOverFrom);
-      return m ? deliveriesFor(m, as) : { messageId, deliveryIds: [], keepsNoCopy: false };
+      const [prepared] = await deliveriesFor(await claimMessages([messageId], as, claim.takeOverFrom), as);
+      return prepared ?? { messageId, deliveryIds: [], keepsNoCopy: false };
     },
 
     /** The batch's claim: the messages no other run has taken, marked with `batchId` and read in one statement. */
     async prepareBatch(batchId: string, messageIds: string[]): Promise<Prepared[]> {
-      const rows = await claimMessages(messageIds, batchId);
-      return Promise.all(rows.map((m) => deliveriesFor(m, batchId)));
+      return deliveriesFor(await claimMessages(messageIds, batchId), batchId);
     },
 
     /** Stored inbound messages whose workflow never started (a crash, or a failed start, after the commit). */

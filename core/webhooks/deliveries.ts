@@ -1,6 +1,7 @@
-import { and, desc, eq, sql } from 'drizzle-orm';
+import { and, desc, eq, inArray, sql } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
+import { forEachLimit } from '../concurrency.js';
 import { newId } from '../ids.js';
 import { retryTransient } from '../retry.js';
 import type { Progress } from '../sending/delivery.js';
@@ -12,6 +13,7 @@ import type { NetPolicy } from './url.js';
 
 export type DeliveryRow = typeof schema.deliveries.$inferSelect;
 export type AttemptResult = { ok: boolean; status: number | null; reason: string | null };
+export type NewDelivery = { id?: string; userId: string; messageId: string; routeId: string; domainId: string | null; url: string; kind: DeliveryRow['kind']; payload?: Record<string, unknown>; workflowId?: string };
 
 /** Webhook deliveries: rows, one captured attempt at a time, and reading attempts back. */
 export function createDeliveryStore(deps: { db: Db; sealer: Sealer; routes: RouteService; net: NetPolicy; accountSecret(userId: string): Promise<string> }) {
@@ -34,42 +36,34 @@ export function createDeliveryStore(deps: { db: Db; sealer: Sealer; routes: Rout
     return { url: route?.url ?? d.url, ackMode, secret };
   }
 
+  /** Rows in one statement: a row that exists already (a retried step) is answered as it is, unchanged. */
+  async function createMany(vs: NewDelivery[]): Promise<DeliveryRow[]> {
+    if (vs.length === 0) return [];
+    const now = Date.now();
+    const rows = vs.map((v) => ({ id: v.id ?? newId('dlv'), userId: v.userId, messageId: v.messageId, routeId: v.routeId, domainId: v.domainId, url: v.url, kind: v.kind,
+      status: 'pending' as const, payload: v.payload ?? null, workflowId: v.workflowId ?? null, createdAt: now, updatedAt: now }));
+    return db.insert(dl).values(rows).onConflictDoUpdate({ target: dl.id, set: { id: sql`${dl.id}` } }).returning();
+  }
+
   return {
     bodyOf,
 
-    async create(v: { id?: string; userId: string; messageId: string; routeId: string; domainId: string | null; url: string; kind: DeliveryRow['kind']; payload?: Record<string, unknown>; workflowId?: string }): Promise<DeliveryRow> {
-      const now = Date.now();
-      const row = { id: v.id ?? newId('dlv'), userId: v.userId, messageId: v.messageId, routeId: v.routeId, domainId: v.domainId, url: v.url, kind: v.kind,
-        status: 'pending' as const, payload: v.payload ?? null, workflowId: v.workflowId ?? null, createdAt: now, updatedAt: now };
-      // One statement: a row that exists already (a retried step) is answered as it is, unchanged.
-      const [stored] = await db.insert(dl).values(row).onConflictDoUpdate({ target: dl.id, set: { id: sql`${dl.id}` } }).returning();
+    async create(v: NewDelivery): Promise<DeliveryRow> {
+      const [stored] = await createMany([v]);
       return stored!;
     },
+
+    createMany,
 
     /**
      * Attempt `n` of a delivery: signed POST, captured as an `att_` row, delivery and domain health updated.
      * Idempotent per (delivery, n): a repeated call answers the recorded outcome without posting again.
      */
     async attempt(deliveryId: string, n: number, nextDelayMs: number | null, progress?: Progress): Promise<AttemptResult> {
-      // One read for everything an attempt needs: the delivery, a recorded outcome of this attempt, the payload, the route.
-      const [row] = await db.select({ d: dl, done: at, sealed: schema.inboundRaw.payloadSealed, route: schema.routes }).from(dl)
-        .leftJoin(at, and(eq(at.deliveryId, dl.id), eq(at.attemptNumber, n)))
-        .leftJoin(schema.inboundRaw, eq(schema.inboundRaw.messageId, dl.messageId))
-        .leftJoin(schema.routes, eq(schema.routes.id, dl.routeId))
-        .where(eq(dl.id, deliveryId));
-      if (!row) return { ok: false, status: null, reason: 'not_found' };
-      if (row.done) return { ok: row.done.ok === 1, status: row.done.responseStatus, reason: row.done.reason };
-      const d = row.d;
-      const body = await bodyOf(d, row.sealed);
-      if (body === undefined) {
-        await db.update(dl).set({ status: 'failed', nextRetryAt: null, lastReason: 'no_payload', updatedAt: Date.now() }).where(eq(dl.id, d.id));
-        return { ok: false, status: null, reason: 'no_payload' };
-      }
-      const t = await target(d, row.route);
-      const c: AttemptCapture = await postWebhook({ url: t.url, body, secret: t.secret, ackMode: t.ackMode, net: deps.net });
-      // The POST happened: its outcome is written even through a database outage, so a retry never posts it again.
-      return retryTransient(() => record(d, n, c, t.url, nextDelayMs), { onWait: () => progress?.beat() });
+      return (await attemptMany([deliveryId], n, nextDelayMs, { progress })).get(deliveryId)!;
     },
+
+    attemptMany,
 
     record: (d: DeliveryRow, n: number, c: AttemptCapture, url: string, nextDelayMs: number | null) => record(d, n, c, url, nextDelayMs),
 
@@ -87,6 +81,39 @@ export function createDeliveryStore(deps: { db: Db; sealer: Sealer; routes: Rout
       }));
     },
   };
+
+  /**
+   * Attempt `n` of each delivery (`attempt`), `concurrency` POSTs at a time, after one read for all of them:
+   * the delivery, a recorded outcome of this attempt, the payload and the route. Answers by delivery id.
+   */
+  async function attemptMany(ids: string[], n: number, nextDelayMs: number | null, opts: { progress?: Progress; concurrency?: number } = {}): Promise<Map<string, AttemptResult>> {
+    const out = new Map<string, AttemptResult>(ids.map((id) => [id, { ok: false, status: null, reason: 'not_found' }]));
+    if (ids.length === 0) return out;
+    const rows = await db.select({ d: dl, done: at, sealed: schema.inboundRaw.payloadSealed, route: schema.routes }).from(dl)
+      .leftJoin(at, and(eq(at.deliveryId, dl.id), eq(at.attemptNumber, n)))
+      .leftJoin(schema.inboundRaw, eq(schema.inboundRaw.messageId, dl.messageId))
+      .leftJoin(schema.routes, eq(schema.routes.id, dl.routeId))
+      .where(ids.length === 1 ? eq(dl.id, ids[0]!) : inArray(dl.id, ids));
+    await forEachLimit(rows, opts.concurrency ?? 16, async (row) => {
+      out.set(row.d.id, await attemptRow(row, n, nextDelayMs, opts.progress));
+    });
+    return out;
+  }
+
+  async function attemptRow(row: { d: DeliveryRow; done: typeof at.$inferSelect | null; sealed: string | null; route: typeof schema.routes.$inferSelect | null },
+    n: number, nextDelayMs: number | null, progress?: Progress): Promise<AttemptResult> {
+    if (row.done) return { ok: row.done.ok === 1, status: row.done.responseStatus, reason: row.done.reason };
+    const d = row.d;
+    const body = await bodyOf(d, row.sealed);
+    if (body === undefined) {
+      await db.update(dl).set({ status: 'failed', nextRetryAt: null, lastReason: 'no_payload', updatedAt: Date.now() }).where(eq(dl.id, d.id));
+      return { ok: false, status: null, reason: 'no_payload' };
+    }
+    const t = await target(d, row.route);
+    const c: AttemptCapture = await postWebhook({ url: t.url, body, secret: t.secret, ackMode: t.ackMode, net: deps.net });
+    // The POST happened: its outcome is written even through a database outage, so a retry never posts it again.
+    return retryTransient(() => record(d, n, c, t.url, nextDelayMs), { onWait: () => progress?.beat() });
+  }
 
   /** Captures attempt `n` as an att_ row and moves the delivery and the domain's health on. */
   async function record(d: DeliveryRow, n: number, c: AttemptCapture, url: string, nextDelayMs: number | null): Promise<AttemptResult> {

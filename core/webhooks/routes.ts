@@ -18,6 +18,16 @@ export type RouteInput = { domainId?: string; address?: string; url?: string; ac
 const PATTERN = /^(\*|[a-z0-9._+-]+|[a-z0-9._+-]+\*|\*[a-z0-9._+-]+)$/;
 
 /** How specific a pattern is for `local`: -1 no match; exact beats wildcards (longer literal first) beats `*`. */
+/** The most specific of a domain's routes for a local part (a higher pattern score wins). */
+export function bestRoute<T extends { pattern: string }>(rows: T[], local: string): T | undefined {
+  let best: { row: T; score: number } | undefined;
+  for (const row of rows) {
+    const score = patternScore(row.pattern, local.toLowerCase());
+    if (score >= 0 && (!best || score > best.score)) best = { row, score };
+  }
+  return best?.row;
+}
+
 export function patternScore(pattern: string, local: string): number {
   if (pattern === TRACKING_PATTERN) return -1;
   if (pattern === '*') return 0;
@@ -99,6 +109,12 @@ export function createRouteService(deps: { db: Db; sealer: Sealer; domains: Doma
     return row;
   }
 
+  /** The domain's routes read once, matched against any number of local parts (a batch, a message's recipients). */
+  async function matcher(domainId: string): Promise<(local: string) => RouteRow | undefined> {
+    const rows = await db.select().from(r).where(eq(r.domainId, domainId));
+    return (local) => bestRoute(rows, local);
+  }
+
   return {
     upsert,
     secretOf: (row: RouteRow) => deps.sealer.open(row.secretSealed),
@@ -154,14 +170,10 @@ export function createRouteService(deps: { db: Db; sealer: Sealer; domains: Doma
 
     /** The route a recipient local part reaches on a domain, or undefined. */
     async match(domainId: string, local: string): Promise<RouteRow | undefined> {
-      const rows = await db.select().from(r).where(eq(r.domainId, domainId));
-      let best: { row: RouteRow; score: number } | undefined;
-      for (const row of rows) {
-        const score = patternScore(row.pattern, local.toLowerCase());
-        if (score >= 0 && (!best || score > best.score)) best = { row, score };
-      }
-      return best?.row;
+      return (await matcher(domainId))(local);
     },
+
+    matcher,
   };
 }
 export type RouteService = ReturnType<typeof createRouteService>;
