@@ -48,6 +48,8 @@ export async function startDevServer(opts: {
   port: number; uiPort?: number; namespace: string; dbFile?: string; log?: (line: string) => void;
   /** More `key=value` dynamic config (tests make continue-as-new come early). */
   dynamicConfig?: string[];
+  /** Leave out this project's tuning (DYNAMIC_CONFIG): the benchmarks measure what it is worth. */
+  untuned?: boolean;
 }): Promise<DevServer> {
   if (await isListening(opts.port)) {
     throw new Error(`Port ${opts.port} is already in use: another Temporal server is running? Set TEMPORAL_ADDRESS=127.0.0.1:${opts.port} to use it, or TEMPORAL_DEV_PORT to pick another port.`);
@@ -60,7 +62,7 @@ export async function startDevServer(opts: {
   if (opts.uiPort) args.push('--ui-port', String(opts.uiPort), '--ui-ip', '127.0.0.1');
   else args.push('--headless');
   for (const [name, type] of Object.entries(SEARCH_ATTRIBUTES)) args.push('--search-attribute', `${name}=${CLI_TYPE_NAMES[type]}`);
-  for (const kv of [...DYNAMIC_CONFIG, ...(opts.dynamicConfig ?? [])]) args.push('--dynamic-config-value', kv);
+  for (const kv of [...(opts.untuned ? [] : DYNAMIC_CONFIG), ...(opts.dynamicConfig ?? [])]) args.push('--dynamic-config-value', kv);
 
   const child = spawn('bash', ['-c', WATCHDOG, 'temporal-dev', String(process.pid), temporalCliPath(), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   const output: string[] = [];
