@@ -39,3 +39,34 @@ export async function spawnRole(args: string[], env: Record<string, string>, rea
     }),
   };
 }
+
+/**
+ * POSTs JSON over kept-alive node:http connections: the load generator shares the two cores with the
+ * service, and fetch (undici) costs it several times what node:http does per request.
+ */
+export async function jsonPoster(baseUrl: string, token: string) {
+  const http = await import('node:http');
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+  const url = new URL(baseUrl);
+  return (path: string, body: unknown) => new Promise<{ status: number; body: any }>((resolve, reject) => {
+    const data = JSON.stringify(body);
+    const req = http.request({
+      host: url.hostname, port: url.port, path, method: 'POST', agent,
+      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data), authorization: `Bearer ${token}` },
+    }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        try {
+          resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) });
+        } catch {
+          resolve({ status: res.statusCode ?? 0, body: text });
+        }
+      });
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(data);
+  });
+}
