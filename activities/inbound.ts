@@ -12,7 +12,7 @@ export function inboundActivities(deps: { inbound: InboundService; deliveryStore
       deps.inbound.prepareDeliveries(input.messageId, input.takeOverFrom ? { takeOverFrom: input.takeOverFrom } : {}),
     /** An inbound batch's first attempts; answers the messages whose ladder goes on in their own run. */
     deliverInboundBatch: (input: { batchId: string; messageIds: string[]; nextDelayMs: number | null }) =>
-      deliverInboundBatch({ inbound: deps.inbound, deliveries: deps.deliveryStore }, input),
+      withProgress((progress) => deliverInboundBatch({ inbound: deps.inbound, deliveries: deps.deliveryStore }, input, progress)),
     finishInboundBatch: (input: { batchId: string; messageIds: string[] }) => deps.inbound.finishClaimed(input.batchId, input.messageIds),
     /** One signed POST, captured as an att_ row; a repeated call for the same attempt answers the recorded outcome. */
     attemptWebhookDelivery: (input: { deliveryId: string; attemptNumber: number; nextDelayMs: number | null }) =>

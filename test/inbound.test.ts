@@ -128,6 +128,32 @@ describe('inbound mail to webhooks', () => {
     }
   });
 
+  it('a batch run cancelled while its POST is under way still drops a zero-retention message\'s stored copy (its finally)', async () => {
+    const core = stack.service.core;
+    await setHook('/slow');
+    hooks.delay('/slow', 2_000);
+    await core.db.update(schema.domains).set({ zeroRetention: 1 }).where(eq(schema.domains.id, domainId));
+    const tc = await connectTemporal({ address: stack.service.temporalAddress, namespace: 'default', taskQueue: stack.config.temporal.taskQueue });
+    try {
+      await smtp().sendMail({ from: 'cancel@sender.example', to: `slow@${DOMAIN}`, subject: 'cancelled batch', text: 'x' });
+      const [hit] = await hooks.waitFor('/slow');
+      const messageId = hit!.json.id as string;
+      const [row] = await core.db.select().from(schema.messages).where(eq(schema.messages.id, messageId));
+      expect(row!.workflowId).toMatch(/^inbound-batch-/);
+      expect(await core.db.select().from(schema.inboundRaw).where(eq(schema.inboundRaw.messageId, messageId))).toHaveLength(1);
+      const handle = tc.client.workflow.getHandle(row!.workflowId!);
+      await handle.cancel();
+      await expect(handle.result()).rejects.toThrow();
+      expect((await handle.describe()).status.name).toBe('CANCELLED');
+      // The POST under way finishes (no new one starts), then the run's finally drops the copy.
+      expect(await core.db.select().from(schema.inboundRaw).where(eq(schema.inboundRaw.messageId, messageId))).toHaveLength(0);
+    } finally {
+      await tc.connection.close();
+      await core.db.update(schema.domains).set({ zeroRetention: 0 }).where(eq(schema.domains.id, domainId));
+      hooks.delay('/slow', 0);
+    }
+  });
+
   it('a message is delivered by one run only: a batch, a sweep-started run and the run a batch hands it to claim it in turn', async () => {
     await setHook('/claimed');
     const core = stack.service.core;

@@ -1,4 +1,5 @@
 import { forEachLimit } from '../concurrency.js';
+import type { Progress } from '../sending/delivery.js';
 import type { DeliveryStore } from '../webhooks/deliveries.js';
 import { ladderEnds } from '../../workflows/ladder-ends.js';
 import type { InboundService } from './service.js';
@@ -17,11 +18,12 @@ export type HandOff = { messageId: string; userId: string; domainId?: string };
 export async function deliverInboundBatch(
   deps: { inbound: InboundService; deliveries: DeliveryStore },
   input: { batchId: string; messageIds: string[]; nextDelayMs: number | null },
+  progress?: Progress,
   concurrency = 16,
 ): Promise<HandOff[]> {
   const prepared = await deps.inbound.prepareBatch(input.batchId, input.messageIds);
   // Every delivery of the batch read in one statement, then posted `concurrency` at a time.
-  const results = await deps.deliveries.attemptMany(prepared.flatMap((m) => m.deliveryIds), 1, input.nextDelayMs, { concurrency });
+  const results = await deps.deliveries.attemptMany(prepared.flatMap((m) => m.deliveryIds), 1, input.nextDelayMs, { concurrency, ...(progress ? { progress } : {}) });
   const handOff: HandOff[] = [];
   const over: string[] = [];
   for (const m of prepared) {

@@ -95,6 +95,8 @@ export function createDeliveryStore(deps: { db: Db; sealer: Sealer; routes: Rout
       .leftJoin(schema.routes, eq(schema.routes.id, dl.routeId))
       .where(ids.length === 1 ? eq(dl.id, ids[0]!) : inArray(dl.id, ids));
     await forEachLimit(rows, opts.concurrency ?? 16, async (row) => {
+      // Cancelled (the run, or the activity's timeout): no further POST starts; the ones under way are recorded.
+      if (opts.progress?.stopped()) throw new Error('attempts cancelled');
       out.set(row.d.id, await attemptRow(row, n, nextDelayMs, opts.progress));
     });
     return out;
