@@ -18,10 +18,17 @@ export function inboundActivities(deps: { inbound: InboundService; deliveryStore
     attemptWebhookDelivery: (input: { deliveryId: string; attemptNumber: number; nextDelayMs: number | null }) =>
       withProgress((progress) => deps.deliveryStore.attempt(input.deliveryId, input.attemptNumber, input.nextDelayMs, progress)),
     finishInboundMessage: (input: { messageId: string }) => deps.inbound.finish(input.messageId),
-    /** Starts the delivery workflow of stored messages a crash left unstarted (idempotent: ids are derived); answers how many. */
+    /**
+     * Starts batch runs for stored messages a crash (or a failed start) left unstarted, 100 per run and
+     * one account per run, as the ingress would have; a message another run took meanwhile is left to it.
+     */
     async startUnstartedInbound(input: { olderThanMs: number; limit: number }): Promise<number> {
       const rows = await deps.inbound.findUnstarted(input.olderThanMs, input.limit);
-      for (const r of rows) await deps.workflows.startInboundDelivery(r);
+      const byAccount = new Map<string, string[]>();
+      for (const r of rows) byAccount.set(r.userId, [...(byAccount.get(r.userId) ?? []), r.messageId]);
+      for (const [userId, ids] of byAccount) {
+        for (let i = 0; i < ids.length; i += 100) await deps.workflows.startInboundBatch(ids.slice(i, i + 100), userId);
+      }
       return rows.length;
     },
   };

@@ -76,7 +76,6 @@ export type WorkflowPort = EnrolmentSignalPort & EnrolmentPort & {
   nudgeDomainVerification(domainId: string): Promise<void>;
   stopDomainVerification(domainId: string): Promise<void>;
   /** Starts the delivery workflow of one inbound message (starting twice is success). */
-  startInboundDelivery(m: { messageId: string; userId: string; domainId?: string }): Promise<void>;
   /** One run for inbound messages accepted together: their first attempts; failures go on in their own runs. */
   startInboundBatch(messageIds: string[], accountId: string): Promise<void>;
   /** Continues a delivery's retry ladder in its own workflow, from `startAttempt`. */

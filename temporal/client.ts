@@ -1,4 +1,4 @@
-import { type ApplicationFailure, Client, Connection, WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError } from '@temporalio/client';
+import { type ApplicationFailure, Client, Connection, WorkflowNotFoundError, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError } from '@temporalio/client';
 import type { QueryDefinition } from '@temporalio/common';
 import proto from '@temporalio/proto';
 import type { WorkflowPort } from '../core/index.js';
@@ -7,9 +7,8 @@ import { deliverOutboundWorkflow } from '../workflows/deliver-outbound.js';
 import { broadcastWorkflow, cancelSignal, progressQuery, type BroadcastInput } from '../workflows/broadcast.js';
 import { importContactsWorkflow, importProgressQuery } from '../workflows/import-contacts.js';
 import { engagementDispatchWorkflow, moreEventsSignal } from '../workflows/engagement-dispatch.js';
-import { broadcastWorkflowId, contactImportWorkflowId, deferredDeliveryWorkflowId, deliverOutboundWorkflowId, engagementDispatchWorkflowId, inboundBatchWorkflowId, inboundDeliveryWorkflowId, scheduledSendWorkflowId, sequenceEnrolmentWorkflowId, verifyDomainWorkflowId, webhookDeliveryWorkflowId } from '../workflows/ids.js';
+import { broadcastWorkflowId, contactImportWorkflowId, deferredDeliveryWorkflowId, deliverOutboundWorkflowId, engagementDispatchWorkflowId, inboundBatchWorkflowId, scheduledSendWorkflowId, sequenceEnrolmentWorkflowId, verifyDomainWorkflowId, webhookDeliveryWorkflowId } from '../workflows/ids.js';
 import { inboundBatchWorkflow } from '../workflows/inbound-batch.js';
-import { inboundDeliveryWorkflow } from '../workflows/inbound-delivery.js';
 import { appEventSignal, cancelEnrolmentSignal, contactChangedSignal, enrolSequenceWorkflow, stateQuery } from '../workflows/sequence-enrolment.js';
 import { cancelUpdate, scheduledSendWorkflow } from '../workflows/scheduled-send.js';
 import { SvcAccountId, SvcBroadcastId, SvcBroadcastStatus, SvcDeliveryId, SvcContactId, SvcDomain, SvcDomainId, SvcDomainStatus, SvcMessageId, SvcSequenceId, SvcSequenceStep } from '../workflows/search-attributes.js';
@@ -56,10 +55,6 @@ export type DomainVerifyTiming = { initialDelayMs: number; maxDelayMs: number; d
 const ignoreNotFound = (err: unknown) => {
   if (!(err instanceof WorkflowNotFoundError)) throw err;
 };
-/** A finished workflow with this id means its work was done already (a retried SMTP transaction, say). */
-const ignoreStarted = (err: unknown) => {
-  if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
-};
 /** How long an API call waits on a workflow update before answering 503 (no worker polling, say). */
 const UPDATE_DEADLINE_MS = 5_000;
 
@@ -85,13 +80,6 @@ export function createWorkflowPort(t: TemporalHandle, settings: WorkflowSettings
   const retrySchedule = settings.outboundRetrySchedule;
   const taskQueue = t.taskQueue;
   return {
-    async startInboundDelivery(m) {
-      await t.client.workflow.start(inboundDeliveryWorkflow, {
-        taskQueue, workflowId: inboundDeliveryWorkflowId(m.messageId), workflowIdConflictPolicy: 'USE_EXISTING',
-        workflowIdReusePolicy: 'REJECT_DUPLICATE', args: [{ messageId: m.messageId, retrySchedule: settings.webhookRetrySchedule }],
-        typedSearchAttributes: [{ key: SvcAccountId, value: m.userId }, { key: SvcMessageId, value: m.messageId }, ...(m.domainId ? [{ key: SvcDomainId, value: m.domainId }] : [])],
-      }).catch(ignoreStarted);
-    },
     async startInboundBatch(messageIds, accountId) {
       await t.client.workflow.start(inboundBatchWorkflow, {
         taskQueue, workflowId: inboundBatchWorkflowId(messageIds[0]!), workflowIdConflictPolicy: 'USE_EXISTING',

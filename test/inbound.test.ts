@@ -4,6 +4,7 @@ import { eq, inArray } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { schema } from '../db/index.js';
 import { connectTemporal } from '../temporal/client.js';
+import { inboundDeliveryWorkflow } from '../workflows/inbound-delivery.js';
 import { signatureHeaders } from '../core/webhooks/sign.js';
 import { startTestDns } from './helpers/dns.js';
 import { eventually, startStack, type TestStack } from './helpers/stack.js';
@@ -154,7 +155,7 @@ describe('inbound mail to webhooks', () => {
     }
   });
 
-  it('a message is delivered by one run only: a batch, a sweep-started run and the run a batch hands it to claim it in turn', async () => {
+  it('a message is delivered by one run only: two batches and the run a batch hands it to claim it in turn', async () => {
     await setHook('/claimed');
     const core = stack.service.core;
     const port = core.workflows;
@@ -172,7 +173,7 @@ describe('inbound mail to webhooks', () => {
     expect(row!.workflowId).toBeNull();
     const held = await core.inbound.prepareBatch('inbound-batch-test-a', [row!.id]);
     expect(held.map((m) => m.deliveryIds.length)).toEqual([1]);
-    // Held by the batch: a sweep-started run and another batch leave it alone.
+    // Held by the batch: a run of its own (not handed over) and another batch leave it alone.
     expect((await core.inbound.prepareDeliveries(row!.id)).deliveryIds).toEqual([]);
     expect(await core.inbound.prepareBatch('inbound-batch-test-b', [row!.id])).toEqual([]);
     // The run the batch hands it to takes it over; from then on the batch's claim is gone.
@@ -180,7 +181,14 @@ describe('inbound mail to webhooks', () => {
     expect((await core.db.select().from(schema.messages).where(eq(schema.messages.id, row!.id)))[0]!.workflowId).toBe(`inbound-${row!.id}`);
     expect(await core.inbound.prepareBatch('inbound-batch-test-a', [row!.id])).toEqual([]);
     // Its own run delivers it, once.
-    await port.startInboundDelivery({ messageId: row!.id, userId: row!.userId! });
+    const tc = await connectTemporal({ address: stack.service.temporalAddress, namespace: 'default', taskQueue: stack.config.temporal.taskQueue });
+    try {
+      await tc.client.workflow.start(inboundDeliveryWorkflow, {
+        taskQueue: stack.config.temporal.taskQueue, workflowId: `inbound-${row!.id}`, args: [{ messageId: row!.id, retrySchedule: [300] }],
+      });
+    } finally {
+      await tc.connection.close();
+    }
     await hooks.waitFor('/claimed');
     const dlv = await eventually(async () => { const d = (await deliveriesOf(row!.id))[0]; return d?.status === 'delivered' ? d : undefined; });
     expect(dlv.attempts).toBe(1);
