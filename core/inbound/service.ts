@@ -11,7 +11,7 @@ import type { WorkflowPort } from '../index.js';
 import type { Sealer } from '../secrets.js';
 import type { UsageService } from '../usage.js';
 import type { DeliveryStore, NewDelivery } from '../webhooks/deliveries.js';
-import { bestRoute, type RouteService } from '../webhooks/routes.js';
+import { bestRoute, type RouteRow, type RouteService } from '../webhooks/routes.js';
 import { scoreMessage } from './auth.js';
 import { FORWARD_HEADER, type Forwarder } from '../mailboxes/forward.js';
 import type { MailboxStore } from '../mailboxes/store.js';
@@ -34,7 +34,6 @@ const split = (address: string) => {
 export const isReturnPath = (address: string) => split(address).local.startsWith('bounce+') || split(address).domain.startsWith('bounces.');
 
 export type Envelope = { from: string; rcpts: string[]; ip: string; helo: string };
-type RouteRow = NonNullable<Awaited<ReturnType<RouteService['match']>>>;
 
 /** Inbound mail: who may receive, storing what arrives, and turning it into webhook deliveries. */
 export function createInboundService(deps: {
@@ -219,13 +218,13 @@ export function createInboundService(deps: {
     },
 
     /**
-     * Workflow step: claims the message for run `as` and creates one `dlv_` row per matched route
-     * (deterministic ids, so a retry makes no duplicates). A message another run has claimed is left to it
-     * (no deliveries): an inbound batch and a sweep-started run never both deliver one message. The run a
-     * batch hands a failed first attempt to takes over from it (`takeOverFrom`).
+     * Workflow step of a message's own run (`inbound-<msg id>`): claims the message and creates one `dlv_`
+     * row per matched route (deterministic ids, so a retry makes no duplicates). A message another run
+     * holds is left to it (no deliveries), so two runs never both deliver one message; the run a batch
+     * hands a failed first attempt to takes the claim over (`takeOverFrom`).
      */
-    async prepareDeliveries(messageId: string, claim: { as?: string; takeOverFrom?: string } = {}): Promise<Prepared> {
-      const as = claim.as ?? `inbound-${messageId}`;
+    async prepareDeliveries(messageId: string, claim: { takeOverFrom?: string } = {}): Promise<Prepared> {
+      const as = `inbound-${messageId}`;
       const [prepared] = await deliveriesFor(await claimMessages([messageId], as, claim.takeOverFrom), as);
       return prepared ?? { messageId, deliveryIds: [], keepsNoCopy: false };
     },
@@ -247,19 +246,21 @@ export function createInboundService(deps: {
     async finishClaimed(runId: string, messageIds: string[]): Promise<void> {
       const m = schema.messages;
       const rows = await db.select({ id: m.id }).from(m).where(and(inArray(m.id, messageIds), eq(m.workflowId, runId)));
-      for (const r of rows) await this.finish(r.id);
+      for (const r of rows) await finish(r.id);
     },
 
-    /** Workflow step after the last attempt: zero-retention and encrypted domains keep no clear copy. */
-    async finish(messageId: string): Promise<void> {
-      const [m] = await db.select({ domainId: schema.messages.domainId }).from(schema.messages).where(eq(schema.messages.id, messageId));
-      if (!m?.domainId) return;
-      const [dom] = await db.select().from(d).where(eq(d.id, m.domainId));
-      if (!dom) return;
-      if (dom.zeroRetention === 1) await db.delete(schema.inboundRaw).where(eq(schema.inboundRaw.messageId, messageId));
-      else if (dom.encPublicKey) await db.update(schema.inboundRaw).set({ payloadSealed: null }).where(inArray(schema.inboundRaw.messageId, [messageId]));
-    },
+    finish,
   };
+
+  /** Workflow step after the last attempt: zero-retention and encrypted domains keep no clear copy. */
+  async function finish(messageId: string): Promise<void> {
+    const [m] = await db.select({ domainId: schema.messages.domainId }).from(schema.messages).where(eq(schema.messages.id, messageId));
+    if (!m?.domainId) return;
+    const [dom] = await db.select().from(d).where(eq(d.id, m.domainId));
+    if (!dom) return;
+    if (dom.zeroRetention === 1) await db.delete(schema.inboundRaw).where(eq(schema.inboundRaw.messageId, messageId));
+    else if (dom.encPublicKey) await db.update(schema.inboundRaw).set({ payloadSealed: null }).where(inArray(schema.inboundRaw.messageId, [messageId]));
+  }
 }
 export type InboundService = ReturnType<typeof createInboundService>;
 /** A claimed message's deliveries; `userId` and `domainId` name it for the run that may take it over. */

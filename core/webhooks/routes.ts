@@ -168,11 +168,6 @@ export function createRouteService(deps: { db: Db; sealer: Sealer; domains: Doma
       return { ok: true as const };
     },
 
-    /** The route a recipient local part reaches on a domain, or undefined. */
-    async match(domainId: string, local: string): Promise<RouteRow | undefined> {
-      return (await matcher(domainId))(local);
-    },
-
     matcher,
   };
 }
