@@ -26,12 +26,12 @@ const agents = {
 export async function requestPinned(url: URL, address: CheckedAddress, opts: {
   method: string; headers: Record<string, string>; body?: string; timeoutMs: number; maxResponseBytes: number;
 }): Promise<PinnedResponse> {
-  for (let tries = 0; ; tries++) {
-    try {
-      return await requestOnce(url, address, opts, tries > 0);
-    } catch (err) {
-      if (!(err instanceof StaleSocketError) || tries >= 2) throw err instanceof StaleSocketError ? err.cause : err;
-    }
+  try {
+    return await requestOnce(url, address, opts, false);
+  } catch (err) {
+    if (!(err instanceof StaleSocketError)) throw err;
+    // Once more on a fresh socket: a failure there is the answer.
+    return requestOnce(url, address, opts, true);
   }
 }
 
