@@ -1,5 +1,4 @@
 import { ALL_ROLES, runRoles, type Role } from './runtime/service.js';
-import { startWorker } from './worker.js';
 
 // `npm start` runs API, SMTP ingress, IMAP and worker together; `npm start -- api` (or smtp, imap, worker) runs one role.
 const args = process.argv.slice(2);
@@ -8,4 +7,4 @@ if (bad.length > 0) {
   console.error(`Unknown role(s): ${bad.join(', ')}. Roles: ${ALL_ROLES.join(', ')}`);
   process.exit(2);
 }
-await runRoles(args.length > 0 ? (args as Role[]) : ALL_ROLES, startWorker);
+await runRoles(args.length > 0 ? (args as Role[]) : ALL_ROLES);

@@ -1,14 +1,17 @@
 import { join } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { fileURLToPath } from 'node:url';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities } from './activities/index.js';
 import { createDeliveryService } from './core/sending/delivery.js';
 import type { Config } from './core/config.js';
 import { createResolver } from './core/dns.js';
+import { instrumentTransport } from './core/outbound/instrumented.js';
 import { captureTransport, mxTransport, relayTransport, type OutboundTransport } from './core/outbound/transport.js';
 import type { Database } from './db/index.js';
 import type { Core } from './core/index.js';
-import { prebuiltBundle } from './temporal/bundle.js';
+import { prebuiltBundle, WORKFLOW_INTERCEPTORS } from './temporal/bundle.js';
+import type { Tracing } from './temporal/tracing.js';
+import { logScopeInterceptor } from './temporal/log-scope.js';
 
 export const WORKFLOWS_PATH = fileURLToPath(new URL('./workflows/index.ts', import.meta.url));
 
@@ -25,7 +28,10 @@ export function createTransport(config: Config, database: Database): OutboundTra
   if (config.outboundMode === 'capture') return captureTransport(database.db, join(config.dataDir, 'outbox'));
   const timeouts = { timeoutMs: config.outboundSmtpTimeoutMs };
   if (config.outboundMode === 'relay') return relayTransport(config.relayUrl!, timeouts);
-  return mxTransport({ resolver: createResolver(config.dnsServers), port: config.mxPort, heloName: config.serviceDomain, timeouts, allowPrivate: config.allowPrivateNetworks });
+  return mxTransport({
+    resolver: createResolver(config.dnsServers), port: config.mxPort, heloName: config.serviceDomain, timeouts, allowPrivate: config.allowPrivateNetworks,
+    shaping: { db: database.db, config: config.shaping },
+  });
 }
 
 /**
@@ -33,10 +39,10 @@ export function createTransport(config: Config, database: Database): OutboundTra
  * registered workflows (the workflows/index.ts barrel). `workflowBundle` lets tests bundle once.
  */
 export async function startWorker(opts: {
-  core: Core; address: string; workflowBundle?: WorkerOptions['workflowBundle'];
+  core: Core; address: string; workflowBundle?: WorkerOptions['workflowBundle']; tracing?: Tracing;
 }): Promise<RunningWorker> {
   const { config, database } = opts.core;
-  const transport = createTransport(config, database);
+  const transport = instrumentTransport(createTransport(config, database));
   const connection = await NativeConnection.connect({ address: opts.address });
   const bundle = opts.workflowBundle ?? bundleToRun();
   const worker = await Worker.create({
@@ -44,20 +50,30 @@ export async function startWorker(opts: {
     namespace: config.temporal.namespace,
     taskQueue: config.temporal.taskQueue,
     activities: createActivities({
-      workflows: opts.core.workflows, db: database.db, domains: opts.core.domains, scheduled: opts.core.scheduled, attachments: opts.core.attachments,
+      workflows: opts.core.workflows, db: database.db, domains: opts.core.domains, dkimRotation: opts.core.dkimRotation, scheduled: opts.core.scheduled, attachments: opts.core.attachments,
       inbound: opts.core.inbound, deliveryStore: opts.core.deliveryStore, engagement: opts.core.engagement,
       fanout: opts.core.fanout, imports: opts.core.imports, enrolmentStore: opts.core.enrolmentStore, dispatcher: opts.core.dispatcher,
+      sendEnrolments: opts.core.sendEnrolments, warmup: opts.core.warmup,
       delivery: createDeliveryService({
         db: database.db, transport, sealer: opts.core.sealer, serviceDomain: config.serviceDomain,
         attachments: opts.core.attachments, events: opts.core.events, suppressions: opts.core.suppressions,
         fileSent: (m) => opts.core.mailboxes.fileSent(m),
+        settleEnrolments: (messageId, outcome) => opts.core.sendEnrolments.settle(messageId, outcome),
         serviceSigner: () => opts.core.serviceDomain.signer(),
+        bounceRules: config.bounceRules,
+        warmup: opts.core.warmup,
       }),
     }),
     ...(bundle ? { workflowBundle: bundle } : { workflowsPath: WORKFLOWS_PATH }),
+    interceptors: { activity: [logScopeInterceptor, ...(opts.tracing?.worker.activityInterceptors ?? [])], ...(bundle ? {} : { workflowModules: [WORKFLOW_INTERCEPTORS] }) },
+    ...(opts.tracing ? { sinks: opts.tracing.worker.sinks } : {}),
     maxConcurrentActivityTaskExecutions: 200,
     maxConcurrentWorkflowTaskExecutions: 200,
     maxCachedWorkflows: 1000,
+    // SIGTERM drains: in-flight tasks get this long to finish (a batch's sends, recorded as they go) before
+    // they are cancelled; another worker on the task queue takes over what is left. Under the 20 s that
+    // scripts/split-deployment.sh and compose (stop_grace_period) give a role before SIGKILL.
+    shutdownGraceTime: '15s',
   });
   const done = worker.run().finally(async () => {
     transport.close();
@@ -71,10 +87,4 @@ export async function startWorker(opts: {
       await done;
     },
   };
-}
-
-// `npm run start:worker`: the worker alone, against TEMPORAL_ADDRESS and a shared DATABASE_URL.
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  const { runRoles } = await import('./runtime/service.js');
-  await runRoles(['worker'], startWorker);
 }

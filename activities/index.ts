@@ -1,12 +1,13 @@
 import type { AttachmentService } from '../core/attachments/service.js';
 import type { DomainService } from '../core/domains/service.js';
+import type { DkimRotation } from '../core/domains/rotation.js';
 import type { InboundService } from '../core/inbound/service.js';
 import type { EngagementService } from '../core/webhooks/engagement.js';
 import type { DeliveryStore } from '../core/webhooks/deliveries.js';
 import type { DeliveryService } from '../core/sending/delivery.js';
 import type { ScheduledSendService } from '../core/sending/scheduled.js';
 import type { Db } from '../db/index.js';
-import type { WorkflowPort } from '../core/index.js';
+import type { WorkflowPort } from '../core/ports.js';
 import { withFailureMapping } from './failures.js';
 import type { FanoutService } from '../core/broadcasts/fanout.js';
 import type { ImportService } from '../core/contacts/imports.js';
@@ -14,15 +15,19 @@ import { attachmentActivities } from './attachments.js';
 import { broadcastActivities } from './broadcasts.js';
 import { domainActivities } from './domains.js';
 import { engagementActivities } from './engagement.js';
+import { idempotencyActivities } from './idempotency.js';
 import { inboundActivities } from './inbound.js';
 import { outboundActivities } from './outbound.js';
 import { scheduledActivities } from './scheduled.js';
 import { sequenceActivities } from './sequences.js';
+import { warmupActivities } from './warmup.js';
+import type { WarmupService } from '../core/shaping/warmup.js';
 import type { SequenceDispatcher } from '../core/sequences/dispatch.js';
 import type { EnrolmentStore } from '../core/sequences/enrolments.js';
+import type { SendEnrolments } from '../core/sequences/send-enrolment.js';
 
-export type ActivityDeps = { workflows: WorkflowPort; engagement: EngagementService; inbound: InboundService; deliveryStore: DeliveryStore; db: Db; delivery: DeliveryService; domains: DomainService; scheduled: ScheduledSendService; attachments: AttachmentService; fanout: FanoutService; imports: ImportService;
-  enrolmentStore: EnrolmentStore; dispatcher: SequenceDispatcher };
+export type ActivityDeps = { workflows: WorkflowPort; engagement: EngagementService; inbound: InboundService; deliveryStore: DeliveryStore; db: Db; delivery: DeliveryService; domains: DomainService; dkimRotation: DkimRotation; scheduled: ScheduledSendService; attachments: AttachmentService; fanout: FanoutService; imports: ImportService;
+  enrolmentStore: EnrolmentStore; dispatcher: SequenceDispatcher; sendEnrolments: SendEnrolments; warmup: WarmupService };
 
 /** Every activity the worker registers, built from its real dependencies (the composition root passes them). */
 export function createActivities(deps: ActivityDeps) {
@@ -35,6 +40,8 @@ export function createActivities(deps: ActivityDeps) {
     ...engagementActivities(deps),
     ...broadcastActivities(deps),
     ...sequenceActivities(deps),
+    ...idempotencyActivities(deps),
+    ...warmupActivities(deps),
     /** Does nothing: the local activity of the benchmarks' reference workflow. */
     benchmarkNoop: async () => undefined,
   });

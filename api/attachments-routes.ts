@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import express, { type Express } from 'express';
 import { z } from 'zod';
 import { MAX_ATTACHMENT_BYTES, RETENTION_DAYS } from '../core/attachments/service.js';
@@ -7,6 +8,8 @@ import type { OpContext } from './contract.js';
 import { validationError } from './errors.js';
 import { uploadAttachment } from './ops/attachments.js';
 import { contextFor } from './rest.js';
+import { headerKey, REPLAYED_HEADER, requestFingerprint } from './idempotency.js';
+import { actorOf } from '../core/tenancy.js';
 
 /** The types the JSON body parser takes; those requests belong to the `attachments.upload` operation. */
 const JSON_TYPES = ['application/json', 'application/*+json'];
@@ -38,6 +41,7 @@ export function mountAttachmentRoutes(app: Express, core: Core): void {
       throw badRequest('A raw upload needs ?filename=<name> (or send JSON with content or url)', 'filename_required');
     }
     res.locals.query = query.data;
+    res.locals.key = headerKey(req);
     next();
   }, rawBody, async (req, res) => {
     const { principal } = res.locals.ctx as OpContext;
@@ -46,10 +50,20 @@ export function mountAttachmentRoutes(app: Express, core: Core): void {
     if (raw.length === 0) throw badRequest('The request body is empty: send the file bytes as the body', 'empty_body');
     const header = req.get('content-type');
     const contentType = query.contentType ?? (header && !UNTYPED.test(header) ? header : undefined);
-    const file = await core.attachments.upload(principal!.userId, {
-      raw, filename: query.filename, ...(contentType ? { contentType } : {}), ...(query.retentionDays ? { retentionDays: query.retentionDays } : {}),
+    const upload = async () => ({
+      status: uploadAttachment.status ?? 200,
+      body: await core.attachments.upload(principal!.userId, {
+        raw, filename: query.filename, ...(contentType ? { contentType } : {}), ...(query.retentionDays ? { retentionDays: query.retentionDays } : {}),
+      }),
     });
-    res.status(uploadAttachment.status ?? 200).json(file);
+    // An Idempotency-Key works here as on the JSON form: the bytes are fingerprinted by their hash.
+    const key = res.locals.key as string | undefined;
+    const request = { raw: createHash('sha256').update(raw).digest('hex'), filename: query.filename, contentType: contentType ?? null, retentionDays: query.retentionDays ?? null };
+    const answer = key === undefined ? { ...(await upload()), replayed: false } : await core.idempotency.run({
+      userId: principal!.userId, key, operation: `${uploadAttachment.name}.raw`, fingerprint: requestFingerprint(`${uploadAttachment.name}.raw`, actorOf(principal!), request),
+    }, upload);
+    if (answer.replayed) res.set(REPLAYED_HEADER, 'true');
+    res.status(answer.status).json(answer.body);
   });
 
   app.get('/v1/attachments/:id/:filename', async (req, res) => {

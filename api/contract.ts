@@ -1,10 +1,29 @@
 import { z } from 'zod';
 import type { CredentialKind, Principal } from '../core/auth.js';
+import { IDEMPOTENCY_KEY_MAX, IDEMPOTENCY_KEY_PATTERN } from '../core/idempotency.js';
 import type { Core } from '../core/index.js';
+
+/** The version of SPEC.md this API implements (OpenAPI `info.version`); schemas only grow within it (test/schema-compat.test.ts). */
+export const CONTRACT_VERSION = '0.19.0';
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type AnyObject = z.ZodObject<any>;
+
+/**
+ * How an operation appears as a tool of the MCP server at /mcp (api/mcp): set = exposed. The hints are
+ * MCP ToolAnnotations; unset ones follow the method (GET read-only, DELETE destructive, GET/PUT/DELETE idempotent).
+ */
+export type McpToolMeta = {
+  /** Tool name; default the operation name in snake case (`lists.addContacts` → `lists_add_contacts`). */
+  name?: string;
+  title: string;
+  readOnly?: boolean;
+  destructive?: boolean;
+  idempotent?: boolean;
+  /** Reaches beyond the account (mail to the world, webhook posts): openWorldHint. Default false. */
+  openWorld?: boolean;
+};
 
 /** What a handler receives besides its input: the caller, core services and the request's origin. */
 export type OpContext = { core: Core; principal: Principal | undefined; clientIp: string };
@@ -15,7 +34,7 @@ export type OpContext = { core: Core; principal: Principal | undefined; clientIp
  */
 export type Operation<
   P extends AnyObject = AnyObject, Q extends AnyObject = AnyObject, B extends AnyObject = AnyObject, O extends z.ZodType = z.ZodType,
-  N extends string = string, M extends Method = Method,
+  N extends string = string, M extends Method = Method, K extends boolean | undefined = boolean | undefined,
 > = {
   /** tRPC procedure name, `<resource>.<verb>` (kept as a literal type: the typed router `AppRouter` is built from it). */
   name: N;
@@ -33,22 +52,38 @@ export type Operation<
   status?: number;
   /** Schema base name, default the kebab-cased `name` (`keys.rotate` → `keys-rotate`). */
   schemaName?: string;
+  /** A POST that creates or sends: takes an idempotency key (REST header `Idempotency-Key`, tRPC and MCP field `idempotencyKey`). */
+  idempotencyKey?: K;
+  /** Exposed as an MCP tool (api/mcp) when set. */
+  mcp?: McpToolMeta;
   handler: (input: z.output<P> & z.output<Q> & z.output<B>, ctx: OpContext) => Promise<z.input<O>>;
 };
 
-export function defineOperation<P extends AnyObject, Q extends AnyObject, B extends AnyObject, O extends z.ZodType, const N extends string, M extends Method>(
-  op: Operation<P, Q, B, O, N, M>,
-): Operation<P, Q, B, O, N, M> {
+export function defineOperation<
+  P extends AnyObject, Q extends AnyObject, B extends AnyObject, O extends z.ZodType, const N extends string, M extends Method, const K extends boolean | undefined = undefined,
+>(op: Operation<P, Q, B, O, N, M, K>): Operation<P, Q, B, O, N, M, K> {
   return op;
 }
 
 export const schemaBaseName = (op: Operation) => op.schemaName ?? op.name.replace(/\./g, '-').replace(/([a-z])([A-Z])/g, '$1-$2').toLowerCase();
 
+/** An idempotency key as an input field (tRPC, MCP); REST takes the same value in the `Idempotency-Key` header. */
+export const idempotencyKeyField = z.string().min(1).max(IDEMPOTENCY_KEY_MAX)
+  .regex(IDEMPOTENCY_KEY_PATTERN, 'must be printable ASCII without spaces')
+  .describe('Makes a retry safe: the same key with the same request within 24 hours answers the first result again and does nothing else (1-255 printable ASCII characters, e.g. a UUID)');
+
+/** The fields of params, query and body as one object (plus `idempotencyKey` where the operation takes one): the tRPC and MCP input. */
+export function combinedObject(op: Operation): AnyObject {
+  const shape = {
+    ...(op.params?.shape ?? {}), ...(op.query?.shape ?? {}), ...(op.body?.shape ?? {}),
+    ...(op.idempotencyKey ? { idempotencyKey: idempotencyKeyField.optional() } : {}),
+  };
+  return op.body && isStrict(op.body) ? z.strictObject(shape) : z.object(shape);
+}
+
 /** The tRPC input: params, query and body fields merged into one object (absent input reads as `{}`). */
 export function combinedInput(op: Operation): z.ZodType {
-  const shape = { ...(op.params?.shape ?? {}), ...(op.query?.shape ?? {}), ...(op.body?.shape ?? {}) };
-  const object = op.body && isStrict(op.body) ? z.strictObject(shape) : z.object(shape);
-  return z.preprocess((v) => v ?? {}, object);
+  return z.preprocess((v) => v ?? {}, combinedObject(op));
 }
 
 function isStrict(schema: AnyObject): boolean {

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { Core } from '../core/index.js';
 import { failures } from '../core/operator/checks.js';
 import { runDoctor } from '../core/operator/doctor.js';
-import { safeEqual } from '../core/secrets.js';
+import { bearerMatches } from '../core/secrets.js';
 import type { SchemaEntry } from './schemas.js';
 
 export const healthSchema: SchemaEntry = {
@@ -55,8 +55,7 @@ export function mountHealth(app: Express, core: Core): void {
 async function detail(core: Core, authorization: string | undefined, res: Response): Promise<void> {
   const expected = core.config.operatorToken;
   if (!expected) return void res.status(404).json({ error: 'Detailed health is off: set OPERATOR_TOKEN to enable it', code: 'not_found' });
-  const given = /^Bearer (.+)$/i.exec(authorization ?? '')?.[1]?.trim() ?? '';
-  if (!safeEqual(given, expected)) return void res.status(401).json({ error: 'Detailed health needs Authorization: Bearer <OPERATOR_TOKEN>', code: 'unauthorized' });
+  if (!bearerMatches(authorization, expected)) return void res.status(401).json({ error: 'Detailed health needs Authorization: Bearer <OPERATOR_TOKEN>', code: 'unauthorized' });
   const checks = await runDoctor({
     config: core.config, database: { db: core.db, ping: () => core.database.ping() },
     temporal: { ping: () => core.workflows.ping(), retentionMs: () => core.workflows.retentionMs() },

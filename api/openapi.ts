@@ -1,6 +1,6 @@
 import type { Express } from 'express';
 import { z } from 'zod';
-import type { Operation } from './contract.js';
+import { CONTRACT_VERSION, idempotencyKeyField, type Operation } from './contract.js';
 
 type Json = Record<string, unknown>;
 
@@ -25,6 +25,9 @@ function operationObject(op: Operation): Json {
       });
     }
   }
+  if (op.idempotencyKey) {
+    parameters.push({ name: 'Idempotency-Key', in: 'header', required: false, schema: jsonSchema(idempotencyKeyField, 'input'), description: idempotencyKeyField.description });
+  }
   const status = String(op.status ?? 200);
   return {
     operationId: op.name, summary: op.summary, tags: [op.name.split('.')[0]!],
@@ -48,7 +51,7 @@ export function openApiDocument(ops: readonly Operation[], publicUrl: string): J
   }
   return {
     openapi: '3.1.0',
-    info: { title: 'svc mail API', version: '1', description: 'Every REST operation of the service; the same operations are tRPC procedures at /trpc (operationId).' },
+    info: { title: 'svc mail API', version: CONTRACT_VERSION, description: 'Every REST operation of the service; the same operations are tRPC procedures at /trpc (operationId).' },
     servers: [{ url: publicUrl }],
     paths,
     components: {

@@ -1,8 +1,9 @@
 import type { Express, Request } from 'express';
-import { requireKind } from '../core/auth.js';
+import { requireKind, type Principal } from '../core/auth.js';
 import type { Core } from '../core/index.js';
 import type { Operation, OpContext } from './contract.js';
 import { validationError } from './errors.js';
+import { headerKey, REPLAYED_HEADER, runOperation } from './idempotency.js';
 
 /** Mounts each operation at its SPEC.md path: validate params, query and body; authenticate; call; answer. */
 export function mountRest(app: Express, ops: readonly Operation[], core: Core, opts: { checkOutput: boolean }): void {
@@ -12,9 +13,9 @@ export function mountRest(app: Express, ops: readonly Operation[], core: Core, o
     route[method](async (req, res) => {
       const ctx = await contextFor(op, req, core);
       const input = parseInput(op, req);
-      const result = await op.handler(input as never, ctx);
-      const body = opts.checkOutput ? op.output.parse(result) : result;
-      res.status(op.status ?? 200).json(body);
+      const answer = await runOperation(op, input, ctx, { key: headerKey(req), checkOutput: opts.checkOutput });
+      if (answer.replayed) res.set(REPLAYED_HEADER, 'true');
+      res.status(answer.status).json(answer.body);
     });
   }
 }
@@ -34,9 +35,28 @@ function parseInput(op: Operation, req: Request): Record<string, unknown> {
   return Object.assign({}, ...parts);
 }
 
+/** Credentials checked before the body was read (`authenticateEarly`), so the operation does not check them twice. */
+const early = new WeakMap<Request, { authorization: string; principal: Principal | undefined }>();
+
+/**
+ * Checks the request's credential before a large body is read (api/body-limits.ts): throws the 401 (or
+ * 403) at once, so nothing of the body is parsed for a stranger; keeps the principal for `contextFor`.
+ * App passwords are not looked at here: no route with a large body takes them.
+ */
+export async function authenticateEarly(req: Request, core: Core): Promise<void> {
+  const authorization = req.get('authorization') ?? '';
+  early.set(req, { authorization, principal: await core.auth.authenticate(authorization, { ip: clientIpOf(req) }) });
+}
+
+const clientIpOf = (req: Request) => req.ip ?? req.socket.remoteAddress ?? '';
+
 export async function contextFor(op: Operation, req: Request, core: Core): Promise<OpContext> {
-  const clientIp = req.ip ?? req.socket.remoteAddress ?? '';
+  const clientIp = clientIpOf(req);
   if (op.auth === 'public') return { core, principal: undefined, clientIp };
-  const principal = await core.auth.authenticate(req.get('authorization'), { appPasswords: op.auth.includes('app_password'), ip: clientIp });
+  const appPasswords = op.auth.includes('app_password');
+  const checked = early.get(req);
+  const principal = checked && !appPasswords && checked.authorization === (req.get('authorization') ?? '')
+    ? checked.principal
+    : await core.auth.authenticate(req.get('authorization'), { appPasswords, ip: clientIp });
   return { core, principal: requireKind(principal, op.auth), clientIp };
 }

@@ -1,6 +1,6 @@
 import { initTRPC, TRPCError, type TRPCBuiltRouter, type TRPCMutationProcedure, type TRPCQueryProcedure } from '@trpc/server';
 import { createExpressMiddleware } from '@trpc/server/adapters/express';
-import type { Request, RequestHandler } from 'express';
+import type { Request, RequestHandler, Response } from 'express';
 import { z } from 'zod';
 import { AppError } from '../core/errors.js';
 import type { Core } from '../core/index.js';
@@ -9,8 +9,9 @@ import { combinedInput, type Operation, type OpContext } from './contract.js';
 import type { AnyOperation } from './ops/index.js';
 import { describeIssues } from './errors.js';
 import { contextFor } from './rest.js';
+import { REPLAYED_HEADER, runOperation, splitKeyField } from './idempotency.js';
 
-type TrpcContext = { req: Request; core: Core };
+type TrpcContext = { req: Request; res: Response; core: Core };
 
 const TRPC_CODES: Record<number, TRPCError['code']> = {
   400: 'BAD_REQUEST', 401: 'UNAUTHORIZED', 403: 'FORBIDDEN', 404: 'NOT_FOUND', 405: 'METHOD_NOT_SUPPORTED',
@@ -41,9 +42,11 @@ type IsAny<T> = 0 extends 1 & T ? true : false;
 type PartInput<S> = S extends z.ZodType & { shape: infer Shape } ? (IsAny<Shape> extends true ? unknown : z.input<S>) : unknown;
 type Simplify<T> = { [K in keyof T]: T[K] } & {};
 type RequiredKeys<T> = { [K in keyof T]-?: object extends Pick<T, K> ? never : K }[keyof T];
+/** The `idempotencyKey` field of an operation that takes one (`idempotencyKey: true` in its definition). */
+type KeyInput<Op> = Op extends { idempotencyKey?: infer K } ? (true extends K ? { idempotencyKey?: string } : unknown) : unknown;
 /** params, query and body merged as `combinedInput` merges them; optional altogether when no field is required. */
 type InputOf<Op> = Op extends { params?: infer P; query?: infer Q; body?: infer B }
-  ? Simplify<PartInput<NonNullable<P>> & PartInput<NonNullable<Q>> & PartInput<NonNullable<B>>> extends infer I ? (RequiredKeys<I> extends never ? I | void : I) : never
+  ? Simplify<PartInput<NonNullable<P>> & PartInput<NonNullable<Q>> & PartInput<NonNullable<B>> & KeyInput<Op>> extends infer I ? (RequiredKeys<I> extends never ? I | void : I) : never
   : never;
 type ProcedureOf<Op> = Op extends { method: infer M; output: infer O extends z.ZodType }
   ? M extends 'GET'
@@ -74,9 +77,11 @@ export function trpcMiddleware(ops: readonly Operation[], core: Core, opts: { ch
     }).input(combinedInput(op));
     const resolver = async ({ ctx, input }: { ctx: TrpcContext & { op: OpContext }; input: unknown }) => {
       try {
-        const result = await op.handler(input as never, ctx.op);
         // As on REST outside production: the answer is checked against the declared output, so the type holds.
-        return opts.checkOutput ? op.output.parse(result) : result;
+        const keyed = splitKeyField(input);
+        const answer = await runOperation(op, keyed.input, ctx.op, { key: keyed.key, checkOutput: opts.checkOutput });
+        if (answer.replayed) ctx.res.setHeader(REPLAYED_HEADER, 'true');
+        return answer.body;
       } catch (err) {
         throw toTrpcError(err);
       }
@@ -89,7 +94,7 @@ export function trpcMiddleware(ops: readonly Operation[], core: Core, opts: { ch
   }
   return createExpressMiddleware({
     router: t.router(tree),
-    createContext: ({ req }) => ({ req, core }),
+    createContext: ({ req, res }) => ({ req, res, core }),
     // Express has parsed JSON bodies (sized by route, api/body-limits.ts); this bounds any body tRPC reads itself.
     maxBodySize: 100 * 1024,
     maxBatchSize: TRPC_MAX_BATCH,

@@ -1,4 +1,4 @@
-import express, { type Express, type Response } from 'express';
+import type { Express, Response } from 'express';
 import type { Core } from '../core/index.js';
 
 const escape = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
@@ -27,13 +27,5 @@ export function mountUnsubscribeRoutes(app: Express, core: Core): void {
     if (!contactId) return page(res, 404, 'Link not valid', '<p>This unsubscribe link is not valid.</p>');
     await core.contacts.unsubscribe(contactId);
     page(res, 200, 'Unsubscribed', '<p>You are unsubscribed and will not receive these emails any more.</p>');
-  });
-}
-
-/** POST /api/lists/:id/import takes the CSV itself as `text/csv` too: it becomes the `{csv}` body the operation reads. */
-export function mountImportBody(app: Express): void {
-  app.use('/api/lists/:id/import', express.text({ type: ['text/csv', 'text/plain'], limit: '6mb' }), (req, _res, next) => {
-    if (typeof req.body === 'string') req.body = { csv: req.body };
-    next();
   });
 }

@@ -6,11 +6,17 @@
  * messages DKIM-signed and sent by a pooled nodemailer transport straight to the sink, the ceiling;
  * prints recipients/s, (a)/(b), and the time 100,000 recipients would take at the measured rate
  * (extrapolated, not measured). Goal: at least 170 recipients/s (100,000 in under 10 minutes).
- *   BENCH_RECIPIENTS (default 10000), BENCH_CONCURRENCY (ceiling, default 32), BROADCAST_* (see README), TEST_PG_URL, TEMPORAL_ADDRESS.
+ * Through (a) it samples the resident memory (RSS) of the API, the worker, the Temporal server and
+ * PostgreSQL every BENCH_RSS_EVERY_MS, and writes the figures (rates, duration, RSS samples) to
+ * BENCH_FIGURES_FILE (default .data/bench/broadcast-<recipients>-<time>.json).
+ *   BENCH_RECIPIENTS (default 10000; `1000000` is the issue's million), BENCH_CEILING (messages of (b),
+ *   default min(recipients, 20000): the ceiling is a rate), BENCH_CONCURRENCY (ceiling, default 32),
+ *   BENCH_TIMEOUT_MS (default 5 ms per recipient, at least 15 minutes), BROADCAST_* (see README),
+ *   TEST_PG_URL, TEMPORAL_ADDRESS.
  */
-import { mkdtempSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { eq } from 'drizzle-orm';
 import nodemailer from 'nodemailer';
 import { loadConfig } from '../core/config.js';
@@ -21,12 +27,17 @@ import { startTestDns } from '../test/helpers/dns.js';
 import { createTestDatabase } from '../test/helpers/pg.js';
 import { freePort } from '../test/helpers/ports.js';
 import { apiClient } from '../test/helpers/stack.js';
-import { startWorker } from '../worker.js';
+import {} from '../worker.js';
+import { pidsByComm } from './cost.js';
+import { descendantsByComm, sampleRss } from './rss.js';
 import { startCountingSink } from './sink.js';
 import { pool, spawnRole, spawnWorker } from './util.js';
 
 const N = Number(process.env.BENCH_RECIPIENTS ?? 10_000);
+const CEILING_N = Math.min(N, Number(process.env.BENCH_CEILING ?? 20_000));
 const C = Number(process.env.BENCH_CONCURRENCY ?? 32);
+const TIMEOUT_MS = Number(process.env.BENCH_TIMEOUT_MS ?? Math.max(900_000, N * 5));
+const FIGURES = process.env.BENCH_FIGURES_FILE ?? join('.data', 'bench', `broadcast-${N}-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
 
 async function main() {
   const sink = await startCountingSink();
@@ -46,7 +57,7 @@ async function main() {
   };
   const config = loadConfig(env);
   const split = process.env.BENCH_SPLIT !== '0';
-  const service = await startService(config, split ? [] : ['api', 'worker'], { startWorker, log: () => undefined });
+  const service = await startService(config, split ? [] : ['api', 'worker'], { log: () => undefined });
   const roles = split ? [await spawnRole(['main.ts', 'api'], env, '[api] listening'), await spawnWorker(env)] : [];
   const api = apiClient(`http://127.0.0.1:${port}`);
   try {
@@ -73,26 +84,45 @@ async function main() {
     });
     sink.reset();
     const t0 = performance.now();
-    await pool(N, C, (i) => direct.sendMail({ from, to: `user${i}@rcpt.test`, subject: 'Monthly news', html: html.replace('{{email}}', `user${i}@rcpt.test`), text: 'Hello' }));
-    const ceiling = N / ((performance.now() - t0) / 1000);
+    await pool(CEILING_N, C, (i) => direct.sendMail({ from, to: `user${i}@rcpt.test`, subject: 'Monthly news', html: html.replace('{{email}}', `user${i}@rcpt.test`), text: 'Hello' }));
+    const ceiling = CEILING_N / ((performance.now() - t0) / 1000);
     direct.close();
 
     // (a) the broadcast, from the send call to the last message in the sink.
     const b = (await api('POST', '/api/broadcasts', { token: key, body: { from, subject: 'Monthly news', html, text: 'Hello {{email}}', audience: { type: 'list', id: list.id } } })).body;
     sink.reset();
+    const groups = [
+      ...(split ? [{ name: 'api', pids: () => [roles[0]!.pid] }, { name: 'worker', pids: () => [roles[1]!.pid] }] : [{ name: 'service', pids: () => [process.pid] }]),
+      { name: 'temporal', pids: () => descendantsByComm(process.pid, 'temporal') }, { name: 'postgres', pids: () => pidsByComm('postgres') },
+    ];
+    const rss = sampleRss(groups, () => sink.count, Number(process.env.BENCH_RSS_EVERY_MS ?? 5_000));
     const start = performance.now();
     const sent = await api('POST', `/api/broadcasts/${b.id}/send`, { token: key, body: {} });
     if (sent.status !== 202) throw new Error(`send: ${sent.status} ${JSON.stringify(sent.body)}`);
-    await sink.waitForCount(N, Number(process.env.BENCH_TIMEOUT_MS ?? 900_000));
-    const secs = (performance.now() - start) / 1000;
+    let secs: number;
+    try {
+      await sink.waitForCount(N, TIMEOUT_MS);
+    } finally {
+      secs = (performance.now() - start) / 1000;
+      rss.stop();
+      // Written even when (a) times out: the partial figures are figures too.
+      mkdirSync(dirname(FIGURES), { recursive: true });
+      writeFileSync(FIGURES, JSON.stringify({
+        recipients: N, delivered: sink.count, seconds: secs, rate: sink.count / secs, ceiling: { messages: CEILING_N, rate: ceiling },
+        split, batchSize: config.broadcast.batchSize, concurrency: config.broadcast.concurrency, batchesPerRun: config.broadcast.batchesPerRun,
+        at: new Date().toISOString(), rssMib: rss.summary(), samples: rss.samples,
+      }, null, 1));
+    }
     const rate = N / secs;
     const final = await waitClosed(api, key, b.id);
 
     console.log(`recipients ${N}, ${split ? 'API and worker in separate processes' : 'one process'}, batch ${config.broadcast.batchSize}, ${config.broadcast.concurrency} batches in flight`);
     console.log(`(a) broadcast: ${rate.toFixed(1)} recipients/s (${secs.toFixed(1)} s); final status ${final.status}, sent_count ${final.sent_count}, fail_count ${final.fail_count}`);
-    console.log(`(b) ceiling, pooled nodemailer + DKIM direct to the sink: ${ceiling.toFixed(1)}/s`);
+    console.log(`(b) ceiling, pooled nodemailer + DKIM direct to the sink: ${ceiling.toFixed(1)}/s (${CEILING_N} messages)`);
     console.log(`(a)/(b) = ${(rate / ceiling).toFixed(2)}`);
     console.log(`100,000 recipients at this rate: ${(100_000 / rate / 60).toFixed(1)} min (extrapolated from ${N}, not measured)`);
+    for (const [name, r] of Object.entries(rss.summary())) console.log(`RSS ${name}: min ${r.min} MiB, max ${r.max} MiB, after warm-up ${r.afterWarmup} MiB, last ${r.last} MiB`);
+    console.log(`figures: ${FIGURES}`);
   } finally {
     for (const r of roles) await r.stop();
     await service.stop();

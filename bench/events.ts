@@ -14,7 +14,7 @@ import { and, eq, sql } from 'drizzle-orm';
 import { loadConfig } from '../core/config.js';
 import { schema } from '../db/index.js';
 import { startService } from '../runtime/service.js';
-import { startWorker } from '../worker.js';
+import {} from '../worker.js';
 import { startDevServer } from '../temporal/dev-server.js';
 import { createTestDatabase } from '../test/helpers/pg.js';
 import { freePort } from '../test/helpers/ports.js';
@@ -36,7 +36,7 @@ async function main() {
   };
   const config = loadConfig(env);
   const split = process.env.BENCH_SPLIT !== '0';
-  const service = await startService(config, split ? ['api'] : ['api', 'worker'], { startWorker, log: () => undefined });
+  const service = await startService(config, split ? ['api'] : ['api', 'worker'], { log: () => undefined });
   const worker = split ? await spawnWorker(env) : undefined;
   const api = apiClient(`http://127.0.0.1:${service.apiPort}`);
   const db = service.core.db;

@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import nodemailer from 'nodemailer';
 import { loadConfig } from '../core/config.js';
 import { startService } from '../runtime/service.js';
-import { startWorker } from '../worker.js';
+import {} from '../worker.js';
 import { startDevServer } from '../temporal/dev-server.js';
 import { startTestDns } from '../test/helpers/dns.js';
 import { createTestDatabase } from '../test/helpers/pg.js';
@@ -51,7 +51,7 @@ async function main() {
   process.env.SVC_QUERY_STATS_FILE = ingressStats;
   // BENCH_SPLIT=0 runs every role in one process (npm start); the default runs the worker apart, like production.
   const split = process.env.BENCH_SPLIT !== '0';
-  const service = await startService(config, split ? ['api', 'smtp'] : ['api', 'smtp', 'worker'], { startWorker, log: () => undefined });
+  const service = await startService(config, split ? ['api', 'smtp'] : ['api', 'smtp', 'worker'], { log: () => undefined });
   const workerStats = join(env.DATA_DIR!, 'worker-queries.json');
   const worker = split ? await spawnWorker({ ...env, SVC_QUERY_STATS_FILE: workerStats }) : undefined;
   const groups: ProcessGroup[] = [

@@ -14,7 +14,7 @@ import nodemailer from 'nodemailer';
 import { loadConfig } from '../core/config.js';
 import { schema } from '../db/index.js';
 import { startService } from '../runtime/service.js';
-import { startWorker } from '../worker.js';
+import {} from '../worker.js';
 import { startDevServer } from '../temporal/dev-server.js';
 import { startTestDns } from '../test/helpers/dns.js';
 import { createTestDatabase } from '../test/helpers/pg.js';
@@ -46,7 +46,7 @@ async function main() {
   // By default the API and the worker each run as their own process, as in production, so the load
   // generator and the sink here share no event loop with them. BENCH_SPLIT=0: one process, as `npm start`.
   const split = process.env.BENCH_SPLIT !== '0';
-  const service = await startService(config, split ? [] : ['api', 'worker'], { startWorker, log: () => undefined });
+  const service = await startService(config, split ? [] : ['api', 'worker'], { log: () => undefined });
   const stats = { api: join(env.DATA_DIR!, 'api-queries.json'), worker: join(env.DATA_DIR!, 'worker-queries.json') };
   const roles = split ? [
     await spawnRole(['main.ts', 'api'], { ...env, SVC_QUERY_STATS_FILE: stats.api }, '[api] listening'),

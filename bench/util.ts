@@ -12,9 +12,9 @@ export const percentile = (sorted: number[], p: number) => sorted[Math.min(sorte
  * The worker as its own process (`npm run start:worker`), as production runs it: the API and the
  * worker then each get an event loop instead of sharing one. Resolves once it polls its task queue.
  */
-export const spawnWorker = (env: Record<string, string>) => spawnRole(['worker.ts'], env, '[worker] polling');
+export const spawnWorker = (env: Record<string, string>) => spawnRole(['main.ts', 'worker'], env, '[worker] polling');
 
-/** One role as its own process (`tsx main.ts api`, `tsx worker.ts`); resolves once it prints `ready`. */
+/** One role as its own process (`tsx main.ts api`, `tsx main.ts worker`); resolves once it prints `ready`. */
 export async function spawnRole(args: string[], env: Record<string, string>, ready: string): Promise<{ pid: number; output: string; stop(): Promise<void> }> {
   const { spawn } = await import('node:child_process');
   // BENCH_CPU_PROF=<dir>: each role writes a V8 CPU profile there when it stops (open it in Chrome DevTools).

@@ -1,11 +1,13 @@
 import { and, eq, gt, inArray, isNull, sql } from 'drizzle-orm';
 import type { Db } from '../db/index.js';
 import { schema } from '../db/index.js';
+import { accountDetails, type AccountDetails } from './account-details.js';
+import type { AccountRemoval } from './account-removal.js';
 import { badRequest, conflict, unauthorized } from './errors.js';
 import { newId, randomToken } from './ids.js';
 import type { KeyService } from './keys.js';
 import type { SystemMailer } from './outbound/system-mail.js';
-import { createRateLimiter } from './rate-limit.js';
+import { createSharedRateLimiter } from './rate-limit.js';
 import { credentialHash, hashPassword, verifyPassword } from './secrets.js';
 import type { TokenService } from './tokens.js';
 
@@ -17,8 +19,12 @@ const SIGNIN_TTL_MS = 15 * 60_000;
 const RESET_TTL_MS = 30 * 60_000;
 type TokenPurpose = 'verify_email' | 'signin' | 'reset_password';
 
-/** Builds the URL a mailed token is put in; the default links go to /api/auth/verify and /auth/signin. */
+/** Builds the URL a mailed token is put in; the default links go to the pages /auth/verify and /auth/signin. */
 export type MailLink = (token: string) => string;
+/** Where an account was made: recorded at creation and shown on the verification page. */
+export type AccountOriginInput = { via: 'provision' | 'signup' | 'consent'; clientIp: string; clientId?: string };
+/** What a mailed link leads to: its kind and the account it belongs to (how it was made, what it holds). */
+export type LinkDetails = AccountDetails & { purpose: TokenPurpose };
 
 export const normalizeEmail = (email: string) => email.trim().toLowerCase();
 export const toPublicUser = (u: UserRow): PublicUser =>
@@ -27,25 +33,28 @@ export const toPublicUser = (u: UserRow): PublicUser =>
 /** Accounts: signup, login, provisioning, magic-link sign-in, email verification and passwords. */
 export function createAccountService(deps: {
   db: Db; keys: KeyService; tokens: TokenService; mailer: SystemMailer; publicUrl: string; defaultPlan: string; signupLimitPerHour: number;
+  removal: AccountRemoval;
 }) {
   const { db } = deps;
   // Failed sign-ins are bounded per address (whatever the client) and per client address (whatever the account).
-  const loginLimiter = createRateLimiter({ limit: 10, windowMs: 15 * 60_000, message: 'Too many failed sign-in attempts; try again later' });
-  const loginIpLimiter = createRateLimiter({ limit: 30, windowMs: 15 * 60_000, message: 'Too many failed sign-in attempts from this address; try again later' });
+  // In PostgreSQL: every API process counts in the same windows.
+  const loginLimiter = createSharedRateLimiter(db, 'login', { limit: 10, windowMs: 15 * 60_000, message: 'Too many failed sign-in attempts; try again later' });
+  const loginIpLimiter = createSharedRateLimiter(db, 'login_ip', { limit: 30, windowMs: 15 * 60_000, message: 'Too many failed sign-in attempts from this address; try again later' });
   // Account creation mails a link to an address the caller chose: bounded per client so it cannot be used to spam.
-  const createLimiter = createRateLimiter({ limit: deps.signupLimitPerHour, windowMs: 3600_000, message: 'Too many accounts created from this address; try again later' });
-  const mailLimiter = createRateLimiter({ limit: 5, windowMs: 3600_000, message: 'Too many emails requested for this address; try again later' });
+  const createLimiter = createSharedRateLimiter(db, 'create', { limit: deps.signupLimitPerHour, windowMs: 3600_000, message: 'Too many accounts created from this address; try again later' });
+  const mailLimiter = createSharedRateLimiter(db, 'mail', { limit: 5, windowMs: 3600_000, message: 'Too many emails requested for this address; try again later' });
 
   async function findByEmail(email: string): Promise<UserRow | undefined> {
     const [row] = await db.select().from(schema.users).where(eq(schema.users.email, normalizeEmail(email)));
     return row;
   }
 
-  async function createUser(values: { email: string; passwordHash?: string; channel?: string; ref?: string; referrer?: string }) {
+  async function createUser(values: { email: string; passwordHash?: string; channel?: string; ref?: string; referrer?: string }, origin: AccountOriginInput) {
     const now = Date.now();
     const rows = await db.insert(schema.users).values({
       id: newId('usr'), email: normalizeEmail(values.email), passwordHash: values.passwordHash ?? null, plan: deps.defaultPlan,
       channel: values.channel ?? null, ref: values.ref ?? null, referrer: values.referrer ?? null, createdAt: now, updatedAt: now,
+      createdVia: origin.via, createdIp: origin.clientIp.replace(/^::ffff:(?=[\d.]+$)/, '') || null, createdClientId: origin.clientId ?? null,
     }).onConflictDoNothing().returning();
     if (!rows[0]) throw conflict('An account with this email already exists', 'account_exists');
     return rows[0];
@@ -58,6 +67,16 @@ export function createAccountService(deps: {
       id: newId('tok'), userId, purpose, tokenHash: credentialHash(token), expiresAt: now + ttlMs, createdAt: now,
     });
     return token;
+  }
+
+  /** The live (unused, unexpired) token row of a mailed link, without using it up. */
+  async function peekToken(token: string) {
+    const [row] = await db.select().from(schema.authTokens).where(and(
+      eq(schema.authTokens.tokenHash, credentialHash(token)), isNull(schema.authTokens.usedAt), gt(schema.authTokens.expiresAt, Date.now()),
+    ));
+    const user = row && (await getUser(row.userId));
+    if (!row || !user) throw unauthorized('This link is invalid, already used or expired', 'invalid_token');
+    return { purpose: row.purpose, user };
   }
 
   /** Marks a one-time token used and returns its user; unknown, used or expired tokens are all 401. */
@@ -75,10 +94,12 @@ export function createAccountService(deps: {
 
   async function sendVerification(user: UserRow, mailLink?: MailLink): Promise<void> {
     const token = await mintOneTimeToken(user.id, 'verify_email', VERIFY_TTL_MS);
-    const link = mailLink ? mailLink(token) : `${deps.publicUrl}/api/auth/verify?token=${token}`;
+    const link = mailLink ? mailLink(token) : `${deps.publicUrl}/auth/verify?token=${token}`;
     await deps.mailer.send({
       userId: user.id, to: user.email, subject: 'Verify your email address',
-      text: `Confirm ${user.email} to start sending:\n\n${link}\n\nThe link works once and expires in 7 days.`,
+      text: `Confirm ${user.email} to start sending:\n\n${link}\n\nThe page shows how the account was made and what it holds before you confirm. `
+        + `If you did not ask for an account, open the link and choose "I did not ask for this": the account and everything in it is deleted.\n\n`
+        + `From an API client: POST ${deps.publicUrl}/api/auth/verify {"token":"${token}"}\n\nThe link works once and expires in 7 days.`,
     });
   }
 
@@ -107,22 +128,23 @@ export function createAccountService(deps: {
     },
 
     /** Creates a password account and mails its verification link (`mailLink` can point it elsewhere, e.g. back to an OAuth request). */
-    async signup(input: { email: string; password: string }, clientKey: string, mailLink?: MailLink) {
-      createLimiter.hit(clientKey);
-      const user = await createUser({ email: input.email, passwordHash: await hashPassword(input.password) });
+    async signup(input: { email: string; password: string }, clientKey: string, mailLink?: MailLink, app?: { clientId: string }) {
+      await createLimiter.hit(clientKey);
+      const origin: AccountOriginInput = app ? { via: 'consent', clientIp: clientKey, clientId: app.clientId } : { via: 'signup', clientIp: clientKey };
+      const user = await createUser({ email: input.email, passwordHash: await hashPassword(input.password) }, origin);
       await sendVerification(user, mailLink);
       return session(user);
     },
 
     async login(input: { email: string; password: string }, clientKey: string) {
       const email = normalizeEmail(input.email);
-      loginLimiter.check(email);
-      loginIpLimiter.check(clientKey);
+      await loginLimiter.check(email);
+      await loginIpLimiter.check(clientKey);
       const user = await findByEmail(email);
       const ok = await verifyPassword(input.password, user?.passwordHash ?? null);
       if (!user || !ok) {
-        loginLimiter.hit(email);
-        loginIpLimiter.hit(clientKey);
+        await loginLimiter.hit(email);
+        await loginIpLimiter.hit(clientKey);
         throw unauthorized('Wrong email or password', 'invalid_credentials');
       }
       return session(user);
@@ -130,8 +152,8 @@ export function createAccountService(deps: {
 
     /** Creates an account from an email address alone and returns its account key, once. */
     async provision(input: { email: string; channel?: string; ref?: string; referrer?: string }, clientKey: string) {
-      createLimiter.hit(clientKey);
-      const user = await createUser(input);
+      await createLimiter.hit(clientKey);
+      const user = await createUser(input, { via: 'provision', clientIp: clientKey });
       const apiKey = await deps.keys.getOrCreateAccountKey(user.id);
       await sendVerification(user);
       return { api_key: apiKey, user_id: user.id, email: user.email, email_verified: false as const, is_new: true as const };
@@ -140,7 +162,7 @@ export function createAccountService(deps: {
     /** Mails a sign-in link; answers the same whether or not the address has an account. */
     async requestSigninLink(input: { email: string }, mailLink?: MailLink) {
       const email = normalizeEmail(input.email);
-      mailLimiter.hit(`signin|${email}`);
+      await mailLimiter.hit(`signin|${email}`);
       const user = await findByEmail(email);
       if (user) {
         const token = await mintOneTimeToken(user.id, 'signin', SIGNIN_TTL_MS);
@@ -173,7 +195,7 @@ export function createAccountService(deps: {
     /** Mails a password-reset link; answers the same whether or not the address has an account. */
     async forgotPassword(input: { email: string }) {
       const email = normalizeEmail(input.email);
-      mailLimiter.hit(`reset|${email}`);
+      await mailLimiter.hit(`reset|${email}`);
       const user = await findByEmail(email);
       if (user) {
         const token = await mintOneTimeToken(user.id, 'reset_password', RESET_TTL_MS);
@@ -192,11 +214,30 @@ export function createAccountService(deps: {
       return session(await setPassword(user.id, input.password));
     },
 
+    /** Confirms the address with the mailed verification token (the page's button, or a script): every credential stays. */
     async verifyEmail(input: { token: string }) {
       if (!input.token) throw badRequest('token is required');
       const user = await consumeOneTimeToken(input.token, ['verify_email']);
       await markVerified(user.id);
       return { ok: true as const, email: user.email, emailVerified: true as const };
+    },
+
+    /** How the account of a mailed link was made and what it holds; changes nothing (mail scanners open links). */
+    async describeLink(input: { token: string }): Promise<LinkDetails> {
+      const { purpose, user } = await peekToken(input.token);
+      return { purpose, ...(await accountDetails(db, user)) };
+    },
+
+    /**
+     * "I did not ask for this": the owner of the address, holding a link mailed to it, deletes an account
+     * that was never verified, with everything it holds. A verified account is refused (409) and keeps its link.
+     */
+    async disown(input: { token: string }) {
+      const { user } = await peekToken(input.token);
+      if (user.emailVerified) throw conflict('This account is verified: it can no longer be disowned from a mailed link', 'already_verified');
+      const owner = await consumeOneTimeToken(input.token, ['verify_email', 'signin', 'reset_password']);
+      if (!(await deps.removal.removeUnverified(owner.id))) throw conflict('This account was verified meanwhile; nothing was deleted', 'already_verified');
+      return { ok: true as const, email: owner.email, deleted: true as const };
     },
 
     /** Follows a mailed link of either kind (sign-in or verification): verifies the address and signs in. */
@@ -223,24 +264,20 @@ export function createAccountService(deps: {
       const user = await getUser(userId);
       if (!user) throw unauthorized();
       if (user.emailVerified) return { ok: true as const, alreadyVerified: true };
-      mailLimiter.hit(`verify|${user.email}`);
+      await mailLimiter.hit(`verify|${user.email}`);
       await sendVerification(user);
       return { ok: true as const, alreadyVerified: false };
     },
   };
 
   /**
-   * First verification of the address: whatever credentials were set before it (by whoever created the
-   * account for this address) stop working: the password is cleared, the account's keys are deleted and
-   * every session ends. The address owner signs in by link or reset and mints new ones.
+   * Verifies the address. Everything the account holds stays: the key provisioning answered goes on working
+   * (SPEC.md: poll GET /v1/me with it). The owner saw how the account was made and what it holds on the page
+   * before confirming, and could have disowned it instead (DESIGN.md, Accounts and ownership).
    */
   async function markVerified(userId: string) {
-    await db.transaction(async (tx) => {
-      const [first] = await tx.update(schema.users)
-        .set({ emailVerified: true, passwordHash: null, sessionVersion: sql`${schema.users.sessionVersion} + 1`, updatedAt: Date.now() })
-        .where(and(eq(schema.users.id, userId), eq(schema.users.emailVerified, false))).returning({ id: schema.users.id });
-      if (first) await tx.delete(schema.apiKeys).where(eq(schema.apiKeys.userId, userId));
-    });
+    await db.update(schema.users).set({ emailVerified: true, updatedAt: Date.now() })
+      .where(and(eq(schema.users.id, userId), eq(schema.users.emailVerified, false)));
   }
 
   /** Stores a new password hash and revokes every session issued before. */

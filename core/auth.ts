@@ -1,7 +1,7 @@
 import type { AccountService } from './accounts.js';
 import { forbidden, unauthorized } from './errors.js';
 import { KEY_PREFIX, type KeyService } from './keys.js';
-import type { MailboxScope } from './mailboxes/app-passwords.js';
+import type { MailboxScope } from './mailboxes/scope.js';
 import { looksLikeJwt, type TokenService } from './tokens.js';
 
 /** Who is calling, as told apart from the one `Authorization: Bearer` header (DESIGN.md, wire conventions). */

@@ -1,8 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { parsePlans, type Plan } from './plans.js';
+import { loadBounceRules, type BounceRules } from './sending/bounce-class.js';
+import { loadShapingFile, type ShapingConfig } from './shaping/config.js';
+
+/** The shaping file shipped at the repository root (docs/deliverability.md). */
+export const DEFAULT_SHAPING_FILE = fileURLToPath(new URL('../shaping.toml', import.meta.url));
 
 const port = z.coerce.number().int().min(0).max(65535);
 const hostPort = z.string().regex(/^[^\s:]+(:\d{1,5})?$|^\[[0-9a-fA-F:]+\](:\d{1,5})?$/, 'expected ip[:port]');
@@ -28,6 +34,7 @@ const envSchema = z.object({
   SECRET_KEY: z.string().min(32, 'must be at least 32 characters').optional(),
   DNS_PORT: port.optional(),
   WEBHOOK_RETRY_SCHEDULE: z.string().optional(),
+  WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(15_000).default(15_000),
   DOMAIN_VERIFY_INITIAL_MS: z.coerce.number().int().min(100).default(60_000),
   DOMAIN_VERIFY_MAX_MS: z.coerce.number().int().min(100).default(3_600_000),
   DOMAIN_VERIFY_DEADLINE_MS: z.coerce.number().int().min(100).default(72 * 3_600_000),
@@ -54,6 +61,10 @@ const envSchema = z.object({
   IMAP_POLL_MS: z.coerce.number().int().min(50).default(1000),
   IMAP_MAX_CLIENTS: z.coerce.number().int().min(1).default(500),
   IMAP_COMMAND_TIMEOUT_MS: z.coerce.number().int().min(100).default(60_000),
+  STORAGE_QUOTA_BYTES: z.coerce.number().int().min(0).default(1024 * 1024 * 1024),
+  IMAP_MAX_CLIENTS_PER_IP: z.coerce.number().int().min(1).default(20),
+  IMAP_LOGIN_TIMEOUT_MS: z.coerce.number().int().min(1000).default(60_000),
+  IMAP_PREAUTH_COMMANDS: z.coerce.number().int().min(1).default(20),
   LOGIN_MAX_FAILURES: z.coerce.number().int().min(1).default(10),
   LOGIN_LOCKOUT_MS: z.coerce.number().int().min(1000).default(15 * 60_000),
   ATTACHMENT_FETCH_ALLOW_PRIVATE: z.enum(['0', '1', 'true', 'false']).optional(),
@@ -69,6 +80,14 @@ const envSchema = z.object({
   LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
   PUBLIC_IP: z.union([z.ipv4(), z.ipv6()]).optional(),
   OPERATOR_TOKEN: z.string().min(24, 'must be at least 24 characters').optional(),
+  METRICS_PORT: port.optional(),
+  TEMPORAL_METRICS_PORT: port.optional(),
+  OTEL_EXPORTER_OTLP_ENDPOINT: z.url({ protocol: /^https?$/ }).optional(),
+  BOUNCE_RULES_FILE: z.string().min(1).optional(),
+  DKIM_ROTATION_DAYS: z.coerce.number().int().min(1).max(3650).optional(),
+  DKIM_ROTATION_GRACE_MS: z.coerce.number().int().min(0).default(7 * 86_400_000),
+  SHAPING_FILE: z.string().min(1).optional(),
+  WARMUP_DAY_MS: z.coerce.number().int().min(1000).default(86_400_000),
 });
 
 export type Config = {
@@ -87,6 +106,8 @@ export type Config = {
   secretKey: string;
   dnsPort: number | undefined;
   webhookRetrySchedule: number[];
+  /** How long one webhook POST may take before it fails as `timeout` (DESIGN.md: 15 s; tests shorten it). */
+  webhookTimeoutMs: number;
   registrar: 'simulated' | undefined;
   /** Accounts one client address may create per hour (signup and provision). */
   signupLimitPerHour: number;
@@ -99,9 +120,14 @@ export type Config = {
   /**
    * IMAP server: plain+STARTTLS port, implicit-TLS port, connections per port, largest literal accepted (APPEND), idle
    * autologout, the time a half-sent command may take, how often idle sessions look for mail filed
-   * by other processes.
+   * by other processes; connections per client address, the idle time allowed before login, commands allowed before login.
    */
-  imap: { port: number; tlsPort: number; maxClients: number; maxLiteralBytes: number; idleTimeoutMs: number; commandTimeoutMs: number; pollMs: number };
+  imap: {
+    port: number; tlsPort: number; maxClients: number; maxLiteralBytes: number; idleTimeoutMs: number; commandTimeoutMs: number; pollMs: number;
+    maxClientsPerIp: number; loginTimeoutMs: number; preauthCommands: number;
+  };
+  /** Storage per account: mailbox messages (every copy) and unexpired stored attachments, in bytes. */
+  storageQuotaBytes: number;
   /** Mailbox logins (IMAP, mailbox API): failures per client address before it is locked out for `lockoutMs`. */
   login: { maxFailures: number; lockoutMs: number };
   /** Delays (ms) between later attempts at a temporarily failed outbound message; then it bounces. */
@@ -128,8 +154,22 @@ export type Config = {
   publicIp: string | undefined;
   /** Bearer credential of `GET /api/health?detail=1` (the doctor over HTTP); unset: detail is off. */
   operatorToken: string | undefined;
+  /** GET /metrics of the smtp, imap and worker roles on this port (the API serves /metrics on PORT); unset: none. */
+  metricsPort: number | undefined;
+  /** The Temporal SDK's own Prometheus exporter (worker role) on this port; unset: off. */
+  temporalMetricsPort: number | undefined;
+  /** OTLP/HTTP endpoint traces are exported to (…/v1/traces is appended); unset: tracing is off and not loaded. */
+  otlpEndpoint: string | undefined;
   /** Where SECRET_KEY came from: the environment, or the file generated in DATA_DIR on first boot. */
   secretKeySource: 'env' | 'file';
+  /** Bounce classification: the shipped bounce-rules.toml with BOUNCE_RULES_FILE's rules on top. */
+  bounceRules: BounceRules;
+  /** DKIM key rotation: scheduled every `days` (unset: only on request), and how long the old selector stays published. */
+  dkimRotation: { days: number | undefined; graceMs: number };
+  /** Egress shaping per destination site (SHAPING_FILE, default the shipped shaping.toml): read and checked at startup. */
+  shaping: ShapingConfig;
+  /** The length of one day of a domain warm-up plan (tests shorten it). */
+  warmupDayMs: number;
 };
 
 export class ConfigError extends Error {}
@@ -172,6 +212,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webhookRetrySchedule: e.WEBHOOK_RETRY_SCHEDULE
       ? parseList('WEBHOOK_RETRY_SCHEDULE', e.WEBHOOK_RETRY_SCHEDULE, (s) => z.coerce.number().int().min(0).parse(s))
       : DEFAULT_RETRY_SCHEDULE,
+    webhookTimeoutMs: e.WEBHOOK_TIMEOUT_MS,
     registrar: e.REGISTRAR,
     signupLimitPerHour: e.SIGNUP_LIMIT_PER_HOUR,
     oauthAccessTokenTtlSeconds: e.OAUTH_ACCESS_TOKEN_TTL,
@@ -182,7 +223,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     imap: {
       port: e.IMAP_PORT, tlsPort: e.IMAPS_PORT, maxClients: e.IMAP_MAX_CLIENTS, maxLiteralBytes: e.IMAP_MAX_LITERAL_BYTES ?? e.SMTP_MAX_MESSAGE_BYTES,
       idleTimeoutMs: e.IMAP_IDLE_TIMEOUT_MS, commandTimeoutMs: e.IMAP_COMMAND_TIMEOUT_MS, pollMs: e.IMAP_POLL_MS,
+      maxClientsPerIp: e.IMAP_MAX_CLIENTS_PER_IP, loginTimeoutMs: e.IMAP_LOGIN_TIMEOUT_MS, preauthCommands: e.IMAP_PREAUTH_COMMANDS,
     },
+    storageQuotaBytes: e.STORAGE_QUOTA_BYTES,
     login: { maxFailures: e.LOGIN_MAX_FAILURES, lockoutMs: e.LOGIN_LOCKOUT_MS },
     outboundRetrySchedule: e.OUTBOUND_RETRY_SCHEDULE
       ? parseList('OUTBOUND_RETRY_SCHEDULE', e.OUTBOUND_RETRY_SCHEDULE, (s) => z.coerce.number().int().min(0).parse(s))
@@ -204,7 +247,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     publicIp: e.PUBLIC_IP,
     operatorToken: e.OPERATOR_TOKEN,
+    metricsPort: e.METRICS_PORT,
+    temporalMetricsPort: e.TEMPORAL_METRICS_PORT,
+    otlpEndpoint: e.OTEL_EXPORTER_OTLP_ENDPOINT,
     secretKeySource: e.SECRET_KEY ? 'env' : 'file',
+    bounceRules: wrap('BOUNCE_RULES_FILE', () => loadBounceRules(e.BOUNCE_RULES_FILE)),
+    dkimRotation: { days: e.DKIM_ROTATION_DAYS, graceMs: e.DKIM_ROTATION_GRACE_MS },
+    warmupDayMs: e.WARMUP_DAY_MS,
+    shaping: wrap('SHAPING_FILE', () => loadShapingFile(resolve(e.SHAPING_FILE ?? DEFAULT_SHAPING_FILE))),
   };
 }
 

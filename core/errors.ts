@@ -1,3 +1,4 @@
+import { rateLimitRefusals } from './metrics.js';
 /**
  * The one error family of the service. Core throws these; each edge maps them:
  * REST to {error, code} with `status`, tRPC to TRPCError, SMTP to a reply code,
@@ -23,8 +24,11 @@ export const forbidden = (message: string, code = 'forbidden') => new AppError(4
 export const notFound = (message = 'Not found', code = 'not_found') => new AppError(404, code, message);
 export const conflict = (message: string, code = 'conflict') => new AppError(409, code, message);
 export const gone = (message: string, code = 'gone') => new AppError(410, code, message);
-export const tooMany = (message: string, code = 'rate_limited', retryAfterSeconds = 60) =>
-  new AppError(429, code, message, true, { retryAfter: retryAfterSeconds });
+/** A refusal by a rate limit or cap (429), counted in svc_rate_limit_refusals_total as it is made. */
+export const tooMany = (message: string, code = 'rate_limited', retryAfterSeconds = 60) => {
+  rateLimitRefusals.inc({ code });
+  return new AppError(429, code, message, true, { retryAfter: retryAfterSeconds });
+};
 export const unavailable = (message: string, code = 'unavailable') => new AppError(503, code, message, true);
 
 export function isAppError(err: unknown): err is AppError {

@@ -1,10 +1,10 @@
 import { createHash, randomBytes } from 'node:crypto';
 
-/** Id prefixes of SPEC.md, plus the service's internal ones (evt_, tok_, mbx_ mailbox, and OAuth's oac_ client, grt_ grant, ocd_ code, ort_ refresh token). */
+/** Id prefixes of SPEC.md, plus the service's internal ones (evt_, tok_, mbx_ mailbox, OAuth's oac_ client, grt_ grant, ocd_ code, ort_ refresh token, shaping's lease_ and shp_ action). */
 export type IdPrefix =
   | 'dom' | 'rte' | 'msg' | 'dlv' | 'usr' | 'key' | 'apw' | 'bct' | 'lst' | 'tpl' | 'base'
   | 'ssnd' | 'ctc' | 'cev' | 'att' | 'evt' | 'tok' | 'obx' | 'dns' | 'reg' | 'sup' | 'mbx' | 'imp'
-  | 'oac' | 'grt' | 'ocd' | 'ort' | 'seq' | 'enr' | 'sqo';
+  | 'oac' | 'grt' | 'ocd' | 'ort' | 'seq' | 'enr' | 'sqo' | 'lease' | 'shp';
 
 /** `<prefix>_` + 24 random URL-safe characters (DESIGN.md: at least 20). */
 export function newId(prefix: IdPrefix): string {

@@ -1,7 +1,8 @@
 import type { Config } from './config.js';
-import { describeError } from './log.js';
+import { describeError, log } from './log.js';
 import type { Database } from '../db/index.js';
 import { createAccountService } from './accounts.js';
+import { createAccountRemoval } from './account-removal.js';
 import { createAttachmentService } from './attachments/service.js';
 import { createAuthService } from './auth.js';
 import { createResolver } from './dns.js';
@@ -20,7 +21,10 @@ import { createDeliveryStore } from './webhooks/deliveries.js';
 import { createReplayService } from './webhooks/replay.js';
 import { createRouteService } from './webhooks/routes.js';
 import { createEncryptionService } from './inbound/encryption-service.js';
+import { createDomainSettings } from './domains/settings.js';
+import { createWarmupService } from './shaping/warmup.js';
 import { createReportService } from './inbound/report-service.js';
+import { createDkimRotation } from './domains/rotation.js';
 import { createKeyService } from './keys.js';
 import { createOAuthService } from './oauth/service.js';
 import { createAppPasswordService } from './mailboxes/app-passwords.js';
@@ -28,73 +32,38 @@ import { createForwarder } from './mailboxes/forward.js';
 import { createLoginGuard } from './mailboxes/login-guard.js';
 import { createMailboxService, type MailboxService } from './mailboxes/service.js';
 import { createMailboxStore } from './mailboxes/store.js';
+import { createStorageQuota } from './storage-quota.js';
 import { createServiceDomain } from './operator/service-domain.js';
 import { createOutboundQueue, type OutboundQueue } from './outbound/queue.js';
 import { createSystemMailer } from './outbound/system-mail.js';
 import { createOutboxService } from './outbox.js';
 import { createScopedKeyService } from './scoped-keys.js';
 import { createSealer } from './secrets.js';
+import { createIdempotencyStore } from './idempotency.js';
 import { createTemplateService } from './templates/service.js';
 import { createEventService } from './sending/events.js';
 import { createMessageService } from './sending/messages.js';
+import { createSendGate } from './sending/gate.js';
 import { createScheduledSendService } from './sending/scheduled.js';
 import { createSendService } from './sending/service.js';
 import { createSuppressionService } from './sending/suppressions.js';
 import { createTracking } from './sending/tracking.js';
 import { createTokenService } from './tokens.js';
-import { createBroadcastService, type BroadcastProgress } from './broadcasts/service.js';
+import { createBroadcastService } from './broadcasts/service.js';
 import { createFanoutService } from './broadcasts/fanout.js';
 import { createUnsubscribeTokens } from './broadcasts/unsubscribe.js';
-import { createImportService, type ImportProgress } from './contacts/imports.js';
+import { createImportService } from './contacts/imports.js';
 import { createListService } from './contacts/lists.js';
 import { createContactService } from './contacts/service.js';
 import { createUsageService } from './usage.js';
-import { createSequenceDispatcher, type EnrolmentSignalPort } from './sequences/dispatch.js';
+import type { WorkflowPort } from './ports.js';
+
+export type { WorkflowPort } from './ports.js';
+import { createSequenceDispatcher } from './sequences/dispatch.js';
 import { createAppEventService } from './sequences/events.js';
 import { createEnrolmentStore } from './sequences/enrolments.js';
 import { createSendEnrolments } from './sequences/send-enrolment.js';
-import { createSequenceService, type EnrolmentPort } from './sequences/service.js';
-
-/** The ports core needs from the Temporal side; implemented in temporal/ with a real client. */
-export type WorkflowPort = EnrolmentSignalPort & EnrolmentPort & {
-  /** Starts one outbound delivery run for a flush of one account's queued messages. */
-  startOutboundBatch(messageIds: string[], accountId: string): Promise<void>;
-  /** Starts (or keeps, when running) the deferred-delivery ladder of one message. */
-  startDeferredDelivery(messageId: string): Promise<void>;
-  /** Starts the workflow that parks one scheduled send until its time. */
-  startScheduledSend(s: { id: string; messageId: string; userId: string; scheduledAt: number }): Promise<void>;
-  /**
-   * Cancels a parked send through its workflow update: `canceled`; `too_late` once sending began; `closed`
-   * when its workflow has ended; `unavailable` when no worker answered within a few seconds.
-   */
-  cancelScheduledSend(id: string): Promise<'canceled' | 'too_late' | 'closed' | 'unavailable'>;
-  /** Whether the workflow of a scheduled send still runs. */
-  scheduledSendState(id: string): Promise<'running' | 'closed' | 'missing'>;
-  /** Starts the DNS verification loop of a domain (starting twice is success). */
-  startDomainVerification(d: { domainId: string; userId: string; domain: string }): Promise<void>;
-  /** Asks a running verification loop to check again now. */
-  nudgeDomainVerification(domainId: string): Promise<void>;
-  stopDomainVerification(domainId: string): Promise<void>;
-  /** Starts the delivery workflow of one inbound message (starting twice is success). */
-  /** One run for inbound messages accepted together: their first attempts; failures go on in their own runs. */
-  startInboundBatch(messageIds: string[], accountId: string): Promise<void>;
-  /** Continues a delivery's retry ladder in its own workflow, from `startAttempt`. */
-  startWebhookDelivery(d: { deliveryId: string; startAttempt: number; userId: string; messageId: string }): Promise<void>;
-  /** Starts the fan-out workflow of a broadcast (starting twice is success); it waits until `scheduledAt` when given. */
-  startBroadcast(b: { broadcastId: string; userId: string; scheduledAt?: number }): Promise<void>;
-  /** Sends `cancelSignal` to a broadcast's run; false when no run is open. */
-  cancelBroadcast(broadcastId: string): Promise<boolean>;
-  /** The running broadcast's `progressQuery` answer (short timeout); undefined when it cannot answer. */
-  broadcastProgress(broadcastId: string): Promise<BroadcastProgress | undefined>;
-  /** Starts the CSV import workflow of one import (starting twice is success). */
-  startContactImport(i: { importId: string; userId: string }): Promise<void>;
-  contactImportProgress(importId: string): Promise<ImportProgress | undefined>;
-  /** Wakes (or starts) the one engagement dispatcher of a domain (signal-with-start). */
-  nudgeEngagement(domainId: string, userId?: string): Promise<void>;
-  ping(): Promise<void>;
-  /** How long the namespace keeps closed runs, in ms (the doctor's retention check); null when unset. */
-  retentionMs(): Promise<number | null>;
-};
+import { createSequenceService } from './sequences/service.js';
 
 /** Composition of every core service from its dependencies. Transports receive this object. */
 export function createCore(deps: { database: Database; config: Config; workflows: WorkflowPort }) {
@@ -106,17 +75,24 @@ export function createCore(deps: { database: Database; config: Config; workflows
   const queue: OutboundQueue = createOutboundQueue({
     startBatch: (ids, account) => deps.workflows.startOutboundBatch(ids, account),
     startsPerSecond: config.outboundStartsPerSecond,
-    onError: (err, ids) => console.error(`[outbound] could not start delivery of ${ids.length} message(s); the sweep will retry: ${describeError(err)}`),
+    onError: (err, ids) => log.error(`[outbound] could not start delivery of ${ids.length} message(s); the sweep will retry: ${describeError(err)}`),
   });
   const mailer = createSystemMailer({ db, queue, serviceDomain: config.serviceDomain });
   const keys = createKeyService({ db, sealer });
-  const accounts = createAccountService({ db, keys, tokens, mailer, publicUrl: config.publicUrl, defaultPlan: config.defaultPlan, signupLimitPerHour: config.signupLimitPerHour });
+  const accounts = createAccountService({
+    db, keys, tokens, mailer, publicUrl: config.publicUrl, defaultPlan: config.defaultPlan, signupLimitPerHour: config.signupLimitPerHour,
+    removal: createAccountRemoval({ db, workflows: deps.workflows }),
+  });
   const oauth = createOAuthService({ db, tokens, publicUrl: config.publicUrl, accessTtlSeconds: config.oauthAccessTokenTtlSeconds });
   const auth = createAuthService({ keys, tokens, accounts, grants: oauth.grants, mailboxAuth: () => (secret, ip) => mailboxes.authenticate(secret, 'api', ip) });
   const usage = createUsageService({ db, plans: config.plans, defaultPlan: config.defaultPlan });
+  /** The one gate every outgoing message passes (verification, suspension, caps); system mail alone is exempt. */
+  const gate = createSendGate({ db, usage });
+  const idempotency = createIdempotencyStore({ db, sealer });
   const outbox = createOutboxService({ db });
+  const storage = createStorageQuota({ db, quotaBytes: config.storageQuotaBytes });
   const attachments = createAttachmentService({
-    db, publicUrl: config.publicUrl, secretKey: config.secretKey, allowPrivate: config.attachmentFetchAllowPrivate || config.allowPrivateNetworks,
+    db, publicUrl: config.publicUrl, secretKey: config.secretKey, allowPrivate: config.attachmentFetchAllowPrivate || config.allowPrivateNetworks, storage,
   });
   const providers = createProviderRegistry([builtinProvider(config.serviceDomain)]);
 
@@ -138,42 +114,50 @@ export function createCore(deps: { database: Database; config: Config; workflows
     db, sealer, resolver, serviceDomain: config.serviceDomain, providers, workflows: deps.workflows, planOf, enrich, ownership: createOwnershipTokens(config.secretKey),
     cleanupHosted: (id) => hosted.cleanup(id),
   });
+  const dkimRotation = createDkimRotation({
+    db, sealer, resolver, workflows: deps.workflows, republish: (row) => hosted.publish(row.id, domains.mailRecordsOf(row)),
+    load: (actor, id) => domains.load(actor, id), get: (actor, id) => domains.get(actor, id),
+  });
   const registration = createRegistrationService({
     db, registrar: config.registrar === 'simulated' ? simulatedRegistrar() : undefined, serviceDomain: config.serviceDomain, domains, hosted,
   });
   const scopedKeys = createScopedKeyService({ db, sealer, domains });
   const encryption = createEncryptionService({ db, domains });
+  const domainSettings = createDomainSettings({ db, domains });
+  const warmup = createWarmupService({ db, domains, dayMs: config.warmupDayMs, workflows: deps.workflows });
   const templates = createTemplateService({ db });
   const suppressions = createSuppressionService({ db, onSuppressed: (userId, email) => contactChanged(userId, { email }) });
   const events = createEventService({ db });
-  const reports = createReportService({ db, events, suppressions });
+  const reports = createReportService({ db, events, suppressions, bounceRules: config.bounceRules });
   const tracking = createTracking({ publicUrl: config.publicUrl, secretKey: config.secretKey });
-  const scheduled = createScheduledSendService({ db, workflows: deps.workflows });
+  const scheduled = createScheduledSendService({ db, workflows: deps.workflows, usage, gate });
   const contacts = createContactService({ db, onUnsubscribed: (userId, contactId) => contactChanged(userId, { contactId }) });
   const lists = createListService({ db });
   const imports = createImportService({ db, workflows: deps.workflows });
   const unsubscribe = createUnsubscribeTokens({ secretKey: config.secretKey, publicUrl: config.publicUrl });
-  const broadcasts = createBroadcastService({ db, workflows: deps.workflows, templates, defaultFooterAddress: config.broadcast.footerAddress });
-  const fanout = createFanoutService({ db, templates, usage, unsubscribe });
+  const broadcasts = createBroadcastService({ db, workflows: deps.workflows, templates, defaultFooterAddress: config.broadcast.footerAddress, gate, usage });
+  const fanout = createFanoutService({ db, templates, unsubscribe, gate });
   const dispatcher = createSequenceDispatcher({
-    db, port: deps.workflows, onError: (err) => console.error(`[sequences] could not hand events to Temporal; the sweep will: ${describeError(err)}`),
+    db, port: deps.workflows, onError: (err) => log.error(`[sequences] could not hand events to Temporal; the sweep will: ${describeError(err)}`),
   });
   const appEvents = createAppEventService({ db, dispatcher });
   const sequences = createSequenceService({ db, templates, workflows: deps.workflows });
-  const enrolmentStore = createEnrolmentStore({ db, templates, usage, unsubscribe, startDelivery: (ids, userId) => deps.workflows.startOutboundBatch(ids, userId) });
+  const enrolmentStore = createEnrolmentStore({ db, templates, gate, unsubscribe, startDelivery: (ids, userId) => deps.workflows.startOutboundBatch(ids, userId) });
   const sendEnrolments = createSendEnrolments({ db, dispatcher });
   /** A contact that can no longer be mailed: its running enrolments re-check it now rather than at their next step. */
   function contactChanged(userId: string, by: { contactId: string } | { email: string }) {
     enrolmentStore.runningOf(userId, by).then((ids) => Promise.all(ids.map((id) => deps.workflows.nudgeEnrolment(id))))
-      .catch((err) => console.error(`[sequences] could not tell enrolments of a contact change (their next step checks): ${describeError(err)}`));
+      .catch((err) => log.error(`[sequences] could not tell enrolments of a contact change (their next step checks): ${describeError(err)}`));
   }
-  const sending = createSendService({ db, accounts, usage, suppressions, templates, attachments, tracking, queue, scheduled, contacts, enrolments: sendEnrolments });
+  const sending = createSendService({
+    db, accounts, usage, suppressions, templates, attachments, tracking, queue, scheduled, contacts, enrolments: sendEnrolments, gate, sequences,
+  });
   const runLink = (workflowId: string) => (config.temporalUiUrl
     ? `${config.temporalUiUrl}/namespaces/${encodeURIComponent(config.temporal.namespace)}/workflows/${encodeURIComponent(workflowId)}`
     : null);
   const messages = createMessageService({ db, events, runLink });
   const accountSecret = createAccountSecretService({ db, sealer });
-  const net = { resolver, allowPrivate: config.allowPrivateNetworks };
+  const net = { resolver, allowPrivate: config.allowPrivateNetworks, webhookTimeoutMs: config.webhookTimeoutMs };
   const routes = createRouteService({ db, sealer, domains, net });
   const deliveryStore = createDeliveryStore({ db, sealer, routes, net, accountSecret: (userId) => accountSecret.get(userId) });
   const webhookTests = createWebhookTests({ routes, net });
@@ -186,12 +170,12 @@ export function createCore(deps: { database: Database; config: Config; workflows
   const inboundStarts: OutboundQueue = createOutboundQueue({
     startBatch: (ids, account) => deps.workflows.startInboundBatch(ids, account),
     startsPerSecond: config.inboundStartsPerSecond,
-    onError: (err, ids) => console.error(`[inbound] could not start the delivery of ${ids.length} message(s); the sweep will: ${describeError(err)}`),
+    onError: (err, ids) => log.error(`[inbound] could not start the delivery of ${ids.length} message(s); the sweep will: ${describeError(err)}`),
   });
-  const mailboxStore = createMailboxStore({ db });
+  const mailboxStore = createMailboxStore({ db, storage });
   const appPasswords = createAppPasswordService({ db, domains, changed: (userId) => mailboxes.forget(userId) });
   const mailboxes: MailboxService = createMailboxService({ db, store: mailboxStore, passwords: appPasswords, guard: createLoginGuard(config.login) });
-  const forwarder = createForwarder({ db, attachments, queue });
+  const forwarder = createForwarder({ db, attachments, queue, gate });
   const inbound = createInboundService({
     db, sealer, resolver, serviceDomain: config.serviceDomain, attachments, encryption, routes, deliveries: deliveryStore, usage, workflows: deps.workflows, reports, starts: inboundStarts,
     mailboxStore, forwarder, touchContacts: (userId, emails) => contacts.touch(userId, emails),
@@ -202,15 +186,15 @@ export function createCore(deps: { database: Database; config: Config; workflows
   });
 
   return {
-    config, db, database: deps.database, workflows: deps.workflows, sealer, serviceDomain, tokens, queue, mailer, keys, accounts, auth, oauth, usage,
-    inbound, outbox, attachments, providers, domains, hosted, registration, scopedKeys, encryption, resolver, templates, suppressions, events, reports, tracking, scheduled, sending, messages, accountSecret, routes, deliveryStore, replay, webhookTests, engagement,
-    mailboxStore, appPasswords, mailboxes, forwarder,
-    contacts, lists, imports, unsubscribe, broadcasts, fanout, sequences, appEvents, dispatcher, enrolmentStore,
+    config, db, database: deps.database, workflows: deps.workflows, sealer, serviceDomain, tokens, queue, mailer, keys, accounts, auth, oauth, usage, gate, idempotency,
+    inbound, outbox, attachments, providers, domains, dkimRotation, hosted, registration, scopedKeys, encryption, domainSettings, warmup, resolver, templates, suppressions, events, reports, tracking, scheduled, sending, messages, accountSecret, routes, deliveryStore, replay, webhookTests, engagement,
+    mailboxStore, appPasswords, mailboxes, forwarder, storage,
+    contacts, lists, imports, unsubscribe, broadcasts, fanout, sequences, appEvents, dispatcher, enrolmentStore, sendEnrolments,
     async close() {
       await queue.close();
       await dispatcher.drain();
       await inboundStarts.close();
-      await contacts.flushTouches().catch((err: Error) => console.error('[contacts] could not record traffic addresses on shutdown:', err.message));
+      await contacts.flushTouches().catch((err: Error) => log.error({ error: err.message }, '[contacts] could not record traffic addresses on shutdown'));
     },
   };
 }

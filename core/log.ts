@@ -1,3 +1,59 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { format } from 'node:util';
+import { pino, type Logger } from 'pino';
+import pretty from 'pino-pretty';
+
+/**
+ * Structured logs (docs/operations.md, Logs): JSON lines on stdout with `level`, `time`, `role` and the
+ * ids in scope (messageId, accountId, domainId, workflowId, runId), pretty when stdout is a terminal.
+ * Ids come from `withLogScope` (an activity, a request, a message being delivered): every line logged
+ * inside it carries them. Values under secret-looking keys are redacted; messages never quote a credential.
+ */
+export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
+export type LogScope = { messageId?: string; accountId?: string | null; domainId?: string | null; workflowId?: string; runId?: string; [k: string]: unknown };
+
+const scope = new AsyncLocalStorage<LogScope>();
+
+const SECRET_KEYS = ['authorization', 'cookie', 'password', 'token', 'apiKey', 'key', 'secret', 'signingSecret', 'secretKey', 'accessToken', 'refreshToken'];
+/** Redacted at the top level, one level down, and in `headers` objects one level down. */
+export const REDACT_PATHS = [...SECRET_KEYS, ...SECRET_KEYS.map((k) => `*.${k}`), ...SECRET_KEYS.map((k) => `*.headers.${k}`), 'headers["set-cookie"]'];
+
+function createLogger(opts: { level: LogLevel; role?: string; pretty?: boolean }): Logger {
+  const options = {
+    level: opts.level,
+    base: opts.role ? { role: opts.role } : {},
+    formatters: { level: (label: string) => ({ level: label }) },
+    timestamp: pino.stdTimeFunctions.isoTime,
+    redact: { paths: REDACT_PATHS, censor: '[redacted]' },
+    mixin: () => scope.getStore() ?? {},
+  };
+  return opts.pretty ? pino(options, pretty({ colorize: true, sync: true })) : pino(options);
+}
+
+const envLevel = (process.env.LOG_LEVEL ?? 'info') as LogLevel;
+/** The process's logger; `configureLogging` replaces it once the roles are known. */
+export let log: Logger = createLogger({ level: ['debug', 'info', 'warn', 'error'].includes(envLevel) ? envLevel : 'info', pretty: Boolean(process.stdout.isTTY) });
+
+/** Sets the level and the role every line carries (runtime/service.ts, at boot). */
+export function configureLogging(opts: { level: LogLevel; role: string }): Logger {
+  log = createLogger({ ...opts, pretty: Boolean(process.stdout.isTTY) });
+  return log;
+}
+
+/** Runs `fn` with `ids` added to every line it logs (nested scopes merge). */
+export function withLogScope<T>(ids: LogScope, fn: () => T): T {
+  return scope.run({ ...scope.getStore(), ...ids }, fn);
+}
+
+/** console.log/info/warn/error as log lines, so what libraries print is JSON too (the CLI roles only). */
+export function captureConsole(): void {
+  const to = (level: 'info' | 'warn' | 'error') => (...args: unknown[]) => log[level](format(...args));
+  console.log = to('info');
+  console.info = to('info');
+  console.warn = to('warn');
+  console.error = to('error');
+}
+
 /**
  * Error logging that keeps secrets out of logs: a database error (drizzle's "Failed query: … params: …",
  * or a pg error carrying `query`/`parameters`) is reduced to its name, code and the server's message,
@@ -23,7 +79,6 @@ function pgFields(err: Error): { code: string; message: string } | undefined {
 /** Logs an unexpected error with its stack frames but without query parameters. */
 export function logError(context: string, err: unknown): void {
   // Only the frames: the stack's first lines repeat the message, which for a query error holds its parameters.
-  const frames = err instanceof Error && err.stack ? err.stack.split('\n').filter((l) => /^\s+at /.test(l)).slice(0, 5) : [];
-  const stack = frames.length ? `\n${frames.join('\n')}` : '';
-  console.error(`${context}: ${describeError(err)}${stack}`);
+  const frames = err instanceof Error && err.stack ? err.stack.split('\n').filter((l) => /^\s+at /.test(l)).slice(0, 5).map((l) => l.trim()) : [];
+  log.error({ error: describeError(err), ...(frames.length ? { stack: frames } : {}) }, context);
 }

@@ -1,12 +1,13 @@
+import { and, eq, lte, sql } from 'drizzle-orm';
+import { schema, type Db } from '../db/index.js';
 import { tooMany } from './errors.js';
 
 /** Most keys one limiter keeps: past it, expired windows go first, then the oldest ones. */
 const DEFAULT_MAX_KEYS = 10_000;
 
 /**
- * A fixed-window counter per key, in process memory and bounded in size. Guards sign-in and mailing
- * endpoints against guessing and spam; a multi-process deployment gets one window per process, which is
- * still a bound.
+ * A fixed-window counter per key, in process memory and bounded in size: one window per process. The
+ * abuse guards of the API use createSharedRateLimiter (below), one window for the deployment.
  */
 export function createRateLimiter(opts: { limit: number; windowMs: number; message: string; maxKeys?: number }) {
   const windows = new Map<string, { start: number; count: number }>();
@@ -52,3 +53,39 @@ export function createRateLimiter(opts: { limit: number; windowMs: number; messa
   }
 }
 export type RateLimiter = ReturnType<typeof createRateLimiter>;
+
+/** Of every hundred hits, about one also deletes the limiter's expired windows. */
+const PRUNE_EVERY = 100;
+
+/**
+ * The same fixed window per key, kept in PostgreSQL (`rate_limit_windows`): every API process counts in
+ * one window, so the limit holds for the deployment, not per process (docs/deployment.md, Limits across
+ * processes). One upsert per hit; expired windows are pruned as it goes, so the table holds at most one
+ * window's worth of keys.
+ */
+export function createSharedRateLimiter(db: Db, name: string, opts: { limit: number; windowMs: number; message: string }) {
+  const t = schema.rateLimitWindows;
+  const refuse = (start: number, now: number) =>
+    tooMany(opts.message, 'rate_limited', Math.max(1, Math.ceil((start + opts.windowMs - now) / 1000)));
+  return {
+    /** Counts one event for `key`; 429 once the window holds more than `limit`. */
+    async hit(key: string, now = Date.now()): Promise<void> {
+      const expired = sql`${t.windowStart} <= ${now - opts.windowMs}`;
+      const [w] = await db.insert(t).values({ name, key, windowStart: now, count: 1 }).onConflictDoUpdate({
+        target: [t.name, t.key],
+        set: { windowStart: sql`case when ${expired} then ${now} else ${t.windowStart} end`, count: sql`case when ${expired} then 1 else ${t.count} + 1 end` },
+      }).returning({ windowStart: t.windowStart, count: t.count });
+      if (Math.random() * PRUNE_EVERY < 1) await db.delete(t).where(and(eq(t.name, name), lte(t.windowStart, now - opts.windowMs)));
+      if (w && w.count > opts.limit) throw refuse(w.windowStart, now);
+    },
+    /** 429 when `key` has used up its window, without counting anything. */
+    async check(key: string, now = Date.now()): Promise<void> {
+      const [w] = await db.select({ windowStart: t.windowStart, count: t.count }).from(t).where(and(eq(t.name, name), eq(t.key, key)));
+      if (w && now - w.windowStart < opts.windowMs && w.count >= opts.limit) throw refuse(w.windowStart, now);
+    },
+    async reset(key: string): Promise<void> {
+      await db.delete(t).where(and(eq(t.name, name), eq(t.key, key)));
+    },
+  };
+}
+export type SharedRateLimiter = ReturnType<typeof createSharedRateLimiter>;

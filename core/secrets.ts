@@ -34,6 +34,12 @@ export function safeEqual(a: string, b: string): boolean {
   return x.length === y.length && timingSafeEqual(x, y);
 }
 
+/** Whether an Authorization header is `Bearer <expected>` (the operator credential), compared in constant time. */
+export function bearerMatches(authorization: string | undefined, expected: string): boolean {
+  const given = /^Bearer (.+)$/i.exec(authorization ?? '')?.[1]?.trim() ?? '';
+  return safeEqual(given, expected);
+}
+
 /** Derives a purpose-bound 32-byte key from the root SECRET_KEY. */
 export function deriveKey(root: string, purpose: string): Buffer {
   return Buffer.from(hkdfSync('sha256', root, 'svc-mail', purpose, 32));

@@ -11,6 +11,8 @@ export const secondsToMidnight = (now = new Date()) =>
   Math.max(1, Math.ceil((Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1) - now.getTime()) / 1000));
 
 type Tx = Pick<Db, 'insert'>;
+/** The machine code of the overage block: usage `overage.code` and the send refusal (402) both carry it. */
+export const OVERAGE_BLOCK_CODE = 'monthly_quota_exceeded';
 /** Which cap refused a reservation. */
 export type CapHit = 'daily' | 'monthly';
 const room = (plan: Plan, used: { month: number; day: number }) => ({
@@ -27,52 +29,74 @@ export function createUsageService(deps: { db: Db; plans: Record<string, Plan>; 
   const c = schema.usageCounters;
   const planOf = (name: string): Plan => deps.plans[name] ?? deps.plans[deps.defaultPlan]!;
 
-  async function counts(userId: string): Promise<{ month: number; day: number }> {
-    const rows = await db.select().from(c).where(and(eq(c.userId, userId), inArray(c.period, [monthKey(), dayKey()])));
-    return { month: rows.find((r) => r.period === monthKey())?.count ?? 0, day: rows.find((r) => r.period === dayKey())?.count ?? 0 };
+  async function counts(userId: string, at = new Date()): Promise<{ month: number; day: number }> {
+    const rows = await db.select().from(c).where(and(eq(c.userId, userId), inArray(c.period, [monthKey(at), dayKey(at)])));
+    return { month: rows.find((r) => r.period === monthKey(at))?.count ?? 0, day: rows.find((r) => r.period === dayKey(at))?.count ?? 0 };
   }
+  /** The capped counters of a plan for the day and month of `at`, day first (the order every reservation locks them in). */
+  const capsOf = (plan: Plan, at: Date): [string, number, CapHit][] => [
+    [dayKey(at), plan.dailySendCap, 'daily'] as const,
+    [monthKey(at), plan.includedEmails !== null && plan.overage === 'block' ? plan.includedEmails : null, 'monthly'] as const,
+  ].filter((x): x is [string, number, CapHit] => x[1] !== null);
+  /** Adds `n` to the outbound counters of the day and month of `at` (day first, as reservations lock them). */
+  const bump = (tx: Tx, userId: string, n: number, at: Date) => tx.insert(c).values([dayKey(at), monthKey(at)].map((period) => ({ userId, period, count: n })))
+    .onConflictDoUpdate({ target: [c.userId, c.period], set: { count: sql`${c.count} + excluded.count` } });
 
   return {
     planOf,
 
-    /** How many more messages may be accepted now: by the daily cap and by a blocking monthly bucket. */
     /** Headroom from counters already read (the send path reads them with its other gates). */
     headroomOf: (planName: string, used: { month: number; day: number }) => room(planOf(planName), used),
 
+    /** How many more outbound recipients the plan takes on the day (and in the month) of `at`. */
+    async headroom(userId: string, planName: string, at?: number) {
+      return room(planOf(planName), await counts(userId, at === undefined ? new Date() : new Date(at)));
+    },
+
     /** True when the plan caps anything (then sends go through `reserve`, else through the cheaper `consume`). */
     capped(planName: string): boolean {
-      const plan = planOf(planName);
-      return plan.dailySendCap !== null || (plan.includedEmails !== null && plan.overage === 'block');
+      return capsOf(planOf(planName), new Date()).length > 0;
     },
 
     /**
-     * Counts `n` recipients against the plan's caps inside the accepting transaction, atomically: each
-     * capped counter is bumped by a conditional upsert that applies only while it stays within the cap,
-     * so concurrent sends cannot pass it together. Answers the cap that refused (caller rolls back), or null.
+     * Counts `n` outbound recipients against the plan's caps of the day and month of `at` (default now),
+     * inside the accepting transaction. The capped counters are locked and read first (created at 0 when
+     * missing), so concurrent reservations of one account queue there and cannot pass a cap together.
+     * All or nothing unless `partial`, which grants what fits; answers the grant and the cap that limited it.
      */
-    async reserve(tx: Tx, userId: string, planName: string, n: number): Promise<CapHit | null> {
-      if (n <= 0) return null;
-      const plan = planOf(planName);
-      const caps: [string, number | null, CapHit][] = [
-        [dayKey(), plan.dailySendCap, 'daily'],
-        [monthKey(), plan.includedEmails !== null && plan.overage === 'block' ? plan.includedEmails : null, 'monthly'],
-      ];
-      for (const [period, cap, hit] of caps) {
-        if (cap !== null && n > cap) return hit;
-        const bumped = await tx.insert(c).values({ userId, period, count: n }).onConflictDoUpdate({
-          target: [c.userId, c.period], set: { count: sql`${c.count} + excluded.count` },
-          ...(cap !== null ? { setWhere: sql`${c.count} + excluded.count <= ${cap}` } : {}),
-        }).returning({ count: c.count });
-        if (bumped.length === 0) return hit;
+    async reserve(tx: Tx, userId: string, planName: string, n: number, opts: { at?: number; partial?: boolean } = {}): Promise<{ granted: number; hit: CapHit | null }> {
+      if (n <= 0) return { granted: 0, hit: null };
+      const at = opts.at === undefined ? new Date() : new Date(opts.at);
+      const caps = capsOf(planOf(planName), at);
+      let granted = n;
+      let hit: CapHit | null = null;
+      if (caps.length > 0) {
+        // A no-op update takes the row lock (and creates the row if missing): one statement for both counters.
+        const used = await tx.insert(c).values(caps.map(([period]) => ({ userId, period, count: 0 })))
+          .onConflictDoUpdate({ target: [c.userId, c.period], set: { count: sql`${c.count}` } }).returning({ period: c.period, count: c.count });
+        for (const [period, cap, which] of caps) {
+          const left = Math.max(0, cap - (used.find((u) => u.period === period)?.count ?? 0));
+          if (left < granted) [granted, hit] = [left, which];
+        }
+        if (granted < n && !opts.partial) return { granted: 0, hit };
       }
-      return null;
+      if (granted > 0) await bump(tx, userId, granted, at);
+      return { granted, hit };
     },
 
-    /** Counts `n` accepted messages, inside the accepting transaction. */
+    /** Gives back `n` recipients reserved for the day and month of `at` (a scheduled send canceled or refused before it went out). */
+    async refund(tx: Pick<Db, 'update'>, userId: string, n: number, at: number): Promise<void> {
+      if (n <= 0) return;
+      const when = new Date(at);
+      await tx.update(c).set({ count: sql`greatest(${c.count} - ${n}, 0)` })
+        .where(and(eq(c.userId, userId), inArray(c.period, [dayKey(when), monthKey(when)])));
+    },
+
+    /** Counts `n` accepted messages, inside the accepting transaction (outbound: only for plans with no cap; see `reserve`). */
     async consume(tx: Tx, userId: string, n: number, opts: { outbound: boolean }): Promise<void> {
       if (n <= 0) return;
-      const periods = opts.outbound ? [monthKey(), dayKey()] : [monthKey()];
-      await tx.insert(c).values(periods.map((period) => ({ userId, period, count: n })))
+      if (opts.outbound) return void (await bump(tx, userId, n, new Date()));
+      await tx.insert(c).values({ userId, period: monthKey(), count: n })
         .onConflictDoUpdate({ target: [c.userId, c.period], set: { count: sql`${c.count} + excluded.count` } });
     },
 
@@ -88,7 +112,8 @@ export function createUsageService(deps: { db: Db; plans: Record<string, Plan>; 
         aiActions: { used: 0 },
         meteringEnabled: plan.overage === 'metered',
         meters: plan.overage === 'metered' ? ['emails'] : [],
-        overage: { over, metered, blocked, status: over ? (blocked ? 'blocked' : 'ok') : null, code: blocked ? 'monthly_quota_exceeded' : null },
+        // SPEC.md: `status` is the card-gate status (`ok` lets metered overage through, `failed` blocks); the send refusal carries `code`.
+        overage: { over, metered, blocked, status: over ? (blocked ? 'failed' : 'ok') : null, code: blocked ? OVERAGE_BLOCK_CODE : null },
       };
     },
 

@@ -3,6 +3,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import * as schema from './schema/index.js';
+import { log } from '../core/log.js';
 
 export { schema };
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -36,7 +37,7 @@ async function openPostgres(url: string): Promise<Database> {
   const { default: pg } = await import('pg');
   const { drizzle } = await import('drizzle-orm/node-postgres');
   const pool = new pg.Pool({ connectionString: url, max: 10 });
-  pool.on('error', (err) => console.error('[db] idle client error:', err.message));
+  pool.on('error', (err) => log.error({ error: err.message }, '[db] idle client error'));
   const db = drizzle(pool, { schema, ...queryCounter() }) as unknown as Db;
   const withLock = async <T>(lockId: number, fn: () => Promise<T>): Promise<T> => {
     const client = await pool.connect();

@@ -11,7 +11,7 @@ export type StaticZone = {
 const normalize = (name: string): string => name.toLowerCase().replace(/\.+$/, '');
 const sameType = (a: string, b: string): boolean => a.toUpperCase() === b.toUpperCase();
 
-/** An in-memory, mutable zone that claims authority over every name: for tests and local development. */
+/** An in-memory, mutable zone that claims authority over every name (wildcards one level deep): for tests and local development. */
 export function createStaticZone(records: DnsRecord[] = []): StaticZone {
   const byName = new Map<string, DnsRecord[]>();
 
@@ -32,7 +32,9 @@ export function createStaticZone(records: DnsRecord[] = []): StaticZone {
 
   return {
     lookup: async (name, type) => {
-      const atName = byName.get(normalize(name)) ?? [];
+      const key = normalize(name);
+      // A name with no records of its own takes those of the wildcard one level up (`*.mx.example` answers `a.mx.example`).
+      const atName = byName.get(key) ?? (byName.get(`*${key.slice(key.indexOf('.'))}`) ?? []).map((r) => ({ ...r, name: key }));
       return { records: atName.filter((r) => sameType(r.type, type)), authoritative: true, nameExists: atName.length > 0 };
     },
     set: (name, type, data) => {

@@ -10,15 +10,17 @@ import { openDatabase } from '../db/index.js';
 import { startDnsServer } from '../dns/server.js';
 import { startImap } from '../smtp/imap/server.js';
 import { createSmtpServer, listenSmtp } from '../smtp/server.js';
-import { describeError, logError } from '../core/log.js';
+import { captureConsole, configureLogging, describeError, log, logError } from '../core/log.js';
+import { collectQueueDepth } from '../core/metrics.js';
+import { startMetricsServer } from './metrics-server.js';
+import { installTemporalRuntime } from './temporal-runtime.js';
 import { connectTemporal, createWorkflowPort } from '../temporal/client.js';
 import { startDevServer, type DevServer } from '../temporal/dev-server.js';
 import { ensureSchedules } from '../temporal/schedules.js';
+import { startTracing } from '../temporal/tracing.js';
 import { prepareSearchAttributes } from '../temporal/search-attribute-setup.js';
-// Type-only: worker.ts is also an entry point that imports this module, so the worker is handed in (no import cycle).
-import type { RunningWorker, startWorker } from '../worker.js';
-
-export type StartWorker = typeof startWorker;
+// The roles start the worker; worker.ts never imports back (`npm run start:worker` is `main.ts worker`).
+import { startWorker, type RunningWorker } from '../worker.js';
 
 export type Role = 'api' | 'smtp' | 'imap' | 'worker';
 export const ALL_ROLES: Role[] = ['api', 'smtp', 'imap', 'worker'];
@@ -26,10 +28,14 @@ export const ALL_ROLES: Role[] = ['api', 'smtp', 'imap', 'worker'];
 export type Service = {
   core: Core;
   apiPort?: number;
+  /** The API's HTTP server (the abuse suite counts what it reads per connection). */
+  apiServer?: Server;
   smtpPort?: number;
   imapPort?: number;
   imapsPort?: number;
   dnsPort?: number;
+  /** METRICS_PORT's GET /metrics, when set. */
+  metricsPort?: number;
   temporalAddress: string;
   worker?: RunningWorker;
   stop(): Promise<void>;
@@ -39,8 +45,8 @@ export type Service = {
  * Boots the requested roles in this process against one database and one Temporal server. Without
  * TEMPORAL_ADDRESS it starts the Temporal dev server (state in DATA_DIR, UI on TEMPORAL_UI_PORT) and stops it on exit.
  */
-export async function startService(config: Config, roles: Role[], opts: { startWorker?: StartWorker; workflowBundle?: WorkerOptions['workflowBundle']; log?: (m: string) => void } = {}): Promise<Service> {
-  const log = opts.log ?? ((m: string) => console.log(m));
+export async function startService(config: Config, roles: Role[], opts: { workflowBundle?: WorkerOptions['workflowBundle']; log?: (m: string) => void } = {}): Promise<Service> {
+  const say = opts.log ?? ((m: string) => log.info(m));
   const cleanups: (() => Promise<void>)[] = [];
   const stop = async () => {
     for (const fn of cleanups.reverse()) await fn().catch((err) => logError('[shutdown]', err));
@@ -49,7 +55,7 @@ export async function startService(config: Config, roles: Role[], opts: { startW
     let address = config.temporal.address;
     let devServer: DevServer | undefined;
     if (!address) {
-      log(`[temporal] starting dev server on 127.0.0.1:${config.temporal.devPort} (UI http://localhost:${config.temporal.uiPort})`);
+      say(`[temporal] starting dev server on 127.0.0.1:${config.temporal.devPort} (UI http://localhost:${config.temporal.uiPort})`);
       devServer = await startDevServer({
         port: config.temporal.devPort, uiPort: config.temporal.uiPort, namespace: config.temporal.namespace,
         dbFile: join(config.dataDir, 'temporal.db'),
@@ -59,49 +65,61 @@ export async function startService(config: Config, roles: Role[], opts: { startW
     }
     const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
     cleanups.push(() => database.close());
-    log(`[db] ${database.kind === 'postgres' ? 'PostgreSQL' : `embedded PGlite in ${config.dataDir}`} ready, migrations applied`);
-    const temporal = await connectTemporal({ address, namespace: config.temporal.namespace, taskQueue: config.temporal.taskQueue });
+    say(`[db] ${database.kind === 'postgres' ? 'PostgreSQL' : `embedded PGlite in ${config.dataDir}`} ready, migrations applied`);
+    const tracing = await startTracing(config.otlpEndpoint, roles.join('+'));
+    if (tracing) cleanups.unshift(() => tracing.shutdown());
+    const temporal = await connectTemporal({ address, namespace: config.temporal.namespace, taskQueue: config.temporal.taskQueue, interceptors: tracing?.clientInterceptors });
     cleanups.push(() => temporal.connection.close());
-    // Before any role serves: a workflow start naming an attribute the server cannot resolve yet fails.
-    if (!devServer) await prepareSearchAttributes(temporal, { database, log, address });
+    // Before any role serves: a workflow start naming an attribute the server cannot resolve yet fails. The
+    // dev server registers them from its flags, but keeps an existing DATA_DIR's types (SvcMessageId was a
+    // Keyword): preparing retypes it there too, and costs one list and one query when all is in place.
+    await prepareSearchAttributes(temporal, { database, log: say, address });
     const core = createCore({ database, config, workflows: createWorkflowPort(temporal, config) });
     cleanups.push(() => core.close());
     // First boot creates the service domain's DKIM key (idempotent; roles starting together agree on one key).
     await core.serviceDomain.ensure();
     const service: Service = { core, temporalAddress: address, stop };
+    const stopQueueDepth = collectQueueDepth(database.db);
+    cleanups.push(async () => stopQueueDepth());
+    if (config.metricsPort !== undefined) {
+      const metrics = await startMetricsServer(config.metricsPort, config.operatorToken);
+      service.metricsPort = metrics.port;
+      cleanups.push(() => metrics.close());
+      say(`[metrics] GET /metrics on port ${metrics.port}`);
+    }
 
     if (roles.includes('worker')) {
-      if (!opts.startWorker) throw new Error('the worker role needs startWorker (from worker.ts)');
-      service.worker = await opts.startWorker({ core, address, workflowBundle: opts.workflowBundle });
+      service.worker = await startWorker({ core, address, workflowBundle: opts.workflowBundle, tracing });
       cleanups.push(() => service.worker!.shutdown());
-      await ensureSchedules(temporal, { retrySchedule: config.outboundRetrySchedule });
-      log(`[worker] polling task queue ${config.temporal.taskQueue}`);
+      await ensureSchedules(temporal, { retrySchedule: config.outboundRetrySchedule, dkimRotationDays: config.dkimRotation.days });
+      say(`[worker] polling task queue ${config.temporal.taskQueue}`);
     }
     if (roles.includes('smtp')) {
       const smtp: SMTPServer = createSmtpServer(core);
       service.smtpPort = await listenSmtp(smtp, config.smtpPort);
       cleanups.push(() => new Promise<void>((resolve) => smtp.close(() => resolve())));
-      log(`[smtp] inbound SMTP on port ${service.smtpPort}`);
+      say(`[smtp] inbound SMTP on port ${service.smtpPort}`);
     }
     if (roles.includes('imap')) {
       const imap = await startImap(core, { port: config.imap.port, tlsPort: config.imap.tlsPort });
       service.imapPort = imap.port;
       service.imapsPort = imap.tlsPort;
       cleanups.push(() => imap.close());
-      log(`[imap] IMAP on port ${imap.port} (STARTTLS), IMAPS on port ${imap.tlsPort}`);
+      say(`[imap] IMAP on port ${imap.port} (STARTTLS), IMAPS on port ${imap.tlsPort}`);
     }
     if (roles.includes('api') && config.dnsPort !== undefined) {
       const dns = await startDnsServer({ port: config.dnsPort, host: '0.0.0.0', lookup: (name, type) => core.hosted.lookup(name, type) });
       service.dnsPort = dns.port;
       cleanups.push(() => dns.close());
-      log(`[dns] authoritative for ${config.serviceDomain} and hosted domains on port ${dns.port} (UDP and TCP)`);
+      say(`[dns] authoritative for ${config.serviceDomain} and hosted domains on port ${dns.port} (UDP and TCP)`);
     }
     if (roles.includes('api')) {
       const server: Server = createApp(core).listen(config.port);
       await new Promise<void>((resolve, reject) => server.once('listening', resolve).once('error', reject));
       service.apiPort = (server.address() as AddressInfo).port;
+      service.apiServer = server;
       cleanups.push(() => new Promise<void>((resolve) => { server.close(() => resolve()); server.closeAllConnections(); }));
-      log(`[api] listening on ${config.publicUrl} (port ${service.apiPort})`);
+      say(`[api] listening on ${config.publicUrl} (port ${service.apiPort})`);
     }
     return service;
   } catch (err) {
@@ -111,7 +129,7 @@ export async function startService(config: Config, roles: Role[], opts: { startW
 }
 
 /** CLI entry: parse config, start roles, stop cleanly on SIGINT/SIGTERM. */
-export async function runRoles(roles: Role[], startWorker?: StartWorker): Promise<void> {
+export async function runRoles(roles: Role[]): Promise<void> {
   let config: Config;
   try {
     config = loadConfig();
@@ -122,6 +140,8 @@ export async function runRoles(roles: Role[], startWorker?: StartWorker): Promis
     }
     throw err;
   }
+  configureLogging({ level: config.logLevel, role: roles.length === ALL_ROLES.length ? 'all' : roles.join('+') });
+  captureConsole();
   if (roles.length < ALL_ROLES.length && !config.databaseUrl) {
     console.error('Running one role alone needs a shared database: set DATABASE_URL (embedded PGlite serves one process only).');
     process.exit(2);
@@ -132,7 +152,8 @@ export async function runRoles(roles: Role[], startWorker?: StartWorker): Promis
   }
   let service: Service;
   try {
-    service = await startService(config, roles, { startWorker });
+    if (roles.includes('worker')) installTemporalRuntime(config);
+    service = await startService(config, roles);
   } catch (err) {
     console.error(`Startup failed: ${describeError(err)}`);
     process.exit(1);

@@ -11,6 +11,9 @@
 #                              distance to it (history +1, matching +2, worker +6, HTTP +10, membership -300…)
 #   DATA_DIR                   the roles' DATA_DIR (default ./.data); Temporal's config and log go to DATA_DIR/split
 #   SPLIT_CLEANUP=1            on exit, also drop the three databases and remove DATA_DIR/split (smoke tests)
+#   API, SMTP, IMAP, WORKERS   how many processes of each role (default 1 each, at most 9). The n-th (from 0)
+#                              of a role listens on its base port + n: PORT (3000), SMTP_PORT (2525),
+#                              IMAP_PORT (1143), IMAPS_PORT (1993); only the first API serves DNS_PORT.
 #   PORT, SMTP_PORT, SECRET_KEY, SERVICE_DOMAIN… are passed through to the roles.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +25,10 @@ SVC_DB="${SVC_DB:-svc_split}"
 TEMPORAL_DB="${TEMPORAL_DB:-temporal}" TEMPORAL_VISIBILITY_DB="${TEMPORAL_VISIBILITY_DB:-temporal_visibility}"
 P="${TEMPORAL_PORT:-7233}"
 DATA_DIR="${DATA_DIR:-./.data}"
+API="${API:-1}" SMTP="${SMTP:-1}" IMAP="${IMAP:-1}" WORKERS="${WORKERS:-1}"
+for n in "$API" "$SMTP" "$IMAP" "$WORKERS"; do
+  [[ "$n" =~ ^[1-9]$ ]] || { echo "split: API, SMTP, IMAP and WORKERS must be 1 to 9 (got '$n')" >&2; exit 2; }
+done
 for db in "$SVC_DB" "$TEMPORAL_DB" "$TEMPORAL_VISIBILITY_DB"; do
   [[ "$db" =~ ^[a-z_][a-z0-9_]*$ ]] || { echo "split: database name '$db' must match [a-z_][a-z0-9_]*" >&2; exit 2; }
 done
@@ -119,6 +126,12 @@ EOF
 cp "$MOD/config/dynamicconfig/development-sql.yaml" "$WORK/config/dynamicconfig/development-sql.yaml"
 chmod u+w "$WORK/config/dynamicconfig/development-sql.yaml"
 sed -i "s#http://localhost:7243/#http://localhost:$((P + 10))/#" "$WORK/config/dynamicconfig/development-sql.yaml"
+# What the service needs of any Temporal server (temporal/dev-server.ts REQUIRED_DYNAMIC_CONFIG): SvcMessageId
+# holds every id of a batch, 100 ids are about 3.1 KB, over the default 2 KB per search attribute value.
+cat >> "$WORK/config/dynamicconfig/development-sql.yaml" <<EOF
+frontend.searchAttributesSizeOfValueLimit:
+  - value: 4096
+EOF
 
 "$BIN/server" --root "$WORK" --config config --env development --allow-no-auth start > "$WORK/temporal.log" 2>&1 &
 pids+=($!)
@@ -136,11 +149,31 @@ echo "split: temporal-server on 127.0.0.1:$P (log: $WORK/temporal.log)"
 export DATABASE_URL="postgres://$PG_USER@$PG_HOST:$PG_PORT/$SVC_DB" TEMPORAL_ADDRESS="127.0.0.1:$P"
 export SECRET_KEY="${SECRET_KEY:-$(cat "$DATA_DIR/split-secret" 2>/dev/null || (head -c 32 /dev/urandom | base64 | tr -d '/+=' | tee "$DATA_DIR/split-secret"))}"
 export DATA_DIR
-# Plain node (not npx): one process per role, so stopping it is one signal to one pid.
-node --import tsx worker.ts & pids+=($!)
-node --import tsx main.ts smtp & pids+=($!)
-node --import tsx main.ts imap & pids+=($!)
-node --import tsx main.ts api & pids+=($!)
+# Plain node (not npx): one process per role, so stopping it is one signal to one pid. N of a role share
+# the database and the task queue; each listens on its own port (base + n).
+API_PORT="${PORT:-3000}" SMTP_BASE="${SMTP_PORT:-2525}" IMAP_BASE="${IMAP_PORT:-1143}" IMAPS_BASE="${IMAPS_PORT:-1993}"
+# METRICS_PORT and TEMPORAL_METRICS_PORT, when set, are bases too: every process gets the next port up.
+METRICS_BASE="${METRICS_PORT:-}" TEMPORAL_METRICS_BASE="${TEMPORAL_METRICS_PORT:-}"
+unset METRICS_PORT TEMPORAL_METRICS_PORT
+n=0
+# Runs one role in the background with its own metrics ports (when metrics are on): [-u VAR] [VAR=value...] command.
+role() {
+  local opts=() extra=()
+  if [ "$1" = -u ]; then opts=(-u "$2"); shift 2; fi
+  [ -n "$METRICS_BASE" ] && extra+=("METRICS_PORT=$((METRICS_BASE + n))")
+  [ -n "$TEMPORAL_METRICS_BASE" ] && extra+=("TEMPORAL_METRICS_PORT=$((TEMPORAL_METRICS_BASE + n))")
+  n=$((n + 1))
+  env "${opts[@]}" "${extra[@]}" "$@" &
+  pids+=($!)
+}
+for i in $(seq 0 $((WORKERS - 1))); do role node --import tsx main.ts worker; done
+for i in $(seq 0 $((SMTP - 1))); do role SMTP_PORT=$((SMTP_BASE + i)) node --import tsx main.ts smtp; done
+for i in $(seq 0 $((IMAP - 1))); do role IMAP_PORT=$((IMAP_BASE + i)) IMAPS_PORT=$((IMAPS_BASE + i)) node --import tsx main.ts imap; done
+for i in $(seq 0 $((API - 1))); do
+  if [ "$i" = 0 ]; then role PORT=$API_PORT node --import tsx main.ts api
+  else role -u DNS_PORT PORT=$((API_PORT + i)) node --import tsx main.ts api; fi
+done
+echo "split: $WORKERS worker(s); $SMTP SMTP on $SMTP_BASE+; $IMAP IMAP on $IMAP_BASE+; $API API on $API_PORT+"
 set +e
 wait -n "${pids[@]}"
 status=$?

@@ -2,6 +2,8 @@
 # Smoke test of the production topology (CI runs it after `npm test`): scripts/split-deployment.sh on
 # FRESH databases and free ports, then test/split-smoke.ts drives the main flows through the API and
 # SMTP roles (sign up, domains, a delivered send, inbound to a webhook, a scheduled send cancelled).
+# Two of each role (API, SMTP, IMAP, worker) on one Temporal server and one PostgreSQL: the driver also
+# sends through the second API and mails through the second SMTP ingress.
 # Everything it started is stopped and its databases are dropped on exit; failure exits non-zero.
 #   SMOKE_READY_TIMEOUT_MS  how long the roles may take to answer /api/health (default 240000; the
 #                           first run on a machine builds temporal-server first, 2-4 minutes, before this clock)
@@ -27,9 +29,10 @@ export SVC_DB="svc_smoke_$id" TEMPORAL_DB="temporal_smoke_$id" TEMPORAL_VISIBILI
 # Temporal's ports keep their distance to the frontend port (split-deployment.sh): check them all.
 # Below Linux's ephemeral range (32768+), so no outgoing connection takes a port between check and bind.
 TEMPORAL_PORT="$(pick_port 21000 27000 1 2 6 10 -300 -299 -298 -294)"
-PORT="$(pick_port 27100 29000)"; SMTP_PORT="$(pick_port 29000 30800)"; DNS_PORT="$(pick_port 30800 32600)"
-IMAP_PORT="$(pick_port 19000 19500)"; IMAPS_PORT="$(pick_port 19500 20000)"
-export TEMPORAL_PORT PORT SMTP_PORT DNS_PORT IMAP_PORT IMAPS_PORT
+# Two of each role: the second listens on the base port + 1 (split-deployment.sh), so that one is checked too.
+PORT="$(pick_port 27100 29000 1)"; SMTP_PORT="$(pick_port 29000 30800 1)"; DNS_PORT="$(pick_port 30800 32600)"
+IMAP_PORT="$(pick_port 19000 19500 1)"; IMAPS_PORT="$(pick_port 19500 20000 1)"
+export TEMPORAL_PORT PORT SMTP_PORT DNS_PORT IMAP_PORT IMAPS_PORT API=2 SMTP=2 IMAP=2 WORKERS=2
 export SPLIT_CLEANUP=1 NODE_ENV=development OUTBOUND_MODE=capture SERVICE_DOMAIN=smoke.svc.test ALLOW_PRIVATE_NETWORKS=1
 export PUBLIC_URL="http://127.0.0.1:$PORT" DNS_SERVERS="127.0.0.1:$DNS_PORT"
 export SECRET_KEY; SECRET_KEY="smoke-$(head -c 24 /dev/urandom | base64 | tr -d '/+=')"
@@ -70,7 +73,8 @@ bash scripts/split-deployment.sh --build-only
 echo "split-smoke: databases $SVC_DB, $TEMPORAL_DB, $TEMPORAL_VISIBILITY_DB; Temporal on $TEMPORAL_PORT, API $PORT, SMTP $SMTP_PORT, DNS $DNS_PORT"
 bash scripts/split-deployment.sh > "$LOG" 2>&1 &
 split_pid=$!
-SMOKE_API_URL="http://127.0.0.1:$PORT" SMOKE_SMTP_PORT="$SMTP_PORT" SMOKE_SERVICE_DOMAIN="$SERVICE_DOMAIN" SMOKE_SPLIT_PID="$split_pid" \
+SMOKE_API_URL="http://127.0.0.1:$PORT" SMOKE_SMTP_PORT="$SMTP_PORT" \
+  SMOKE_API_URL2="http://127.0.0.1:$((PORT + 1))" SMOKE_SMTP_PORT2="$((SMTP_PORT + 1))" SMOKE_SERVICE_DOMAIN="$SERVICE_DOMAIN" SMOKE_SPLIT_PID="$split_pid" \
   SMOKE_TEMPORAL_ADDRESS="127.0.0.1:$TEMPORAL_PORT" \
   node --import tsx test/split-smoke.ts &
 driver_pid=$!

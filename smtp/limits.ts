@@ -1,4 +1,5 @@
 import type { SMTPServer, SMTPServerSession } from 'smtp-server';
+import { rateLimitRefusals } from '../core/metrics.js';
 
 type Reply = Error & { responseCode?: number };
 const reply = (code: number, message: string): Reply => Object.assign(new Error(message), { responseCode: code });
@@ -22,6 +23,7 @@ export function createSmtpGuard(opts: { maxPerIp: number; commandsPerMinute: num
     if (!w || now - w.start >= 60_000) return void rates.set(cid, { start: now, count: 1 });
     w.count += 1;
     if (w.count <= opts.commandsPerMinute) return;
+    if (w.count === opts.commandsPerMinute + 1) rateLimitRefusals.inc({ code: 'smtp_commands' });
     const connections = (server as unknown as { connections?: Set<Connection> } | undefined)?.connections;
     for (const c of connections ?? []) if (c.id === cid) c.send(421, '4.7.0 Too many commands, slow down');
   }
@@ -41,6 +43,7 @@ export function createSmtpGuard(opts: { maxPerIp: number; commandsPerMinute: num
     onConnect(session: SMTPServerSession, callback: (err?: Error | null) => void) {
       const ip = session.remoteAddress;
       const open = perIp.get(ip) ?? 0;
+      if (open >= opts.maxPerIp) rateLimitRefusals.inc({ code: 'smtp_connections' });
       if (open >= opts.maxPerIp) return callback(reply(421, `4.7.0 Too many connections from ${ip}, try again later`));
       perIp.set(ip, open + 1);
       (session as SMTPServerSession & { counted?: boolean }).counted = true;

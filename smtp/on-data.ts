@@ -1,8 +1,11 @@
 import type { Readable } from 'node:stream';
+import { SpanKind } from '@opentelemetry/api';
 import type { SMTPServerDataStream, SMTPServerSession } from 'smtp-server';
 import { isAppError } from '../core/errors.js';
 import type { Core } from '../core/index.js';
-import { logError } from '../core/log.js';
+import { log, logError } from '../core/log.js';
+import { inSpan } from '../core/tracing.js';
+import { acceptDuration, messagesAccepted, since } from '../core/metrics.js';
 
 type Reply = Error & { responseCode?: number };
 const reply = (code: number, message: string): Reply => Object.assign(new Error(message), { responseCode: code });
@@ -27,11 +30,17 @@ async function readMessage(stream: Readable, maxBytes: number): Promise<Buffer |
 /** DATA: size check, then core stores the message (or applies a bounce/complaint report) before the 250. */
 export function onData(core: Core, maxBytes: number) {
   return (stream: SMTPServerDataStream, session: SMTPServerSession, callback: (err?: Error | null, message?: string) => void) => {
+    const started = performance.now();
     readMessage(stream, maxBytes).then(async (raw) => {
       if (!raw || stream.sizeExceeded) return callback(reply(552, `5.3.4 Message too big: the limit is ${maxBytes} bytes`));
       const rcpts = session.envelope.rcptTo.map((r) => r.address);
       const from = session.envelope.mailFrom ? session.envelope.mailFrom.address : '';
-      const ids = await core.inbound.receive(raw, { from, rcpts, ip: session.remoteAddress, helo: session.hostNameAppearsAs || session.clientHostname || '' });
+      const ids = await inSpan('smtp receive', { 'svc.recipients': rcpts.length, 'svc.bytes': raw.length }, () =>
+        core.inbound.receive(raw, { from, rcpts, ip: session.remoteAddress, helo: session.hostNameAppearsAs || session.clientHostname || '' }), SpanKind.SERVER);
+      // One per DATA answered 250 (a message to two hosted domains is stored twice, accepted once).
+      messagesAccepted.inc({ source: 'smtp' });
+      acceptDuration.observe({ source: 'smtp' }, since(started));
+      log.info({ messageIds: ids, recipients: rcpts.length, client: session.remoteAddress }, 'inbound message accepted');
       callback(null, `2.0.0 Ok: queued${ids.length ? ` as ${ids.join(',')}` : ''}`);
     }).catch((err: unknown) => {
       if (isAppError(err) && err.status >= 400 && err.status < 600 && !err.retryable) return callback(reply(err.status === 413 ? 552 : 554, err.message));

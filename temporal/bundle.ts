@@ -6,6 +6,8 @@ import { fileURLToPath } from 'node:url';
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 export const WORKFLOWS_DIR = join(ROOT, 'workflows');
 export const WORKFLOWS_ENTRY = join(WORKFLOWS_DIR, 'index.ts');
+/** The workflow interceptors every bundle carries (tracing, active only for runs started with a trace context). */
+export const WORKFLOW_INTERCEPTORS = join(WORKFLOWS_DIR, 'tracing-interceptors.ts');
 /** Built at install (`npm run build:workflows`, run by postinstall) or image build; git-ignored. */
 export const BUNDLE_PATH = join(ROOT, 'dist', 'workflows.js');
 const HASH_PATH = `${BUNDLE_PATH}.sha256`;
@@ -28,7 +30,7 @@ export function prebuiltBundle(): string | undefined {
 export async function buildBundle(): Promise<string> {
   const { bundleWorkflowCode } = await import('@temporalio/worker');
   const noop = () => undefined;
-  const { code } = await bundleWorkflowCode({ workflowsPath: WORKFLOWS_ENTRY, logger: { trace: noop, debug: noop, info: noop, warn: console.warn, error: console.error, log: noop } });
+  const { code } = await bundleWorkflowCode({ workflowsPath: WORKFLOWS_ENTRY, workflowInterceptorModules: [WORKFLOW_INTERCEPTORS], logger: { trace: noop, debug: noop, info: noop, warn: console.warn, error: console.error, log: noop } });
   mkdirSync(dirname(BUNDLE_PATH), { recursive: true });
   writeFileSync(BUNDLE_PATH, code);
   writeFileSync(HASH_PATH, workflowSourcesHash() + '\n');

@@ -1,32 +1,35 @@
-import { type ApplicationFailure, Client, Connection, WorkflowNotFoundError, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError } from '@temporalio/client';
+import { type ApplicationFailure, Client, type WorkflowClientInterceptor, Connection, WorkflowNotFoundError, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError } from '@temporalio/client';
 import type { QueryDefinition } from '@temporalio/common';
 import proto from '@temporalio/proto';
-import type { WorkflowPort } from '../core/index.js';
+import type { WorkflowPort } from '../core/ports.js';
 import { deferredDeliveryWorkflow } from '../workflows/deferred-delivery.js';
 import { deliverOutboundWorkflow } from '../workflows/deliver-outbound.js';
 import { broadcastWorkflow, cancelSignal, progressQuery, type BroadcastInput } from '../workflows/broadcast.js';
 import { importContactsWorkflow, importProgressQuery } from '../workflows/import-contacts.js';
 import { engagementDispatchWorkflow, moreEventsSignal } from '../workflows/engagement-dispatch.js';
-import { broadcastWorkflowId, contactImportWorkflowId, deferredDeliveryWorkflowId, deliverOutboundWorkflowId, engagementDispatchWorkflowId, inboundBatchWorkflowId, scheduledSendWorkflowId, sequenceEnrolmentWorkflowId, verifyDomainWorkflowId, webhookDeliveryWorkflowId } from '../workflows/ids.js';
+import { broadcastWorkflowId, contactImportWorkflowId, deferredDeliveryWorkflowId, deliverOutboundWorkflowId, engagementDispatchWorkflowId, inboundBatchWorkflowId, scheduledSendWorkflowId, sequenceEnrolmentWorkflowId, verifyDomainWorkflowId, warmupWorkflowId, webhookDeliveryWorkflowId, dkimRotationWorkflowId } from '../workflows/ids.js';
+import { warmupWorkflow } from '../workflows/warmup.js';
 import { inboundBatchWorkflow } from '../workflows/inbound-batch.js';
 import { appEventSignal, cancelEnrolmentSignal, contactChangedSignal, enrolSequenceWorkflow, stateQuery } from '../workflows/sequence-enrolment.js';
 import { cancelUpdate, scheduledSendWorkflow } from '../workflows/scheduled-send.js';
 import { SvcAccountId, SvcBroadcastId, SvcBroadcastStatus, SvcDeliveryId, SvcContactId, SvcDomain, SvcDomainId, SvcDomainStatus, SvcMessageId, SvcSequenceId, SvcSequenceStep } from '../workflows/search-attributes.js';
 import { checkNowSignal, verifyDomainWorkflow } from '../workflows/verify-domain.js';
+import { dkimCheckNowSignal, dkimRotationWorkflow } from '../workflows/dkim-rotation.js';
+import { SIGNING_KEY_CACHE_MS } from '../core/outbound/dkim.js';
 import { webhookDeliveryWorkflow } from '../workflows/webhook-delivery.js';
 import { SEARCH_ATTRIBUTES } from './search-attributes.js';
 
 export type TemporalHandle = { client: Client; connection: Connection; namespace: string; taskQueue: string };
 
 /** Connects to the frontend, waiting (up to `waitMs`) until it answers for the namespace. */
-export async function connectTemporal(opts: { address: string; namespace: string; taskQueue: string; waitMs?: number }): Promise<TemporalHandle> {
+export async function connectTemporal(opts: { address: string; namespace: string; taskQueue: string; waitMs?: number; interceptors?: WorkflowClientInterceptor[] }): Promise<TemporalHandle> {
   const deadline = Date.now() + (opts.waitMs ?? 30_000);
   let lastError: unknown;
   while (Date.now() < deadline) {
     try {
       const connection = await Connection.connect({ address: opts.address, connectTimeout: 2_000 });
       await connection.workflowService.describeNamespace({ namespace: opts.namespace });
-      return { client: new Client({ connection, namespace: opts.namespace }), connection, namespace: opts.namespace, taskQueue: opts.taskQueue };
+      return { client: new Client({ connection, namespace: opts.namespace, interceptors: { workflow: opts.interceptors ?? [] } }), connection, namespace: opts.namespace, taskQueue: opts.taskQueue };
     } catch (err) {
       lastError = err;
       await new Promise((r) => setTimeout(r, 500));
@@ -38,14 +41,23 @@ export async function connectTemporal(opts: { address: string; namespace: string
 /**
  * Registers the search attributes the namespace does not list yet, answering their names. One caller at a
  * time (temporal/search-attribute-setup.ts serializes the roles): concurrent adds race on the SQL columns.
+ * An attribute listed with another type (SvcMessageId was a Keyword before it held every id of a batch)
+ * is removed and added again with its type: the server cannot change a type in place, and a run started
+ * with the new type's value would be refused. Runs indexed under the old type are no longer found by it.
  */
-export async function ensureSearchAttributes(t: TemporalHandle): Promise<string[]> {
-  const existing = await t.connection.operatorService.listSearchAttributes({ namespace: t.namespace });
-  const missing = Object.keys(SEARCH_ATTRIBUTES).filter((name) => !(name in (existing.customAttributes ?? {})));
+export async function ensureSearchAttributes(t: TemporalHandle, log: (m: string) => void = () => undefined): Promise<string[]> {
+  const existing = (await t.connection.operatorService.listSearchAttributes({ namespace: t.namespace })).customAttributes ?? {};
+  const want = (n: string) => proto.temporal.api.enums.v1.IndexedValueType[`INDEXED_VALUE_TYPE_${SEARCH_ATTRIBUTES[n]!}`];
+  const retyped = Object.keys(SEARCH_ATTRIBUTES).filter((n) => n in existing && existing[n] !== want(n));
+  if (retyped.length > 0) {
+    log(`[temporal] search attributes ${retyped.join(', ')} have another type in namespace ${t.namespace}; removing them to add them as ${retyped.map((n) => SEARCH_ATTRIBUTES[n]).join(', ')}`);
+    await t.connection.operatorService.removeSearchAttributes({ namespace: t.namespace, searchAttributes: retyped });
+  }
+  const missing = Object.keys(SEARCH_ATTRIBUTES).filter((name) => !(name in existing) || retyped.includes(name));
   if (missing.length === 0) return [];
   await t.connection.operatorService.addSearchAttributes({
     namespace: t.namespace,
-    searchAttributes: Object.fromEntries(missing.map((n) => [n, proto.temporal.api.enums.v1.IndexedValueType[`INDEXED_VALUE_TYPE_${SEARCH_ATTRIBUTES[n]!}`]])),
+    searchAttributes: Object.fromEntries(missing.map((n) => [n, want(n)])),
   });
   return missing;
 }
@@ -60,7 +72,7 @@ const UPDATE_DEADLINE_MS = 5_000;
 
 /** The WorkflowPort core uses, backed by a real Temporal client. */
 export type WorkflowSettings = {
-  domainVerify: DomainVerifyTiming; outboundRetrySchedule: number[]; webhookRetrySchedule: number[];
+  domainVerify: DomainVerifyTiming; outboundRetrySchedule: number[]; webhookRetrySchedule: number[]; dkimRotation: { graceMs: number };
   broadcast: { batchSize: number; concurrency: number; domainRate: number; batchesPerRun: number; importChunkRows: number };
 };
 
@@ -84,9 +96,9 @@ export function createWorkflowPort(t: TemporalHandle, settings: WorkflowSettings
       await t.client.workflow.start(inboundBatchWorkflow, {
         taskQueue, workflowId: inboundBatchWorkflowId(messageIds[0]!), workflowIdConflictPolicy: 'USE_EXISTING',
         args: [{ messageIds, retrySchedule: settings.webhookRetrySchedule }],
-        // As for outbound batches: the ids in the memo (a search attribute value is capped at 2 KB); each row names its run.
+        // Every id in SvcMessageId (a KeywordList; the server's value limit is raised to 4 KB for 100 ids), and in the memo.
         memo: { messageIds },
-        typedSearchAttributes: [{ key: SvcMessageId, value: messageIds[0]! }, { key: SvcAccountId, value: accountId }],
+        typedSearchAttributes: [{ key: SvcMessageId, value: messageIds }, { key: SvcAccountId, value: accountId }],
       });
     },
     async startBroadcast(b) {
@@ -159,14 +171,14 @@ export function createWorkflowPort(t: TemporalHandle, settings: WorkflowSettings
       await t.client.workflow.start(webhookDeliveryWorkflow, {
         taskQueue, workflowId: webhookDeliveryWorkflowId(d.deliveryId), workflowIdConflictPolicy: 'USE_EXISTING',
         args: [{ deliveryId: d.deliveryId, retrySchedule: settings.webhookRetrySchedule, startAttempt: d.startAttempt }],
-        typedSearchAttributes: [{ key: SvcDeliveryId, value: d.deliveryId }, { key: SvcAccountId, value: d.userId }, { key: SvcMessageId, value: d.messageId }],
+        typedSearchAttributes: [{ key: SvcDeliveryId, value: d.deliveryId }, { key: SvcAccountId, value: d.userId }, { key: SvcMessageId, value: [d.messageId] }],
       });
     },
     async startScheduledSend(s) {
       await t.client.workflow.start(scheduledSendWorkflow, {
         taskQueue, workflowId: scheduledSendWorkflowId(s.id), workflowIdConflictPolicy: 'USE_EXISTING',
         args: [{ scheduledSendId: s.id, messageId: s.messageId, scheduledAt: s.scheduledAt, retrySchedule }],
-        typedSearchAttributes: [{ key: SvcAccountId, value: s.userId }, { key: SvcMessageId, value: s.messageId }],
+        typedSearchAttributes: [{ key: SvcAccountId, value: s.userId }, { key: SvcMessageId, value: [s.messageId] }],
       });
     },
     async cancelScheduledSend(id) {
@@ -203,21 +215,50 @@ export function createWorkflowPort(t: TemporalHandle, settings: WorkflowSettings
     async nudgeDomainVerification(domainId) {
       await t.client.workflow.getHandle(verifyDomainWorkflowId(domainId)).signal(checkNowSignal).catch(ignoreNotFound);
     },
+    async startDkimRotation(domainId) {
+      // The old selector stays published at least twice as long as any signer may keep the old key cached.
+      const graceMs = Math.max(settings.dkimRotation.graceMs, 2 * SIGNING_KEY_CACHE_MS);
+      try {
+        await t.client.workflow.start(dkimRotationWorkflow, {
+          taskQueue, workflowId: dkimRotationWorkflowId(domainId), args: [{ domainId, ...timing, graceMs }], workflowIdConflictPolicy: 'FAIL',
+          typedSearchAttributes: [{ key: SvcDomainId, value: domainId }],
+        });
+        return true;
+      } catch (err) {
+        if ((err as Error).name === 'WorkflowExecutionAlreadyStartedError') return false;
+        throw err;
+      }
+    },
+    async nudgeDkimRotation(domainId) {
+      await t.client.workflow.getHandle(dkimRotationWorkflowId(domainId)).signal(dkimCheckNowSignal).catch((err: unknown) => {
+        // No rotation, or one already finished: nothing to nudge.
+        if (!(err instanceof WorkflowNotFoundError) && !String((err as Error).message).includes('already completed')) throw err;
+      });
+    },
+    async startWarmup(w) {
+      await t.client.workflow.start(warmupWorkflow, {
+        taskQueue, workflowId: warmupWorkflowId(w.domainId), args: [{ domainId: w.domainId, days: w.days, dayMs: w.dayMs }], workflowIdConflictPolicy: 'TERMINATE_EXISTING',
+        typedSearchAttributes: [{ key: SvcAccountId, value: w.userId }, { key: SvcDomainId, value: w.domainId }],
+      });
+    },
+    async stopWarmup(domainId) {
+      await t.client.workflow.getHandle(warmupWorkflowId(domainId)).terminate('warm-up plan stopped or restarted').catch(ignoreNotFound);
+    },
     async stopDomainVerification(domainId) {
       await t.client.workflow.getHandle(verifyDomainWorkflowId(domainId)).terminate('domain deleted').catch(ignoreNotFound);
     },
     async startOutboundBatch(messageIds, accountId) {
       await t.client.workflow.start(deliverOutboundWorkflow, {
         taskQueue, workflowId: deliverOutboundWorkflowId(messageIds[0]!), args: [{ messageIds, retrySchedule }], workflowIdConflictPolicy: 'USE_EXISTING',
-        // The ids go to the memo: a search attribute value is capped at 2 KB (about 60 ids); each row names its run.
+        // Every id in SvcMessageId (a KeywordList; the server's value limit is raised to 4 KB for 100 ids), and in the memo.
         memo: { messageIds },
-        typedSearchAttributes: [{ key: SvcMessageId, value: messageIds[0]! }, ...(accountId ? [{ key: SvcAccountId, value: accountId }] : [])],
+        typedSearchAttributes: [{ key: SvcMessageId, value: messageIds }, ...(accountId ? [{ key: SvcAccountId, value: accountId }] : [])],
       });
     },
     async startDeferredDelivery(messageId) {
       await t.client.workflow.start(deferredDeliveryWorkflow, {
         taskQueue, workflowId: deferredDeliveryWorkflowId(messageId), args: [{ messageId, retrySchedule }], workflowIdConflictPolicy: 'USE_EXISTING',
-        typedSearchAttributes: [{ key: SvcMessageId, value: messageId }],
+        typedSearchAttributes: [{ key: SvcMessageId, value: [messageId] }],
       });
     },
     async ping() {
@@ -229,7 +270,8 @@ export function createWorkflowPort(t: TemporalHandle, settings: WorkflowSettings
 
 const DEADLINE_EXCEEDED = 4; // gRPC status code
 
-function isDeadline(err: unknown): boolean {
+/** A call the server did not answer in time (a loaded server): trying again may succeed. */
+export function isDeadline(err: unknown): boolean {
   const e = err as { code?: number; cause?: { code?: number } };
   return e.code === DEADLINE_EXCEEDED || e.cause?.code === DEADLINE_EXCEEDED || /deadline/i.test((err as Error)?.message ?? '');
 }

@@ -38,6 +38,12 @@ while kill -0 "$parent" 2>/dev/null && kill -0 $child 2>/dev/null; do sleep 1; d
 kill -TERM $child 2>/dev/null
 wait $child`;
 
+/**
+ * What the service needs of any Temporal server, tuned or not: `SvcMessageId` holds every id of a batch
+ * (100 ids are about 3.1 KB as a KeywordList), over the default 2 KB per search attribute value.
+ */
+export const REQUIRED_DYNAMIC_CONFIG = ['frontend.searchAttributesSizeOfValueLimit=4096'];
+
 export type DevServer = { address: string; uiPort: number | undefined; stop(): Promise<void> };
 
 /**
@@ -62,7 +68,7 @@ export async function startDevServer(opts: {
   if (opts.uiPort) args.push('--ui-port', String(opts.uiPort), '--ui-ip', '127.0.0.1');
   else args.push('--headless');
   for (const [name, type] of Object.entries(SEARCH_ATTRIBUTES)) args.push('--search-attribute', `${name}=${CLI_TYPE_NAMES[type]}`);
-  for (const kv of [...(opts.untuned ? [] : DYNAMIC_CONFIG), ...(opts.dynamicConfig ?? [])]) args.push('--dynamic-config-value', kv);
+  for (const kv of [...REQUIRED_DYNAMIC_CONFIG, ...(opts.untuned ? [] : DYNAMIC_CONFIG), ...(opts.dynamicConfig ?? [])]) args.push('--dynamic-config-value', kv);
 
   const child = spawn('bash', ['-c', WATCHDOG, 'temporal-dev', String(process.pid), temporalCliPath(), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   const output: string[] = [];

@@ -1,4 +1,5 @@
 import type { SearchAttributeType } from '@temporalio/common';
+import proto from '@temporalio/proto';
 import type { Database } from '../db/index.js';
 import { ensureSearchAttributes, type TemporalHandle } from './client.js';
 import { SEARCH_ATTRIBUTES } from './search-attributes.js';
@@ -6,6 +7,8 @@ import { SEARCH_ATTRIBUTES } from './search-attributes.js';
 /** Serializes registration when API, SMTP ingress and worker start together against one database. */
 const SEARCH_ATTRIBUTE_LOCK = 7_301_502;
 const DEFAULT_TIMEOUT_MS = 90_000;
+
+const INDEXED_TYPE = (type: SearchAttributeType) => proto.temporal.api.enums.v1.IndexedValueType[`INDEXED_VALUE_TYPE_${type}`];
 
 /** A value of each type that no run carries, for a query that names every attribute. */
 const PROBE_LITERAL: Record<SearchAttributeType, string> = {
@@ -33,7 +36,7 @@ export async function prepareSearchAttributes(t: TemporalHandle, opts: {
   const deadline = started + (opts.timeoutMs ?? DEFAULT_TIMEOUT_MS);
   const where = `Temporal${opts.address ? ` at ${opts.address}` : ''} (namespace ${t.namespace})`;
   const names = Object.keys(SEARCH_ATTRIBUTES).join(', ');
-  const added = await opts.database.withLock(SEARCH_ATTRIBUTE_LOCK, () => retryUntil(deadline, () => ensureSearchAttributes(t)))
+  const added = await opts.database.withLock(SEARCH_ATTRIBUTE_LOCK, () => retryUntil(deadline, () => ensureSearchAttributes(t, log)))
     .catch((err: Error) => { throw new Error(`${where}: could not register the search attributes ${names}: ${err.message}`, { cause: err }); });
   if (added.length > 0) log(`[temporal] registered search attributes ${added.join(', ')} in namespace ${t.namespace}; waiting until the server resolves them`);
   const query = probeQuery();
@@ -43,6 +46,8 @@ export async function prepareSearchAttributes(t: TemporalHandle, opts: {
       const listed = await t.connection.operatorService.listSearchAttributes({ namespace: t.namespace });
       const missing = Object.keys(SEARCH_ATTRIBUTES).filter((name) => !(name in (listed.customAttributes ?? {})));
       if (missing.length > 0) throw new Error(`not listed: ${missing.join(', ')}`);
+      const retyped = Object.keys(SEARCH_ATTRIBUTES).filter((n) => listed.customAttributes![n] !== INDEXED_TYPE(SEARCH_ATTRIBUTES[n]!));
+      if (retyped.length > 0) throw new Error(`listed with another type: ${retyped.join(', ')}`);
       await t.connection.workflowService.listWorkflowExecutions({ namespace: t.namespace, pageSize: 1, query });
       if (added.length > 0) log(`[temporal] search attributes ready after ${Date.now() - started} ms`);
       return;

@@ -4,9 +4,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDnsServer, type DnsServer } from '../dns/server.js';
 import { createStaticZone } from '../dns/static-zone.js';
 import { schema } from '../db/index.js';
-import { publishOwnership } from './helpers/dns.js';
+import { createOwnershipTokens } from '../core/domains/ownership.js';
+import { ownMxOf, publishOwnMx } from './helpers/dns.js';
 import { startStack, type TestStack } from './helpers/stack.js';
 import { rawSmtp } from './helpers/smtp-client.js';
+import { rawImap } from './helpers/imap-wire.js';
+import { mintPassword } from './helpers/mailbox.js';
 
 /** Domain ownership: the squatting scenario, DNS failures, and one verified holder per domain. */
 const SERVICE = 'own.svc.test';
@@ -48,23 +51,23 @@ const rcpt = async (address: string) => {
 const messagesOf = async (t: string) => (await stack.api('GET', '/api/messages', { token: t })).body as any[];
 
 describe('the squatting scenario', () => {
-  it("a second account that adds the owner's domain first never takes its mail", async () => {
+  it("two accounts add the same domain: only the owner's published MX verifies, and mail reaches the owner", async () => {
     // The squatter adds the domain before the owner and asks for verification over and over.
     const theirs = (await add('corp.example', squatter)).body;
     const mine = (await add('corp.example', owner)).body;
-    expect(mine.dns.find((r: any) => r.name === '_svc-verify.corp.example').value).toMatch(/^svc-verify=[0-9a-f]{40}$/);
-    expect(theirs.dns.find((r: any) => r.name === '_svc-verify.corp.example').value)
-      .not.toBe(mine.dns.find((r: any) => r.name === '_svc-verify.corp.example').value);
+    // Each row has its own MX host under the service domain, so the records differ.
+    expect(ownMxOf('corp.example', mine.dns).value).toMatch(new RegExp(`^[0-9a-f]{20}\\.mx\\.${SERVICE.replace(/\./g, '\\.')}$`));
+    expect(ownMxOf('corp.example', theirs.dns).value).not.toBe(ownMxOf('corp.example', mine.dns).value);
     // A pending row never answers for the domain.
     expect(await rcpt('ceo@corp.example')).toBe(550);
 
-    // The owner publishes MX (the same for everyone) and their own token.
-    zone.set('corp.example', 'MX', [{ value: SERVICE, priority: 10 }]);
+    // The owner publishes the MX record their dashboard showed them, and nothing else.
+    publishOwnMx(zone, 'corp.example', mine.dns);
     for (let i = 0; i < 3; i++) expect((await verify(theirs.domain.id, squatter)).body).toMatchObject({ status: 'pending', checks: { mx: false, ownership: false } });
-    publishOwnership(zone, 'corp.example', mine.dns);
-    expect((await verify(theirs.domain.id, squatter)).body.status).toBe('pending');
     expect((await verify(mine.domain.id, owner)).body).toMatchObject({ status: 'verified', checks: { mx: true, ownership: true } });
     expect((await verify(theirs.domain.id, squatter)).body.status).toBe('pending');
+    const rows = await stack.service.core.db.select().from(schema.domains).where(eq(schema.domains.domain, 'corp.example'));
+    expect(rows.map((r) => [r.userId === theirs.domain.user_id ? 'squatter' : 'owner', r.status]).sort()).toEqual([['owner', 'verified'], ['squatter', 'pending']]);
 
     const smtp = nodemailer.createTransport({ host: '127.0.0.1', port: stack.service.smtpPort!, secure: false, ignoreTLS: true });
     await smtp.sendMail({ from: 'a@far.example', to: 'ceo@corp.example', subject: 'board minutes', text: 'private' });
@@ -72,11 +75,44 @@ describe('the squatting scenario', () => {
     expect((await messagesOf(squatter)).map((m) => m.subject)).not.toContain('board minutes');
   });
 
-  it('at most one account holds a domain verified, even when both publish their token', async () => {
+  it("the squatter's earlier pending row locks nobody out: IMAP LOGIN and the mailbox API resolve the owner's verified row", async () => {
+    const mine = (await stack.api('GET', '/api/domains', { token: owner })).body.find((x: { domain: string }) => x.domain === 'corp.example');
+    const rows = await stack.service.core.db.select().from(schema.domains).where(eq(schema.domains.domain, 'corp.example'));
+    // The squatter's row was added first (and is pending); the owner's is the verified one.
+    expect(rows.find((r) => r.userId !== mine.user_id)!.createdAt).toBeLessThanOrEqual(rows.find((r) => r.id === mine.id)!.createdAt);
+    const pw = await mintPassword(stack, owner, { domainId: mine.id, address: 'ceo', protocols: ['imap', 'api'] });
+    const c = await rawImap(stack.service.imapPort!);
+    expect(await c.cmd('a1', `LOGIN ceo@corp.example ${pw.secret}`)).toMatch(/^a1 OK/);
+    expect(await c.cmd('a2', 'SELECT INBOX')).toMatch(/^a2 OK/);
+    c.close();
+    const listed = await stack.api('GET', '/api/mailbox/messages?address=ceo@corp.example', { token: pw.secret });
+    expect(listed.status).toBe(200);
+    // The squatter's password for its pending row opens nothing.
+    const theirs = rows.find((r) => r.userId !== mine.user_id)!;
+    const res = await stack.api('POST', '/api/app-passwords', { token: squatter, body: { domainId: theirs.id, address: 'ceo', protocols: ['imap', 'api'] } });
+    if (res.status === 201) {
+      const d = await rawImap(stack.service.imapPort!);
+      expect(await d.cmd('b1', `LOGIN ceo@corp.example ${res.body.secret}`)).toMatch(/^b1 NO \[AUTHENTICATIONFAILED\]/);
+      d.close();
+      expect((await stack.api('GET', '/api/mailbox/messages?address=ceo@corp.example', { token: res.body.secret })).status).toBe(403);
+    } else expect(res.status).toBeGreaterThanOrEqual(400);
+  });
+
+  it('an MX at the service domain itself proves nothing alone; with the account\'s _svc-verify token it still does (the older proof)', async () => {
+    const theirs = (await add('legacy.example', squatter)).body;
+    const mine = (await add('legacy.example', owner)).body;
+    zone.set('legacy.example', 'MX', [{ value: SERVICE, priority: 10 }]);
+    expect((await verify(mine.domain.id, owner)).body).toMatchObject({ status: 'pending', checks: { mx: false, ownership: false } });
+    const token = createOwnershipTokens(stack.config.secretKey).record(mine.domain.user_id, 'legacy.example');
+    zone.set(token.name, 'TXT', [{ value: token.value }]);
+    expect((await verify(theirs.domain.id, squatter)).body).toMatchObject({ status: 'pending', checks: { mx: false, ownership: false } });
+    expect((await verify(mine.domain.id, owner)).body).toMatchObject({ status: 'verified', checks: { mx: true, ownership: true } });
+  });
+
+  it('at most one account holds a domain verified, even when both MX hosts are published', async () => {
     const a = (await add('both.example', owner)).body;
     const b = (await add('both.example', squatter)).body;
-    zone.set('both.example', 'MX', [{ value: SERVICE, priority: 10 }]);
-    zone.set('_svc-verify.both.example', 'TXT', [a, b].map((x) => ({ value: x.dns.find((r: any) => r.name === '_svc-verify.both.example').value })));
+    zone.set('both.example', 'MX', [a, b].map((x) => ({ value: ownMxOf('both.example', x.dns).value, priority: 10 })));
     const results = await Promise.all([verify(a.domain.id, owner), verify(b.domain.id, squatter), verify(a.domain.id, owner), verify(b.domain.id, squatter)]);
     expect(results.every((r) => r.status === 200)).toBe(true);
     const rows = await stack.service.core.db.select().from(schema.domains).where(eq(schema.domains.domain, 'both.example'));
@@ -85,14 +121,14 @@ describe('the squatting scenario', () => {
 
   it('deleting the verified domain frees it for the next account that proves ownership', async () => {
     const first = (await add('moved.example', owner)).body;
-    zone.set('moved.example', 'MX', [{ value: SERVICE, priority: 10 }]);
-    publishOwnership(zone, 'moved.example', first.dns);
+    publishOwnMx(zone, 'moved.example', first.dns);
     expect((await verify(first.domain.id, owner)).body.status).toBe('verified');
     const next = (await add('moved.example', squatter)).body;
     expect(next.domain).toBeUndefined(); // refused: held verified by another account
     expect((await stack.api('DELETE', `/api/domains/${first.domain.id}`, { token: owner })).status).toBe(200);
     const added = (await add('moved.example', squatter)).body;
-    publishOwnership(zone, 'moved.example', added.dns);
+    expect((await verify(added.domain.id, squatter)).body.status).toBe('pending'); // the old owner's MX is not theirs
+    publishOwnMx(zone, 'moved.example', added.dns);
     expect((await verify(added.domain.id, squatter)).body.status).toBe('verified');
   });
 });
@@ -100,8 +136,7 @@ describe('the squatting scenario', () => {
 describe('DNS failures keep the previous state', () => {
   it('a verified domain keeps receiving through a DNS outage', async () => {
     const d = (await add('steady.example', owner)).body;
-    zone.set('steady.example', 'MX', [{ value: SERVICE, priority: 10 }]);
-    publishOwnership(zone, 'steady.example', d.dns);
+    publishOwnMx(zone, 'steady.example', d.dns);
     expect((await verify(d.domain.id, owner)).body.status).toBe('verified');
     failing.add('steady.example');
     try {

@@ -10,6 +10,7 @@ import { broadcastHelpers, headerOf } from './helpers/broadcasts.js';
 import { resolverFor } from './helpers/dns.js';
 import { startSendingStack, type SendingStack } from './helpers/sending.js';
 import { eventually } from './helpers/stack.js';
+import { runsOfMessage } from './helpers/visibility.js';
 
 let env: SendingStack;
 let h: ReturnType<typeof broadcastHelpers>;
@@ -19,6 +20,8 @@ beforeAll(async () => {
   env = await startSendingStack({ env: {
     BROADCAST_BATCH_SIZE: '20', BROADCAST_CONCURRENCY: '2', BROADCAST_DOMAIN_RATE: '100', BROADCAST_BATCHES_PER_RUN: '3',
     BROADCAST_FOOTER_ADDRESS: '1 Main St, Springfield',
+    // Room for every recipient of this suite: the caps of broadcasts are test/send-gate.test.ts's.
+    PLANS: JSON.stringify({ free: { includedEmails: 100_000, dailySendCap: 10_000, overage: 'block', paid: false } }),
   } });
   h = broadcastHelpers(env);
 });
@@ -73,6 +76,15 @@ describe('broadcast fan-out', () => {
     const [msg] = await service.core.db.select().from(schema.messages).where(eq(schema.messages.id, first.messageId!));
     expect(msg!.workflowId).toBe(`broadcast-${b.id}-batch-1`);
     await client.connection.close();
+    // A recipient in the middle of a batch is found by its message id: the batch run carries every id it sends.
+    const sentRows = rows.filter((r) => r.messageId).sort((a, b) => a.seq - b.seq);
+    const middle = sentRows[30]!; // batches of 20: the 11th of the second batch
+    const [mid] = await service.core.db.select().from(schema.messages).where(eq(schema.messages.id, middle.messageId!));
+    expect(mid!.workflowId).not.toBe(`broadcast-${b.id}-batch-${middle.seq}`);
+    const found = await runsOfMessage(service.temporalAddress, middle.messageId!, mid!.workflowId!);
+    expect([...found.keys()]).toEqual([mid!.workflowId]);
+    expect(found.get(mid!.workflowId!)).toContain(middle.messageId);
+    expect(found.get(mid!.workflowId!)!.length).toBeGreaterThan(10);
   });
 
   it('an unsubscribe between batches takes effect in the same broadcast', async () => {

@@ -13,7 +13,7 @@ describe('configuration', () => {
       port: 3000, publicUrl: 'http://localhost:3000', databaseUrl: undefined, smtpPort: 2525, serviceDomain: 'localhost',
       dnsServers: [], outboundMode: 'capture', mxPort: 25, dnsPort: undefined,
       temporal: { address: undefined, namespace: 'default', taskQueue: 'svc-mail', uiPort: 8233, devPort: 7233 },
-      webhookRetrySchedule: [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000],
+      webhookRetrySchedule: [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000], webhookTimeoutMs: 15_000,
       defaultPlan: 'free',
     });
   });
@@ -40,6 +40,8 @@ describe('configuration', () => {
     const msg = (err as Error).message;
     for (const name of ['PORT', 'OUTBOUND_MODE', 'DATABASE_URL', 'TEMPORAL_ADDRESS']) expect(msg).toContain(name);
     expect(() => loadConfig({ DATA_DIR: dir(), WEBHOOK_RETRY_SCHEDULE: '5,soon' })).toThrow(/WEBHOOK_RETRY_SCHEDULE/);
+    expect(loadConfig({ DATA_DIR: dir(), WEBHOOK_TIMEOUT_MS: '2000' }).webhookTimeoutMs).toBe(2000);
+    expect(() => loadConfig({ DATA_DIR: dir(), WEBHOOK_TIMEOUT_MS: '20000' })).toThrow(/WEBHOOK_TIMEOUT_MS/);
     expect(() => loadConfig({ DATA_DIR: dir(), SECRET_KEY: 'short' })).toThrow(/SECRET_KEY/);
     expect(() => loadConfig({ DATA_DIR: dir(), PLANS: '{"x":{"includedEmails":-1}}' })).toThrow(/PLANS/);
     expect(() => loadConfig({ DATA_DIR: dir(), DEFAULT_PLAN: 'gold' })).toThrow(/DEFAULT_PLAN/);

@@ -8,7 +8,11 @@ import { FROM_DOMAIN, startSendingStack, type SendingStack } from './helpers/sen
 import { eventually } from './helpers/stack.js';
 
 let env: SendingStack;
-beforeAll(async () => { env = await startSendingStack({ env: { IMPORT_CHUNK_ROWS: '50' } }); });
+beforeAll(async () => {
+  // Room under the caps for the broadcast at the end (caps are test/send-gate-background.test.ts's).
+  const PLANS = JSON.stringify({ free: { includedEmails: 100_000, dailySendCap: 10_000, overage: 'block', paid: false } });
+  env = await startSendingStack({ env: { IMPORT_CHUNK_ROWS: '50', PLANS } });
+});
 afterAll(async () => { await env?.stop(); });
 const api = (method: string, path: string, body?: unknown) => env.stack.api(method, path, { token: env.key, body });
 
@@ -125,6 +129,48 @@ describe('lists', () => {
     expect(imp!.offset).toBe(400);
     expect((await api('GET', '/api/contacts?search=csv-5@')).body[0]).toMatchObject({ name: 'Person 5', attributes: { plan: 'pro' } });
     expect((await api('POST', `/api/lists/${list.id}/import`, { csv: 'name\nx\n' })).body.code).toBe('invalid_csv');
+  });
+
+  it('parses the CSV once, at upload, into staged rows the chunks apply and delete; a contact\'s limits apply to the columns', async () => {
+    const list = (await api('POST', '/api/lists', { name: 'Staged' })).body;
+    const wide = `email,${Array.from({ length: 101 }, (_, i) => `col${i}`).join(',')}\nw@example.com\n`;
+    const refused = await api('POST', `/api/lists/${list.id}/import`, { csv: wide });
+    expect(refused).toMatchObject({ status: 400, body: { code: 'invalid_csv' } });
+    expect(refused.body.error).toContain('at most 100 attribute columns');
+    const rows = Array.from({ length: 120 }, (_, i) => (i === 5 ? `staged-${i}@example.com,${'n'.repeat(201)},x` : i === 6 ? `staged-${i}@example.com,Six,${'v'.repeat(2001)}` : `staged-${i}@example.com,Person ${i},v${i}`));
+    const service = env.stack.service;
+    await service.worker!.shutdown();
+    const started = await api('POST', `/api/lists/${list.id}/import`, { csv: `email,name,note\n${rows.join('\n')}\n` });
+    expect(started.status).toBe(202);
+    const imp = schema.contactImports;
+    const staged = () => service.core.db.select().from(schema.contactImportRows).where(eq(schema.contactImportRows.importId, started.body.id));
+    // Parsed once: the rows are staged and the CSV itself is not kept for the chunks to read again.
+    expect((await service.core.db.select().from(imp).where(eq(imp.id, started.body.id)))[0]).toMatchObject({ csv: '', rowsTotal: 120 });
+    expect((await staged()).length).toBe(120);
+    service.worker = await startWorker({ core: service.core, address: service.temporalAddress, workflowBundle: { codePath: inject('workflowBundlePath') } });
+    const done = await eventually(async () => {
+      const r = (await api('GET', `/api/lists/${list.id}/imports/${started.body.id}`)).body;
+      return r.status === 'done' ? r : undefined;
+    }, 30_000);
+    expect(done).toMatchObject({ rows_read: 120, created: 118, rejected: 2 });
+    expect(done.rejections).toEqual([{ row: 7, reason: 'name: at most 200 characters' }, { row: 8, reason: 'note: at most 2000 characters' }]);
+    expect(await staged()).toEqual([]);
+  });
+
+  it('an import started before staging existed (its CSV kept, no rows_total) is staged once by its next chunk and finishes', async () => {
+    const list = (await api('POST', '/api/lists', { name: 'Legacy' })).body;
+    const id = 'imp_legacyimportlegacyimport01';
+    const now = Date.now();
+    const csv = `email,plan\n${Array.from({ length: 30 }, (_, i) => `legacy-${i}@example.com,p${i}`).join('\n')}\n`;
+    const [{ userId }] = await env.stack.service.core.db.select({ userId: schema.lists.userId }).from(schema.lists).where(eq(schema.lists.id, list.id)) as [{ userId: string }];
+    await env.stack.service.core.db.insert(schema.contactImports).values({ id, userId, listId: list.id, status: 'running', csv, offset: 10, rowsRead: 10, createdAt: now, updatedAt: now });
+    const imports = env.stack.service.core.imports;
+    const first = await imports.importChunk({ importId: id, offset: 10, limit: 15 });
+    expect(first).toMatchObject({ offset: 25, done: false });
+    const [row] = await env.stack.service.core.db.select().from(schema.contactImports).where(eq(schema.contactImports.id, id));
+    expect(row).toMatchObject({ csv: '', rowsTotal: 30 });
+    expect(await imports.importChunk({ importId: id, offset: 25, limit: 15 })).toMatchObject({ offset: 30, done: true, progress: { rowsRead: 30 } });
+    expect((await api('GET', `/api/lists/${list.id}`)).body.contact_count).toBe(20);
   });
 });
 

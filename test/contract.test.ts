@@ -63,7 +63,17 @@ const examples: Record<string, () => Promise<Example>> = {
   'auth.verify': async () => {
     const email = uniqueEmail();
     await stack.api('POST', '/api/v1/provision', { body: { email } });
+    return { body: { token: tokenFromMail((await waitForMail(stack, email, /Verify/)).raw) } };
+  },
+  'auth.linkDetails': async () => {
+    const email = uniqueEmail();
+    await stack.api('POST', '/api/v1/provision', { body: { email, channel: 'cli' } });
     return { query: `token=${tokenFromMail((await waitForMail(stack, email, /Verify/)).raw)}` };
+  },
+  'auth.disown': async () => {
+    const email = uniqueEmail();
+    await stack.api('POST', '/api/v1/provision', { body: { email } });
+    return { body: { token: tokenFromMail((await waitForMail(stack, email, /Verify/)).raw) } };
   },
   'auth.redeemLink': async () => {
     const email = uniqueEmail();
@@ -160,8 +170,16 @@ const examples: Record<string, () => Promise<Example>> = {
   'domains.list': async () => ({ token: session }),
   'domains.add': async () => ({ token: session, body: { domain: `d${++n}.example.com` } }),
   'domains.get': async () => ({ token: session, path: `/api/domains/${await newDomainId()}` }),
+  'domains.update': async () => ({ token: session, path: `/api/domains/${await newDomainId()}`, body: { track_opens: 1, zero_retention: false } }),
   'domains.delete': async () => ({ token: session, path: `/api/domains/${await newDomainId()}` }),
   'domains.verify': async () => ({ token: session, path: `/api/domains/${await newDomainId()}/verify` }),
+  'domains.rotateDkim': async () => ({ token: session, path: `/api/domains/${await newDomainId()}/dkim/rotate` }),
+  'domains.startWarmup': async () => ({ token: session, path: `/api/domains/${await newDomainId()}/warmup`, body: { schedule: [10, 20] } }),
+  'domains.stopWarmup': async () => {
+    const id = await newDomainId();
+    await stack.api('PUT', `/api/domains/${id}/warmup`, { token: session, body: {} });
+    return { token: session, path: `/api/domains/${id}/warmup` };
+  },
   'subdomains.suggest': async () => ({ token: session }),
   'subdomains.check': async () => ({ token: session, query: 'name=ok-label' }),
   'subdomains.claim': async () => ({ token: session, body: { subdomain: `claim-${++n}` } }),

@@ -90,6 +90,10 @@ describe('the dashboard in a real browser', () => {
     expect(mail.raw.replace(/=\r?\n/g, '').replace(/=3D/g, '=')).toContain(link);
     await page.goto(link);
     await heading('Verify your email address').waitFor();
+    // Before anything changes: how the account was made and what it holds.
+    await page.getByRole('heading', { level: 2, name: 'Is this account yours?' }).waitFor();
+    await page.getByText('by signing up with a password').waitFor();
+    await page.getByRole('button', { name: 'I did not ask for this' }).waitFor();
     await audit('verify');
     await page.getByRole('button', { name: 'Continue' }).click();
     await heading('Email address verified').waitFor();
@@ -111,7 +115,8 @@ describe('the dashboard in a real browser', () => {
     await page.getByRole('button', { name: 'Add domain' }).click();
     await heading('own-domain.example').waitFor();
     const records = page.getByRole('region', { name: 'DNS records' });
-    await records.getByText('_svc-verify.own-domain.example').waitFor();
+    // The MX value is the row's own host under the service domain (it proves the zone is this account's).
+    await records.getByText(new RegExp(`^[0-9a-f]{20}\\.mx\\.${BASE.replace(/\./g, '\\.')}$`)).waitFor();
     await records.getByRole('button', { name: 'Copy MX value for own-domain.example' }).click();
     await records.getByRole('button', { name: 'Copied MX value for own-domain.example' }).waitFor();
     const copied = await page.evaluate(() => navigator.clipboard.readText());
@@ -280,9 +285,9 @@ describe('the dashboard in a real browser', () => {
     expect(await page.evaluate(() => sessionStorage.length)).toBe(0);
     expect((await stack.api('GET', '/api/keys', { token })).status).toBe(401);
 
-    // The password chosen at sign-up was cleared by the first verification: the API's own message shows.
+    // A wrong password: the API's own message shows.
     await page.getByLabel('Email', { exact: true }).fill(EMAIL);
-    await page.getByLabel('Password', { exact: true }).fill('a dashboard password');
+    await page.getByLabel('Password', { exact: true }).fill('not the dashboard password');
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('alert').getByText('Wrong email or password').waitFor();
 
@@ -293,9 +298,8 @@ describe('the dashboard in a real browser', () => {
     await page.goto(`${app}/signin?token=${tokenFromMail(mail.raw)}`);
     await page.getByRole('button', { name: 'Continue' }).click();
     await heading('Signed in').waitFor();
-    await page.getByLabel('New password').fill('a new dashboard password');
-    await page.getByRole('button', { name: 'Set password' }).click();
-    await page.getByText('Password set.').waitFor();
+    // Verification kept the password chosen at sign-up, so the page offers none to set.
+    expect(await page.getByRole('button', { name: 'Set password' }).count()).toBe(0);
 
     await page.getByRole('button', { name: 'Sign out' }).click();
     await heading('Sign in').waitFor();
@@ -303,7 +307,7 @@ describe('the dashboard in a real browser', () => {
     await page.getByLabel('Email', { exact: true }).focus();
     await page.keyboard.type(EMAIL);
     await page.keyboard.press('Tab');
-    await page.keyboard.type('a new dashboard password');
+    await page.keyboard.type('a dashboard password');
     await page.keyboard.press('Enter');
     await heading('Overview').waitFor();
     expect(pageErrors, 'uncaught errors in the page').toEqual([]);

@@ -3,7 +3,7 @@ import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { verifyDomainWorkflowId } from '../workflows/ids.js';
 import { SvcDomainStatus } from '../workflows/search-attributes.js';
-import { publishOwnership, startTestDns } from './helpers/dns.js';
+import { publishOwnMx, startTestDns } from './helpers/dns.js';
 import { eventually, startStack, type TestStack } from './helpers/stack.js';
 
 const SERVICE = 'mx.svc.test';
@@ -30,9 +30,8 @@ const record = (dnsList: { type: string; name: string }[], type: string, name: s
 
 /** Publishes in the test DNS what the service asked for (all of it, or the chosen kinds). */
 function publish(domain: string, dnsList: any[], kinds: ('mx' | 'spf' | 'dkim' | 'dmarc')[]) {
-  publishOwnership(dns.zone, domain, dnsList);
   for (const kind of kinds) {
-    if (kind === 'mx') dns.zone.set(domain, 'MX', [{ value: SERVICE, priority: 10 }]);
+    if (kind === 'mx') publishOwnMx(dns.zone, domain, dnsList);
     if (kind === 'spf') dns.zone.set(domain, 'TXT', [{ value: record(dnsList, 'TXT', domain).value }]);
     if (kind === 'dkim') dns.zone.set(`svc1._domainkey.${domain}`, 'TXT', [{ value: record(dnsList, 'TXT', `svc1._domainkey.${domain}`).value }]);
     if (kind === 'dmarc') dns.zone.set(`_dmarc.${domain}`, 'TXT', [{ value: 'v=DMARC1; p=none' }]);
@@ -47,7 +46,9 @@ describe('adding a domain', () => {
     expect(domain).toMatchObject({ domain: 'shop.example.com', status: 'pending', mx_verified: 0, provider: 'svc', email_provider_id: null });
     expect(domain.id).toMatch(/^dom_/);
     expect(JSON.stringify(domain)).not.toMatch(/PRIVATE|dkim_private/i);
-    expect(record(records, 'MX', 'shop.example.com')).toMatchObject({ value: SERVICE, priority: 10 });
+    // The row's own MX host: only this account's row is verified by it.
+    expect(record(records, 'MX', 'shop.example.com')).toMatchObject({ value: expect.stringMatching(/^[0-9a-f]{20}\.mx\.mx\.svc\.test$/), priority: 10 });
+    expect(records.some((r: any) => r.name.startsWith('_svc-verify.'))).toBe(false);
     expect(record(records, 'TXT', 'shop.example.com').value).toBe(`v=spf1 include:${SERVICE} ~all`);
     expect(record(records, 'TXT', '_dmarc.shop.example.com').value).toMatch(/^v=DMARC1;/);
     expect(record(records, 'MX', 'bounces.shop.example.com')).toMatchObject({ value: SERVICE });
@@ -77,9 +78,10 @@ describe('adding a domain', () => {
     expect(theirs).toMatchObject({ status: 409, body: { code: 'domain_taken' } });
   });
 
-  it('lets only paid plans choose a provider', async () => {
-    const res = await stack.api('POST', '/api/domains', { token, body: { domain: 'pick.example.com', email_provider_id: 'svc-mta' } });
-    expect(res).toMatchObject({ status: 403, body: { code: 'plan_required' } });
+  it('pins a free plan that passes email_provider_id to the platform default (SPEC.md), not refused', async () => {
+    const res = await stack.api('POST', '/api/domains', { token, body: { domain: 'pick.example.com', email_provider_id: 'someone-elses-provider' } });
+    expect(res.status).toBe(201);
+    expect(res.body.domain).toMatchObject({ domain: 'pick.example.com', provider: 'svc', email_provider_id: null });
   });
 });
 
@@ -121,13 +123,13 @@ describe('verification', () => {
     expect(first.body).toMatchObject({ status: 'pending', checks: { mx: false, spf: false, dkim: false, dmarc: false, ownership: false }, sending: { ok: false } });
     expect(first.body.checkedAt).toBeGreaterThan(Date.now() - 10_000);
     publish('now.example.com', res.body.dns, ['dmarc']);
-    expect((await stack.api('POST', `/api/domains/${id}/verify`, { token })).body.checks).toEqual({ mx: false, spf: false, dkim: false, dmarc: true, ownership: true });
+    expect((await stack.api('POST', `/api/domains/${id}/verify`, { token })).body.checks).toEqual({ mx: false, spf: false, dkim: false, dmarc: true, ownership: false });
     publish('now.example.com', res.body.dns, ['spf', 'dkim']);
     const second = (await stack.api('POST', `/api/domains/${id}/verify`, { token })).body;
     expect(second).toMatchObject({ status: 'pending', checks: { mx: false, spf: true, dkim: true, dmarc: true }, sending: { ok: true, enabled: true, dkimVerified: true, providerId: 'svc-mta' } });
     publish('now.example.com', res.body.dns, ['mx']);
     const third = (await stack.api('POST', `/api/domains/${id}/verify`, { token })).body;
-    expect(third).toMatchObject({ status: 'verified', checks: { mx: true, spf: true, dkim: true, dmarc: true }, sending: { ok: true, alreadyEnabled: true } });
+    expect(third).toMatchObject({ status: 'verified', checks: { mx: true, spf: true, dkim: true, dmarc: true, ownership: true }, sending: { ok: true, alreadyEnabled: true } });
     dns.zone.set('now.example.com', 'TXT', [{ value: 'v=spf1 -all' }]);
     expect((await stack.api('POST', `/api/domains/${id}/verify`, { token })).body.checks.spf).toBe(false);
   });

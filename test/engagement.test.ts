@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { schema } from '../db/index.js';
 import { connectTemporal } from '../temporal/client.js';
 import { engagementSweepScheduleId, pruneAttemptsScheduleId } from '../workflows/ids.js';
+import { approveOverHttp, authorizeUrl, pkce, registerClient, tokenRequest } from './helpers/oauth.js';
 import { eventually, startStack, type TestStack } from './helpers/stack.js';
 import { startWebhookReceiver, verifySignature } from './helpers/webhook-receiver.js';
 
@@ -57,6 +58,26 @@ describe('engagement events to webhooks', () => {
     expect(hooks.hitsOn('/inbound').some((h) => h.json?.data?.messageId === a)).toBe(false);
     expect((await stack.api('PUT', `/api/domains/${domainId}/webhook-events`, { token: session, body: { events: ['email.nope'] } })).status).toBe(400);
     expect((await stack.api('DELETE', `/api/domains/${domainId}/webhook-events`, { token: session })).body).toEqual({ ok: true });
+  });
+
+  it('both engagement endpoints answer signingSecret to every credential that may call them, a domain-scoped key included', async () => {
+    const accountSecret = (await stack.api('GET', '/api/webhooks/secret', { token: session })).body.secret;
+    const scoped = (await stack.api('POST', '/api/keys/scoped', { token: session, body: { domainId } })).body.key;
+    const redirectUri = 'http://127.0.0.1:9/cb';
+    const { client_id: clientId } = await registerClient(stack, [redirectUri], 'Engagement app');
+    const { verifier, challenge } = pkce();
+    const back = await approveOverHttp(stack, authorizeUrl(stack, { clientId, redirectUri, challenge }), { email: 'engaged@example.com', password: 'engaged password' });
+    const oauth = (await tokenRequest(stack, { grant_type: 'authorization_code', code: back.searchParams.get('code')!, redirect_uri: redirectUri, client_id: clientId, code_verifier: verifier })).body.access_token;
+    for (const [kind, token] of [['session', session], ['account key', key], ['oauth token', oauth], ['scoped key', scoped]] as const) {
+      const tracking = await stack.api('PUT', `/api/domains/${domainId}/tracking-webhook`, { token, body: { url: `${hooks.base}/secret-check` } });
+      expect(tracking.status, kind).toBe(200);
+      expect(tracking.body.signingSecret, kind).toBe(accountSecret);
+      const events = await stack.api('PUT', `/api/domains/${domainId}/webhook-events`, { token, body: { events: 'all' } });
+      expect(events.status, kind).toBe(200);
+      expect(events.body.signingSecret, kind).toBe(accountSecret);
+    }
+    await stack.api('DELETE', `/api/domains/${domainId}/tracking-webhook`, { token: session });
+    await stack.api('DELETE', `/api/domains/${domainId}/webhook-events`, { token: session });
   });
 
   it('an event whose first POST fails becomes its own retried delivery', async () => {

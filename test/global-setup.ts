@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import type { TestProject } from 'vitest/node';
+import { WORKFLOW_INTERCEPTORS } from '../temporal/bundle.js';
 import { startDevServer } from '../temporal/dev-server.js';
 import { WORKFLOWS_PATH } from '../worker.js';
 import { freePort } from './helpers/ports.js';
@@ -18,7 +19,7 @@ declare module 'vitest' {
 export default async function setup(project: TestProject) {
   // Continue-as-new is suggested after 30 events, so the long-running loops reach it within a test (DESIGN.md, Testing strategy).
   const server = await startDevServer({ port: await freePort(), namespace: 'default', dynamicConfig: ['limit.historyCount.suggestContinueAsNew=30'] });
-  const { code } = await bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quietLogger });
+  const { code } = await bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, workflowInterceptorModules: [WORKFLOW_INTERCEPTORS], logger: quietLogger });
   const bundlePath = join(mkdtempSync(join(tmpdir(), 'svc-bundle-')), 'workflows.js');
   writeFileSync(bundlePath, code);
   project.provide('temporalAddress', server.address);

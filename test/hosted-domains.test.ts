@@ -10,7 +10,7 @@ let dnsPort: number;
 
 beforeAll(async () => {
   dnsPort = await freePort();
-  stack = await startStack({ SERVICE_DOMAIN: BASE, DNS_PORT: String(dnsPort), REGISTRAR: 'simulated' });
+  stack = await startStack({ SERVICE_DOMAIN: BASE, DNS_PORT: String(dnsPort), REGISTRAR: 'simulated', PUBLIC_IP: '192.0.2.25' });
   token = (await stack.api('POST', '/api/auth/signup', { body: { email: 'hosted@example.com', password: 'hosted owner pw' } })).body.token;
 });
 afterAll(async () => { await stack?.stop(); });
@@ -58,7 +58,10 @@ describe('hosted subdomains', () => {
     const claimed = await stack.api('POST', '/api/domains/subdomain', { token, body: { subdomain: 'resolves' } });
     const name = `resolves.${BASE}`;
     const r = dnsAt();
-    expect(await r.resolveMx(name)).toEqual([{ exchange: BASE, priority: 10 }]);
+    // The row's own MX host, which the same server answers with the ingress address (PUBLIC_IP).
+    const [mx] = await r.resolveMx(name);
+    expect(mx).toMatchObject({ exchange: expect.stringMatching(new RegExp(`^[0-9a-f]{20}\\.mx\\.${BASE.replace(/\./g, '\\.')}$`)), priority: 10 });
+    expect(await r.resolve4(mx!.exchange)).toEqual(['192.0.2.25']);
     const apex = (await r.resolveTxt(name)).map((c) => c.join(''));
     expect(apex).toContain(`v=spf1 include:${BASE} ~all`);
     const dkim = (await r.resolveTxt(`svc1._domainkey.${name}`)).map((c) => c.join(''));
@@ -124,7 +127,7 @@ describe('registration (simulated registrar)', () => {
     expect(res.body.charge).toEqual({ amount: 12, currency: 'USD', years: 1 });
     expect(res.body.domain).toMatchObject({ domain: 'lovelace-mail.com', status: 'verified', mx_verified: 1 });
     expect(res.body.dns.map((r: any) => r.type)).toContain('MX');
-    expect(await dnsAt().resolveMx('lovelace-mail.com')).toEqual([{ exchange: BASE, priority: 10 }]);
+    expect((await dnsAt().resolveMx('lovelace-mail.com'))[0]!.exchange).toMatch(new RegExp(`^[0-9a-f]{20}\\.mx\\.${BASE.replace(/\./g, '\\.')}$`));
     expect((await rcheck('lovelace-mail.com')).body).toMatchObject({ available: false, reason: 'Already registered' });
   });
 });

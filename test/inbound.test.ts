@@ -9,6 +9,7 @@ import { signatureHeaders } from '../core/webhooks/sign.js';
 import { startTestDns } from './helpers/dns.js';
 import { eventually, startStack, type TestStack } from './helpers/stack.js';
 import { startWebhookReceiver } from './helpers/webhook-receiver.js';
+import { runsOfMessage } from './helpers/visibility.js';
 
 const SERVICE = 'in.svc.test';
 const DOMAIN = `inbox.${SERVICE}`;
@@ -99,7 +100,7 @@ describe('inbound mail to webhooks', () => {
     expect(runs.some((id: string) => id.startsWith('inbound-batch-'))).toBe(true);
   });
 
-  it('a burst shares batch runs: each message delivered once, its row and GET /api/messages/:id naming its run, its id in the run memo', async () => {
+  it('a burst shares batch runs: each message delivered once, its row and GET /api/messages/:id naming its run, its id in the run memo and its SvcMessageId', async () => {
     await setHook('/burst');
     const N = 40;
     const t = nodemailer.createTransport({ host: '127.0.0.1', port: stack.service.smtpPort!, secure: false, ignoreTLS: true, pool: true, maxConnections: 8, maxMessages: Infinity });
@@ -127,6 +128,11 @@ describe('inbound mail to webhooks', () => {
     } finally {
       await tc.connection.close();
     }
+    // A message that is not its batch's first is found by its id (SvcMessageId holds every id of the run).
+    const shared = rows.find((r) => rows.some((o) => o.workflowId === r.workflowId && o.id !== r.id) && r.workflowId !== `inbound-batch-${r.id}`)!;
+    const found = await runsOfMessage(stack.service.temporalAddress, shared.id, shared.workflowId!);
+    expect([...found.keys()]).toEqual([shared.workflowId]);
+    expect(found.get(shared.workflowId!)).toEqual(expect.arrayContaining(rows.filter((r) => r.workflowId === shared.workflowId).map((r) => r.id)));
   });
 
   it('a batch run cancelled while its POST is under way still drops a zero-retention message\'s stored copy (its finally)', async () => {

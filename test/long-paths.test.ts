@@ -47,7 +47,7 @@ describe('long paths', () => {
     expect(runs.filter((s) => s === 'COMPLETED')).toHaveLength(1);
   });
 
-  it('the whole deferred ladder ends in a hard bounce of the still-deferred recipient alone', async () => {
+  it('the whole deferred ladder ends in a bounce of the still-deferred recipient alone, keeping its temporary class (no suppression)', async () => {
     const send = await env.send({ to: ['always-busy@rcpt.test', 'fine@rcpt.test'] });
     const id = send.body.id;
     const ladder = t.client.workflow.getHandle(deferredDeliveryWorkflowId(id));
@@ -56,13 +56,14 @@ describe('long paths', () => {
     expect(result).toMatchObject({ outcome: 'sent', attempts: 4 });
     const [row] = await env.stack.service.core.db.select().from(schema.messages).where(eq(schema.messages.id, id));
     expect(row!.recipients!['fine@rcpt.test']).toMatchObject({ status: 'sent', attempts: 1 });
-    expect(row!.recipients!['always-busy@rcpt.test']).toMatchObject({ status: 'bounced', attempts: 4 });
+    expect(row!.recipients!['always-busy@rcpt.test']).toMatchObject({ status: 'bounced', attempts: 4, bounceClass: 'mailbox_full' });
     expect(row!.trail!.map((e) => e.status)).toEqual(['mixed', 'deferred', 'deferred', 'bounced']);
     const events = (await env.stack.api('GET', `/api/events?messageId=${id}`, { token: env.key })).body.map((e: any) => e.type);
     expect(events.filter((e: string) => e === 'email.bounced')).toHaveLength(1);
     expect(events.filter((e: string) => e === 'email.deferred')).toHaveLength(3);
-    const sup = await eventually(async () => (await env.stack.api('GET', '/api/contacts/suppressions', { token: env.session })).body.find((s: any) => s.email === 'always-busy@rcpt.test'));
-    expect(sup.reason).toBe('hard_bounce');
+    // A full mailbox is not a dead address: the bounce is recorded, the address stays sendable.
+    const sups = (await env.stack.api('GET', '/api/contacts/suppressions', { token: env.session })).body;
+    expect(sups.some((s: any) => s.email === 'always-busy@rcpt.test')).toBe(false);
     expect(env.sink.received.filter((r) => r.to.includes('fine@rcpt.test'))).toHaveLength(1);
   });
 });

@@ -241,6 +241,49 @@ describe('who may approve', () => {
     expect(res.headers.get('location')).toBeNull();
   });
 
+  it('the consent page\'s browser session ends with the account\'s sessions: after a sign-out or a password change it offers no Approve and issues no code', async () => {
+    const owner = await verifiedAccount(stack, 'consent-session@example.com', 'consent password 1');
+    const client = await registerClient(stack, [REDIRECT]);
+    const url = authorizeUrl(stack, { clientId: client.client_id, redirectUri: REDIRECT, challenge: pkce().challenge, state: 'sv' });
+    const codes = async () => (await stack.service.core.db.select().from(schema.oauthCodes)).length;
+    const signIn = async () => (await stack.api('POST', '/api/auth/login', { body: owner })).body.token as string;
+    for (const end of [
+      async () => expect((await stack.api('POST', '/api/auth/signout', { token: await signIn() })).status).toBe(200),
+      async () => {
+        const changed = await stack.api('POST', '/api/auth/password', { token: await signIn(), body: { currentPassword: owner.password, password: 'consent password 2' } });
+        expect(changed.status).toBe(200);
+        owner.password = 'consent password 2';
+      },
+    ]) {
+      const d = new ConsentDriver(stack);
+      await d.open(url);
+      await d.submit('login', owner);
+      const approve = d.form('approve').fields;
+      await end();
+      // The same browser, its cookie unchanged: signed out, so the page asks to sign in again.
+      await d.open(url);
+      expect(d.html).not.toContain('Approve');
+      const before = await codes();
+      const res = await d.request('POST', '/oauth/authorize', approve);
+      expect(res.status).toBe(401);
+      expect(res.headers.get('location')).toBeNull();
+      expect(await codes()).toBe(before);
+    }
+  });
+
+  it('signing out on the consent page ends the account\'s other sessions too (as the dashboard\'s sign-out does)', async () => {
+    const owner = await verifiedAccount(stack, 'consent-logout@example.com', 'consent password 3');
+    const token = (await stack.api('POST', '/api/auth/login', { body: owner })).body.token as string;
+    const client = await registerClient(stack, [REDIRECT]);
+    const d = new ConsentDriver(stack);
+    await d.open(authorizeUrl(stack, { clientId: client.client_id, redirectUri: REDIRECT, challenge: pkce().challenge }));
+    await d.submit('login', owner);
+    expect((await stack.api('GET', '/v1/me', { token })).status).toBe(200);
+    await d.submit('logout');
+    expect(d.html).not.toContain('Approve');
+    expect((await stack.api('GET', '/v1/me', { token })).body.code).toBe('session_revoked');
+  });
+
   it('OAuth access tokens are accepted by every management operation that takes a session', () => {
     // The account's own sign-in credentials (auth.*: the password) stay with the person, never a linked app.
     for (const op of operations) {

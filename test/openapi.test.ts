@@ -16,6 +16,10 @@ describe('OpenAPI 3.1 document', () => {
     expect(doc.openapi).toBe('3.1.0');
   });
 
+  it('carries the contract version of SPEC.md as info.version', () => {
+    expect(doc.info.version).toBe('0.19.0');
+  });
+
   it('lists every operation once, at its path and method, with its parameters and bodies', () => {
     const listed: string[] = [];
     for (const [path, item] of Object.entries<any>(doc.paths)) for (const [method, op] of Object.entries<any>(item)) listed.push(`${method.toUpperCase()} ${path} ${op.operationId}`);
@@ -27,6 +31,9 @@ describe('OpenAPI 3.1 document', () => {
     const enrol = doc.paths['/api/sequences/{id}/enrolments'].get;
     expect(enrol.parameters.map((p: any) => [p.in, p.name, p.required])).toEqual([['path', 'id', true], ['query', 'status', false], ['query', 'before', false], ['query', 'limit', false]]);
     expect(doc.paths['/api/health']).toBeUndefined(); // a plain route, not an operation
+    // Creates and sends take an Idempotency-Key header (docs/idempotency.md); reads do not.
+    expect(doc.paths['/v1/send'].post.parameters).toEqual([expect.objectContaining({ name: 'Idempotency-Key', in: 'header', required: false })]);
+    expect(doc.paths['/api/domains'].get.parameters).toBeUndefined();
   });
 
   it('every webhook payload and the application event record are published schemas', () => {

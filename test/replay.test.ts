@@ -85,7 +85,7 @@ describe('replay', () => {
     expect((await stack.api('GET', `/api/deliveries/${deliveryId}/attempts`, { token: other })).status).toBe(404);
   });
 
-  it('bulk replay: threads expand, one POST per endpoint per message, skips are reported, 50-id cap', async () => {
+  it('bulk replay: threads expand, one POST per endpoint per message, skips are reported', async () => {
     const before = hooks.hitsOn('/replay').length;
     const res = await stack.api('POST', '/api/deliveries/retry', { token, body: {
       deliveryIds: [deliveryId, 'dlv_doesnotexist000000000000'], messageIds: [messageId, 'msg_nothing0000000000000000'], threadIds: ['<thread-root@far.example>'],
@@ -99,9 +99,31 @@ describe('replay', () => {
     await hooks.waitFor('/replay', before + 1);
     await new Promise((r) => setTimeout(r, 500));
     expect(hooks.hitsOn('/replay')).toHaveLength(before + 1);
-    const many = Array.from({ length: 51 }, (_, i) => `msg_${String(i).padStart(24, '0')}`);
-    expect((await stack.api('POST', '/api/deliveries/retry', { token, body: { messageIds: many } })).body.code).toBe('too_many_ids');
     expect((await stack.api('POST', '/api/deliveries/retry', { token, body: {} })).status).toBe(400);
+  });
+
+  it('bulk replay answers 200 past the 50-id cap: each id past it is a skipped too_many_ids result', async () => {
+    const many = Array.from({ length: 52 }, (_, i) => `msg_${String(i).padStart(24, '0')}`);
+    const before = hooks.hitsOn('/replay').length;
+    const res = await stack.api('POST', '/api/deliveries/retry', { token, body: { deliveryIds: [deliveryId], messageIds: many } });
+    expect(res.status).toBe(200);
+    // 1 delivery id and the first 49 message ids make the 50; the last 3 message ids are past the cap.
+    expect(res.body).toMatchObject({ ok: false, requested: 53, delivered: 1, failed: 0, skipped: 52 });
+    expect(res.body.results).toHaveLength(53);
+    const past = res.body.results.filter((r: any) => r.reason === 'too_many_ids');
+    expect(past.map((r: any) => r.messageId)).toEqual(many.slice(49));
+    expect(past.every((r: any) => r.ok === false && r.status === null && r.deliveryId === null && r.routeId === null)).toBe(true);
+    expect(res.body.results.filter((r: any) => r.reason === 'no_delivery')).toHaveLength(49);
+    await hooks.waitFor('/replay', before + 1);
+
+    const deliveriesPast = Array.from({ length: 51 }, (_, i) => `dlv_${String(i).padStart(24, '0')}`);
+    const onlyDeliveries = await stack.api('POST', '/api/deliveries/retry', { token, body: { deliveryIds: deliveriesPast, threadIds: ['<root@nowhere.example>'] } });
+    expect(onlyDeliveries.status).toBe(200);
+    expect(onlyDeliveries.body).toMatchObject({ ok: false, requested: 52, delivered: 0, failed: 0, skipped: 52 });
+    expect(onlyDeliveries.body.results.filter((r: any) => r.reason === 'too_many_ids').map((r: any) => r.deliveryId)).toEqual(['dlv_000000000000000000000050']);
+    expect(onlyDeliveries.body.results.find((r: any) => r.threadId)).toEqual({
+      threadId: '<root@nowhere.example>', messageId: null, routeId: null, deliveryId: null, ok: false, status: null, reason: 'not_found',
+    });
   });
 
   it('reports failure classes for endpoints that fail', async () => {
@@ -141,7 +163,7 @@ describe('durability', () => {
 describe('retention', () => {
   it('zero retention delivers with inline attachments and keeps nothing to replay', async () => {
     const id = await claim('ephemeral');
-    await stack.service.core.db.update(schema.domains).set({ zeroRetention: 1 }).where(eq(schema.domains.id, id));
+    expect((await stack.api('PATCH', `/api/domains/${id}`, { token, body: { zero_retention: 1 } })).body.domain.zero_retention).toBe(1);
     await hook(id, '/zero');
     await mail(`x@ephemeral.${SERVICE}`, { subject: 'secret', attachments: [{ filename: 'a.txt', content: 'inline me' }] });
     const [hit] = await hooks.waitFor('/zero');

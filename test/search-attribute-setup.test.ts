@@ -7,8 +7,9 @@ import { openDatabase, type Database } from '../db/index.js';
 import { connectTemporal, type TemporalHandle } from '../temporal/client.js';
 import { prepareSearchAttributes, probeQuery } from '../temporal/search-attribute-setup.js';
 import { SEARCH_ATTRIBUTES } from '../temporal/search-attributes.js';
-import { ALL_SEARCH_ATTRIBUTES } from '../workflows/search-attributes.js';
+import { ALL_SEARCH_ATTRIBUTES, SvcMessageId } from '../workflows/search-attributes.js';
 import { createTestDatabase } from './helpers/pg.js';
+import { eventually } from './helpers/stack.js';
 import { everySearchAttribute, freshNamespace as registerNamespace } from './helpers/search-attributes.js';
 
 let pg: Awaited<ReturnType<typeof createTestDatabase>>;
@@ -75,6 +76,27 @@ describe('search attributes on a server we did not start', () => {
     expect(logs[0]).toContain(`registered search attributes ${rest.map((k) => k.name).join(', ')} in namespace ${namespace}`);
     const listed = await t.connection.operatorService.listSearchAttributes({ namespace });
     expect(Object.keys(listed.customAttributes ?? {}).sort()).toEqual(Object.keys(SEARCH_ATTRIBUTES).sort());
+  });
+
+  it('migrates SvcMessageId registered as a Keyword (before it held every id of a batch) to a KeywordList', async () => {
+    const namespace = await freshNamespace();
+    const t = await role(namespace);
+    const { INDEXED_VALUE_TYPE_KEYWORD: KEYWORD, INDEXED_VALUE_TYPE_KEYWORD_LIST: KEYWORD_LIST } = proto.temporal.api.enums.v1.IndexedValueType;
+    await t.connection.operatorService.addSearchAttributes({ namespace, searchAttributes: { SvcMessageId: KEYWORD } });
+    const logs: string[] = [];
+    await prepareSearchAttributes(t, { database, log: (m) => logs.push(m) });
+    expect(logs[0]).toContain('search attributes SvcMessageId have another type');
+    const listed = await t.connection.operatorService.listSearchAttributes({ namespace });
+    expect(listed.customAttributes?.SvcMessageId).toBe(KEYWORD_LIST);
+    // A run carrying a list of ids is accepted now, and found by any one of them.
+    const handle = await t.client.workflow.start('noSuchWorkflow', { taskQueue: `sa-${namespace}`, workflowId: 'many-ids', typedSearchAttributes: [{ key: SvcMessageId, value: ['msg_a', 'msg_b', 'msg_c'] }] });
+    await handle.terminate('test done');
+    const found = await eventually(async () => {
+      const ids: string[] = [];
+      for await (const w of t.client.workflow.list({ query: "SvcMessageId = 'msg_b'" })) ids.push(w.workflowId);
+      return ids.length ? ids : undefined;
+    });
+    expect(found).toEqual(['many-ids']);
   });
 
   it('names a namespace it cannot prepare, with the attributes, within the timeout', async () => {

@@ -8,6 +8,7 @@ import { schema } from '../db/index.js';
 import { resolverFor } from './helpers/dns.js';
 import { FROM_DOMAIN, SERVICE, startSendingStack, type SendingStack } from './helpers/sending.js';
 import { eventually, type TestStack } from './helpers/stack.js';
+import { runsOfMessage } from './helpers/visibility.js';
 
 let env: SendingStack;
 let stack: TestStack;
@@ -172,6 +173,19 @@ describe('POST /v1/send/batch', () => {
       return r.every((m) => m.status === 'sent') ? r : undefined;
     }, 30_000, 250);
     expect(rows.every((m) => m.workflowId?.startsWith('outbound-') && !m.workflowId.endsWith('-sweep'))).toBe(true);
+
+    // A message in the middle of the largest run is found by its id: SvcMessageId holds every id of the run.
+    const byRun = new Map<string, string[]>();
+    rows.forEach((m, i) => byRun.set(m.workflowId!, [...(byRun.get(m.workflowId!) ?? []), ids[i]!]));
+    const [run, held] = [...byRun.entries()].sort((x, y) => y[1].length - x[1].length)[0]!;
+    expect(held.length).toBeGreaterThan(2);
+    // The run is named after its first message in delivery order; pick one that is not its namesake.
+    const others = held.filter((id) => run !== `outbound-${id}`);
+    expect(others.length).toBeGreaterThan(1);
+    const middle = others[Math.floor(others.length / 2)]!;
+    const found = await runsOfMessage(stack.service.temporalAddress, middle, run);
+    expect([...found.keys()]).toEqual([run]);
+    expect([...found.get(run)!].sort()).toEqual([...held].sort());
   });
 
   it('reports daily_limit per recipient once the cap is reached, and the single send answers 429', async () => {

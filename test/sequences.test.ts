@@ -131,6 +131,29 @@ describe('sequences with wait_for_event', () => {
   });
 });
 
+describe('{{event.*}} in a step', () => {
+  it('is the payload of the event that started the enrolment, then of the event a wait received', async () => {
+    const seq = await h.sequence({
+      name: 'Event tags', trigger: { type: 'event', event: 'plan-chosen' },
+      steps: [
+        { type: 'send', subject: 'Plan {{event.plan}}', text: 'You chose {{event.plan}} for {{event.seats}} seats' },
+        { type: 'wait_for_event', event: 'plan-upgraded', timeout: '20s', onTimeout: 'exit' },
+        { type: 'send', subject: 'Upgraded to {{event.plan}}', text: 'Now on {{event.plan}}' },
+      ],
+    });
+    await h.contact('tags@rcpt.test');
+    await h.event({ name: 'plan-chosen', email: 'tags@rcpt.test', payload: { plan: 'starter', seats: 3 } });
+    await eventually(async () => h.subjects('tags@rcpt.test').length === 1);
+    expect(h.subjects('tags@rcpt.test')).toEqual(['Plan starter']);
+    expect(env.sink.received.find((r) => r.to.includes('tags@rcpt.test'))!.raw.toString()).toContain('You chose starter for 3 seats');
+    await h.event({ name: 'plan-upgraded', email: 'tags@rcpt.test', payload: { plan: 'business' } });
+    const [e] = await h.ended(seq.id, 'tags@rcpt.test');
+    expect(e.steps.map((s: any) => s.outcome)).toEqual(['sent', 'arrived', 'sent']);
+    await eventually(async () => h.subjects('tags@rcpt.test').length === 2);
+    expect(h.subjects('tags@rcpt.test')).toEqual(['Plan starter', 'Upgraded to business']);
+  });
+});
+
 describe('enrolment once', () => {
   it('a duplicate dedupeKey answers the original and enrolls once', async () => {
     const seq = await h.sequence({ name: 'Trial', trigger: { type: 'event', event: 'trial' }, steps: [{ type: 'send', subject: 'Trial', text: 't' }] });

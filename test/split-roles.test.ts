@@ -31,7 +31,7 @@ describe('roles in separate processes', () => {
       return c;
     };
     run('main.ts', 'api');
-    run('worker.ts');
+    run('main.ts', 'worker');
     const api = apiClient(`http://127.0.0.1:${port}`);
     await eventually(async () => (await api('GET', '/api/health')).status === 200, 60_000, 500)
       .catch((err) => { throw new Error(`${(err as Error).message}\n${output}`); });

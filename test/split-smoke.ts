@@ -2,6 +2,7 @@
 // sign up and verify the email, a custom and a hosted domain, a delivered send, an inbound message to a
 // webhook, a scheduled send cancelled. Exits non-zero naming the step that failed.
 import { Connection } from '@temporalio/client';
+import { connect } from 'node:net';
 import nodemailer from 'nodemailer';
 import { connectTemporal } from '../temporal/client.js';
 import { prepareSearchAttributes, probeQuery } from '../temporal/search-attribute-setup.js';
@@ -16,7 +17,19 @@ const SMTP_PORT = Number(env('SMOKE_SMTP_PORT'));
 const SERVICE_DOMAIN = env('SMOKE_SERVICE_DOMAIN');
 const TEMPORAL_ADDRESS = env('SMOKE_TEMPORAL_ADDRESS');
 const SPLIT_PID = Number(process.env.SMOKE_SPLIT_PID ?? 0);
+/** The second API process and SMTP ingress, when the deployment runs two of each (split-smoke.sh does). */
+const API2 = process.env.SMOKE_API_URL2;
+const SMTP_PORT2 = process.env.SMOKE_SMTP_PORT2 ? Number(process.env.SMOKE_SMTP_PORT2) : undefined;
 const READY_MS = Number(process.env.SMOKE_READY_TIMEOUT_MS ?? 240_000);
+
+/** Whether something accepts a TCP connection on 127.0.0.1:port. */
+function accepts(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.once('connect', () => { socket.destroy(); resolve(true); });
+    socket.once('error', () => resolve(false));
+  });
+}
 
 function fail(message: string): never {
   throw new Error(message);
@@ -44,7 +57,12 @@ const hooks = await startWebhookReceiver();
 try {
   await step('the roles serve (GET /api/health)', () => eventually(async () => {
     if (SPLIT_PID && !isAlive(SPLIT_PID)) fail('scripts/split-deployment.sh exited before the API answered');
-    return (await api('GET', '/api/health')).status === 200;
+    return (await api('GET', '/api/health')).status === 200 && (!API2 || (await apiClient(API2)('GET', '/api/health')).status === 200);
+  }, READY_MS, 500));
+  // Each role starts on its own; on a loaded machine the ingress can come up after the API.
+  await step('the SMTP role accepts connections', () => eventually(async () => {
+    if (SPLIT_PID && !isAlive(SPLIT_PID)) fail('scripts/split-deployment.sh exited before the SMTP role listened');
+    return accepts(SMTP_PORT);
   }, READY_MS, 500));
 
   // The roles serve only once the server resolves every search attribute (issue 9: the first request failed).
@@ -68,8 +86,7 @@ try {
     if (res.body.domain?.status !== 'pending') fail(`expected a pending domain, got ${JSON.stringify(res.body.domain)}`);
   });
 
-  // The first verification of an address ends the sessions and keys made before it (issue 10), so the
-  // mailed sign-in link, which proves the address too, verifies it here and answers the session to go on with.
+  // The mailed sign-in link proves the address too: it verifies it here and answers a session to go on with.
   const session = await step('the verification mail is captured by the worker; a mailed sign-in link verifies the email and signs in', async () => {
     const mailTo = async (subject: RegExp) => eventually(async () => {
       const box = expectStatus(await api('GET', '/api/outbox', { token: firstSession }), 200, 'GET /api/outbox');
@@ -114,6 +131,23 @@ try {
     if (!hit!.verified) fail('the webhook signature does not verify');
     if (hit!.json?.type !== 'email.received' || hit!.json?.subject !== 'Smoke inbound') fail(`unexpected payload ${hit!.body.slice(0, 300)}`);
   });
+
+  if (API2) {
+    await step('the second API process serves the same account: a send through it is delivered', async () => {
+      const api2 = apiClient(API2);
+      const res = expectStatus(await api2('POST', '/v1/send', { token: key, body: { from: `Smoke <hello@${hosted}>`, to: 'second@example.org', subject: 'Smoke 2', text: 'Through API 2' } }), 200, 'POST /v1/send (API 2)');
+      await eventually(async () => (expectStatus(await api('GET', `/api/messages/${res.body.id}`, { token: session }), 200, 'GET /api/messages/:id')).body.message.status === 'sent', 60_000, 250);
+    });
+  }
+  if (SMTP_PORT2) {
+    await step('inbound mail through the second SMTP ingress reaches the webhook', async () => {
+      const smtp = nodemailer.createTransport({ host: '127.0.0.1', port: SMTP_PORT2, secure: false, ignoreTLS: true });
+      await smtp.sendMail({ from: 'bob@sender.example', to: `inbox@${hosted}`, subject: 'Smoke inbound 2', text: 'Inbound body 2' });
+      smtp.close();
+      const hits = await hooks.waitFor('/inbound', 2, 60_000);
+      if (!hits.some((h) => h.verified && h.json?.subject === 'Smoke inbound 2')) fail('no signed delivery of the message sent to the second ingress');
+    });
+  }
 
   await step('a scheduled send is cancelled and never sent', async () => {
     const res = expectStatus(await send({ to: 'later@example.org', scheduledAt: 'in 1 hour' }), 200, 'POST /v1/send (scheduled)');

@@ -8,10 +8,13 @@ const { retryDeferredMessage } = proxyActivities<Activities>({
   retry: UNLIMITED_RETRY,
 });
 
+type Input = { messageId: string; workflowId: string; final: boolean; nextAttemptAt: number | null };
+
 /**
  * Retries one message that failed temporarily, on a backoff ladder over hours to days: each attempt
  * owes only the recipients still deferred; the last temporary failure becomes a hard bounce (status,
- * `email.bounced`, suppression) for those recipients alone.
+ * `email.bounced`, suppression) for those recipients alone. An attempt its site cannot take yet
+ * (traffic shaping) waits on a timer and is made again; it is not a step of the ladder.
  */
 export async function deferredDeliveryWorkflow(input: { messageId: string; retrySchedule: number[] }) {
   const ladder = input.retrySchedule;
@@ -20,10 +23,19 @@ export async function deferredDeliveryWorkflow(input: { messageId: string; retry
     await sleep(ladder[i]!);
     const final = i === ladder.length - 1;
     const next = final ? null : Date.now() + ladder[i + 1]!;
-    const outcome = await retryDeferredMessage({ messageId: input.messageId, workflowId, final, nextAttemptAt: next });
+    const outcome = await attempt({ messageId: input.messageId, workflowId, final, nextAttemptAt: next });
     if (outcome !== 'deferred') return { outcome, attempts: i + 2, workflowId };
   }
   // An empty ladder: nothing to retry, the first temporary failure was the last word.
-  const outcome = await retryDeferredMessage({ messageId: input.messageId, workflowId, final: true, nextAttemptAt: null });
+  const outcome = await attempt({ messageId: input.messageId, workflowId, final: true, nextAttemptAt: null });
   return { outcome, attempts: 2, workflowId };
+}
+
+/** One attempt, made again after each wait its site asks for. */
+async function attempt(input: Input) {
+  for (;;) {
+    const outcome = await retryDeferredMessage(input);
+    if (typeof outcome !== 'object') return outcome;
+    await sleep(Math.max(500, outcome.waitMs));
+  }
 }

@@ -21,6 +21,17 @@ export async function pruneAttemptsWorkflow() {
   return { deleted };
 }
 
+/** Schedule: deletes idempotency keys past their 24 hours (docs/idempotency.md); lookups already treat them as gone. */
+export async function pruneIdempotencyKeysWorkflow() {
+  let deleted = 0;
+  for (let i = 0; i < 100; i++) {
+    const n = await acts.pruneIdempotencyKeys({ limit: 5000 });
+    deleted += n;
+    if (n < 5000) break;
+  }
+  return { deleted };
+}
+
 /** Schedule: hands sequence outbox rows left behind (a crash between recording an event and signalling) to their enrolments. */
 export async function sweepSequencesWorkflow(input: { olderThanMs?: number } = {}) {
   let handed = 0;

@@ -17,7 +17,7 @@ const { finishInboundBatch } = proxyLocalActivities<Activities>({ startToCloseTi
  * delivery runs in one local activity, so a delivered message costs the Temporal server a share of one
  * run, not a run of its own. A message whose first attempt failed with attempts left is handed to its own
  * `inboundDeliveryWorkflow` (`inbound-<msg id>`), which takes the claim over and runs the rest of the
- * ladder on durable timers. Each message row names the run that holds it; the ids are in the memo.
+ * ladder on durable timers. Each message row names the run that holds it; the ids are in its `SvcMessageId` (and the memo).
  */
 export async function inboundBatchWorkflow(input: { messageIds: string[]; retrySchedule: number[] }) {
   const batchId = workflowInfo().workflowId;
@@ -32,7 +32,7 @@ export async function inboundBatchWorkflow(input: { messageIds: string[]; retryS
       workflowId: inboundDeliveryWorkflowId(m.messageId),
       args: [{ messageId: m.messageId, retrySchedule: input.retrySchedule, takeOverFrom: batchId }],
       parentClosePolicy: ParentClosePolicy.ABANDON,
-      typedSearchAttributes: [{ key: SvcMessageId, value: m.messageId }, { key: SvcAccountId, value: m.userId }, ...(m.domainId ? [{ key: SvcDomainId, value: m.domainId }] : [])],
+      typedSearchAttributes: [{ key: SvcMessageId, value: [m.messageId] }, { key: SvcAccountId, value: m.userId }, ...(m.domainId ? [{ key: SvcDomainId, value: m.domainId }] : [])],
     }).catch((err) => {
       // Already there: an earlier attempt of this run started it.
       if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;

@@ -1,7 +1,7 @@
 import { allHandlersFinished, ApplicationFailure, CancellationScope, condition, defineSignal, defineUpdate, isCancellation, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import { HEARTBEAT_TIMEOUT, UNLIMITED_RETRY } from './activity-options.js';
-import { startDeferred } from './deliver-outbound.js';
+import { startDeferred, waitForSites } from './deliver-outbound.js';
 
 const acts = proxyActivities<Activities>({ startToCloseTimeout: '1 minute', retry: UNLIMITED_RETRY });
 const { sendQueuedMessages } = proxyActivities<Activities>({ startToCloseTimeout: '6 minutes', heartbeatTimeout: HEARTBEAT_TIMEOUT, retry: UNLIMITED_RETRY });
@@ -52,8 +52,11 @@ export async function scheduledSendWorkflow(input: ScheduledSendInput) {
   const released = await acts.releaseScheduledSend({ scheduledSendId: input.scheduledSendId, workflowId });
   if (!released.go) return { outcome: 'canceled' as const };
   const firstRetry = input.retrySchedule[0];
-  const result = await sendQueuedMessages({ messageIds: [released.messageId], workflowId, nextAttemptAt: firstRetry === undefined ? null : Date.now() + firstRetry });
+  const send = (messageIds: string[]) => sendQueuedMessages({ messageIds, workflowId, nextAttemptAt: firstRetry === undefined ? null : Date.now() + firstRetry });
+  const result = await send([released.messageId]);
   await startDeferred(result.deferred, input.retrySchedule);
+  // Its site could not take it yet (traffic shaping): one message, so it waits in this run however long.
+  await waitForSites(result, send, input.retrySchedule, false);
   await acts.finishScheduledSend({ scheduledSendId: input.scheduledSendId, ok: result.sent + result.deferred.length > 0 });
   return { outcome: 'sent' as const, result };
 }

@@ -5,7 +5,12 @@ export const SvcAccountId = defineSearchAttributeKey('SvcAccountId', SearchAttri
 export const SvcDomain = defineSearchAttributeKey('SvcDomain', SearchAttributeType.KEYWORD);
 export const SvcDomainId = defineSearchAttributeKey('SvcDomainId', SearchAttributeType.KEYWORD);
 export const SvcDomainStatus = defineSearchAttributeKey('SvcDomainStatus', SearchAttributeType.KEYWORD);
-export const SvcMessageId = defineSearchAttributeKey('SvcMessageId', SearchAttributeType.KEYWORD);
+/**
+ * Every message id a run handles (a batch holds up to 100): `SvcMessageId = 'msg_…'` finds a message's runs.
+ * A KeywordList of 100 ids is about 3.1 KB, over Temporal's default 2 KB per value: the server needs
+ * `frontend.searchAttributesSizeOfValueLimit` of at least 4096 (docs/deployment.md, Finding a message's runs).
+ */
+export const SvcMessageId = defineSearchAttributeKey('SvcMessageId', SearchAttributeType.KEYWORD_LIST);
 export const SvcDeliveryId = defineSearchAttributeKey('SvcDeliveryId', SearchAttributeType.KEYWORD);
 
 export const SvcBroadcastId = defineSearchAttributeKey('SvcBroadcastId', SearchAttributeType.KEYWORD);

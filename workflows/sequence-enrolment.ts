@@ -31,8 +31,14 @@ export async function enrolSequenceWorkflow(start: EnrolmentStart) {
   let canceled = false;
   let recheck = false;
   const state: EnrolmentState = { enrolmentId: null, step: null, stepType: null, waitingFor: null, waitUntil: null, stepsDone: 0, finished: false };
+  // {{event.*}}: the payload of the event that started the enrolment (it comes with the start), until a wait receives one.
+  let triggerPayload: Record<string, unknown> = {};
+  let lastEvent: Record<string, unknown> | undefined;
   setHandler(appEventSignal, (events) => {
-    for (const ev of events) if (!used.has(ev.id) && !received.some((r) => r.id === ev.id)) received.push(ev);
+    for (const ev of events) {
+      if (ev.id === start.trigger.key) triggerPayload = ev.payload ?? {};
+      else if (!used.has(ev.id) && !received.some((r) => r.id === ev.id)) received.push(ev);
+    }
     if (received.length > MAX_BUFFERED) received.splice(0, received.length - MAX_BUFFERED);
   });
   setHandler(cancelEnrolmentSignal, () => void (canceled = true));
@@ -44,7 +50,6 @@ export async function enrolSequenceWorkflow(start: EnrolmentStart) {
   if (opened.status !== 'opened') return { status: opened.status };
   state.enrolmentId = opened.enrolmentId;
   const steps = opened.definition.steps as SequenceStep[];
-  let lastEvent: Record<string, unknown> = {};
   let record: StepRecord | undefined;
   let i = 0;
   while (i < steps.length && !canceled) {
@@ -60,7 +65,7 @@ export async function enrolSequenceWorkflow(start: EnrolmentStart) {
     if (entered.exit) return finish('exited', entered.exit);
     if (step.type === 'exit') break;
     if (step.type === 'send') {
-      const r = await sendSequenceEmail({ enrolmentId: opened.enrolmentId, index: i, start, from: opened.definition.from, replyTo: opened.definition.replyTo, step, event: lastEvent });
+      const r = await sendSequenceEmail({ enrolmentId: opened.enrolmentId, index: i, start, from: opened.definition.from, replyTo: opened.definition.replyTo, step, event: lastEvent ?? triggerPayload });
       if (r.exit) return finish('exited', r.exit);
       record = { index: i, type: step.type, outcome: 'sent', at: Date.now(), startedAt, detail: { messageId: r.messageId } };
       i += 1;

@@ -5,6 +5,7 @@ import type { UserRow } from '../../core/accounts.js';
 import { AppError } from '../../core/errors.js';
 import type { Core } from '../../core/index.js';
 import { redirectWith, type AuthorizationRequest, type AuthorizeCheck } from '../../core/oauth/authorize-request.js';
+import { holdingsHtml, originHtml } from '../account-page.js';
 import { emailField } from '../contract.js';
 import { createBrowserSession } from './browser-session.js';
 import {
@@ -21,7 +22,7 @@ const password = z.string().min(8, 'The password must be at least 8 characters')
  */
 export function mountAuthorize(app: Express, core: Core): void {
   const { publicUrl } = core.config;
-  const session = createBrowserSession({ tokens: core.tokens, secretKey: core.config.secretKey, secure: publicUrl.startsWith('https:') });
+  const session = createBrowserSession({ tokens: core.tokens, accounts: core.accounts, secretKey: core.config.secretKey, secure: publicUrl.startsWith('https:') });
   type Ctx = FormContext & { request: AuthorizationRequest; self: string };
 
   const contextFor = (req: Request, res: Response, request: AuthorizationRequest, input: Record<string, unknown>): Ctx => {
@@ -44,10 +45,7 @@ export function mountAuthorize(app: Express, core: Core): void {
     const header = `<h1>Link an app to your account</h1>${appHeader(ctx.request.client.name, new URL(ctx.request.redirectUri).host)}`;
     res.send(renderPage('Link an app to your account', `${header}${noticeHtml(notice)}${body}`, nonce));
   };
-  const currentUser = async (req: Request): Promise<UserRow | undefined> => {
-    const id = await session.userId(req);
-    return id ? core.accounts.getUser(id) : undefined;
-  };
+  const currentUser = (req: Request): Promise<UserRow | undefined> => session.user(req);
   const home = (ctx: Ctx, user: UserRow | undefined, email?: string) =>
     !user ? signinSections(ctx, email) : user.emailVerified ? consentSection(ctx, user.email) : verifySection(ctx, user.email);
   /** Errors with an untrusted redirect URI are shown; with a trusted one they go back to the app (RFC 6749 §4.1.2.1). */
@@ -60,7 +58,11 @@ export function mountAuthorize(app: Express, core: Core): void {
     const check = await core.oauth.checkAuthorizationRequest(input);
     if (check.kind !== 'ok') return refuse(res, check);
     const ctx = contextFor(req, res, check.request, input);
-    if (typeof input.login_token === 'string' && input.login_token) return show(res, ctx, 200, redeemSection(ctx, input.login_token));
+    if (typeof input.login_token === 'string' && input.login_token) {
+      const link = await core.accounts.describeLink({ token: input.login_token }).catch(() => undefined);
+      const unverified = link && !link.emailVerified ? `${originHtml(link)}${holdingsHtml(link)}` : undefined;
+      return show(res, ctx, 200, redeemSection(ctx, input.login_token, unverified));
+    }
     show(res, ctx, 200, home(ctx, await currentUser(req)));
   }));
 
@@ -82,9 +84,13 @@ export function mountAuthorize(app: Express, core: Core): void {
     try {
       switch (str('action')) {
         case 'deny': return backToApp(res, request, { error: 'access_denied', error_description: 'The user denied the request' });
-        case 'logout':
+        case 'logout': {
+          // Signing out here is signing out as on the dashboard: every session of the account ends (its version moves).
+          const user = await currentUser(req);
+          if (user) await core.accounts.signOutEverywhere(user.id);
           session.signOut(res);
           return void res.redirect(303, ctx.self);
+        }
         case 'login': {
           const { user } = await core.accounts.login({ email: emailField.parse(str('email')), password: str('password') }, req.ip ?? '');
           await session.signIn(res, user.id);
@@ -92,7 +98,7 @@ export function mountAuthorize(app: Express, core: Core): void {
         }
         case 'signup': {
           const creds = { email: emailField.parse(str('email')), password: password.parse(str('password')) };
-          const { user } = await core.accounts.signup(creds, req.ip ?? '', mailLink(ctx));
+          const { user } = await core.accounts.signup(creds, req.ip ?? '', mailLink(ctx), { clientId: request.client.id });
           await session.signIn(res, user.id);
           return void res.redirect(303, ctx.self);
         }
@@ -106,6 +112,12 @@ export function mountAuthorize(app: Express, core: Core): void {
           const user = await core.accounts.redeemMailedLink({ token: str('login_token') });
           await session.signIn(res, user.id);
           return void res.redirect(303, ctx.self);
+        }
+        case 'disown': {
+          const gone = await core.accounts.disown({ token: str('login_token') });
+          session.signOut(res);
+          const text = `The account for ${gone.email} and everything it held are deleted.`;
+          return show(res, ctx, 200, home(ctx, undefined), { kind: 'info', text });
         }
         case 'approve': {
           const user = await currentUser(req);

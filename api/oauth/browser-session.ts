@@ -1,4 +1,5 @@
 import type { Request, Response } from 'express';
+import type { AccountService, UserRow } from '../../core/accounts.js';
 import { randomToken } from '../../core/ids.js';
 import { deriveKey, hmacHex, safeEqual } from '../../core/secrets.js';
 import type { TokenService } from '../../core/tokens.js';
@@ -19,23 +20,28 @@ function readCookie(req: Request, name: string): string | undefined {
 /**
  * The browser side of /oauth/authorize: a short session cookie for the signed-in account, and a CSRF
  * token bound to a random cookie and to the authorization request, so a form from another site (or for
- * another request) is refused.
+ * another request) is refused. The cookie carries the account's session version like every session
+ * token: signing out (anywhere) or changing the password bumps it, and the cookie stops signing in.
  */
-export function createBrowserSession(deps: { tokens: TokenService; secretKey: string; secure: boolean }) {
+export function createBrowserSession(deps: { tokens: TokenService; accounts: Pick<AccountService, 'getUser'>; secretKey: string; secure: boolean }) {
   const csrfKey = deriveKey(deps.secretKey, 'oauth-csrf-v1');
   const cookieOpts = { httpOnly: true, sameSite: 'lax' as const, secure: deps.secure, path: '/oauth' };
 
   return {
-    /** The signed-in account id, or undefined (no cookie, expired or forged). */
-    async userId(req: Request): Promise<string | undefined> {
+    /** The signed-in account, or undefined (no cookie; expired, forged, or older than the account's session version). */
+    async user(req: Request): Promise<UserRow | undefined> {
       const token = readCookie(req, SESSION_COOKIE);
       if (!token) return undefined;
       const claims = await deps.tokens.verify(token).catch(() => undefined);
-      return claims?.kind === 'session' ? claims.userId : undefined;
+      if (claims?.kind !== 'session') return undefined;
+      const user = await deps.accounts.getUser(claims.userId);
+      return user && (claims.version ?? 0) === user.sessionVersion ? user : undefined;
     },
 
     async signIn(res: Response, userId: string): Promise<void> {
-      const token = await deps.tokens.issue({ userId, kind: 'session' }, SESSION_TTL_SECONDS);
+      const user = await deps.accounts.getUser(userId);
+      if (!user) return;
+      const token = await deps.tokens.issue({ userId, kind: 'session', version: user.sessionVersion }, SESSION_TTL_SECONDS);
       res.cookie(SESSION_COOKIE, token, { ...cookieOpts, maxAge: SESSION_TTL_SECONDS * 1000 });
     },
 

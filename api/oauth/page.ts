@@ -113,11 +113,19 @@ ${form(ctx, 'signup', `${emailInput('signup-email', 'email')}
 ${form(ctx, 'deny', '<button type="submit" class="link">Cancel and go back to the app</button>', 'Deny')}`;
 }
 
-/** A mailed link opened: one button signs in, so a mail scanner fetching the link cannot use it up. */
-export function redeemSection(ctx: FormContext, token: string): string {
+/**
+ * A mailed link opened: one button signs in, so a mail scanner fetching the link cannot use it up. For an
+ * account not verified yet, `unverified` says how it was made and what it holds, and "I did not ask for this" deletes it.
+ */
+export function redeemSection(ctx: FormContext, token: string, unverified?: string): string {
+  const tokenField = `<input type="hidden" name="login_token" value="${esc(token)}">`;
   return `<section class="card" aria-labelledby="redeem-h">
 <h2 id="redeem-h">Continue with your emailed link</h2>
-${form(ctx, 'redeem', `<input type="hidden" name="login_token" value="${esc(token)}"><button type="submit" class="primary">Continue</button>`, 'Continue')}
+${unverified ? `${unverified}<p>Continuing confirms the address is yours and keeps everything the account holds.</p>` : ''}
+<div class="actions">
+${form(ctx, 'redeem', `${tokenField}<button type="submit" class="primary">Continue</button>`, 'Continue')}
+${unverified ? form(ctx, 'disown', `${tokenField}<button type="submit" class="secondary">I did not ask for this</button>`, 'I did not ask for this') : ''}
+</div>
 </section>`;
 }
 

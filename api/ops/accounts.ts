@@ -86,11 +86,42 @@ export const signOut = defineOperation({
 });
 
 export const verifyEmail = defineOperation({
-  name: 'auth.verify', method: 'GET', path: '/api/auth/verify', auth: 'public',
-  summary: 'Follow the emailed verification link: marks the account email verified.',
-  query: z.object({ token: z.string({ message: 'token is required' }).min(1).max(200) }),
+  name: 'auth.verify', method: 'POST', path: '/api/auth/verify', auth: 'public',
+  summary: 'Confirm the address with the mailed verification token (what the page\'s button does): marks it verified; every key, password and session of the account keeps working.',
+  body: z.strictObject({ token: z.string({ message: 'token is required' }).min(1).max(200) }),
   output: z.object({ ok: z.literal(true), email: z.string(), emailVerified: z.literal(true) }),
   handler: (input, { core }) => core.accounts.verifyEmail(input),
+});
+
+const named = z.object({ name: z.string().nullable(), domain: z.string().nullable() });
+export const linkDetails = defineOperation({
+  name: 'auth.linkDetails', method: 'GET', path: '/api/auth/link', auth: 'public',
+  summary: 'What a mailed link (verification, sign-in or reset token) leads to: how the account was made and what it holds. Changes nothing.',
+  query: z.object({ token: z.string({ message: 'token is required' }).min(1).max(200) }),
+  output: z.object({
+    purpose: z.enum(['verify_email', 'signin', 'reset_password']), email: z.string(), emailVerified: z.boolean(),
+    origin: z.object({
+      via: z.enum(['provision', 'signup', 'consent']).nullable().describe('provision: POST /api/v1/provision; signup: password sign-up; consent: signed up on an app\'s consent page'),
+      channel: z.string().nullable(), app: z.object({ clientId: z.string(), name: z.string().nullable() }).nullable(),
+      createdAt: z.number().int().describe('ms epoch'), clientIp: z.string().nullable().describe('The client address that made the account'),
+    }),
+    holdings: z.object({
+      accountKey: z.boolean(), password: z.boolean(), scopedKeys: z.array(named),
+      appPasswords: z.array(z.object({ label: z.string(), domain: z.string().nullable(), address: z.string() })),
+      routes: z.array(z.object({ domain: z.string().nullable(), pattern: z.string(), action: z.string(), destination: z.string().nullable() })),
+      linkedApps: z.array(z.object({ name: z.string().nullable(), since: z.number().int() })),
+      domains: z.array(z.object({ domain: z.string(), status: z.string() })),
+    }),
+  }),
+  handler: (input, { core }) => core.accounts.describeLink(input),
+});
+
+export const disown = defineOperation({
+  name: 'auth.disown', method: 'POST', path: '/api/auth/disown', auth: 'public',
+  summary: '"I did not ask for this": with a token mailed to the address, delete the unverified account and everything it holds (409 already_verified once verified).',
+  body: z.strictObject({ token: z.string({ message: 'token is required' }).min(1).max(200) }),
+  output: z.object({ ok: z.literal(true), email: z.string(), deleted: z.literal(true) }),
+  handler: (input, { core }) => core.accounts.disown(input),
 });
 
 export const resendVerification = defineOperation({

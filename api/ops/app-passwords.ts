@@ -23,6 +23,7 @@ export const listAppPasswords = defineOperation({
 
 export const createAppPassword = defineOperation({
   name: 'appPasswords.create', method: 'POST', path: '/api/app-passwords', auth: MANAGE, status: 201,
+  idempotencyKey: true,
   summary: 'Mint a mailbox password for one domain and an address pattern; the secret is returned once.',
   body: z.strictObject({
     domain: z.string().min(1).max(253).optional().describe('Domain name of the account (or give domainId)'),

@@ -13,6 +13,7 @@ const retentionDays = z.literal(RETENTION_DAYS).describe('Days the file (and its
  */
 export const uploadAttachment = defineOperation({
   name: 'attachments.upload', method: 'POST', path: '/v1/attachments', auth: ATTACHMENT_AUTH, status: 201,
+  idempotencyKey: true,
   summary: 'Store a file (base64 content or an http(s) URL fetched now, max 25 MB) and answer a signed, time-limited URL.',
   body: z.strictObject({
     filename: z.string().min(1).max(255).optional().describe('File name; optional when it can be derived from the url'),

@@ -33,6 +33,7 @@ const fields = {
 
 export const listBroadcasts = defineOperation({
   name: 'broadcasts.list', method: 'GET', path: '/api/broadcasts', auth: AUTH,
+  mcp: { title: 'List broadcasts' },
   summary: 'The account\'s broadcasts, newest first.',
   output: z.array(broadcast),
   handler: (_i, { core, principal }) => core.broadcasts.list(principal!.userId),
@@ -40,6 +41,7 @@ export const listBroadcasts = defineOperation({
 
 export const createBroadcast = defineOperation({
   name: 'broadcasts.create', method: 'POST', path: '/api/broadcasts', auth: AUTH, status: 201,
+  idempotencyKey: true, mcp: { title: 'Create a draft broadcast' },
   summary: 'Create a draft broadcast (audience defaults to all subscribed contacts).',
   body: z.strictObject({ from: str(320).describe('Sender on a verified sending domain; may carry a display name'), ...fields }),
   output: broadcast,
@@ -48,6 +50,7 @@ export const createBroadcast = defineOperation({
 
 export const readBroadcast = defineOperation({
   name: 'broadcasts.get', method: 'GET', path: '/api/broadcasts/:id', auth: AUTH,
+  mcp: { title: 'Broadcast status and progress' },
   summary: 'A broadcast with its status and recipient summary (live from the workflow while it runs).',
   params: idParams,
   output: broadcast.extend({ progress }),
@@ -73,6 +76,7 @@ export const deleteBroadcast = defineOperation({
 
 export const sendBroadcast = defineOperation({
   name: 'broadcasts.send', method: 'POST', path: '/api/broadcasts/:id/send', auth: AUTH, status: 202,
+  idempotencyKey: true, mcp: { title: 'Send or schedule a draft broadcast', openWorld: true },
   summary: 'Send a draft now, or at `scheduledAt` (ISO 8601, ms epoch or "in 2 hours"); the audience size is snapshotted.',
   params: idParams,
   body: z.strictObject({ scheduledAt: z.union([z.string().max(100), z.number()]).optional() }),

@@ -7,6 +7,7 @@ const idParams = z.object({ id: contactIdField });
 
 export const listContacts = defineOperation({
   name: 'contacts.list', method: 'GET', path: '/api/contacts', auth: AUTH,
+  mcp: { title: 'List contacts' },
   summary: 'Contacts, newest first; page with `before` (the last id seen), filter with `search` (email or name).',
   query: pageQuery(500, 100).extend({ search: z.string().max(200).optional().describe('Substring of the email or name') }),
   output: z.array(contactSchema),
@@ -15,6 +16,7 @@ export const listContacts = defineOperation({
 
 export const createContact = defineOperation({
   name: 'contacts.create', method: 'POST', path: '/api/contacts', auth: AUTH, status: 201,
+  idempotencyKey: true, mcp: { title: 'Create a contact' },
   summary: 'Create a contact; 409 contact_exists when the address is one already.',
   body: contactInput.extend({ subscribed: z.boolean().optional() }),
   output: contactSchema,
@@ -23,6 +25,7 @@ export const createContact = defineOperation({
 
 export const readContact = defineOperation({
   name: 'contacts.get', method: 'GET', path: '/api/contacts/:id', auth: AUTH,
+  mcp: { title: 'Read a contact' },
   summary: 'One contact.',
   params: idParams,
   output: contactSchema,

@@ -12,6 +12,7 @@ const ids = (prefix: string) => z.array(z.string().min(1).max(100)).max(500).opt
 
 export const retryDelivery = defineOperation({
   name: 'deliveries.retry', method: 'POST', path: '/api/deliveries/:id/retry', auth: AUTH,
+  idempotencyKey: true,
   summary: 'Replay one delivery: appends a new delivery row and attempts it now.',
   params: z.object({ id: z.string().min(1).max(100) }),
   output: z.object({ ok: z.boolean(), status: z.number().int().describe('0 when no response'), delivery: deliverySchema }),
@@ -20,15 +21,18 @@ export const retryDelivery = defineOperation({
 
 export const retryDeliveries = defineOperation({
   name: 'deliveries.retryMany', method: 'POST', path: '/api/deliveries/retry', auth: AUTH,
-  summary: 'Bulk replay by delivery, message or thread ids (threads expanded before the 50-id cap).',
+  idempotencyKey: true,
+  summary: 'Bulk replay by delivery, message or thread ids (threads expanded before the 50-id cap). Always HTTP 200: every id has a result.',
   body: z.strictObject({ deliveryIds: ids('dlv_'), messageIds: ids('msg_'), threadIds: ids('Thread') })
     .refine((b) => (b.deliveryIds?.length ?? 0) + (b.messageIds?.length ?? 0) + (b.threadIds?.length ?? 0) > 0, 'give at least one of deliveryIds, messageIds, threadIds'),
   output: z.object({
     ok: z.boolean(), requested: z.number().int(), delivered: z.number().int(), failed: z.number().int(), skipped: z.number().int(),
     results: z.array(z.object({
       messageId: z.string().nullable(), routeId: z.string().nullable(), deliveryId: z.string().nullable(), ok: z.boolean(),
-      status: z.number().int().nullable(), reason: z.string().nullable().describe('http, timeout, network, redirect, no-ack; skips: not_found, no_delivery, duplicate_endpoint'),
-    })),
+      status: z.number().int().nullable(),
+      reason: z.string().nullable().describe('Failures: http, timeout, network, redirect, no-ack. Skips: not_found, no_delivery, duplicate_endpoint, too_many_ids (past the 50-id cap)'),
+      threadId: z.string().optional().describe('Only on the result of a thread id that expanded to no message (not_found) or was not reached (too_many_ids)'),
+    })).describe('One per id (a thread: one per message it expanded to); no guaranteed order'),
   }),
   handler: (input, { core, principal }) => core.replay.retryMany(actorOf(principal!), input),
 });

@@ -10,7 +10,7 @@ export const setTrackingWebhook = defineOperation({
   summary: 'Send the domain\'s engagement events (sent, bounced, complained, opened, clicked) to this URL, signed with the account secret.',
   params: domainIdParams,
   body: z.strictObject({ url: z.string().min(1).max(2048).describe('https (http only for localhost)') }),
-  output: z.object({ domain: domainRow, signingSecret: z.string().optional().describe('The account secret; not shown to a domain-scoped key') }),
+  output: z.object({ domain: domainRow, signingSecret: z.string().describe('The account secret (whsec_…): signs the tracking webhook\'s events') }),
   handler: ({ id, url }, { core, principal }) => core.engagement.setTrackingWebhook(actorOf(principal!), id, url),
 });
 
@@ -27,7 +27,7 @@ export const setWebhookEvents = defineOperation({
   summary: 'Opt the inbound webhook in to engagement events (the tracking webhook, when set, wins).',
   params: domainIdParams,
   body: z.strictObject({ events: z.union([z.literal('all'), z.array(z.enum(ENGAGEMENT_TYPES)).min(1)]) }),
-  output: z.object({ domain: domainRow, signingSecret: z.string().optional().describe('The account secret (fallback key); not shown to a domain-scoped key') }),
+  output: z.object({ domain: domainRow, signingSecret: z.string().describe('The account secret (whsec_…): the fallback key of engagement events at the inbound webhook') }),
   handler: ({ id, events }, { core, principal }) => core.engagement.setWebhookEvents(actorOf(principal!), id, events),
 });
 

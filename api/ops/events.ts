@@ -18,6 +18,7 @@ export const customEvent = z.object({
 
 export const postEvent = defineOperation({
   name: 'events.post', method: 'POST', path: '/v1/events', auth: AUTH, status: 202, schemaName: 'event',
+  idempotencyKey: true, mcp: { name: 'events_record', title: 'Record an application event' },
   summary: 'Record an application event; sequences triggered by its name start and enrolments waiting for it wake, after the answer.',
   body: z.strictObject({
     name: eventNameField.optional(), event: eventNameField.optional().describe('Alias of name; name wins'),
@@ -36,6 +37,7 @@ export const postEvent = defineOperation({
 
 export const listEvents = defineOperation({
   name: 'events.list', method: 'GET', path: '/v1/events', auth: READ_AUTH,
+  mcp: { title: 'List application events' },
   summary: 'Application events, newest first; filter by name and/or email; page with `before` (the last id seen).',
   query: z.object({
     name: z.string().max(64).optional(), email: z.string().max(254).optional(),

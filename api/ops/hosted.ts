@@ -21,6 +21,7 @@ export const checkSubdomain = defineOperation({
 
 export const claimSubdomain = defineOperation({
   name: 'subdomains.claim', method: 'POST', path: '/api/domains/subdomain', auth: DOMAIN_AUTH, status: 201,
+  idempotencyKey: true,
   summary: 'Claim a hosted subdomain: created verified with all four checks passing; its records are hosted by the service.',
   body: z.strictObject({ subdomain: z.string().min(1).max(300).describe('3 to 32 of a-z, 0-9 and hyphens; <label>.<base> also accepted') }),
   output: z.object({ domain: domainRow, dns: z.array(dnsRecord).max(0) }),

@@ -2,6 +2,7 @@ import type { Operation } from '../contract.js';
 import * as accounts from './accounts.js';
 import * as attachments from './attachments.js';
 import * as domains from './domains.js';
+import * as domainSettings from './domain-settings.js';
 import * as encryption from './encryption.js';
 import * as hosted from './hosted.js';
 import * as keys from './keys.js';
@@ -26,12 +27,13 @@ import * as lists from './lists.js';
 import * as broadcasts from './broadcasts.js';
 import * as sequences from './sequences.js';
 import * as events from './events.js';
+import * as warmup from './warmup.js';
 
 /** Every module of operations, by name: the runtime list below and the `AppRouter` type are both built from it. */
 const modules = {
-  accounts, keys, scopedKeys, me, oauthGrants, outbox, attachments, hosted, registration, domains, encryption, templates,
+  accounts, keys, scopedKeys, me, oauthGrants, outbox, attachments, hosted, registration, domains, domainSettings, encryption, templates,
   send, scheduled, messages, suppressions, webhooks, routes, deliveries, engagement, appPasswords, mailbox, contacts, lists, broadcasts,
-  sequences, events,
+  sequences, events, warmup,
 };
 
 type OperationsIn<M> = Extract<M[keyof M], { handler: unknown; name: string }>;

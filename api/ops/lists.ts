@@ -18,6 +18,7 @@ const importSchema = z.object({
 
 export const listLists = defineOperation({
   name: 'lists.list', method: 'GET', path: '/api/lists', auth: AUTH,
+  mcp: { title: 'List contact lists' },
   summary: 'The account\'s lists with their sizes, newest first.',
   output: z.array(list),
   handler: (_i, { core, principal }) => core.lists.list(principal!.userId),
@@ -25,6 +26,7 @@ export const listLists = defineOperation({
 
 export const createList = defineOperation({
   name: 'lists.create', method: 'POST', path: '/api/lists', auth: AUTH, status: 201,
+  idempotencyKey: true, mcp: { title: 'Create a contact list' },
   summary: 'Create a list.',
   body: z.strictObject({ name: nameField }),
   output: list,
@@ -58,6 +60,7 @@ export const deleteList = defineOperation({
 
 export const listMembers = defineOperation({
   name: 'lists.contacts', method: 'GET', path: '/api/lists/:id/contacts', auth: AUTH,
+  mcp: { title: 'List the contacts of a list' },
   summary: 'Contacts of a list, most recently added first; page with `before` (the last contact id seen).',
   params: idParams,
   query: pageQuery(500, 100),
@@ -67,6 +70,7 @@ export const listMembers = defineOperation({
 
 export const addMembers = defineOperation({
   name: 'lists.addContacts', method: 'POST', path: '/api/lists/:id/contacts', auth: AUTH,
+  idempotencyKey: true, mcp: { title: 'Add contacts to a list', idempotent: true },
   summary: 'Add contacts by id, by address, or as full contacts (upserted by address). Answers how many joined the list now.',
   params: idParams,
   body: z.strictObject({
@@ -88,6 +92,7 @@ export const removeMember = defineOperation({
 
 export const importContacts = defineOperation({
   name: 'lists.import', method: 'POST', path: '/api/lists/:id/import', auth: AUTH, status: 202,
+  idempotencyKey: true,
   summary: 'Import a CSV (header row with an email column; name; every other column an attribute) into the list, as a durable workflow. Send JSON {csv} or the CSV itself as text/csv.',
   params: idParams,
   body: z.strictObject({ csv: z.string().min(1).max(IMPORT_LIMITS.bytes).describe(`CSV text, at most ${IMPORT_LIMITS.bytes / 1024 / 1024} MB`) }),

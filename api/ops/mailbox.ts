@@ -14,6 +14,7 @@ const message = z.object({
 
 export const listMailboxMessages = defineOperation({
   name: 'mailbox.list', method: 'GET', path: '/api/mailbox/messages', auth: AUTH,
+  mcp: { title: 'List mailbox messages' },
   summary: 'Messages of the mailboxes the app password covers, newest first.',
   query: z.object({
     before: z.coerce.number().int().min(1).optional().describe('Exclusive UID cursor: the nextBefore of the previous page'),
@@ -27,6 +28,7 @@ export const listMailboxMessages = defineOperation({
 
 export const rawMailboxMessage = defineOperation({
   name: 'mailbox.raw', method: 'GET', path: '/api/mailbox/messages/:uid/raw', auth: AUTH,
+  mcp: { title: 'Read a mailbox message (RFC 822 source)' },
   summary: 'The RFC 822 source of one message (send Accept: message/rfc822 for the bytes themselves).',
   params: uidParam,
   output: z.object({ uid: z.number().int(), raw: z.string() }),

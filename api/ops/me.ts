@@ -5,6 +5,7 @@ import { defineOperation } from '../contract.js';
 
 export const me = defineOperation({
   name: 'me.get', method: 'GET', path: '/v1/me', auth: ['account_key', 'scoped_key', 'session', 'oauth'],
+  mcp: { name: 'me', title: 'Account status and the domains it may send from' },
   summary: 'Account status as seen by this credential.',
   output: z.object({
     email: z.string(),
@@ -21,7 +22,7 @@ export const me = defineOperation({
 
 export const usage = defineOperation({
   name: 'billing.usage', method: 'GET', path: '/api/billing/usage', auth: ['session', 'oauth', 'account_key'],
-  summary: 'Usage against the plan: the monthly email bucket (inbound and outbound share it) and overage state.',
+  summary: 'Usage against the plan: the monthly email bucket (inbound and outbound share it), overage state, and storage (mailboxes and attachments) against the quota.',
   output: z.object({
     plan: z.string(),
     emails: z.object({ used: z.number(), included: z.number().nullable().describe('null = unlimited') }),
@@ -30,13 +31,19 @@ export const usage = defineOperation({
     meters: z.array(z.string()),
     overage: z.object({
       over: z.boolean(), metered: z.boolean(), blocked: z.boolean(),
-      status: z.string().nullable(), code: z.string().nullable(),
+      status: z.string().nullable().describe('Card-gate status when over: ok (metered overage goes on) or failed (sending blocked); null when not over'),
+      code: z.string().nullable().describe('When blocked: monthly_quota_exceeded, the code of the send refusal (402)'),
+    }),
+    storage: z.object({
+      used: z.number().describe('Bytes in use: mailbox messages (every copy) plus unexpired stored attachments'),
+      mailboxes: z.number(), attachments: z.number(),
+      quota: z.number().describe('STORAGE_QUOTA_BYTES; IMAP APPEND/COPY answer NO [OVERQUOTA] and uploads 413 storage_quota_exceeded past it'),
     }),
   }),
   handler: async (_input, { core, principal }) => {
     const user = await core.accounts.getUser(principal!.userId);
     if (!user) throw unauthorized();
-    return core.usage.usage(user);
+    return { ...(await core.usage.usage(user)), storage: await core.storage.usage(user.id) };
   },
 });
 

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { actorOf } from '../../core/domains/service.js';
+import { BOUNCE_CLASSES } from '../../core/sending/bounce-classes.js';
 import { defineOperation } from '../contract.js';
 import { deliverySchema } from './deliveries.js';
 
@@ -20,6 +21,7 @@ export const eventSchema = z.object({
 
 export const listMessages = defineOperation({
   name: 'messages.list', method: 'GET', path: '/api/messages', auth: AUTH,
+  mcp: { title: 'List messages (sent and received)' },
   summary: 'Messages, newest first; page with `before` (the created_at of the last one seen).',
   query: z.object({
     limit: z.coerce.number().int().min(1).max(200).default(50),
@@ -33,6 +35,7 @@ export const listMessages = defineOperation({
 
 export const getMessage = defineOperation({
   name: 'messages.get', method: 'GET', path: '/api/messages/:id', auth: AUTH,
+  mcp: { title: 'Read a message with its delivery trail' },
   summary: 'One message with its metadata, attachments, deliveries and events.',
   params: z.object({ id: z.string().regex(/^msg_[A-Za-z0-9_-]+$/, 'not a message id (msg_…)') }),
   output: z.object({
@@ -42,6 +45,7 @@ export const getMessage = defineOperation({
       recipients: z.array(z.object({
         address: z.string(), status: z.enum(['pending', 'sent', 'deferred', 'bounced']), attempts: z.number().int(),
         response: z.string().nullable().describe('The last answer of its server'), at: z.number().int().nullable(),
+        bounceClass: z.enum(BOUNCE_CLASSES).optional().describe('Why it failed or was deferred (docs/deliverability.md, Bounce classes); absent once sent'),
       })).describe('Outbound: each recipient\'s outcome (one SMTP transaction per recipient domain); empty before the first attempt'),
     }),
     attachments: z.array(z.object({ filename: z.string(), contentType: z.string() })),
@@ -50,7 +54,7 @@ export const getMessage = defineOperation({
     trail: z.array(z.object({
       kind: z.enum(['smtp', 'webhook']), at: z.number().int(), workflowId: z.string().nullable().describe('The Temporal run that made the attempt'),
       to: z.array(z.string()).optional().describe('SMTP: the recipients of the transaction'), deliveryId: z.string().optional(), attempt: z.number().int().optional(),
-      status: z.string().describe('SMTP: sent, deferred, bounced or mixed; webhook: delivered or failed'), response: z.string().describe('What the server answered'),
+      status: z.string().describe('SMTP: sent, deferred, bounced or mixed, or throttled (no transaction: the recipients\' site could not take it yet, see docs/deliverability.md); webhook: delivered or failed'), response: z.string().describe('What the server answered'),
     })).describe('Every SMTP transaction or webhook attempt of the message, oldest first'),
     runs: z.array(z.object({ workflowId: z.string(), url: z.string().nullable().describe('The run in the Temporal UI (TEMPORAL_UI_URL)') }))
       .describe('The workflow runs that touched the message'),
@@ -60,6 +64,7 @@ export const getMessage = defineOperation({
 
 export const listEvents = defineOperation({
   name: 'events.timeline', method: 'GET', path: '/api/events', auth: AUTH,
+  mcp: { title: 'Delivery timeline' },
   summary: 'The delivery timeline: what the service did with messages, newest first.',
   query: z.object({
     limit: z.coerce.number().int().min(1).max(500).default(100),

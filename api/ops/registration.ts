@@ -36,6 +36,7 @@ export const checkRegistration = defineOperation({
 
 export const register = defineOperation({
   name: 'registration.register', method: 'POST', path: '/api/domains/register', auth: DOMAIN_AUTH,
+  idempotencyKey: true,
   summary: 'Buy a domain, host its mail DNS and add it, in one call. dryRun validates and prices without charging.',
   body: z.strictObject({
     domain: z.string().min(1).max(253),

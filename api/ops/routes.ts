@@ -13,6 +13,7 @@ const route = z.object({
 
 export const listRoutes = defineOperation({
   name: 'routes.list', method: 'GET', path: '/api/routes', auth: DOMAIN_AUTH,
+  mcp: { title: 'List inbound routes' },
   summary: 'Routes (the catch-all `*` and address routes) with their action and destination.',
   output: z.array(route),
   handler: (_i, { core, principal }) => core.routes.list(actorOf(principal!)),
@@ -20,6 +21,7 @@ export const listRoutes = defineOperation({
 
 export const createRoute = defineOperation({
   name: 'routes.create', method: 'POST', path: '/api/routes', auth: DOMAIN_AUTH, status: 201,
+  idempotencyKey: true, mcp: { title: 'Create an inbound route' },
   summary: 'Route an address pattern of a domain: webhook, forward, store (mailbox only) or drop; the most specific pattern wins.',
   body: z.strictObject({
     match: z.string().min(1).max(320).optional()
@@ -37,6 +39,7 @@ export const createRoute = defineOperation({
 
 export const deleteRoute = defineOperation({
   name: 'routes.delete', method: 'DELETE', path: '/api/routes/:id', auth: DOMAIN_AUTH,
+  mcp: { title: 'Delete an inbound route' },
   summary: 'Delete a route.',
   params: z.object({ id: z.string().min(1).max(100) }),
   output: okSchema,

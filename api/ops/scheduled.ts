@@ -13,6 +13,7 @@ const idParams = z.object({ id: z.string().regex(/^ssnd_[A-Za-z0-9_-]+$/, 'not a
 
 export const listScheduled = defineOperation({
   name: 'scheduled.list', method: 'GET', path: '/v1/scheduled', auth: AUTH,
+  mcp: { title: 'List scheduled sends' },
   summary: 'Scheduled sends, latest time first.',
   query: z.object({ limit: z.coerce.number().int().min(1).max(200).default(50), status: z.enum(['scheduled', 'sending', 'sent', 'canceled', 'failed']).optional() }),
   output: z.array(scheduled),
@@ -21,6 +22,7 @@ export const listScheduled = defineOperation({
 
 export const getScheduled = defineOperation({
   name: 'scheduled.get', method: 'GET', path: '/v1/scheduled/:id', auth: AUTH,
+  mcp: { title: 'Read a scheduled send' },
   summary: 'One scheduled send.',
   params: idParams,
   output: scheduled,
@@ -29,6 +31,7 @@ export const getScheduled = defineOperation({
 
 export const cancelScheduled = defineOperation({
   name: 'scheduled.cancel', method: 'DELETE', path: '/v1/scheduled/:id', auth: AUTH,
+  mcp: { title: 'Cancel a scheduled send' },
   summary: 'Cancel a scheduled send: canceled, or 409 too_late once sending has started.',
   params: idParams,
   output: z.object({ ok: z.literal(true), id: z.string(), status: z.literal('canceled') }),

@@ -18,6 +18,7 @@ export const listScopedKeys = defineOperation({
 
 export const createScopedKey = defineOperation({
   name: 'scopedKeys.create', method: 'POST', path: '/api/keys/scoped', auth: MANAGE, status: 201,
+  idempotencyKey: true,
   summary: 'Create a key that can send from and manage only one domain of the account.',
   body: z.strictObject({ domainId: z.string().regex(/^dom_/, 'must be a domain id (dom_…)'), name: z.string().min(1).max(100).optional() }),
   output: scopedKey,

@@ -42,6 +42,7 @@ export const sendRequest = z.strictObject({
 
 export const send = defineOperation({
   name: 'send.single', method: 'POST', path: '/v1/send', auth: SEND_AUTH, schemaName: 'send',
+  idempotencyKey: true, mcp: { name: 'send', title: 'Send an email', openWorld: true },
   summary: 'Send one message now (queued) or later (scheduled).',
   body: sendRequest,
   output: z.object({
@@ -54,6 +55,7 @@ export const send = defineOperation({
 
 export const sendBatch = defineOperation({
   name: 'send.batch', method: 'POST', path: '/v1/send/batch', auth: SEND_AUTH, schemaName: 'send-batch',
+  idempotencyKey: true, mcp: { name: 'send_batch', title: 'Send one email per recipient (batch)', openWorld: true },
   summary: 'One independent message per recipient (1 to 50); per-recipient failures are reported, not thrown.',
   body: z.strictObject({
     from: z.string().min(3).max(998),

@@ -43,6 +43,7 @@ export const listSequences = defineOperation({
 
 export const createSequence = defineOperation({
   name: 'sequences.create', method: 'POST', path: '/api/sequences', auth: AUTH, status: 201,
+  idempotencyKey: true,
   summary: 'Create a sequence (draft unless `status` says active).',
   body: z.strictObject({ name: z.string().min(1).max(200).refine((n) => !n.startsWith('seq_'), 'names cannot look like an id (seq_…)'), status: status.optional(), from, replyTo, input, trigger, steps }),
   output: sequence,

@@ -9,6 +9,7 @@ const suppression = z.object({
 
 export const listSuppressions = defineOperation({
   name: 'suppressions.list', method: 'GET', path: '/api/contacts/suppressions', auth: AUTH,
+  mcp: { title: 'List suppressed addresses' },
   summary: 'Addresses sends to which are refused, newest first.',
   output: z.array(suppression),
   handler: (_i, { core, principal }) => core.suppressions.list(principal!.userId),
@@ -16,6 +17,7 @@ export const listSuppressions = defineOperation({
 
 export const addSuppression = defineOperation({
   name: 'suppressions.add', method: 'POST', path: '/api/contacts/suppressions', auth: AUTH, status: 201,
+  idempotencyKey: true, mcp: { title: 'Suppress an address', idempotent: true },
   summary: 'Suppress an address by hand (idempotent).',
   body: z.strictObject({ email: emailField, reason: z.string().min(1).max(50).default('manual') }),
   output: okSchema,
@@ -27,6 +29,7 @@ export const addSuppression = defineOperation({
 
 export const removeSuppression = defineOperation({
   name: 'suppressions.remove', method: 'DELETE', path: '/api/contacts/suppressions/:email', auth: AUTH,
+  mcp: { title: 'Allow sending to a suppressed address again' },
   summary: 'Allow sending to an address again.',
   params: z.object({ email: emailField }),
   output: okSchema,

@@ -36,6 +36,7 @@ export const listBaseTemplates = defineOperation({
 
 export const listTemplates = defineOperation({
   name: 'templates.list', method: 'GET', path: '/api/templates', auth: MANAGE,
+  mcp: { title: 'List templates' },
   summary: 'The account\'s templates, newest first.',
   output: z.array(template),
   handler: (_i, { core, principal }) => core.templates.list(principal!.userId),
@@ -43,6 +44,7 @@ export const listTemplates = defineOperation({
 
 export const createTemplate = defineOperation({
   name: 'templates.create', method: 'POST', path: '/api/templates', auth: MANAGE, status: 201,
+  idempotencyKey: true,
   summary: 'Create a template; at least one of subject, html or text is required.',
   body: z.strictObject({ name: nameField, subject: subjectField.optional(), html: htmlField.optional(), text: textField.optional() }),
   output: template,

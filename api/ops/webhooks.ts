@@ -33,6 +33,7 @@ export const webhookSecret = defineOperation({
 
 export const testWebhook = defineOperation({
   name: 'webhooks.test', method: 'POST', path: '/api/domains/:id/webhook/test', auth: DOMAIN_AUTH,
+  idempotencyKey: true,
   summary: 'Send a signed test event to the catch-all webhook.',
   params: domainIdParams,
   output: z.object({ ok: z.boolean(), status: z.number().int().describe('HTTP status; 0 when no response') }),

@@ -5,6 +5,7 @@ import { badRequest, forbidden, gone } from '../errors.js';
 import { randomToken } from '../ids.js';
 import { deriveKey, hmacHex, safeEqual } from '../secrets.js';
 import { attachmentTooLarge, fetchRemote, parseHttpUrl } from './fetch-remote.js';
+import type { StorageQuota } from '../storage-quota.js';
 
 /** SPEC.md, Limits: 25 MB for any one file, from any source, and for all attachments of one send. */
 export const MAX_ATTACHMENT_BYTES = 25 * 1024 * 1024;
@@ -38,7 +39,7 @@ const MIME_BY_EXT: Record<string, string> = {
  * Stored attachments (table stored_files) and their signed, time-limited download URLs; also the
  * send path's validation (at accept time) and loading (at delivery time) of `attachments[]`.
  */
-export function createAttachmentService(deps: { db: Db; publicUrl: string; secretKey: string; allowPrivate: boolean }) {
+export function createAttachmentService(deps: { db: Db; publicUrl: string; secretKey: string; allowPrivate: boolean; storage?: StorageQuota }) {
   const { db } = deps;
   const urlKey = deriveKey(deps.secretKey, 'attachment-url-v1');
   const sign = (id: string, expires: string) => hmacHex(urlKey, `${id}.${expires}`);
@@ -54,13 +55,16 @@ export function createAttachmentService(deps: { db: Db; publicUrl: string; secre
     return { content: fetched.content, contentType: fetched.contentType, filename: fetched.filename };
   }
 
-  /** Inserts one file; answers its row without the bytes (no 25 MB round trip back). */
+  /** Inserts one file within the account's storage quota (413 storage_quota_exceeded over it); answers its row without the bytes. */
   async function store(userId: string, f: { filename: string; contentType: string; content: Buffer }, expiresAt: number) {
-    const [row] = await db.insert(files).values({
-      id: newFileId(), userId, filename: f.filename, contentType: f.contentType, size: f.content.length, content: f.content,
-      createdAt: Date.now(), expiresAt,
-    }).returning({ id: files.id, filename: files.filename, contentType: files.contentType, size: files.size, expiresAt: files.expiresAt });
-    return row!;
+    return db.transaction(async (tx) => {
+      await deps.storage?.reserve(tx, userId, f.content.length);
+      const [row] = await tx.insert(files).values({
+        id: newFileId(), userId, filename: f.filename, contentType: f.contentType, size: f.content.length, content: f.content,
+        createdAt: Date.now(), expiresAt,
+      }).returning({ id: files.id, filename: files.filename, contentType: files.contentType, size: files.size, expiresAt: files.expiresAt });
+      return row!;
+    });
   }
 
   const service = {

@@ -1,12 +1,14 @@
 import { and, desc, eq, inArray } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
-import { badRequest, conflict, forbidden, notFound } from '../errors.js';
+import { AppError, badRequest, conflict, notFound } from '../errors.js';
 import { newId } from '../ids.js';
-import type { WorkflowPort } from '../index.js';
+import type { WorkflowPort } from '../ports.js';
 import { domainOf, formatMailbox, parseMailbox } from '../sending/addresses.js';
+import { capRefusal, type SendGate } from '../sending/gate.js';
 import { parseScheduledAt } from '../sending/schedule-time.js';
 import type { TemplateService } from '../templates/service.js';
+import type { UsageService } from '../usage.js';
 import { checkAudience, countAudience, type Audience } from './audience.js';
 import { renderForRecipient } from './content.js';
 
@@ -15,8 +17,6 @@ export type BroadcastFields = {
   name?: string; from?: string; replyTo?: string | null; subject?: string; preview?: string | null; audience?: Audience;
   templateId?: string | null; html?: string | null; text?: string | null; footerAddress?: string | null;
 };
-/** What the fan-out workflow answers to `progressQuery`. */
-export type BroadcastProgress = { phase: string; sent: number; failed: number; skipped: number; remaining: number | null; currentBatch: number; audience: number | null };
 
 const b = schema.broadcasts;
 const OPEN = ['scheduled', 'sending'] as const;
@@ -30,7 +30,9 @@ export const broadcastDto = (r: Row) => ({
 });
 
 /** Broadcasts: drafts (only they may change), sending now or at a time, cancel, and progress from the running workflow. */
-export function createBroadcastService(deps: { db: Db; workflows: WorkflowPort; templates: TemplateService; defaultFooterAddress: string | undefined }) {
+export function createBroadcastService(deps: {
+  db: Db; workflows: WorkflowPort; templates: TemplateService; defaultFooterAddress: string | undefined; gate: SendGate; usage: UsageService;
+}) {
   const { db } = deps;
 
   async function load(userId: string, id: string): Promise<Row> {
@@ -53,16 +55,29 @@ export function createBroadcastService(deps: { db: Db; workflows: WorkflowPort; 
     return out;
   }
 
-  /** Everything a send needs before it is accepted: verified account, a sending domain, content, a valid audience. */
+  /** Everything a send needs before it is accepted: the send gate's account and sender rules, content, a valid audience. */
   async function checkSendable(row: Row) {
-    const [user] = await db.select().from(schema.users).where(eq(schema.users.id, row.userId));
-    if (!user?.emailVerified) throw forbidden('Verify the account email before sending (see GET /v1/me)', 'email_not_verified');
-    const name = domainOf(parseMailbox(row.fromAddr, 'from').address);
-    const [d] = await db.select().from(schema.domains).where(and(eq(schema.domains.userId, row.userId), eq(schema.domains.domain, name)));
-    if (!d || !d.sendingEnabled || d.spfVerified !== 1 || d.dkimVerified !== 1) throw forbidden(`${name} is not a verified sending domain of this account`, 'domain_not_verified');
+    const verdict = await deps.gate.judge({ userId: row.userId, sender: { name: domainOf(parseMailbox(row.fromAddr, 'from').address) } });
+    if (verdict instanceof AppError) throw verdict;
     const template = row.templateId ? await deps.templates.resolve(row.userId, row.templateId) : undefined;
     renderForRecipient({ ...row, template }, { email: 'check@example.com', name: null, attributes: {} }, 'https://example.com/u');
-    return checkAudience(db, row.userId, row.audience as Audience);
+    return { plan: verdict.plan, audience: await checkAudience(db, row.userId, row.audience as Audience) };
+  }
+
+  /**
+   * Refuses a broadcast whose audience is larger than the plan's room on the day it goes out (now, or its
+   * scheduled day), with the count. Only an early answer: the fan-out reserves each batch and fails the
+   * recipients a cap does not take.
+   */
+  async function checkRoom(userId: string, plan: string, count: number, at?: number) {
+    const room = await deps.usage.headroom(userId, plan, at);
+    const hit = count > room.monthly ? 'monthly' as const : count > room.daily ? 'daily' as const : undefined;
+    if (!hit) return;
+    const left = hit === 'monthly' ? room.monthly : room.daily;
+    const when = at !== undefined ? `on ${new Date(at).toISOString().slice(0, 10)} (UTC)` : hit === 'daily' ? 'today' : 'this month';
+    const cap = capRefusal(hit, at);
+    const text = `This broadcast goes to ${count} recipients; the plan's ${hit === 'daily' ? 'daily send cap' : 'monthly email bucket'} allows ${left} more ${when}`;
+    throw new AppError(cap.status, cap.code, text, cap.retryable, cap.details);
   }
 
   return {
@@ -116,10 +131,11 @@ export function createBroadcastService(deps: { db: Db; workflows: WorkflowPort; 
     async send(userId: string, id: string, scheduledAt?: string | number) {
       const row = await load(userId, id);
       if (row.status !== 'draft') throw conflict(`This broadcast is ${row.status} already; only drafts can be sent`, 'not_draft');
-      const audience = await checkSendable(row);
+      const { plan, audience } = await checkSendable(row);
       const when = scheduledAt === undefined ? undefined : parseScheduledAt(scheduledAt);
       const scheduled = when !== undefined && when > Date.now() + 1000;
       const audienceCount = await countAudience(db, userId, audience);
+      await checkRoom(userId, plan, audienceCount, scheduled ? when : undefined);
       const status = scheduled ? 'scheduled' as const : 'sending' as const;
       const [moved] = await db.update(b).set({ status, scheduledAt: scheduled ? when : null, audienceCount, updatedAt: Date.now() })
         .where(and(eq(b.id, id), eq(b.status, 'draft'))).returning();

@@ -6,7 +6,7 @@ import { badRequest, conflict } from '../errors.js';
 import { newId } from '../ids.js';
 import { domainDto, type DomainRow } from './dto.js';
 import { isWithin } from './names.js';
-import type { DnsRecordOut } from './records.js';
+import { MX_LABEL, type DnsRecordOut } from './records.js';
 import type { Actor, DomainService } from './service.js';
 
 const RESERVED = new Set([
@@ -98,12 +98,16 @@ export function createHostedZoneService(deps: { db: Db; base: string; domains: (
     /** The built-in DNS server's view: authoritative for SERVICE_DOMAIN and for hosted (registered) domains. */
     async lookup(name: string, type: string) {
       const rows = await db.select().from(h).where(eq(h.name, name));
-      // SERVICE_DOMAIN's own records (MX, SPF include target, DKIM of system mail, DMARC, the bounces. return path).
-      const own = isWithin(name, base) && deps.ownRecords ? (await deps.ownRecords()).filter((r) => r.name === name) : [];
+      // SERVICE_DOMAIN's own records (MX, SPF include target, DKIM of system mail, DMARC, the bounces. return path);
+      // each domain row's own MX host (<token>.mx.<base>) has the addresses of SERVICE_DOMAIN itself.
+      const ownName = isRowMxHost(name) ? base : name;
+      const own = isWithin(name, base) && deps.ownRecords
+        ? (await deps.ownRecords()).filter((r) => r.name === ownName && (ownName === name || r.type === 'A')).map((r) => ({ ...r, name }))
+        : [];
       const authoritative = isWithin(name, base) || rows.length > 0 || (await hostsZoneOf(name));
       return {
         authoritative,
-        nameExists: rows.length > 0 || own.length > 0 || name === base,
+        nameExists: rows.length > 0 || own.length > 0 || name === base || isRowMxHost(name),
         records: [
           ...own.filter((r) => r.type === type).map((r) => ({ name: r.name, type: r.type, value: r.value, priority: r.priority })),
           ...rows.filter((r) => r.type === type || r.type === 'CNAME')
@@ -112,6 +116,12 @@ export function createHostedZoneService(deps: { db: Db; base: string; domains: (
       };
     },
   };
+
+  /** `<label>.mx.<base>`: the MX host of one domain row (core/domains/records.ts mxHostOf). */
+  function isRowMxHost(name: string): boolean {
+    const suffix = `.${MX_LABEL}.${base}`;
+    return name.endsWith(suffix) && /^[a-z0-9-]{1,63}$/.test(name.slice(0, -suffix.length));
+  }
 
   async function hostsZoneOf(name: string): Promise<boolean> {
     const [row] = await db.select({ id: schema.domains.id }).from(schema.domains)

@@ -1,6 +1,16 @@
-import { builtinRecords, type DnsRecordOut } from './records.js';
+import { builtinRecords, mxHostOf, type DnsRecordOut } from './records.js';
 
-export type ProviderDomain = { domain: string; dkimSelector: string; dkimPublicKey: string; sendingEnabled: boolean };
+export type ProviderDomain = {
+  domain: string; mxToken: string; dkimSelector: string; dkimPublicKey: string; sendingEnabled: boolean;
+  /** A rotation's next key (published, not yet signing) and previous key (in its grace period). */
+  dkimNextSelector?: string | null; dkimNextPublicKey?: string | null; dkimPrevSelector?: string | null; dkimPrevPublicKey?: string | null;
+};
+
+/** The DKIM keys published besides the signing one: the next key of a rotation, the previous one in its grace period. */
+export const otherDkimKeys = (d: ProviderDomain) => [
+  ...(d.dkimNextSelector && d.dkimNextPublicKey ? [{ selector: d.dkimNextSelector, publicKeyB64: d.dkimNextPublicKey }] : []),
+  ...(d.dkimPrevSelector && d.dkimPrevPublicKey ? [{ selector: d.dkimPrevSelector, publicKeyB64: d.dkimPrevPublicKey }] : []),
+];
 
 /** A sending provider that can back a domain. The service assigns `type`; paid plans may pick an `id`. */
 export type SendingProvider = {
@@ -21,7 +31,7 @@ export function builtinProvider(serviceDomain: string): SendingProvider {
     type: 'svc',
     id: 'svc-mta',
     label: 'Built-in MTA',
-    records: (d) => builtinRecords(d.domain, { serviceDomain, selector: d.dkimSelector, publicKeyB64: d.dkimPublicKey }),
+    records: (d) => builtinRecords(d.domain, { serviceDomain, mxHost: mxHostOf(d.mxToken, serviceDomain), selector: d.dkimSelector, publicKeyB64: d.dkimPublicKey, otherKeys: otherDkimKeys(d) }),
     enableSending: async (d) => ({ enabled: true, alreadyEnabled: d.sendingEnabled }),
     deregister: async () => undefined,
   };

@@ -5,7 +5,7 @@ import { schema } from '../../db/index.js';
 import type { Actor } from '../tenancy.js';
 import { badRequest, conflict, forbidden, notFound } from '../errors.js';
 import { newId } from '../ids.js';
-import type { WorkflowPort } from '../index.js';
+import type { WorkflowPort } from '../ports.js';
 import type { Plan } from '../plans.js';
 import type { Sealer } from '../secrets.js';
 import { checkDomainRecords, type DnsObservation, type DomainChecks } from './check.js';
@@ -14,6 +14,7 @@ import { domainDto, type DomainRow, type EnrichedDomain } from './dto.js';
 import { normalizeDomainName } from './names.js';
 import type { OwnershipTokens } from './ownership.js';
 import type { ProviderRegistry } from './providers.js';
+import { mxHostOf, newMxToken } from './records.js';
 
 export const DKIM_SELECTOR = 'svc1';
 
@@ -44,8 +45,8 @@ export function createDomainService(deps: DomainDeps) {
   const providerOf = (row: DomainRow) => deps.providers.byId(row.emailProviderId ?? '') ?? deps.providers.default;
   /** The mail records of the domain's provider (what a hosted zone serves). */
   const mailRecordsOf = (row: DomainRow) => providerOf(row).records(row);
-  // Non-hosted domains publish the account's ownership token besides the provider's records.
-  const dnsOf = (row: DomainRow) => (row.hosted ? [] : [...mailRecordsOf(row), deps.ownership.record(row.userId, row.domain)]);
+  /** What a non-hosted domain publishes: the provider's records, whose MX (the row's own host) proves the zone. */
+  const dnsOf = (row: DomainRow) => (row.hosted ? [] : mailRecordsOf(row));
 
   /** Inserts a domain row with a fresh DKIM key; `verified` rows (hosted) pass all four checks at once. */
   async function insertDomain(actor: Actor, name: string, opts: { providerId?: string; verified?: boolean; hosted?: boolean }) {
@@ -62,31 +63,37 @@ export function createDomainService(deps: DomainDeps) {
       mxVerified: v, spfVerified: v, dkimVerified: v, dmarcVerified: v, provider: provider.type,
       emailProviderId: opts.providerId ?? null, dkimSelector: DKIM_SELECTOR, dkimPublicKey: key.publicKeyB64,
       dkimPrivateKeySealed: deps.sealer.seal(key.privateKeyPem), sendingEnabled: Boolean(opts.verified), hosted: Boolean(opts.hosted),
-      lastCheckedAt: opts.verified ? now : null, createdAt: now, updatedAt: now, ownershipVerified: v,
+      lastCheckedAt: opts.verified ? now : null, createdAt: now, updatedAt: now, ownershipVerified: v, mxToken: newMxToken(),
     }).onConflictDoNothing().returning();
     if (!rows[0]) throw conflict(`${name} is already on this account`, 'domain_exists');
     return rows[0];
   }
 
   /**
-   * Checks DNS now and stores the result. Nothing counts before the ownership token is seen; MX then
-   * verifies the domain (unless another account holds it verified: the unique index says no), SPF and
-   * DKIM enable sending. A record whose lookup failed (timeout, SERVFAIL) keeps its previous state.
+   * Checks DNS now and stores the result. The row's own MX host proves the zone is this account's, so MX
+   * alone verifies the domain (SPEC.md); the older proof (MX at SERVICE_DOMAIN plus the account's
+   * `_svc-verify` TXT token) is still accepted. At most one account holds a name verified (the unique index
+   * says no to a second). SPF and DKIM enable sending: the DKIM key is the row's own, so it proves the zone
+   * too. A record whose lookup failed (timeout, SERVFAIL) keeps its previous state.
    */
   async function runCheck(row: DomainRow) {
     const seen: DnsObservation = row.hosted
-      ? { mx: true, spf: true, dkim: true, dmarc: true, ownership: true }
+      ? { mx: true, sharedMx: true, spf: true, dkim: true, dmarc: true, ownership: true }
       : await checkDomainRecords(deps.resolver, {
-        domain: row.domain, serviceDomain: deps.serviceDomain, selector: row.dkimSelector, publicKeyB64: row.dkimPublicKey,
-        ownershipToken: deps.ownership.token(row.userId, row.domain),
+        domain: row.domain, serviceDomain: deps.serviceDomain, mxHost: mxHostOf(row.mxToken, deps.serviceDomain),
+        selector: row.dkimSelector, publicKeyB64: row.dkimPublicKey, ownershipToken: deps.ownership.token(row.userId, row.domain),
       });
-    const before: DomainChecks = {
+    const before = {
       mx: row.mxVerified === 1, spf: row.spfVerified === 1, dkim: row.dkimVerified === 1, dmarc: row.dmarcVerified === 1, ownership: row.ownershipVerified === 1,
     };
-    const failed = (Object.keys(seen) as (keyof DomainChecks)[]).filter((k) => seen[k] === undefined);
-    const raw = Object.fromEntries(Object.entries(seen).map(([k, v]) => [k, v ?? before[k as keyof DomainChecks]])) as DomainChecks;
-    const owned = raw.ownership;
-    const checks: DomainChecks = { ...raw, mx: owned && raw.mx, spf: owned && raw.spf, dkim: owned && raw.dkim };
+    const failed = (Object.keys(seen) as (keyof DnsObservation)[]).filter((k) => seen[k] === undefined);
+    const known = (k: keyof DnsObservation, previous: boolean) => seen[k] ?? previous;
+    const ownMx = known('mx', before.mx && before.ownership);
+    const owned = ownMx || known('ownership', before.ownership);
+    const checks: DomainChecks = {
+      mx: ownMx || (owned && known('sharedMx', before.mx)), spf: known('spf', before.spf), dkim: known('dkim', before.dkim),
+      dmarc: known('dmarc', before.dmarc), ownership: owned,
+    };
     const sending = await enableSending(row, checks);
     const checkedAt = Date.now();
     const values = {
@@ -99,7 +106,7 @@ export function createDomainService(deps: DomainDeps) {
       await db.update(d).set({ ...values, status }).where(eq(d.id, row.id));
     } catch (err) {
       if (!isUniqueViolation(err)) throw err;
-      // Another account holds this domain verified: its MX proves nothing about this one.
+      // Another account holds this domain verified: nothing this row shows changes that.
       status = 'pending';
       checks.mx = false;
       await db.update(d).set({ ...values, status, mxVerified: 0 }).where(eq(d.id, row.id));
@@ -109,8 +116,8 @@ export function createDomainService(deps: DomainDeps) {
 
   async function enableSending(row: DomainRow, checks: DomainChecks) {
     const provider = providerOf(row);
-    if (!(checks.ownership && checks.spf && checks.dkim)) {
-      const missing = [!checks.ownership && 'the ownership TXT record', !checks.spf && 'SPF', !checks.dkim && 'DKIM'].filter(Boolean).join(' and ');
+    if (!(checks.spf && checks.dkim)) {
+      const missing = [!checks.spf && 'SPF', !checks.dkim && 'DKIM'].filter(Boolean).join(' and ');
       return { ok: false, enabled: row.sendingEnabled, dkimVerified: checks.dkim, providerId: provider.id, error: `${missing} not found yet` };
     }
     try {
@@ -127,11 +134,10 @@ export function createDomainService(deps: DomainDeps) {
     async add(actor: Actor, input: { domain: string; email_provider_id?: string }) {
       if (actor.domainId) throw forbidden('A domain-scoped key cannot add domains', 'wrong_credential');
       const name = normalizeDomainName(input.domain, deps.serviceDomain);
-      if (input.email_provider_id) {
-        if (!(await deps.planOf(actor.userId)).paid) throw forbidden('Choosing a sending provider needs a paid plan', 'plan_required');
-        if (!deps.providers.byId(input.email_provider_id)) throw badRequest(`Unknown email_provider_id "${input.email_provider_id}"`, 'unknown_provider');
-      }
-      const row = await insertDomain(actor, name, { providerId: input.email_provider_id });
+      // SPEC.md: paid plans may choose a provider; free plans are pinned to the platform default (the choice is ignored).
+      const chosen = input.email_provider_id && (await deps.planOf(actor.userId)).paid ? input.email_provider_id : undefined;
+      if (chosen && !deps.providers.byId(chosen)) throw badRequest(`Unknown email_provider_id "${chosen}"`, 'unknown_provider');
+      const row = await insertDomain(actor, name, { providerId: chosen });
       await deps.workflows.startDomainVerification({ domainId: row.id, userId: row.userId, domain: row.domain });
       return { domain: domainDto(row), dns: dnsOf(row) };
     },
@@ -180,6 +186,8 @@ export function createDomainService(deps: DomainDeps) {
     async verifyNow(actor: Actor, id: string) {
       const result = await runCheck(await load(actor, id));
       await deps.workflows.nudgeDomainVerification(id).catch(() => undefined);
+      // A DKIM rotation waiting for its new record looks again now too.
+      await deps.workflows.nudgeDkimRotation(id).catch(() => undefined);
       return result;
     },
 
@@ -188,7 +196,7 @@ export function createDomainService(deps: DomainDeps) {
       const [row] = await db.select().from(d).where(eq(d.id, id));
       if (!row) return undefined;
       const r = await runCheck(row);
-      return { ...r, allPassed: r.checks.ownership && r.checks.mx && r.checks.spf && r.checks.dkim && r.checks.dmarc };
+      return { ...r, allPassed: r.checks.mx && r.checks.spf && r.checks.dkim && r.checks.dmarc };
     },
 
     /** Outbound-verified domains the actor may put in From. */

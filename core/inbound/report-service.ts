@@ -1,6 +1,7 @@
 import { and, eq, inArray, sql } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
+import { classifyBounce, defaultBounceRules, suppresses, type BounceRules } from '../sending/bounce-class.js';
 import type { EventService } from '../sending/events.js';
 import type { RecipientStates } from '../sending/recipients.js';
 import type { SuppressionService } from '../sending/suppressions.js';
@@ -29,12 +30,16 @@ function resolveRecipient(reported: string | null, recipients: string[]): string
   return recipients.length === 1 ? recipients[0]! : null;
 }
 
+/** The class of a reported recipient: the Status field's code first, then the diagnostic's code and text ("failed" without a status is permanent). */
+export const classifyReported = (rules: BounceRules, r: BounceRecipient) => classifyBounce(rules, { text: r.diagnostic, status: r.status, permanent: r.type === 'hard' });
+
 /**
  * Asynchronous bounces and complaints: applies a parsed report to the outbound message it is about,
  * as `email.bounced` / `email.complained` events, suppressions and the message's bounce state.
  */
-export function createReportService(deps: { db: Db; events: EventService; suppressions: SuppressionService }) {
+export function createReportService(deps: { db: Db; events: EventService; suppressions: SuppressionService; bounceRules?: BounceRules }) {
   const { db } = deps;
+  const rules = deps.bounceRules ?? defaultBounceRules();
   const m = schema.messages;
   const e = schema.events;
 
@@ -70,13 +75,15 @@ export function createReportService(deps: { db: Db; events: EventService; suppre
       const seen = await recorded(tx, row.id);
       const bouncedNow: RecipientStates = {};
       for (const [address, r] of targets) {
-        if (r.type === 'hard') bouncedNow[address] = { status: 'bounced', attempts: row.recipients?.[address]?.attempts ?? 1, response: (r.diagnostic ?? r.status ?? 'bounced').slice(0, 500), at: Date.now() };
-        // A system message's recipient is the account holder: their own address is not suppressed on their list.
-        if (r.type === 'hard' && row.kind === 'user') await deps.suppressions.add(row.userId, address, 'hard_bounce', { messageId: row.id, detail: r.diagnostic ?? undefined }, tx);
+        const c = classifyReported(rules, r);
+        const bounceClass = c.bounceClass;
+        if (r.type === 'hard') bouncedNow[address] = { status: 'bounced', attempts: row.recipients?.[address]?.attempts ?? 1, response: (r.diagnostic ?? r.status ?? 'bounced').slice(0, 500), at: Date.now(), bounceClass };
+        // Only a permanent recipient-level failure suppresses; a system message's recipient is the account holder, never suppressed on their list.
+        if (r.type === 'hard' && suppresses(c) && row.kind === 'user') await deps.suppressions.add(row.userId, address, 'hard_bounce', { messageId: row.id, detail: r.diagnostic ?? undefined }, tx);
         if (seen.has(eventKey('email.bounced', address, r.type))) continue;
         await deps.events.record({
           userId: row.userId, messageId: row.id, domainId: row.domainId, type: 'email.bounced', recipient: address,
-          data: { bounce: { type: r.type, diagnostic: r.diagnostic } },
+          data: { bounce: { type: r.type, diagnostic: r.diagnostic, bounceClass } },
         }, tx);
       }
       // A later soft report (a delay notice arriving late) never downgrades a hard bounce.

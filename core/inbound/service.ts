@@ -7,7 +7,7 @@ import { schema } from '../../db/index.js';
 import type { AttachmentService } from '../attachments/service.js';
 import type { DomainRow } from '../domains/dto.js';
 import { AppError } from '../errors.js';
-import type { WorkflowPort } from '../index.js';
+import type { WorkflowPort } from '../ports.js';
 import type { Sealer } from '../secrets.js';
 import type { UsageService } from '../usage.js';
 import type { DeliveryStore, NewDelivery } from '../webhooks/deliveries.js';
@@ -20,6 +20,7 @@ import type { ReportService } from './report-service.js';
 import { parseReport } from './reports.js';
 import { receivedPayload, type InboundAttachment } from './payload.js';
 import { unsubscribeTokenOf } from '../broadcasts/unsubscribe.js';
+import { log } from '../log.js';
 
 const hashId = (prefix: string, ...parts: (string | Buffer)[]) => {
   const h = createHash('sha256');
@@ -112,7 +113,7 @@ export function createInboundService(deps: {
       });
       filed.forEach(deps.mailboxStore.notify);
       // The sender becomes (or stays) a contact of the account, seen now (group-committed, off the 250's path).
-      deps.touchContacts(domain.userId, [payload.from.address]).catch((err: Error) => console.error('[contacts] could not record a sender as a contact:', err.message));
+      deps.touchContacts(domain.userId, [payload.from.address]).catch((err: Error) => log.error({ error: err.message }, '[contacts] could not record a sender as a contact'));
       // A message we forwarded once is not forwarded again (two forward routes pointing at each other).
       const forwardedBefore = mail.headers.has(FORWARD_HEADER.toLowerCase());
       for (const { rcpt, route } of routed) {

@@ -6,15 +6,15 @@ import { badRequest, forbidden, notFound } from '../errors.js';
 import { newId, randomToken } from '../ids.js';
 import { credentialHash } from '../secrets.js';
 import { patternScore } from '../webhooks/routes.js';
+import type { MailboxScope, Protocol } from './scope.js';
+
+export type { MailboxScope, Protocol } from './scope.js';
 
 export const APP_PASSWORD_PREFIX = 'svc_pw_';
 export const LEGACY_PREFIX = 'svc_imap_';
-export type Protocol = 'imap' | 'api';
 type Row = typeof schema.appPasswords.$inferSelect;
 const PATTERN = /^(\*|[a-z0-9._+-]+|[a-z0-9._+-]+\*|\*[a-z0-9._+-]+)$/;
 
-/** What a password may open: the account, one domain (null for legacy), and a local-part pattern. */
-export type MailboxScope = { passwordId: string; secretHash: string; userId: string; domainId: string | null; domain: string; pattern: string; protocols: Protocol[]; legacy: boolean };
 
 /** Whether a local-part pattern (`*`, exact, `support-*`, `*-agent`) covers a local part. */
 export const patternCovers = (pattern: string, local: string) => patternScore(pattern, local.toLowerCase()) >= 0;

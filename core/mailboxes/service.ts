@@ -9,6 +9,7 @@ import { bareAddress } from '../sending/recipients.js';
 import { flagsFromApi, flagsToApi } from './flags.js';
 import type { LoginGuard } from './login-guard.js';
 import type { Folder, MailboxRow, MailboxStore } from './store.js';
+import { log } from '../log.js';
 
 const mm = schema.mailboxMessages;
 const mb = schema.mailboxes;
@@ -72,11 +73,14 @@ export function createMailboxService(deps: { db: Db; store: MailboxStore; passwo
     return scope;
   }
 
-  /** The domain an address's mailbox lives on, when the scope covers that address. */
+  /**
+   * The domain an address's mailbox lives on, when the scope covers that address: only the verified row
+   * of that name (at most one exists), so another account's pending row of the same name never shadows it.
+   */
   async function resolve(scope: MailboxScope, address: string): Promise<{ userId: string; domainId: string } | undefined> {
     const { domain } = splitAddress(address);
     const d = schema.domains;
-    const [row] = await db.select({ id: d.id, userId: d.userId }).from(d).where(eq(d.domain, domain));
+    const [row] = await db.select({ id: d.id, userId: d.userId }).from(d).where(and(eq(d.domain, domain), eq(d.status, 'verified')));
     if (!row || !covers(scope, { userId: row.userId, domainId: row.id, address })) return undefined;
     return { userId: row.userId, domainId: row.id };
   }
@@ -157,9 +161,9 @@ export function createMailboxService(deps: { db: Db; store: MailboxStore; passwo
         await store.file({
           userId: m.userId, domainId: m.domainId, address, folder: 'Sent', raw: m.raw, fromAddr: address,
           subject: m.subject !== undefined ? m.subject : await subjectOf(m.raw), flags: ['\\Seen'], messageId: m.messageId ?? null,
-        });
+        }, { quota: true });
       } catch (err) {
-        console.error(`[mailbox] could not file ${m.messageId ?? 'a sent message'} into Sent:`, (err as Error).message);
+        log.error({ error: (err as Error).message }, `[mailbox] could not file ${m.messageId ?? 'a sent message'} into Sent`);
       }
     },
   };

@@ -3,6 +3,7 @@ import { and, asc, eq, inArray, sql } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { newId } from '../ids.js';
+import type { StorageQuota } from '../storage-quota.js';
 
 export type MailboxRow = typeof schema.mailboxes.$inferSelect;
 export type MailboxMessage = typeof schema.mailboxMessages.$inferSelect;
@@ -25,7 +26,7 @@ export type MessageMeta = Omit<MailboxMessage, 'raw'>;
  * one sequence (unique service-wide, ascending per folder: filing locks the folder row first), flags.
  * Writers call `notify` after commit; IMAP sessions in this process hear it at once, others poll.
  */
-export function createMailboxStore(deps: { db: Db }) {
+export function createMailboxStore(deps: { db: Db; storage?: StorageQuota }) {
   const { db } = deps;
   const events = new EventEmitter();
   events.setMaxListeners(0);
@@ -79,9 +80,15 @@ export function createMailboxStore(deps: { db: Db }) {
     fileIn,
     notify,
 
-    /** Files one message in its own transaction and tells listeners. */
-    async file(f: FileInput): Promise<{ mailboxId: string; uid: number } | undefined> {
-      const out = await db.transaction((tx) => fileIn(tx, f));
+    /**
+     * Files one message in its own transaction and tells listeners. With `quota`, the account's storage
+     * quota is reserved first (413 storage_quota_exceeded over it).
+     */
+    async file(f: FileInput, opts: { quota?: boolean } = {}): Promise<{ mailboxId: string; uid: number } | undefined> {
+      const out = await db.transaction(async (tx) => {
+        if (opts.quota) await deps.storage?.reserve(tx, f.userId, f.raw.length);
+        return fileIn(tx, f);
+      });
       if (out) notify(out.mailboxId);
       return out;
     },
@@ -133,10 +140,17 @@ export function createMailboxStore(deps: { db: Db }) {
       return out.sort((a, b) => a.uid - b.uid);
     },
 
-    /** Copies messages into another folder of the same address; answers [source uid, new uid] pairs. */
-    async copy(fromId: string, uids: number[], target: MailboxRow): Promise<[number, number][]> {
+    /**
+     * Copies messages into another folder of the same address; answers [source uid, new uid] pairs. With
+     * `quota`, all of them or none: their total size is reserved against the storage quota first.
+     */
+    async copy(fromId: string, uids: number[], target: MailboxRow, opts: { quota?: boolean } = {}): Promise<[number, number][]> {
       const pairs: [number, number][] = [];
       await db.transaction(async (tx) => {
+        if (opts.quota && deps.storage && uids.length) {
+          const [sum] = await tx.select({ n: sql<string>`coalesce(sum(${mm.size}), 0)` }).from(mm).where(and(eq(mm.mailboxId, fromId), inArray(mm.uid, uids)));
+          await deps.storage.reserve(tx, target.userId, Number(sum?.n ?? 0));
+        }
         for (const uid of uids) {
           const [row] = await tx.select().from(mm).where(and(eq(mm.mailboxId, fromId), eq(mm.uid, uid)));
           if (!row) continue;

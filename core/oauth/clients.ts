@@ -2,7 +2,7 @@ import { eq } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { newId } from '../ids.js';
-import { createRateLimiter } from '../rate-limit.js';
+import { createSharedRateLimiter } from '../rate-limit.js';
 import { oauthError } from './errors.js';
 import { checkRedirectUri } from './redirect-uri.js';
 
@@ -26,12 +26,12 @@ export function clientInfo(c: ClientRow) {
 
 /** Dynamic registration of public clients (RFC 7591): no secret, no review, strict redirect URIs. */
 export function createClientService(deps: { db: Db }) {
-  const registerLimiter = createRateLimiter({ limit: 300, windowMs: 3600_000, message: 'Too many client registrations from this address; try again later' });
+  const registerLimiter = createSharedRateLimiter(deps.db, 'oauth_register', { limit: 300, windowMs: 3600_000, message: 'Too many client registrations from this address; try again later' });
 
   return {
     /** Registers a client from RFC 7591 metadata; unknown metadata is ignored, as the RFC allows. */
     async register(meta: Record<string, unknown>, clientKey: string) {
-      registerLimiter.hit(clientKey);
+      await registerLimiter.hit(clientKey);
       const invalid = (why: string) => oauthError('invalid_client_metadata', why);
       if (!Array.isArray(meta.redirect_uris) || meta.redirect_uris.length === 0) {
         throw oauthError('invalid_redirect_uri', 'redirect_uris: at least one redirect URI is required');

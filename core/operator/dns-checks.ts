@@ -1,5 +1,5 @@
 import type { Resolver } from 'node:dns/promises';
-import { BOUNCE_LABEL } from '../domains/records.js';
+import { BOUNCE_LABEL, MX_LABEL } from '../domains/records.js';
 import { check, within, type CheckResult } from './checks.js';
 import { SERVICE_DKIM_SELECTOR, serviceDomainRecords, serviceSpf } from './service-domain.js';
 
@@ -52,6 +52,7 @@ export async function checkServiceDns(resolver: Resolver, opts: { domain: string
   return Promise.all([
     mx(d, 'dns.mx', `MX of ${d} (inbound mail; customers' MX points to this host)`),
     checkAddress(resolver, d, ip),
+    checkRowMxHosts(resolver, d, ip),
     spf(d, 'dns.spf', `SPF of ${d} (the target of customers' include:${d})`, serviceSpf(ip),
       (t) => !ipToken || t.includes(ipToken) || t.includes('a') || t.includes('mx')),
     checkDkim(resolver, d, opts.publicKeyB64),
@@ -71,6 +72,21 @@ async function checkAddress(resolver: Resolver, d: string, ip: string | undefine
   if (found.length === 0) return c.fail(`${d} has no A/AAAA record`, fix);
   if (ip && !found.includes(ip)) return c.fail(`${d} resolves to ${found.join(', ')}, not PUBLIC_IP ${ip}`, fix);
   return c.ok(`${d} → ${found.join(', ')}`);
+}
+
+/**
+ * Every domain row's own MX host `<token>.mx.<SERVICE_DOMAIN>` must resolve to the ingress: a wildcard record
+ * `*.mx.<SERVICE_DOMAIN>` (the built-in DNS server answers it when the zone is delegated to it). Checked with a probe label.
+ */
+async function checkRowMxHosts(resolver: Resolver, d: string, ip: string | undefined): Promise<CheckResult> {
+  const probe = `doctor-probe.${MX_LABEL}.${d}`;
+  const c = check('dns.mx-hosts', `the domains' own MX hosts (*.${MX_LABEL}.${d}; customers' MX points to one each)`);
+  const fix = `publish A *.${MX_LABEL}.${d} ${ip ?? '<the ingress IPv4 address>'} (a wildcard record)`;
+  const lookup = (fn: () => Promise<string[]>) => within(DNS_LIMIT_MS, `A ${probe}`, fn).catch(() => [] as string[]);
+  const found = [...(await lookup(() => resolver.resolve4(probe))), ...(await lookup(() => resolver.resolve6(probe)))];
+  if (found.length === 0) return c.fail(`${probe} has no address`, fix);
+  if (ip && !found.includes(ip)) return c.fail(`${probe} resolves to ${found.join(', ')}, not PUBLIC_IP ${ip}`, fix);
+  return c.ok(`*.${MX_LABEL}.${d} → ${found.join(', ')}`);
 }
 
 async function checkDkim(resolver: Resolver, d: string, publicKeyB64: string | null): Promise<CheckResult> {

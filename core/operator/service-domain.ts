@@ -2,7 +2,7 @@ import { eq } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { dkimRecordValue, generateDkimKey } from '../domains/dkim.js';
-import { BOUNCE_LABEL, type DnsRecordOut } from '../domains/records.js';
+import { BOUNCE_LABEL, MX_LABEL, type DnsRecordOut } from '../domains/records.js';
 import type { Sealer } from '../secrets.js';
 
 /** Selector of the service domain's DKIM key (`svc1._domainkey.<SERVICE_DOMAIN>`), the same as customer domains use. */
@@ -22,6 +22,8 @@ export function serviceDomainRecords(domain: string, opts: { publicKeyB64: strin
   return [
     { type: 'MX', name: domain, value: domain, priority: 10 },
     ...(opts.publicIp && !opts.publicIp.includes(':') ? [{ type: 'A' as const, name: domain, value: opts.publicIp }] : []),
+    // Each domain row's own MX host (<token>.mx.<domain>): one wildcard record (the built-in DNS server answers it itself).
+    ...(opts.publicIp && !opts.publicIp.includes(':') ? [{ type: 'A' as const, name: `*.${MX_LABEL}.${domain}`, value: opts.publicIp }] : []),
     { type: 'TXT', name: domain, value: serviceSpf(opts.publicIp) },
     { type: 'TXT', name: `${SERVICE_DKIM_SELECTOR}._domainkey.${domain}`, value: dkimRecordValue(opts.publicKeyB64) },
     { type: 'TXT', name: `_dmarc.${domain}`, value: 'v=DMARC1; p=quarantine; adkim=r; aspf=r' },

@@ -9,6 +9,12 @@ export const SIGNED_HEADERS = 'From:Sender:Reply-To:Subject:Date:Message-ID:To:C
 export type DkimKey = { domain: string; selector: string; privateKey: KeyObject };
 
 /**
+ * How long a delivery process keeps a domain's parsed signing key. A rotation keeps the old selector
+ * published at least twice this long after switching, so mail signed with a cached key still verifies.
+ */
+export const SIGNING_KEY_CACHE_MS = 10_000;
+
+/**
  * Parses a PEM private key once. Parsing costs about as much CPU as the RSA signature itself, so the
  * delivery path keeps the parsed key (with its domain row) instead of handing a PEM string to a signer
  * that would parse it for every message.

@@ -9,16 +9,29 @@ import { isNoRecord } from '../dns.js';
 import { isAppError } from '../errors.js';
 import { resolveAllowed } from '../net/address-guard.js';
 import { newId } from '../ids.js';
+import type { BounceClass } from '../sending/bounce-classes.js';
+import type { Throttled } from '../shaping/connections.js';
+import { createShaper, type Shaper } from '../shaping/shaper.js';
+import type { ShapingConfig } from '../shaping/config.js';
+import type { WarmupGate } from '../shaping/warmup.js';
 
 /** What became of one recipient in one SMTP transaction: 250 (sent), 4xx/network (deferred), 5xx (bounced). */
 export type RecipientStatus = 'sent' | 'deferred' | 'bounced';
-export type RecipientResult = { address: string; status: RecipientStatus; response: string };
+export type RecipientResult = { address: string; status: RecipientStatus; response: string; bounceClass?: BounceClass };
 export type Envelope = { from: string; to: string[] };
+export type { Throttled };
+/** What the sender adds to a transaction: a warming domain's per-site daily volume (MX delivery only). */
+export type SendContext = { warmup?: WarmupGate };
+/** A transaction that did not happen because its site cannot take it yet (shaping): the message waits `waitMs`. */
+export const isThrottled = (r: RecipientResult[] | Throttled): r is Throttled => !Array.isArray(r);
 export type OutboundTransport = {
   /** Splits recipients into SMTP transactions: one per recipient domain for MX delivery, one otherwise. */
   group(recipients: string[]): string[][];
-  /** One transaction; answers an outcome for every recipient of `envelope.to`. Never throws for SMTP or network errors. */
-  send(messageId: string, envelope: Envelope, raw: Buffer, subject: string | null): Promise<RecipientResult[]>;
+  /**
+   * One transaction; answers an outcome for every recipient of `envelope.to`, or Throttled when the
+   * recipients' site cannot take it yet (nothing was sent). Never throws for SMTP or network errors.
+   */
+  send(messageId: string, envelope: Envelope, raw: Buffer, subject: string | null, ctx?: SendContext): Promise<RecipientResult[] | Throttled>;
   close(): void;
 };
 
@@ -82,7 +95,7 @@ export function relayTransport(relayUrl: string, timeouts: SmtpTimeouts): Outbou
 const domainOfRcpt = (rcpt: string) => rcpt.slice(rcpt.lastIndexOf('@') + 1).toLowerCase();
 
 /** Direct delivery to each recipient domain's MX (OUTBOUND_MODE=mx), resolved through DNS_SERVERS. */
-export function mxTransport(opts: { resolver: Resolver; port: number; heloName: string; timeouts: SmtpTimeouts; allowPrivate?: boolean }): OutboundTransport {
+export function mxTransport(opts: { resolver: Resolver; port: number; heloName: string; timeouts: SmtpTimeouts; allowPrivate?: boolean; shaping?: { db: Db; config: ShapingConfig } }): OutboundTransport {
   const pools = new Map<string, Transporter>();
   // MX and address answers are kept for a minute: a burst to one domain should not cost lookups per message.
   const mxCache = new Map<string, { at: number; hosts: string[] }>();
@@ -124,13 +137,51 @@ export function mxTransport(opts: { resolver: Resolver; port: number; heloName: 
     return address;
   }
 
+  // Egress shaping per site (docs/deliverability.md): limits shared through PostgreSQL, leased connections.
+  const shaper: Shaper | undefined = opts.shaping && createShaper({
+    db: opts.shaping.db, config: opts.shaping.config, resolveMx: mxHosts, addressOf: addressOfShaped,
+    smtp: { port: opts.port, heloName: opts.heloName, timeoutMs: opts.timeouts.timeoutMs },
+  });
+  async function addressOfShaped(host: string): Promise<string> {
+    try {
+      return await addressOf(host);
+    } catch (err) {
+      throw Object.assign(err as Error, { permanent: isNoRecord(err) || (isAppError(err) && !err.retryable) });
+    }
+  }
+
+  async function sendShaped(s: Shaper, domain: string, hosts: string[], envelope: Envelope, raw: Buffer, ctx?: SendContext): Promise<RecipientResult[] | Throttled> {
+    const site = await s.site(domain, hosts);
+    // A warming domain's day's volume to this site first; given back when the site cannot take the message after all.
+    const warm = ctx?.warmup ? await ctx.warmup.take(site.key) : true;
+    if (warm !== true) return warm;
+    const giveBack = () => ctx?.warmup?.giveBack(site.key).catch(() => undefined);
+    const admitted = await s.admit(site);
+    if ('throttled' in admitted) {
+      await giveBack();
+      return admitted;
+    }
+    const r = await s.send(site, admitted.limits, envelope, raw);
+    if ('throttled' in r) {
+      await giveBack();
+      return r;
+    }
+    // Refusals went through the site's automation rules inside the pool (before the slot was given back).
+    if ('info' in r) return resultsOf(envelope.to, r.info);
+    const err = r.err as SmtpError & { permanent?: boolean };
+    if (!err.responseCode && !err.rejectedErrors) {
+      return envelope.to.map((address) => ({ address, status: err.permanent ? 'bounced' as const : 'deferred' as const, response: textOf(err) }));
+    }
+    return resultsOf(envelope.to, undefined, err);
+  }
+
   return {
     group(recipients) {
       const byDomain = new Map<string, string[]>();
       for (const r of recipients) byDomain.set(domainOfRcpt(r), [...(byDomain.get(domainOfRcpt(r)) ?? []), r]);
       return [...byDomain.values()];
     },
-    async send(_id, envelope, raw) {
+    async send(_id, envelope, raw, _subject, ctx) {
       const domain = domainOfRcpt(envelope.to[0] ?? '');
       const all = (status: RecipientStatus, response: string) => envelope.to.map((address) => ({ address, status, response }));
       let hosts: string[];
@@ -139,6 +190,7 @@ export function mxTransport(opts: { resolver: Resolver; port: number; heloName: 
       } catch (err) {
         return all('deferred', `MX lookup for ${domain} failed: ${(err as Error).message}`);
       }
+      if (shaper) return sendShaped(shaper, domain, hosts, envelope, raw, ctx);
       let last = all('deferred', `no MX host for ${domain}`);
       for (const host of hosts) {
         let address: string;
@@ -160,6 +212,7 @@ export function mxTransport(opts: { resolver: Resolver; port: number; heloName: 
     },
     close() {
       for (const t of pools.values()) t.close();
+      void shaper?.close();
     },
   };
 }

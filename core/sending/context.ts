@@ -30,6 +30,7 @@ function build(db: Db) {
   const counter = (period: string) => sql<number>`coalesce((select ${c.count} from ${c} where ${c.userId} = ${u.id} and ${c.period} = ${sql.placeholder(period)}), 0)`;
   return db.select({
     emailVerified: u.emailVerified,
+    suspendedAt: u.suspendedAt,
     plan: u.plan,
     domain: getTableColumns(d),
     month: counter('month'),

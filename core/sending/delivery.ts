@@ -1,29 +1,35 @@
-import { and, asc, eq, inArray, isNull, lt, or } from 'drizzle-orm';
+import { and, asc, eq, inArray, isNotNull, isNull, lt, or } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import type { AttachmentService } from '../attachments/service.js';
-import { parsePrivateKey, signDkim, type DkimKey } from '../outbound/dkim.js';
+import { parsePrivateKey, signDkim, SIGNING_KEY_CACHE_MS, type DkimKey } from '../outbound/dkim.js';
 import { renderMessage } from '../outbound/render.js';
-import type { OutboundTransport, RecipientResult } from '../outbound/transport.js';
+import { isThrottled, type OutboundTransport, type RecipientResult } from '../outbound/transport.js';
 import type { Sealer } from '../secrets.js';
 import type { ServiceSigner } from '../operator/service-domain.js';
 import { AppError } from '../errors.js';
+import { log } from '../log.js';
 import { BOUNCE_LABEL } from '../domains/records.js';
 import type { SentMessage } from '../mailboxes/service.js';
+import { classifyBounce, defaultBounceRules, suppresses, type BounceRules } from './bounce-class.js';
 import type { EventService } from './events.js';
 import type { SuppressionService } from './suppressions.js';
+import type { WarmupService } from '../shaping/warmup.js';
 import { createOutcomeWriter, type Outcome } from './outcome-writer.js';
 import { applyResults, messageStatus, owed, recipientsOf, type MessageStatus, type RecipientStates, type TrailEntry } from './recipients.js';
 
 type MessageRow = typeof schema.messages.$inferSelect;
 /** Messages in flight at once in one batch: each waits mostly on its SMTP round trip; the transport pools connections. */
 export const DELIVERY_CONCURRENCY = 20;
-const KEY_CACHE_MS = 60_000;
-export type DeliveryResult = { sent: number; bounced: number; skipped: number; deferred: string[] };
+/** `throttled`: messages whose site could not take them yet (shaping), each with how long to wait before the next try. */
+export type DeliveryResult = { sent: number; bounced: number; skipped: number; deferred: string[]; throttled: { id: string; waitMs: number }[] };
+/** A message none of whose owed recipients' sites could take it now: try again after `waitMs` (not an attempt of the ladder). */
+export type Throttle = { waitMs: number; site?: string; spacingMs?: number };
 /** How an activity follows the work: a heartbeat per message, and whether it was asked to stop. */
 export type Progress = { beat(): void; stopped(): boolean };
 const idle: Progress = { beat() {}, stopped: () => false };
-type Attempt = { workflowId: string; final: boolean; nextAttemptAt: number | null; progress: Progress };
+/** `ladder`: an attempt of the deferred ladder (a throttled message stays `deferred`); else a first delivery (it goes back to `queued`). */
+type Attempt = { workflowId: string; final: boolean; nextAttemptAt: number | null; progress: Progress; ladder?: boolean };
 
 /**
  * Outbound delivery: renders MIME, DKIM-signs with the domain's key, hands the bytes to the provider
@@ -38,15 +44,31 @@ export function createDeliveryService(deps: {
   fileSent?: (m: SentMessage) => Promise<void>;
   /** Signs domainless system mail (verification, sign-in links) with the service domain's key. */
   serviceSigner?: () => Promise<ServiceSigner>;
+  /** A send that named a sequence: enrolls the recipients it reached, drops those it bounced (SPEC.md, "when the send succeeds"). */
+  settleEnrolments?: (messageId: string, outcome: { sent: string[]; failed: string[] }) => Promise<void>;
+  /** Bounce classification rules (BOUNCE_RULES_FILE on top of the shipped bounce-rules.toml). */
+  bounceRules?: BounceRules;
+  /** A warming sending domain's daily volume per site (docs/deliverability.md, Warm-up). */
+  warmup?: WarmupService;
 }) {
   const { db } = deps;
+  const rules = deps.bounceRules ?? defaultBounceRules();
+  /**
+   * Classifies every refused or deferred answer before a final attempt turns a deferral into a bounce, so a
+   * 4xx that ran out of retries keeps its temporary class; `suppress` says whether its address is suppressed.
+   */
+  const classify = (r: RecipientResult): RecipientResult & { suppress?: boolean } => {
+    if (r.status === 'sent') return r;
+    const c = classifyBounce(rules, { text: r.response, permanent: r.status === 'bounced' });
+    return { ...r, bounceClass: c.bounceClass, suppress: r.status === 'bounced' && suppresses(c) };
+  };
   const m = schema.messages;
 
   // Signing keys by domain id, opened and parsed once and briefly cached: a batch signs many messages of one domain.
   const keys = new Map<string, { at: number; key: DkimKey | undefined }>();
   async function domainKey(id: string): Promise<DkimKey | undefined> {
     const hit = keys.get(id);
-    if (hit && Date.now() - hit.at < KEY_CACHE_MS) return hit.key;
+    if (hit && Date.now() - hit.at < SIGNING_KEY_CACHE_MS) return hit.key;
     const [d] = await db.select().from(schema.domains).where(eq(schema.domains.id, id));
     const key = d && { domain: d.domain, selector: d.dkimSelector, privateKey: parsePrivateKey(deps.sealer.open(d.dkimPrivateKeySealed)) };
     keys.set(id, { at: Date.now(), key });
@@ -83,18 +105,18 @@ export function createDeliveryService(deps: {
 
   /** Writes one transaction's outcome (and, on the last one, the message status and its events): durable on return. */
   const writer = createOutcomeWriter({ db, events: deps.events });
-  function record(row: MessageRow, changed: RecipientStates, entry: TrailEntry, final?: { status: MessageStatus; attempt: Attempt; smtpMessageId: string; sentAny: boolean; events: Outcome['events'] }) {
+  function record(row: MessageRow, changed: RecipientStates, entry: TrailEntry, final?: { status: MessageStatus | 'queued'; attempt: Attempt; smtpMessageId: string; sentAny: boolean; events: Outcome['events'] }) {
     return writer.write({
       id: row.id, changed, entry, events: final?.events ?? [],
       final: final && {
-        status: final.status, nextAttemptAt: final.status === 'deferred' ? final.attempt.nextAttemptAt : null,
+        status: final.status, nextAttemptAt: final.status === 'deferred' || final.status === 'queued' ? final.attempt.nextAttemptAt : null,
         lastError: entry.status === 'sent' ? null : entry.response, smtpMessageId: final.smtpMessageId || null, sentAny: final.sentAny,
       },
     });
   }
 
   /** One attempt at one claimed message: every owed recipient, one transaction per group, each recorded at once. */
-  async function deliver(row: MessageRow, attempt: Attempt): Promise<MessageStatus> {
+  async function deliver(row: MessageRow, attempt: Attempt): Promise<MessageStatus | Throttle> {
     const all = recipientsOf(row);
     const states: RecipientStates = { ...(row.recipients ?? {}) };
     const todo = owed(all, states);
@@ -109,35 +131,70 @@ export function createDeliveryService(deps: {
       why = `could not build the message: ${(err as Error).message}`;
     }
     const groups = built ? deps.transport.group(todo) : [todo];
+    const warmup = built && row.domainId && row.kind === 'user' ? await deps.warmup?.gateFor(row.domainId) : undefined;
     const sent: string[] = [];
-    const bounced: RecipientResult[] = [];
+    const bounced: (RecipientResult & { suppress?: boolean })[] = [];
     let status: MessageStatus = messageStatus(all, states);
+    const throttled: { to: string[]; waitMs: number; cause: string; site?: string; spacingMs?: number }[] = [];
     for (const [i, group] of groups.entries()) {
-      let results = built ? await deps.transport.send(row.id, { from: built.from, to: group }, built.raw, row.subject)
+      const out = built ? await deps.transport.send(row.id, { from: built.from, to: group }, built.raw, row.subject, { warmup })
         : group.map((address) => ({ address, status: buildError!, response: why }));
+      if (isThrottled(out)) {
+        // Its site cannot take it yet (shaping): nothing was sent, its recipients stay owed.
+        throttled.push({ to: group, waitMs: out.waitMs, cause: out.cause, site: out.site, spacingMs: out.spacingMs });
+        attempt.progress.beat();
+        continue;
+      }
+      let results = out.map(classify);
       if (attempt.final) results = results.map((r) => (r.status === 'deferred' ? { ...r, status: 'bounced' as const } : r));
       const { changed, entry } = applyResults(states, results, attempt.workflowId);
+      log.info({ messageId: row.id, accountId: row.userId, domainId: row.domainId, to: group.length, result: entry.status, response: entry.response.slice(0, 200) }, 'smtp transaction');
       sent.push(...results.filter((r) => r.status === 'sent').map((r) => r.address));
       bounced.push(...results.filter((r) => r.status === 'bounced'));
-      const last = i === groups.length - 1;
+      const last = i === groups.length - 1 && throttled.length === 0;
       status = messageStatus(all, states);
       await record(row, changed, entry, last ? { status, attempt, smtpMessageId: built?.smtpMessageId ?? '', sentAny: sent.length > 0, events: eventsOf(row, sent, bounced, status, entry.response) } : undefined);
       attempt.progress.beat();
     }
+    const waiting = throttled.length ? await recordThrottled(row, states, throttled, attempt, { smtpMessageId: built?.smtpMessageId ?? '', sent, bounced }) : undefined;
     if (groups.length === 0) await record(row, {}, { at: Date.now(), workflowId: attempt.workflowId, to: [], status: status === 'deferred' ? 'deferred' : status, response: 'nothing owed' }, { status, attempt, smtpMessageId: row.smtpMessageId ?? '', sentAny: false, events: [] });
-    for (const b of bounced) if (row.userId && row.kind === 'user') await deps.suppressions.add(row.userId, b.address, 'hard_bounce', { messageId: row.id, detail: b.response });
+    // Only a permanent recipient-level failure (invalid_recipient, bad_domain) suppresses; spam, policy or reputation blocks never do.
+    for (const b of bounced) if (b.suppress && row.userId && row.kind === 'user') await deps.suppressions.add(row.userId, b.address, 'hard_bounce', { messageId: row.id, detail: b.response });
+    if (row.enrols && (sent.length || bounced.length)) await deps.settleEnrolments?.(row.id, { sent, failed: bounced.map((b) => b.address) });
     // A copy in the sender's Sent mailbox once anyone got it (idempotent per message).
     if (built && sent.length) await deps.fileSent?.({ userId: row.userId, domainId: row.domainId, from: row.fromAddr, raw: built.raw, messageId: row.id, subject: row.subject, kind: row.kind, headers: row.headers });
-    return status;
+    return waiting ?? status;
+  }
+
+  /**
+   * The final write of an attempt some of whose transactions were throttled: a trail entry saying what
+   * it waits for, and the status: still `deferred` when a real answer deferred someone (the ladder goes
+   * on) or this is a ladder attempt, else back to `queued` until its site can take it. Answers the wait
+   * when no real answer deferred anyone.
+   */
+  async function recordThrottled(row: MessageRow, states: RecipientStates, throttled: { to: string[]; waitMs: number; cause: string; site?: string; spacingMs?: number }[], attempt: Attempt,
+    done: { smtpMessageId: string; sent: string[]; bounced: RecipientResult[] }): Promise<Throttle | undefined> {
+    const first = throttled.reduce((a, b) => (b.waitMs < a.waitMs ? b : a));
+    const waitMs = first.waitMs;
+    const waitingFor = new Set(throttled.flatMap((t) => t.to));
+    const deferredByAnswer = owed(recipientsOf(row), states).some((a) => !waitingFor.has(a));
+    const status = deferredByAnswer || attempt.ladder ? 'deferred' : 'queued';
+    const response = `waiting ${Math.ceil(waitMs / 1000)} s for the recipients' site: ${throttled[0]!.cause}`.slice(0, 500);
+    const entry: TrailEntry = { at: Date.now(), workflowId: attempt.workflowId, to: [...waitingFor], status: 'throttled', response };
+    await record(row, {}, entry, {
+      status, attempt: deferredByAnswer ? attempt : { ...attempt, nextAttemptAt: Date.now() + waitMs }, smtpMessageId: done.smtpMessageId, sentAny: done.sent.length > 0,
+      events: eventsOf(row, done.sent, done.bounced, deferredByAnswer ? 'deferred' : status, response),
+    });
+    return deferredByAnswer ? undefined : { waitMs, site: first.site, spacingMs: first.spacingMs };
   }
 
   /** The timeline events of one attempt: sent (who got it), one bounce per refused address, deferred. */
-  function eventsOf(row: MessageRow, sent: string[], bounced: RecipientResult[], status: MessageStatus, response: string) {
+  function eventsOf(row: MessageRow, sent: string[], bounced: RecipientResult[], status: MessageStatus | 'queued', response: string) {
     if (!row.userId || row.kind !== 'user') return [];
     const base = { userId: row.userId, messageId: row.id, domainId: row.domainId };
     return [
       ...(sent.length ? [{ ...base, type: 'email.sent' as const, data: { to: sent, response } }] : []),
-      ...bounced.map((b) => ({ ...base, type: 'email.bounced' as const, recipient: b.address, data: { bounce: { type: 'hard', diagnostic: b.response } } })),
+      ...bounced.map((b) => ({ ...base, type: 'email.bounced' as const, recipient: b.address, data: { bounce: { type: 'hard', diagnostic: b.response, bounceClass: b.bounceClass ?? 'other' } } })),
       ...(status === 'deferred' ? [{ ...base, type: 'email.deferred' as const, data: { error: response } }] : []),
     ];
   }
@@ -160,12 +217,15 @@ export function createDeliveryService(deps: {
       const claimed = await db.update(m).set({ status: 'sending', workflowId: input.workflowId, updatedAt: Date.now() })
         .where(and(inArray(m.id, input.messageIds), or(eq(m.status, 'queued'), and(eq(m.status, 'sending'), eq(m.workflowId, input.workflowId)))))
         .returning();
-      const result: DeliveryResult = { sent: 0, bounced: 0, skipped: input.messageIds.length - claimed.length, deferred: [] };
+      const result: DeliveryResult = { sent: 0, bounced: 0, skipped: input.messageIds.length - claimed.length, deferred: [], throttled: [] };
       const attempt: Attempt = { workflowId: input.workflowId, final: false, nextAttemptAt: input.nextAttemptAt ?? null, progress };
+      const throttledBySite: ({ id: string } & Throttle)[] = [];
       await inLanes(claimed, DELIVERY_CONCURRENCY, progress, async (row) => {
         const r = await deliver(row, attempt);
-        if (r !== 'deferred') result[r] += 1;
+        if (typeof r === 'object') throttledBySite.push({ id: row.id, ...r });
+        else if (r !== 'deferred') result[r] += 1;
       });
+      result.throttled = spread(throttledBySite);
       // Every row of this run waiting on a retry, also those an earlier (failed) attempt deferred: the workflow starts their ladders.
       const deferred = await db.select({ id: m.id }).from(m).where(and(inArray(m.id, input.messageIds), eq(m.workflowId, input.workflowId), eq(m.status, 'deferred')));
       result.deferred = deferred.map((r) => r.id);
@@ -190,17 +250,37 @@ export function createDeliveryService(deps: {
         and(eq(m.status, 'deferred'), lt(m.nextAttemptAt, now - opts.deferredGraceMs)),
         and(eq(m.status, 'deferred'), isNull(m.nextAttemptAt), lt(m.updatedAt, now - opts.deferredGraceMs)),
         and(eq(m.status, 'sending'), lt(m.updatedAt, now - opts.sendingGraceMs)),
+        // Waiting for its site in a batch run that is gone (throttled rows keep the id of their run).
+        and(eq(m.status, 'queued'), isNotNull(m.workflowId), lt(m.nextAttemptAt, now - opts.deferredGraceMs)),
       ))).orderBy(asc(m.updatedAt)).limit(opts.limit);
       return rows.map((r) => r.id);
     },
 
-    /** A later attempt at a deferred message (its owed recipients only); `final` turns a temporary failure into a bounce. */
-    async retryDeferred(input: { messageId: string; workflowId: string; final: boolean; nextAttemptAt: number | null }, progress: Progress = idle): Promise<MessageStatus | 'skipped'> {
+    /**
+     * A later attempt at a deferred message (its owed recipients only); `final` turns a temporary failure
+     * into a bounce. A Throttle answer means its site could not take it: the ladder waits and tries again.
+     */
+    async retryDeferred(input: { messageId: string; workflowId: string; final: boolean; nextAttemptAt: number | null }, progress: Progress = idle): Promise<MessageStatus | 'skipped' | Throttle> {
       const [row] = await db.update(m).set({ status: 'sending', updatedAt: Date.now() })
-        .where(and(eq(m.id, input.messageId), inArray(m.status, ['deferred', 'sending']))).returning();
+        .where(and(eq(m.id, input.messageId), inArray(m.status, ['deferred', 'sending', 'queued']))).returning();
       if (!row) return 'skipped';
-      return deliver(row, { workflowId: input.workflowId, final: input.final, nextAttemptAt: input.nextAttemptAt, progress });
+      return deliver(row, { workflowId: input.workflowId, final: input.final, nextAttemptAt: input.nextAttemptAt, progress, ladder: true });
     },
   };
 }
 export type DeliveryService = ReturnType<typeof createDeliveryService>;
+
+/**
+ * The waits of a batch's throttled messages: those held back by a site's message rate are spaced one
+ * rate interval apart (the k-th waits k intervals more), so the run's next tries find a token each
+ * instead of all retrying at the first token.
+ */
+export function spread(items: ({ id: string } & Throttle)[]): { id: string; waitMs: number }[] {
+  const seen = new Map<string, number>();
+  return items.map((t) => {
+    if (!t.site || !t.spacingMs) return { id: t.id, waitMs: t.waitMs };
+    const k = seen.get(t.site) ?? 0;
+    seen.set(t.site, k + 1);
+    return { id: t.id, waitMs: Math.ceil(t.waitMs + k * t.spacingMs) };
+  });
+}

@@ -42,7 +42,9 @@ export function createMessageService(deps: { db: Db; events: EventService; runLi
       const attachments = (row.attachments ?? []).map((a) => ({ filename: a.filename, contentType: a.contentType }));
       const deliveries = await db.select().from(schema.deliveries).where(eq(schema.deliveries.messageId, id)).orderBy(desc(schema.deliveries.createdAt));
       const attempts = deliveries.length ? await db.select().from(schema.deliveryAttempts).where(inArray(schema.deliveryAttempts.deliveryId, deliveries.map((d) => d.id))).orderBy(asc(schema.deliveryAttempts.requestedAt)) : [];
-      const recipients = Object.entries(row.recipients ?? {}).map(([address, r]) => ({ address, status: r.status, attempts: r.attempts, response: r.response ?? null, at: r.at ?? null }));
+      const recipients = Object.entries(row.recipients ?? {}).map(([address, r]) => ({
+        address, status: r.status, attempts: r.attempts, response: r.response ?? null, at: r.at ?? null, ...(r.bounceClass && r.status !== 'sent' ? { bounceClass: r.bounceClass } : {}),
+      }));
       // The delivery trail: every SMTP transaction (outbound) or webhook attempt (inbound), oldest first.
       const trail = [
         ...(row.trail ?? []).map((t) => ({ kind: 'smtp' as const, at: t.at, workflowId: t.workflowId, to: t.to, status: t.status, response: t.response })),

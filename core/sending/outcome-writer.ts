@@ -8,7 +8,7 @@ import type { MessageStatus, RecipientStates, TrailEntry } from './recipients.js
 /** One transaction's outcome for one message; `final` also moves the message's status (its last transaction). */
 export type Outcome = {
   id: string; changed: RecipientStates; entry: TrailEntry;
-  final?: { status: MessageStatus; nextAttemptAt: number | null; lastError: string | null; smtpMessageId: string | null; sentAny: boolean };
+  final?: { status: MessageStatus | 'queued'; nextAttemptAt: number | null; lastError: string | null; smtpMessageId: string | null; sentAny: boolean };
   events: Parameters<EventService['prepare']>[0];
 };
 type Waiting = { o: Outcome; resolve: () => void; reject: (err: unknown) => void };
@@ -37,7 +37,7 @@ export function createOutcomeWriter(deps: { db: Db; events: EventService; onWait
         attempts = m.attempts + v.inc,
         last_error = case when v.status is null then m.last_error else v.last_error end,
         smtp_message_id = case when v.status is null then m.smtp_message_id else coalesce(v.smtp_id, m.smtp_message_id) end,
-        next_attempt_at = case when v.status is null then m.next_attempt_at when v.status = 'deferred' then v.next_at else null end,
+        next_attempt_at = case when v.status is null then m.next_attempt_at when v.status in ('deferred', 'queued') then v.next_at else null end,
         bounce_type = case when v.status = 'bounced' then 'hard' else m.bounce_type end,
         sent_at = case when v.sent_any then coalesce(m.sent_at, ${at}::bigint) else m.sent_at end,
         updated_at = ${at}::bigint

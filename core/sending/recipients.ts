@@ -1,10 +1,16 @@
 import type { RecipientResult } from '../outbound/transport.js';
+import type { BounceClass } from './bounce-classes.js';
 
 /** Where one recipient of an outbound message stands (kept on the message row, shown by GET /api/messages/:id). */
-export type RecipientState = { status: 'pending' | 'sent' | 'deferred' | 'bounced'; attempts: number; response?: string; at?: number };
+export type RecipientState = {
+  status: 'pending' | 'sent' | 'deferred' | 'bounced'; attempts: number; response?: string; at?: number;
+  /** Why it failed or was deferred (docs/deliverability.md, "Bounce classes"); absent once sent. */
+  bounceClass?: BounceClass;
+};
 export type RecipientStates = Record<string, RecipientState>;
 /** One SMTP transaction of a message (the delivery trail): which run, which recipients, what the server answered. */
-export type TrailEntry = { at: number; workflowId: string; to: string[]; status: 'sent' | 'deferred' | 'bounced' | 'mixed'; response: string };
+/** `throttled`: no transaction, its recipients' site could not take it yet (shaping); `response` says what it waits for. */
+export type TrailEntry = { at: number; workflowId: string; to: string[]; status: 'sent' | 'deferred' | 'bounced' | 'mixed' | 'throttled'; response: string };
 export type MessageStatus = 'sent' | 'deferred' | 'bounced';
 
 /** The bare, lowercased address of `Name <addr>` (linear: the bracketed part is bounded, so no backtracking blow-up). */
@@ -27,7 +33,10 @@ export function owed(all: string[], states: RecipientStates | null | undefined):
 export function applyResults(states: RecipientStates, results: RecipientResult[], workflowId: string, at = Date.now()): { changed: RecipientStates; entry: TrailEntry } {
   const changed: RecipientStates = {};
   for (const r of results) {
-    changed[r.address] = { status: r.status, attempts: (states[r.address]?.attempts ?? 0) + 1, response: r.response.slice(0, 500), at };
+    changed[r.address] = {
+      status: r.status, attempts: (states[r.address]?.attempts ?? 0) + 1, response: r.response.slice(0, 500), at,
+      ...(r.status !== 'sent' && r.bounceClass ? { bounceClass: r.bounceClass } : {}),
+    };
     states[r.address] = changed[r.address]!;
   }
   const kinds = new Set(results.map((r) => r.status));

@@ -2,18 +2,37 @@ import { and, desc, eq, inArray, lt } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import type { Actor } from '../domains/service.js';
-import { conflict, notFound, unavailable } from '../errors.js';
+import { AppError, conflict, notFound, unavailable } from '../errors.js';
 import { newId } from '../ids.js';
-import type { WorkflowPort } from '../index.js';
+import type { WorkflowPort } from '../ports.js';
+import type { UsageService } from '../usage.js';
+import { refusalNote, type SendGate } from './gate.js';
 
 type Tx = Pick<Db, 'insert'>;
 export type ScheduledStart = { id: string; messageId: string; userId: string; scheduledAt: number };
 
-/** Scheduled sends (`ssnd_`): rows, their workflows, and the cancel that answers definitively. */
-export function createScheduledSendService(deps: { db: Db; workflows: WorkflowPort }) {
+/**
+ * Scheduled sends (`ssnd_`): rows, their workflows, and the cancel that answers definitively. The send
+ * path reserved the message's recipients against the caps of the day it is scheduled for; a send that
+ * ends without going out (canceled, refused at release, never started) gives that reservation back.
+ */
+export function createScheduledSendService(deps: { db: Db; workflows: WorkflowPort; usage: UsageService; gate: SendGate }) {
   const { db } = deps;
   const s = schema.scheduledSends;
   const m = schema.messages;
+
+  /** Moves a still-scheduled send to `status` (its message to `messageStatus`) and gives its reservation back; false when it had moved on. */
+  async function closeUnsent(id: string, status: 'canceled' | 'failed', messageStatus: 'canceled' | 'failed', note: string | null = null): Promise<boolean> {
+    return db.transaction(async (tx) => {
+      const now = Date.now();
+      const [row] = await tx.update(s).set({ status, updatedAt: now }).where(and(eq(s.id, id), eq(s.status, 'scheduled'))).returning();
+      if (!row) return false;
+      const [msg] = await tx.update(m).set({ status: messageStatus, lastError: note, updatedAt: now }).where(eq(m.id, row.messageId))
+        .returning({ to: m.toAddrs, cc: m.ccAddrs, bcc: m.bccAddrs });
+      if (msg) await deps.usage.refund(tx, row.userId, msg.to.length + (msg.cc?.length ?? 0) + (msg.bcc?.length ?? 0), row.scheduledAt);
+      return true;
+    });
+  }
 
   async function find(actor: Actor, id: string) {
     const [row] = await db.select({ s, m }).from(s).innerJoin(m, eq(m.id, s.messageId)).where(and(eq(s.id, id), eq(s.userId, actor.userId)));
@@ -43,8 +62,7 @@ export function createScheduledSendService(deps: { db: Db; workflows: WorkflowPo
           started.push(it.id);
         } catch {
           failed.push(it.id);
-          await db.update(s).set({ status: 'failed', updatedAt: Date.now() }).where(eq(s.id, it.id));
-          await db.update(m).set({ status: 'canceled', updatedAt: Date.now() }).where(eq(m.id, it.messageId));
+          await closeUnsent(it.id, 'failed', 'canceled', 'scheduler_unavailable: the scheduler did not take the send');
         }
       }));
       if (started.length) await db.update(s).set({ started: true }).where(inArray(s.id, started));
@@ -98,10 +116,21 @@ export function createScheduledSendService(deps: { db: Db; workflows: WorkflowPo
     },
 
     /**
-     * Workflow step when the time comes: claims the row and its message for this run (`sending` with
-     * the run's id, so the outbound sweep never takes it); false if it was canceled meanwhile.
+     * Workflow step when the time comes: the send gate judges the account and the sender domain again
+     * (verified, not suspended; the caps were reserved at schedule time), then the row and its message are
+     * claimed for this run (`sending` with the run's id, so the outbound sweep never takes it). False if
+     * it was canceled meanwhile, or refused: then both rows say `failed` and the message's `last_error` why.
      */
     async release(id: string, workflowId: string): Promise<{ go: boolean; messageId: string }> {
+      const [due] = await db.select({ userId: s.userId, status: s.status, messageId: s.messageId, domainId: m.domainId }).from(s)
+        .innerJoin(m, eq(m.id, s.messageId)).where(eq(s.id, id));
+      if (due?.status === 'scheduled') {
+        const verdict = await deps.gate.judge({ userId: due.userId, sender: due.domainId ? { id: due.domainId } : undefined });
+        if (verdict instanceof AppError) {
+          await closeUnsent(id, 'failed', 'failed', refusalNote(verdict));
+          return { go: false, messageId: due.messageId };
+        }
+      }
       const [row] = await db.update(s).set({ status: 'sending', updatedAt: Date.now() }).where(and(eq(s.id, id), eq(s.status, 'scheduled'))).returning();
       if (row) {
         await db.update(m).set({ status: 'sending', workflowId, updatedAt: Date.now() }).where(eq(m.id, row.messageId));
@@ -112,8 +141,7 @@ export function createScheduledSendService(deps: { db: Db; workflows: WorkflowPo
     },
 
     async markCanceled(id: string): Promise<void> {
-      const [row] = await db.update(s).set({ status: 'canceled', updatedAt: Date.now() }).where(and(eq(s.id, id), eq(s.status, 'scheduled'))).returning();
-      if (row) await db.update(m).set({ status: 'canceled', updatedAt: Date.now() }).where(eq(m.id, row.messageId));
+      await closeUnsent(id, 'canceled', 'canceled');
     },
 
     async markDone(id: string, ok: boolean): Promise<void> {

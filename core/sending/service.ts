@@ -5,22 +5,26 @@ import type { AccountService } from '../accounts.js';
 import type { AttachmentService } from '../attachments/service.js';
 import type { DomainRow } from '../domains/dto.js';
 import type { Actor } from '../domains/service.js';
-import { AppError, forbidden, notFound, tooMany } from '../errors.js';
+import { AppError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { OutboundQueue } from '../outbound/queue.js';
 import type { TemplateService } from '../templates/service.js';
 import type { MergeData } from '../templates/merge.js';
-import { secondsToMidnight, type UsageService } from '../usage.js';
+import type { UsageService } from '../usage.js';
+import { acceptDuration, messagesAccepted, since } from '../metrics.js';
 import { domainOf, formatMailbox, parseMailbox, parseMailboxes, type Mailbox } from './addresses.js';
 import { checkHeaders, composeContent } from './compose.js';
 import { bareAddress } from './recipients.js';
 import { loadSendContext } from './context.js';
+import { accountRefusal, capRefusal, senderRefusal, type SendGate } from './gate.js';
 import type { ScheduledSendService } from './scheduled.js';
 import { parseScheduledAt } from './schedule-time.js';
 import type { SuppressionService } from './suppressions.js';
 import type { Tracking } from './tracking.js';
 import type { ContactService } from '../contacts/service.js';
 import type { SendEnrolments } from '../sequences/send-enrolment.js';
+import type { SequenceService } from '../sequences/service.js';
+import { log } from '../log.js';
 
 export type AttachmentSpec = { filename: string; url?: string; content?: string; contentType?: string };
 export type Scalar = string | number | boolean | null;
@@ -47,19 +51,19 @@ type Prepared = {
 export function createSendService(deps: {
   db: Db; accounts: AccountService; usage: UsageService; suppressions: SuppressionService; templates: TemplateService;
   attachments: AttachmentService; tracking: Tracking; queue: OutboundQueue; scheduled: ScheduledSendService; contacts: ContactService;
-  enrolments: SendEnrolments;
+  enrolments: SendEnrolments; gate: SendGate; sequences: Pick<SequenceService, 'inScope'>;
 }) {
   const { db } = deps;
 
   async function prepare(actor: Actor, input: SendInput | BatchInput, recipients: string[]): Promise<Prepared> {
     const from = parseMailbox(input.from, 'from');
     const ctx = await loadSendContext(db, { userId: actor.userId, domain: domainOf(from.address), emails: recipients });
-    if (!ctx) throw notFound('Account not found');
-    if (!ctx.emailVerified) throw forbidden('Verify the account email before sending (see GET /v1/me)', 'email_not_verified');
+    // The gate's account and sender rules, over what the one round trip read.
+    const domain = ctx?.domain?.id ? ctx.domain : undefined;
+    const refused = accountRefusal(ctx) ?? senderRefusal(domain, domainOf(from.address), actor);
+    if (refused) throw refused;
+    if (!ctx || !domain) throw new Error('unreachable: the gate admitted a sender without an account or domain');
     const user = { id: actor.userId, plan: ctx.plan };
-    const domain = ctx.domain?.id ? ctx.domain : undefined;
-    const usable = domain && domain.sendingEnabled && domain.spfVerified === 1 && domain.dkimVerified === 1 && (!actor.domainId || actor.domainId === domain.id);
-    if (!usable) throw forbidden(`${domainOf(from.address)} is not a verified sending domain for this credential`, 'domain_not_verified');
     const template = input.templateId ? await deps.templates.resolve(actor.userId, input.templateId) : undefined;
     const when = input.scheduledAt === undefined ? undefined : parseScheduledAt(input.scheduledAt);
     // Inline content is kept until 7 days past the scheduled time, so a late send still finds it.
@@ -90,66 +94,87 @@ export function createSendService(deps: {
   /** Recipients become contacts (last seen now): one upsert per accepted call, off the answer's path. */
   function touchContacts(userId: string, rows: MessageValues[]) {
     const emails = rows.flatMap((r) => [...r.toAddrs, ...(r.ccAddrs ?? []), ...(r.bccAddrs ?? [])]).map(bareAddress);
-    deps.contacts.touch(userId, emails).catch((err: Error) => console.error('[contacts] could not record recipients as contacts:', err.message));
+    deps.contacts.touch(userId, emails).catch((err: Error) => log.error({ error: err.message }, '[contacts] could not record recipients as contacts'));
   }
 
-  /** Inserts the rows and counts them against the plan in one transaction; then queues or schedules them. */
-  async function commit(p: Prepared, rows: MessageValues[]): Promise<Map<string, string>> {
+  /**
+   * Inserts the rows the plan's caps take and counts their recipients in one transaction (the gate's
+   * reservation, for the day the message goes out: now, or its scheduled time), then queues or schedules
+   * them. A single send is all or nothing (its refusal is thrown); a batch (`partial`, one recipient a row)
+   * keeps the rows that fit, in order, and answers the refusal of the rest.
+   */
+  async function commit(p: Prepared, rows: MessageValues[], partial: boolean): Promise<{ kept: MessageValues[]; refusal?: AppError; ssnd: Map<string, string> }> {
     const ssnd = new Map<string, string>();
-    const recipients = rows.reduce((n, r) => n + recipientCount(r), 0);
+    if (rows.length === 0) return { kept: rows, ssnd };
     if (!p.scheduledAt && !deps.usage.capped(p.user.plan)) {
-      if (rows.length === 0) return ssnd;
-      // One statement: the rows and the counters commit together without a transaction's extra round trips.
+      // No cap to hold: the rows and the counters commit in one statement, without a transaction's extra round trips.
       const accepted = db.$with('accepted', { id: sql<string>`id` }).as(db.insert(schema.messages).values(rows).returning({ id: schema.messages.id }).getSQL());
-      await deps.usage.consume(db.with(accepted), p.user.id, recipients, { outbound: true });
+      await deps.usage.consume(db.with(accepted), p.user.id, rows.reduce((n, r) => n + recipientCount(r), 0), { outbound: true });
       deps.queue.enqueue(rows.map((r) => r.id!), p.user.id);
-      return ssnd;
+      messagesAccepted.inc({ source: 'api' }, rows.length);
+      return { kept: rows, ssnd };
     }
+    let kept = rows;
+    let refusal: AppError | undefined;
     await db.transaction(async (tx) => {
-      const hit = await deps.usage.reserve(tx, p.user.id, p.user.plan, recipients);
-      if (hit) throw limitError(hit === 'daily' ? { daily: 0, monthly: 1 } : { daily: 1, monthly: 0 })!;
-      if (rows.length) await tx.insert(schema.messages).values(rows);
-      if (p.scheduledAt) for (const r of rows) ssnd.set(r.id!, await deps.scheduled.insert(tx, { userId: p.user.id, messageId: r.id!, scheduledAt: p.scheduledAt }));
+      if (partial) {
+        const r = await deps.gate.reserveUpTo(tx, p.user.id, p.user.plan, rows.length, p.scheduledAt);
+        [kept, refusal] = [rows.slice(0, r.granted), r.refusal];
+      } else {
+        refusal = await deps.gate.reserve(tx, p.user.id, p.user.plan, rows.reduce((n, r) => n + recipientCount(r), 0), p.scheduledAt);
+        if (refusal) kept = [];
+      }
+      if (kept.length) await tx.insert(schema.messages).values(kept);
+      if (p.scheduledAt) for (const r of kept) ssnd.set(r.id!, await deps.scheduled.insert(tx, { userId: p.user.id, messageId: r.id!, scheduledAt: p.scheduledAt }));
     });
+    if (refusal && !partial) throw refusal;
+    if (kept.length) messagesAccepted.inc({ source: 'api' }, kept.length);
     if (p.scheduledAt) await deps.scheduled.startAll([...ssnd].map(([messageId, id]) => ({ id, messageId, userId: p.user.id, scheduledAt: p.scheduledAt! })));
-    else deps.queue.enqueue(rows.map((r) => r.id!), p.user.id);
-    return ssnd;
+    else if (kept.length) deps.queue.enqueue(kept.map((r) => r.id!), p.user.id);
+    return { kept, refusal, ssnd };
   }
 
   /** Recipients of one message row: what the plan counts. */
   const recipientCount = (r: MessageValues) => (r.toAddrs?.length ?? 0) + (r.ccAddrs?.length ?? 0) + (r.bccAddrs?.length ?? 0);
 
-  function limitError(room: { daily: number; monthly: number }, need = 1): AppError | undefined {
-    if (room.monthly < need) return new AppError(402, 'monthly_quota_exceeded', 'The monthly email bucket of this plan is used up');
-    if (room.daily < need) return tooMany('The daily send cap of this plan is reached', 'daily_limit', secondsToMidnight());
+  /** The early answer from counters already read (the reservation in `commit` is what holds under concurrency). */
+  function limitError(room: { daily: number; monthly: number }, need: number): AppError | undefined {
+    if (room.monthly < need) return capRefusal('monthly');
+    if (room.daily < need) return capRefusal('daily');
     return undefined;
   }
 
   return {
     async send(actor: Actor, input: SendInput) {
+      const started = performance.now();
       const enrol = input.sequence ? await deps.enrolments.resolve(actor.userId, { ...input, sequence: input.sequence }) : undefined;
+      // A domain-scoped key reaches only the sequences that send from its domain.
+      if (enrol) await deps.sequences.inScope(actor, enrol, input.sequence!);
       const to = parseMailboxes(input.to, 'to');
       const cc = parseMailboxes(input.cc, 'cc');
       const bcc = parseMailboxes(input.bcc, 'bcc');
       const p = await prepare(actor, input, [...to, ...cc, ...bcc].map((m) => m.address));
       if (p.suppressed.size) throw new AppError(422, 'recipient_suppressed', `Suppressed recipient(s): ${[...p.suppressed].join(', ')}`);
-      const over = limitError(p.room, to.length + cc.length + bcc.length);
+      // The room read with the other gates is of today: a scheduled send is judged at its reservation.
+      const over = p.scheduledAt ? undefined : limitError(p.room, to.length + cc.length + bcc.length);
       if (over) throw over;
-      const row = build(p, { to, cc, bcc, explicit: input, data: input.templateData, headers: checkHeaders(input.headers), metadata: input.metadata });
-      // Enrolment rows go first: the enrolment checks that its message committed, so a failed commit enrolls nobody.
+      const row = { ...build(p, { to, cc, bcc, explicit: input, data: input.templateData, headers: checkHeaders(input.headers), metadata: input.metadata }), enrols: Boolean(enrol) };
+      // Enrolment rows go first, held until each recipient's delivery succeeds; a failed commit discards them.
       const owed = enrol ? await deps.enrolments.write(p.user.id, enrol, { messageId: row.id!, from: row.fromAddr, subject: row.subject ?? '', to: to.map((m) => m.address) }) : [];
-      const ssnd = await commit(p, [row]).catch(async (err) => {
+      const { ssnd } = await commit(p, [row], false).catch(async (err) => {
         if (owed.length) await deps.enrolments.discard(owed).catch(() => undefined); // else the sweep finds no message and enrolls nobody
         throw err;
       });
-      if (owed.length) deps.enrolments.handOver(owed);
       touchContacts(p.user.id, [row]);
+      acceptDuration.observe({ source: 'api' }, since(started));
+      log.info({ messageId: row.id, accountId: p.user.id, domainId: p.domain.id, recipients: to.length + cc.length + bcc.length, scheduled: Boolean(p.scheduledAt) }, 'message accepted');
       return p.scheduledAt
         ? { id: ssnd.get(row.id!)!, status: 'scheduled' as const, scheduledAt: p.scheduledAt }
         : { id: row.id!, status: 'queued' as const };
     },
 
     async sendBatch(actor: Actor, input: BatchInput) {
+      const started = performance.now();
       const parsed = input.recipients.map((r, i) => {
         try {
           return parseMailbox(r.to, `recipients[${i}].to`);
@@ -159,7 +184,6 @@ export function createSendService(deps: {
       });
       const p = await prepare(actor, input, parsed.flatMap((m) => (m instanceof AppError ? [] : [m.address])));
       const shared = checkHeaders(input.headers);
-      let room = p.room;
       const blocked = p.suppressed;
       const results: BatchResult[] = [];
       const rows: MessageValues[] = [];
@@ -168,11 +192,8 @@ export function createSendService(deps: {
           const to = parsed[i]!;
           if (to instanceof AppError) throw to;
           if (blocked.has(to.address)) throw new AppError(422, 'recipient_suppressed', `${to.address} is suppressed`);
-          const over = limitError(room);
-          if (over) throw over;
           const data = { ...input.templateData, ...r.templateData };
           const row = build(p, { to: [to], cc: [], bcc: [], explicit: input, data, headers: { ...shared, ...checkHeaders(r.headers, `recipients[${i}].headers`) } });
-          room = { daily: room.daily - 1, monthly: room.monthly - 1 };
           rows.push(row);
           results.push({ to: r.to, status: p.scheduledAt ? 'scheduled' : 'sent', id: row.id! });
         } catch (err) {
@@ -180,10 +201,17 @@ export function createSendService(deps: {
           results.push({ to: r.to, status: 'failed', error: err.message, code: err.code });
         }
       }
-      const ssnd = await commit(p, rows);
-      if (rows.length) touchContacts(p.user.id, rows);
-      for (const res of results) if (res.status === 'scheduled') res.id = ssnd.get(res.id!)!;
+      // The caps take the first recipients that fit; the rest fail with the cap's code (SPEC.md: `daily_limit`).
+      const { kept, refusal, ssnd } = await commit(p, rows, true);
+      if (kept.length) touchContacts(p.user.id, kept);
+      const dropped = new Set(rows.slice(kept.length).map((r) => r.id!));
+      for (const [i, res] of results.entries()) {
+        if (res.id && dropped.has(res.id)) results[i] = { to: res.to, status: 'failed', error: refusal!.message, code: refusal!.code };
+        else if (res.status === 'scheduled') res.id = ssnd.get(res.id!)!;
+      }
       const count = (s: string) => results.filter((r) => r.status === s).length;
+      acceptDuration.observe({ source: 'api' }, since(started));
+      log.info({ messageIds: kept.map((r) => r.id), accountId: p.user.id, domainId: p.domain.id, failed: count('failed') }, 'batch accepted');
       return { results, sent: count('sent'), scheduled: count('scheduled'), failed: count('failed') };
     },
   };

@@ -31,7 +31,7 @@ export const sendStep = z.strictObject({
   type: z.literal('send'), id: stepId.optional(),
   templateId: z.string().regex(/^(tpl|base)_/, 'must be a tpl_… or base_… id').optional(),
   subject: z.string().max(998).optional(), html: z.string().max(512 * 1024).optional(), text: z.string().max(512 * 1024).optional(),
-}).describe('Send one email to the contact. Merge tags: {{trigger.*}}, {{event.*}} (the last event waited for), {{input.*}}, {{email}}, {{name}}, {{first_name}} and contact attributes');
+}).describe('Send one email to the contact. Merge tags: {{trigger.*}}, {{event.*}} (the payload of the event that started the enrolment, then of the last event a wait received), {{input.*}}, {{email}}, {{name}}, {{first_name}} and contact attributes');
 export const waitStep = z.strictObject({ type: z.literal('wait'), id: stepId.optional(), duration: durationField }).describe('Wait a duration (a durable timer)');
 export const waitForEventStep = z.strictObject({
   type: z.literal('wait_for_event'), id: stepId.optional(), event: eventNameField,

@@ -3,6 +3,7 @@ import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import type { EnrolmentEvent, EnrolmentStart, Scalar } from './enrolment-types.js';
 import type { SequenceDefinition } from './definition.js';
+import type { EnrolmentSignalPort } from '../ports.js';
 
 /** An outbox row of kind `event`: an application event of a known contact. */
 export type EventJob = { eventId: string; name: string; contactId: string; email: string; payload: Record<string, unknown> | null; createdAt: number };
@@ -11,12 +12,6 @@ export type SendJob = { start: EnrolmentStart };
 type OutboxRow = typeof schema.sequenceOutbox.$inferSelect;
 
 /** What the dispatcher needs from Temporal: signal-with-start an enrolment, or signal an open one. */
-export type EnrolmentSignalPort = {
-  enrolContact(start: EnrolmentStart, events: EnrolmentEvent[]): Promise<void>;
-  signalEnrolment(workflowId: string, events: EnrolmentEvent[]): Promise<void>;
-  enrolmentWorkflowId(sequenceId: string, contactId: string): string;
-};
-
 const o = schema.sequenceOutbox;
 const MAX_PENDING = 20_000;
 const s = schema.sequences;
@@ -131,7 +126,7 @@ export function createSequenceDispatcher(deps: { db: Db; port: EnrolmentSignalPo
     },
     /** Hands over rows older than `olderThanMs` (left by a crash, or by a failed call); answers how many. */
     async sweep(olderThanMs: number, limit: number): Promise<number> {
-      const rows = await db.select().from(o).where(lt(o.createdAt, Date.now() - olderThanMs)).orderBy(asc(o.createdAt)).limit(limit);
+      const rows = await db.select().from(o).where(and(eq(o.held, false), lt(o.createdAt, Date.now() - olderThanMs))).orderBy(asc(o.createdAt)).limit(limit);
       return dispatch(rows);
     },
     close() {

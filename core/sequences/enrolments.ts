@@ -1,14 +1,14 @@
-import { and, eq, gte, inArray, ne, sql } from 'drizzle-orm';
+import { and, eq, gte, inArray, ne, sql, TransactionRollbackError } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import type { EnrolmentStepRecord } from '../../db/schema/sequences.js';
 import { derivedId } from '../ids.js';
 import { AppError } from '../errors.js';
-import { domainOf, formatMailbox, parseMailbox } from '../sending/addresses.js';
+import { domainOf, formatMailbox, parseMailbox, type Mailbox } from '../sending/addresses.js';
 import { composeContent } from '../sending/compose.js';
 import type { TemplateService } from '../templates/service.js';
 import { mergeData, type MergeData } from '../templates/merge.js';
-import type { UsageService } from '../usage.js';
+import type { SendGate } from '../sending/gate.js';
 import { unsubscribeHeaders, type UnsubscribeTokens } from '../broadcasts/unsubscribe.js';
 import type { SequenceDefinition, SequenceStep } from './definition.js';
 import type { EnrolmentEvent, EnrolmentStart, Scalar } from './enrolment-types.js';
@@ -17,6 +17,8 @@ const e = schema.sequenceEnrolments;
 const c = schema.contacts;
 const ev = schema.appEvents;
 type SendStep = Extract<SequenceStep, { type: 'send' }>;
+type MessageValues = typeof schema.messages.$inferInsert;
+type SendInput = { enrolmentId: string; index: number; start: EnrolmentStart; from: string; replyTo?: string; step: SendStep; event: Record<string, unknown> };
 export type OpenedEnrolment = { status: 'opened' | 'duplicate' | 'inactive' | 'no_message'; enrolmentId: string; definition: SequenceDefinition };
 
 /** Flattens one object into `prefix.key` merge data (scalars only; nested values are skipped). */
@@ -42,7 +44,7 @@ const appendStep = (record: EnrolmentStepRecord) => {
 };
 
 export function createEnrolmentStore(deps: {
-  db: Db; templates: TemplateService; usage: UsageService; unsubscribe: UnsubscribeTokens;
+  db: Db; templates: TemplateService; gate: SendGate; unsubscribe: UnsubscribeTokens;
   startDelivery: (messageIds: string[], userId: string) => Promise<void>;
 }) {
   const { db } = deps;
@@ -55,6 +57,42 @@ export function createEnrolmentStore(deps: {
     const sup = schema.suppressions;
     const [hit] = await db.select({ email: sup.email }).from(sup).where(and(eq(sup.userId, userId), eq(sup.email, row.email))).limit(1);
     return hit ? 'suppressed' : undefined;
+  }
+
+
+  /** A step's message row: content merged from the contact, the trigger, the input and the last event; unsubscribe headers. */
+  async function stepMessage(input: SendInput, id: string, dom: { id: string; domain: string }, from: Mailbox): Promise<MessageValues> {
+    const { start } = input;
+    const [contact] = await db.select().from(c).where(eq(c.id, start.contactId));
+    const name = contact?.name ?? null;
+    const links = deps.unsubscribe.links(start.contactId, dom.domain);
+    const data = mergeData(contact?.attributes ?? {}, {
+      email: start.email, name: name ?? '', first_name: name ? name.trim().split(/\s+/)[0] ?? '' : '', unsubscribe_url: links.url,
+    }, flat('trigger', start.trigger.data), flat('input', start.input), flat('event', input.event));
+    const template = input.step.templateId ? await deps.templates.resolve(start.userId, input.step.templateId) : undefined;
+    const content = composeContent({ subject: input.step.subject, html: input.step.html, text: input.step.text }, template, data);
+    const now = Date.now();
+    return {
+      id, userId: start.userId, direction: 'outbound', kind: 'user', domainId: dom.id, fromAddr: formatMailbox(from),
+      toAddrs: [formatMailbox({ name: name ?? '', address: start.email })], ccAddrs: [], bccAddrs: [],
+      replyTo: input.replyTo ? formatMailbox(parseMailbox(input.replyTo, 'replyTo')) : null, ...content,
+      headers: unsubscribeHeaders(links), metadata: { sequence_id: start.sequenceId, enrolment_id: input.enrolmentId, step: input.index },
+      status: 'queued', createdAt: now, updatedAt: now,
+    };
+  }
+
+  /** Inserts the message and reserves its recipient in one transaction; answers the cap's refusal (then nothing was inserted). */
+  async function insertCounted(values: MessageValues, plan: string): Promise<AppError | undefined> {
+    let capped: AppError | undefined;
+    await db.transaction(async (tx) => {
+      const inserted = await tx.insert(schema.messages).values(values).onConflictDoNothing().returning({ id: schema.messages.id });
+      if (inserted.length === 0) return; // an earlier attempt inserted (and counted) it
+      capped = await deps.gate.reserve(tx, values.userId!, plan, 1);
+      if (capped) tx.rollback(); // no message without its place under the caps
+    }).catch((err: unknown) => {
+      if (!(capped && err instanceof TransactionRollbackError)) throw err;
+    });
+    return capped;
   }
 
   return {
@@ -112,8 +150,12 @@ export function createEnrolmentStore(deps: {
       return rows.map((r) => r.workflowId);
     },
 
-    /** Sends one step's email: the message id is derived from (enrolment, step), so a retry never sends twice. */
-    async send(input: { enrolmentId: string; index: number; start: EnrolmentStart; from: string; replyTo?: string; step: SendStep; event: Record<string, unknown> }) {
+    /**
+     * Sends one step's email: the message id is derived from (enrolment, step), so a retry never sends twice.
+     * The send gate judges the account and the sequence's sender and reserves the recipient against the
+     * plan's caps with the insert; a refusal ends the enrolment with the gate's code as exit reason.
+     */
+    async send(input: SendInput) {
       const { start } = input;
       const exit = await exitReason(start.userId, start.contactId);
       if (exit) return { exit };
@@ -121,29 +163,10 @@ export function createEnrolmentStore(deps: {
       const [done] = await db.select({ id: schema.messages.id, status: schema.messages.status }).from(schema.messages).where(eq(schema.messages.id, id));
       if (!done) {
         const from = parseMailbox(input.from, 'from');
-        const [dom] = await db.select().from(schema.domains).where(and(eq(schema.domains.userId, start.userId), eq(schema.domains.domain, domainOf(from.address))));
-        if (!dom || !dom.sendingEnabled || dom.spfVerified !== 1 || dom.dkimVerified !== 1) {
-          throw new AppError(403, 'domain_not_verified', `${domainOf(from.address)} is not a verified sending domain`);
-        }
-        const [contact] = await db.select().from(c).where(eq(c.id, start.contactId));
-        const name = contact?.name ?? null;
-        const links = deps.unsubscribe.links(start.contactId, dom.domain);
-        const data = mergeData(contact?.attributes ?? {}, {
-          email: start.email, name: name ?? '', first_name: name ? name.trim().split(/\s+/)[0] ?? '' : '', unsubscribe_url: links.url,
-        }, flat('trigger', start.trigger.data), flat('input', start.input), flat('event', input.event));
-        const template = input.step.templateId ? await deps.templates.resolve(start.userId, input.step.templateId) : undefined;
-        const content = composeContent({ subject: input.step.subject, html: input.step.html, text: input.step.text }, template, data);
-        const now = Date.now();
-        await db.transaction(async (tx) => {
-          const inserted = await tx.insert(schema.messages).values({
-            id, userId: start.userId, direction: 'outbound', kind: 'user', domainId: dom.id, fromAddr: formatMailbox(from),
-            toAddrs: [formatMailbox({ name: name ?? '', address: start.email })], ccAddrs: [], bccAddrs: [],
-            replyTo: input.replyTo ? formatMailbox(parseMailbox(input.replyTo, 'replyTo')) : null, ...content,
-            headers: unsubscribeHeaders(links), metadata: { sequence_id: start.sequenceId, enrolment_id: input.enrolmentId, step: input.index },
-            status: 'queued', createdAt: now, updatedAt: now,
-          }).onConflictDoNothing().returning({ id: schema.messages.id });
-          if (inserted.length) await deps.usage.consume(tx, start.userId, 1, { outbound: true });
-        });
+        const verdict = await deps.gate.judge({ userId: start.userId, sender: { name: domainOf(from.address) } });
+        if (verdict instanceof AppError) return { exit: verdict.code };
+        const capped = await insertCounted(await stepMessage(input, id, verdict.domain!, from), verdict.plan);
+        if (capped) return { exit: capped.code };
       }
       // Starting twice is success (the delivery run's id is derived from the message); a crash here leaves it to the sweep.
       if (!done || done.status === 'queued') await deps.startDelivery([id], start.userId);

@@ -52,7 +52,7 @@ export function createAppEventService(deps: { db: Db; dispatcher: SequenceDispat
       if (row.contactId) {
         // An event of a known contact may start or wake enrolments: its outbox row commits with it (one statement).
         const job: EventJob = { eventId: row.id, name: row.name, contactId: row.contactId, email: row.email, payload: row.payload, createdAt: row.createdAt };
-        outbox = { id: newId('sqo'), userId, kind: 'event', data: job as unknown as Record<string, unknown>, createdAt: row.createdAt };
+        outbox = { id: newId('sqo'), userId, kind: 'event', data: job as unknown as Record<string, unknown>, createdAt: row.createdAt, messageId: null, email: null, held: false };
         const res = await db.execute(sql`with ev as (${insert})
           insert into ${schema.sequenceOutbox} (id, user_id, kind, data, created_at)
           select ${outbox.id}, ${userId}, 'event', ${JSON.stringify(job)}::jsonb, ${row.createdAt}::bigint from ev returning id`);

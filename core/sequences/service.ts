@@ -7,19 +7,13 @@ import { domainOf, parseMailbox } from '../sending/addresses.js';
 import type { TemplateService } from '../templates/service.js';
 import { olderThan } from '../contacts/service.js';
 import { checkBranches, waitedEvents, type SequenceDefinition } from './definition.js';
-import type { EnrolmentState } from './enrolment-types.js';
+import type { EnrolmentPort } from '../ports.js';
+import type { Actor } from '../tenancy.js';
 
 export type SequenceStatus = 'draft' | 'active' | 'paused' | 'archived';
 type Row = typeof schema.sequences.$inferSelect;
 type EnrolmentRow = typeof schema.sequenceEnrolments.$inferSelect;
 export type SequencePatch = Partial<SequenceDefinition> & { name?: string; status?: SequenceStatus };
-export type EnrolmentPort = {
-  enrolmentState(workflowId: string): Promise<EnrolmentState | undefined>;
-  cancelEnrolment(workflowId: string): Promise<boolean>;
-  /** Sends contactChangedSignal (an enrolment that has ended is fine). */
-  nudgeEnrolment(workflowId: string): Promise<void>;
-};
-
 const s = schema.sequences;
 const v = schema.sequenceVersions;
 const e = schema.sequenceEnrolments;
@@ -79,6 +73,17 @@ export function createSequenceService(deps: { db: Db; templates: TemplateService
   return {
     load,
     definitionOf,
+    /**
+     * A domain-scoped key reaches only the sequences that send from its own domain; any other answers the
+     * same 404 as a sequence that does not exist (tenancy: a foreign row is not found, never forbidden).
+     */
+    async inScope(actor: Actor, ref: { sequenceId: string; version: number }, requested: string): Promise<void> {
+      if (!actor.domainId) return;
+      const sender = domainOf(parseMailbox((await definitionOf(ref.sequenceId, ref.version)).from, 'from').address);
+      const [dom] = await db.select({ id: schema.domains.id }).from(schema.domains)
+        .where(and(eq(schema.domains.userId, actor.userId), eq(schema.domains.domain, sender)));
+      if (dom?.id !== actor.domainId) throw notFound(`No sequence named "${requested}"`, 'sequence_not_found');
+    },
     async list(userId: string) {
       const rows = await db.select({ s, d: v.definition }).from(s).innerJoin(v, and(eq(v.sequenceId, s.id), eq(v.version, s.version)))
         .where(eq(s.userId, userId)).orderBy(desc(s.createdAt), desc(s.id));

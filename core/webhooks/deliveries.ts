@@ -6,10 +6,11 @@ import { newId } from '../ids.js';
 import { retryTransient } from '../retry.js';
 import type { Progress } from '../sending/delivery.js';
 import type { Sealer } from '../secrets.js';
-import { recordHealth } from './health.js';
+import { markRunning, recordHealth, RUNNING_AFTER_MS } from './health.js';
 import { postWebhook, type AttemptCapture } from './post.js';
 import { TRACKING_PATTERN, type RouteService } from './routes.js';
 import type { NetPolicy } from './url.js';
+import { log } from '../log.js';
 
 export type DeliveryRow = typeof schema.deliveries.$inferSelect;
 export type AttemptResult = { ok: boolean; status: number | null; reason: string | null };
@@ -112,9 +113,26 @@ export function createDeliveryStore(deps: { db: Db; sealer: Sealer; routes: Rout
       return { ok: false, status: null, reason: 'no_payload' };
     }
     const t = await target(d, row.route);
-    const c: AttemptCapture = await postWebhook({ url: t.url, body, secret: t.secret, ackMode: t.ackMode, net: deps.net });
+    const c = await postWatched(d, () => postWebhook({ url: t.url, body, secret: t.secret, ackMode: t.ackMode, net: deps.net }));
+    log.info({ deliveryId: d.id, messageId: d.messageId, accountId: d.userId, domainId: d.domainId, attempt: n, result: c.reason ?? 'ok', status: c.status, durationMs: c.durationMs }, 'webhook attempt');
     // The POST happened: its outcome is written even through a database outage, so a retry never posts it again.
     return retryTransient(() => record(d, n, c, t.url, nextDelayMs), { onWait: () => progress?.beat() });
+  }
+
+  /**
+   * A POST still unanswered after RUNNING_AFTER_MS marks its domain's webhook `running`; the mark is written
+   * before the outcome, so the outcome always replaces it. A quick answer writes nothing extra (the hot path).
+   */
+  async function postWatched(d: DeliveryRow, post: () => Promise<AttemptCapture>): Promise<AttemptCapture> {
+    if (!d.domainId || d.kind === 'engagement') return post();
+    let marking: Promise<void> | undefined;
+    const timer = setTimeout(() => { marking = markRunning(db, [d.domainId!]).catch(() => undefined); }, RUNNING_AFTER_MS);
+    try {
+      return await post();
+    } finally {
+      clearTimeout(timer);
+      await marking;
+    }
   }
 
   /** Captures attempt `n` as an att_ row and moves the delivery and the domain's health on. */

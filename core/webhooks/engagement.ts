@@ -3,10 +3,10 @@ import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { domainDto } from '../domains/dto.js';
 import type { DomainService } from '../domains/service.js';
-import { isScoped, type Actor } from '../tenancy.js';
+import type { Actor } from '../tenancy.js';
 import { badRequest } from '../errors.js';
-import { describeError } from '../log.js';
-import type { WorkflowPort } from '../index.js';
+import { describeError, log } from '../log.js';
+import type { WorkflowPort } from '../ports.js';
 import type { AccountSecretService } from './account-secret.js';
 import type { DeliveryStore } from './deliveries.js';
 import { engagementPayload, type EngagementPayload } from './payload-schemas.js';
@@ -49,10 +49,11 @@ export function createEngagementService(deps: {
     return { routeId: catchAll.id, url: catchAll.url, ackMode: catchAll.ackMode, secret: deps.routes.secretOf(catchAll) };
   }
 
-  /** The account secret signs every domain's tracking events: account credentials see it, a scoped key never does. */
-  async function secretFor(actor: Actor): Promise<{ signingSecret?: string }> {
-    return isScoped(actor) ? {} : { signingSecret: await deps.accountSecret.get(actor.userId) };
-  }
+  /**
+   * The account secret signs every domain's tracking events, and SPEC.md answers it as `signingSecret` to
+   * every credential these routes take, a domain-scoped key included (the receiver needs it to verify).
+   */
+  const secretFor = async (actor: Actor) => ({ signingSecret: await deps.accountSecret.get(actor.userId) });
 
   async function payloadOf(e: typeof ev.$inferSelect): Promise<EngagementPayload> {
     const [m] = e.messageId ? await db.select().from(schema.messages).where(eq(schema.messages.id, e.messageId)) : [];
@@ -63,13 +64,13 @@ export function createEngagementService(deps: {
     };
     // Built through the published schema (GET /v1/schemas/webhook-email-*.json); a row it does not describe is sent as stored, and logged.
     const checked = engagementPayload.safeParse(payload);
-    if (!checked.success) console.error(`[engagement] event ${e.id} does not match its published schema: ${checked.error.message}`);
+    if (!checked.success) log.error(`[engagement] event ${e.id} does not match its published schema: ${checked.error.message}`);
     return checked.success ? checked.data : payload as EngagementPayload;
   }
 
   return {
     router: {
-      nudge: (domainId: string, userId: string) => void deps.workflows.nudgeEngagement(domainId, userId).catch((err) => console.error(`[engagement] nudge failed: ${describeError(err)}`)),
+      nudge: (domainId: string, userId: string) => void deps.workflows.nudgeEngagement(domainId, userId).catch((err) => log.error(`[engagement] nudge failed: ${describeError(err)}`)),
     },
 
     async setTrackingWebhook(actor: Actor, domainId: string, url: string) {

@@ -1,4 +1,4 @@
-import { eq } from 'drizzle-orm';
+import { and, eq, inArray, isNull, or, sql } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import type { WebhookStatus } from '../domains/dto.js';
@@ -6,6 +6,23 @@ import type { AttemptCapture } from './post.js';
 
 /** A domain's webhook turns unhealthy after this many failed attempts in a row. */
 export const UNHEALTHY_AFTER = 5;
+
+const NEVER: WebhookStatus = { status: null, message: null, code: null, at: null, consecutiveFailures: 0, firstFailedAt: null, unhealthy: false };
+
+/** A POST unanswered this long marks its domain's webhook `running` (quicker answers write nothing extra). */
+export const RUNNING_AFTER_MS = 1000;
+
+/**
+ * Marks the domains' webhooks `running` while a POST is in flight (SPEC.md webhookStatus), keeping the
+ * failing streak and the last HTTP code; the outcome then replaces it. No write for a domain already marked.
+ */
+export async function markRunning(db: Db, domainIds: string[], at = Date.now()): Promise<void> {
+  if (domainIds.length === 0) return;
+  const d = schema.domains;
+  const running = { status: 'running', message: 'Delivery in flight', at };
+  await db.update(d).set({ webhookHealth: sql`coalesce(${d.webhookHealth}, ${JSON.stringify(NEVER)}::jsonb) || ${JSON.stringify(running)}::jsonb` })
+    .where(and(inArray(d.id, domainIds), or(isNull(d.webhookHealth), sql`${d.webhookHealth}->>'status' is distinct from 'running'`)));
+}
 
 /** Folds one attempt into the domain's webhook health streak (SPEC.md webhookStatus). */
 export async function recordHealth(db: Db, domainId: string, a: AttemptCapture, known?: { health: unknown }): Promise<void> {
@@ -20,7 +37,7 @@ export async function recordHealth(db: Db, domainId: string, a: AttemptCapture, 
     ? { status: 'ok', message: `Delivered (HTTP ${a.status})`, code: a.status, at, consecutiveFailures: 0, firstFailedAt: null, unhealthy: false }
     : {
       status: a.reason === 'timeout' ? 'timeout' : 'fail',
-      message: a.reason === 'timeout' ? 'No answer within 15 s' : a.reason === 'network' ? `Network error: ${a.responseBody ?? ''}`.trim()
+      message: a.reason === 'timeout' ? `No answer within ${a.durationMs} ms (timeout)` : a.reason === 'network' ? `Network error: ${a.responseBody ?? ''}`.trim()
         : a.reason === 'no-ack' ? `HTTP ${a.status} without acknowledgement` : a.reason === 'redirect' ? `HTTP ${a.status} redirect (not followed)` : `HTTP ${a.status}`,
       code: a.status, at,
       consecutiveFailures: (prev?.consecutiveFailures ?? 0) + 1,

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { BOUNCE_CLASSES } from '../sending/bounce-classes.js';
 
 /**
  * Every payload the service POSTs to a webhook, defined once: the builders are typed by these schemas
@@ -32,7 +33,10 @@ const envelope = <T extends string, D extends z.ZodType>(type: T, data: D, what:
 
 export const emailSentPayload = envelope('email.sent', z.looseObject({ ...messageFields, response: z.string().optional().describe('The receiving server\'s answer') }),
   'The receiving server accepted the message for the recipients in data.to');
-export const emailBouncedPayload = envelope('email.bounced', z.looseObject({ ...messageFields, bounce: z.object({ type: z.string().describe('hard or soft'), diagnostic: nullableString.optional() }) }),
+export const emailBouncedPayload = envelope('email.bounced', z.looseObject({ ...messageFields, bounce: z.object({
+  type: z.string().describe('hard or soft'), diagnostic: nullableString.optional(),
+  bounceClass: z.enum(BOUNCE_CLASSES).optional().describe('invalid_recipient, bad_domain, mailbox_full, message_too_large, spam_block, policy_block, auth_failure, reputation, transient, protocol or other'),
+}) }),
   'A recipient bounced (data.to names it)');
 export const emailComplainedPayload = envelope('email.complained', z.looseObject({ ...messageFields, complaint: z.object({ feedbackType: z.string(), userAgent: nullableString.optional() }) }),
   'A recipient reported the message as spam (feedback loop)');

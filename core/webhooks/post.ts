@@ -1,4 +1,6 @@
 import { isAppError } from '../errors.js';
+import { webhookAttempts, webhookDuration } from '../metrics.js';
+import { inSpan } from '../tracing.js';
 import { resolveAllowed } from '../net/address-guard.js';
 import { requestPinned } from '../net/pinned-http.js';
 import { signatureHeaders } from './sign.js';
@@ -18,11 +20,23 @@ export type AttemptCapture = {
 };
 
 /**
- * One signed POST of a webhook payload (re-signed on every attempt). 15 s timeout, redirects are not
+ * One signed POST of a webhook payload (re-signed on every attempt). 15 s timeout (WEBHOOK_TIMEOUT_MS may shorten it), redirects are not
  * followed (a 3xx is a failure); `ack` mode needs 2xx plus `{"status":"ok"}` or `x-svc-ack: ok`. The host is
  * resolved once and checked (no internal addresses), and the request goes to that checked address.
  */
-export async function postWebhook(opts: { url: string; body: string; secret: string; ackMode: 'lenient' | 'ack'; net: NetPolicy; timeoutMs?: number }): Promise<AttemptCapture> {
+export async function postWebhook(opts: PostOptions): Promise<AttemptCapture> {
+  const capture = await inSpan('webhook POST', { 'server.address': hostOf(opts.url) }, () => attempt(opts));
+  const result = capture.reason ?? 'ok';
+  webhookAttempts.inc({ result });
+  webhookDuration.observe({ result }, capture.durationMs / 1000);
+  return capture;
+}
+
+const hostOf = (url: string) => URL.parse(url)?.hostname ?? '';
+
+type PostOptions = { url: string; body: string; secret: string; ackMode: 'lenient' | 'ack'; net: NetPolicy; timeoutMs?: number };
+
+async function attempt(opts: PostOptions): Promise<AttemptCapture> {
   const requestedAt = Date.now();
   const headers = { 'content-type': 'application/json', 'user-agent': 'svc-mail-webhooks/1', ...signatureHeaders(opts.secret, opts.body, requestedAt) };
   const base = { requestHeaders: JSON.stringify(headers), requestBody: cut(opts.body), requestedAt };
@@ -31,7 +45,7 @@ export async function postWebhook(opts: { url: string; body: string; secret: str
     const url = new URL(opts.url);
     const address = await resolveAllowed(url.hostname, { ...opts.net, what: 'Webhook host' });
     const res = await requestPinned(url, address, {
-      method: 'POST', headers, body: opts.body, timeoutMs: opts.timeoutMs ?? WEBHOOK_TIMEOUT_MS, maxResponseBytes: CAPTURE_BYTES * 2,
+      method: 'POST', headers, body: opts.body, timeoutMs: opts.timeoutMs ?? opts.net.webhookTimeoutMs ?? WEBHOOK_TIMEOUT_MS, maxResponseBytes: CAPTURE_BYTES * 2,
     });
     const responseHeaders = JSON.stringify(res.headers);
     const durationMs = Math.round(performance.now() - started);

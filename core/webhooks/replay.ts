@@ -1,14 +1,24 @@
-import { and, desc, eq, inArray } from 'drizzle-orm';
+import { and, asc, desc, eq, inArray } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import type { Actor } from '../domains/service.js';
-import { badRequest, conflict, notFound } from '../errors.js';
-import type { WorkflowPort } from '../index.js';
+import { conflict, notFound } from '../errors.js';
+import type { WorkflowPort } from '../ports.js';
 import { deliveryDto, type DeliveryRow, type DeliveryStore } from './deliveries.js';
 import { failureClass } from './post.js';
 
 export const MAX_REPLAY_IDS = 50;
-type Result = { messageId: string | null; routeId: string | null; deliveryId: string | null; ok: boolean; status: number | null; reason: string | null };
+/** Messages the thread ids of one bulk replay may expand to (they count against the 50-id cap). */
+const MAX_EXPANDED_MESSAGES = 1000;
+type Result = {
+  messageId: string | null; routeId: string | null; deliveryId: string | null; ok: boolean; status: number | null; reason: string | null; threadId?: string;
+};
+/** Reasons of results that were not attempted. */
+const SKIPS = new Set(['not_found', 'no_delivery', 'duplicate_endpoint', 'too_many_ids']);
+const skip = (ids: { messageId?: string; routeId?: string; deliveryId?: string; threadId?: string }, reason: string): Result => ({
+  messageId: ids.messageId ?? null, routeId: ids.routeId ?? null, deliveryId: ids.deliveryId ?? null, ok: false, status: null, reason,
+  ...(ids.threadId ? { threadId: ids.threadId } : {}),
+});
 
 /** Manual replay: a new delivery row per replay (history is append-only), first attempt now, the ladder after. */
 export function createReplayService(deps: { db: Db; deliveries: DeliveryStore; workflows: WorkflowPort; retrySchedule: number[] }) {
@@ -26,6 +36,31 @@ export function createReplayService(deps: { db: Db; deliveries: DeliveryStore; w
     if (!r.ok && deps.retrySchedule.length > 0) await deps.workflows.startWebhookDelivery({ deliveryId: row.id, startAttempt: 2, userId: row.userId, messageId: row.messageId });
     const [fresh] = await db.select().from(dl).where(eq(dl.id, row.id));
     return { r, row: fresh! };
+  }
+
+  /**
+   * The actor's messages of the threads, oldest first, in request order of the threads. At most
+   * MAX_EXPANDED_MESSAGES are read (far past the cap): threads left unread are reported past the cap, threads
+   * with no message as not found.
+   */
+  async function expandThreads(actor: Actor, threadIds: string[]) {
+    const ids = [...new Set(threadIds)];
+    const m = schema.messages;
+    const rows = ids.length ? await db.select({ id: m.id, threadId: m.threadId }).from(m)
+      .where(and(eq(m.userId, actor.userId), inArray(m.threadId, ids), ...(actor.domainId ? [eq(m.domainId, actor.domainId)] : [])))
+      .orderBy(asc(m.createdAt)).limit(MAX_EXPANDED_MESSAGES) : [];
+    const per = new Map<string, string[]>();
+    for (const r of rows) {
+      const list = per.get(r.threadId!) ?? [];
+      list.push(r.id);
+      per.set(r.threadId!, list);
+    }
+    const cut = rows.length === MAX_EXPANDED_MESSAGES;
+    const unread = ids.filter((t) => !per.has(t));
+    return {
+      messageIds: ids.flatMap((t) => per.get(t) ?? []),
+      skipped: unread.map((threadId) => skip({ threadId }, cut ? 'too_many_ids' : 'not_found')),
+    };
   }
 
   async function owned(actor: Actor, ids: string[]): Promise<DeliveryRow[]> {
@@ -56,43 +91,46 @@ export function createReplayService(deps: { db: Db; deliveries: DeliveryStore; w
       return { ok: done.r.ok, status: done.r.status ?? 0, delivery: deliveryDto(done.row) };
     },
 
-    /** Bulk replay: threads expand to messages before the 50-id cap; one POST per (message, endpoint) at most. */
+    /**
+     * Bulk replay, always answered (SPEC.md: HTTP 200): threads expand to messages before the 50-id cap,
+     * every id gets a result (ids past the cap are skipped as `too_many_ids`), one POST per (message, endpoint) at most.
+     */
     async retryMany(actor: Actor, input: { deliveryIds?: string[]; messageIds?: string[]; threadIds?: string[] }) {
-      const threadMsgs = input.threadIds?.length
-        ? await db.select({ id: schema.messages.id }).from(schema.messages).where(and(eq(schema.messages.userId, actor.userId), inArray(schema.messages.threadId, input.threadIds)))
-        : [];
+      const threads = await expandThreads(actor, input.threadIds ?? []);
+      const results: Result[] = [...threads.skipped];
       const deliveryIds = [...new Set(input.deliveryIds ?? [])];
-      const messageIds = [...new Set([...(input.messageIds ?? []), ...threadMsgs.map((m) => m.id)])];
-      if (deliveryIds.length + messageIds.length === 0) throw badRequest('Give deliveryIds, messageIds or threadIds (threads with no messages expand to nothing)', 'nothing_requested');
-      if (deliveryIds.length + messageIds.length > MAX_REPLAY_IDS) throw badRequest(`At most ${MAX_REPLAY_IDS} ids per request (threads are expanded first)`, 'too_many_ids');
+      const messageIds = [...new Set([...(input.messageIds ?? []), ...threads.messageIds])];
+      const room = Math.max(0, MAX_REPLAY_IDS - deliveryIds.length);
+      results.push(...deliveryIds.slice(MAX_REPLAY_IDS).map((id) => skip({ deliveryId: id }, 'too_many_ids')));
+      results.push(...messageIds.slice(room).map((id) => skip({ messageId: id }, 'too_many_ids')));
 
-      const results: Result[] = [];
       const jobs: DeliveryRow[] = [];
       const seen = new Set<string>();
       const take = (r: DeliveryRow) => {
         const key = `${r.messageId}|${r.url}`;
-        if (seen.has(key)) return results.push({ messageId: r.messageId, routeId: r.routeId, deliveryId: null, ok: false, status: null, reason: 'duplicate_endpoint' });
+        if (seen.has(key)) return results.push(skip({ messageId: r.messageId, routeId: r.routeId }, 'duplicate_endpoint'));
         seen.add(key);
         jobs.push(r);
       };
-      const found = await owned(actor, deliveryIds);
-      for (const id of deliveryIds) {
+      const wantedDeliveries = deliveryIds.slice(0, MAX_REPLAY_IDS);
+      const found = await owned(actor, wantedDeliveries);
+      for (const id of wantedDeliveries) {
         const r = found.find((x) => x.id === id);
         if (r) take(r);
-        else results.push({ messageId: null, routeId: null, deliveryId: id, ok: false, status: null, reason: 'not_found' });
+        else results.push(skip({ deliveryId: id }, 'not_found'));
       }
-      const latest = await latestPerRoute(actor, messageIds);
-      for (const mid of messageIds) {
+      const wantedMessages = messageIds.slice(0, room);
+      const latest = await latestPerRoute(actor, wantedMessages);
+      for (const mid of wantedMessages) {
         const list = latest.get(mid);
         if (list?.length) list.forEach(take);
-        else results.push({ messageId: mid, routeId: null, deliveryId: null, ok: false, status: null, reason: 'no_delivery' });
+        else results.push(skip({ messageId: mid }, 'no_delivery'));
       }
       for (const r of await runLimited(jobs, 8, replayOf)) results.push(r);
       const count = (f: (r: Result) => boolean) => results.filter(f).length;
-      const skipped = count((r) => r.deliveryId === null || r.reason === 'not_found' || r.reason === 'no_delivery' || r.reason === 'duplicate_endpoint');
-      return {
-        ok: results.every((r) => r.ok), requested: results.length, delivered: count((r) => r.ok), failed: results.length - skipped - count((r) => r.ok), skipped, results,
-      };
+      const skipped = count((r) => r.reason !== null && SKIPS.has(r.reason));
+      const delivered = count((r) => r.ok);
+      return { ok: results.length > 0 && delivered === results.length, requested: results.length, delivered, failed: results.length - skipped - delivered, skipped, results };
     },
 
     async attempts(actor: Actor, id: string) {
@@ -111,7 +149,7 @@ export function createReplayService(deps: { db: Db; deliveries: DeliveryStore; w
         const done = await fn(src);
         out.push(done
           ? { messageId: src.messageId, routeId: src.routeId, deliveryId: done.row.id, ok: done.r.ok, status: done.r.status, reason: done.r.ok ? null : failureClass(done.r.reason) }
-          : { messageId: src.messageId, routeId: src.routeId, deliveryId: null, ok: false, status: null, reason: 'no_delivery' });
+          : skip({ messageId: src.messageId, routeId: src.routeId }, 'no_delivery'));
       }
     }));
     return out;

@@ -4,8 +4,11 @@ import { resolveAllowed } from '../net/address-guard.js';
 
 const LOOPBACK = /^(localhost|127(?:\.\d{1,3}){3}|\[::1\])$/i;
 
-/** Where outbound HTTP may go: DNS through DNS_SERVERS, private ranges only with ALLOW_PRIVATE_NETWORKS. */
-export type NetPolicy = { resolver: Resolver; allowPrivate: boolean };
+/**
+ * Where outbound HTTP may go: DNS through DNS_SERVERS, private ranges only with ALLOW_PRIVATE_NETWORKS;
+ * and how long a webhook POST may take (WEBHOOK_TIMEOUT_MS, 15 s when unset).
+ */
+export type NetPolicy = { resolver: Resolver; allowPrivate: boolean; webhookTimeoutMs?: number };
 
 /** Webhook URLs must be https, except loopback hosts (localhost, 127.0.0.0/8, [::1]), which may be http. */
 export function checkWebhookUrl(raw: string): string {

@@ -27,7 +27,7 @@ export function errorMessage(err: unknown): string {
 }
 
 /**
- * A 401 means the session ended (expired, signed out elsewhere, or the address was verified): sign in again.
+ * A 401 means the session ended (expired, or signed out elsewhere): sign in again.
  * A wrong current password (401 invalid_credentials) is only an answer to show.
  */
 function endSessionOn401(err: unknown): void {

@@ -13,7 +13,10 @@ assert<Equal<Outputs['keys']['rotate'], { key: string }>>(true);
 assert<Equal<Outputs['webhooks']['test'], { ok: boolean; status: number }>>(true);
 assert<Equal<Outputs['messages']['list'][number]['direction'], 'outbound' | 'inbound'>>(true);
 // Inputs merge params, query and body; an operation without required fields may be called without input.
-assert<Equal<Inputs['webhooks']['test'], { id: string }>>(true);
+assert<Equal<Inputs['webhooks']['test'], { id: string; idempotencyKey?: string }>>(true);
+// An operation that takes an idempotency key has it as an optional field; one that does not, has none.
+assert<Equal<Inputs['send']['single']['idempotencyKey'], string | undefined>>(true);
+assert<Equal<'idempotencyKey' extends keyof Inputs['domains']['verify'] ? true : false, false>>(true);
 assert<Equal<Inputs['keys']['get'], void | Record<never, never>>>(true);
 
 // @ts-expect-error a required body field is missing

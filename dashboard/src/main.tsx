@@ -4,6 +4,7 @@ import { createRoot } from 'react-dom/client';
 import { api, queryClient } from './api.js';
 import { RedeemLink, SignIn, SignUp } from './pages/auth.js';
 import { Broadcasts, BroadcastDetail } from './pages/broadcasts.js';
+import { Deliverability } from './pages/deliverability.js';
 import { DomainDetail, Domains } from './pages/domains.js';
 import { EnrolmentDetail } from './pages/enrolments.js';
 import { Events } from './pages/events.js';
@@ -23,7 +24,7 @@ import './styles.css';
 const NAV = [
   ['/', 'Overview'], ['/domains', 'Domains'], ['/messages', 'Messages'], ['/inbound', 'Inbound'], ['/keys', 'Keys'],
   ['/templates', 'Templates'], ['/suppressions', 'Suppressions'], ['/lists', 'Lists'], ['/broadcasts', 'Broadcasts'],
-  ['/sequences', 'Sequences'], ['/events', 'Events'],
+  ['/sequences', 'Sequences'], ['/events', 'Events'], ['/deliverability', 'Deliverability'],
 ] as const;
 
 function useSession() {
@@ -48,6 +49,7 @@ function Routes({ path }: { path: string }) {
       if (id && sub === 'enrolments' && subId) return <EnrolmentDetail key={subId} sequenceId={id} id={subId} />;
       return id ? <SequenceDetail key={id} id={id} /> : <Sequences />;
     case 'events': return <Events />;
+    case 'deliverability': return <Deliverability />;
     default: return <p>Nothing here. <Link to="/">Back to the overview</Link>.</p>;
   }
 }

@@ -12,12 +12,20 @@ export const users = pgTable('users', {
   channel: text('channel'),
   ref: text('ref'),
   referrer: text('referrer'),
+  /** How the account was made: `provision` (POST /api/v1/provision), `signup`, or `consent` (signed up on an app's consent page). */
+  createdVia: text('created_via', { enum: ['provision', 'signup', 'consent'] }),
+  /** The client address that made the account (shown on the verification page). */
+  createdIp: text('created_ip'),
+  /** The OAuth client whose consent page the account was made on (`consent` only). */
+  createdClientId: text('created_client_id'),
   /** The account webhook secret (`whsec_…`), sealed: signs tracking-webhook events and is the fallback key. */
   webhookSecretSealed: text('webhook_secret_sealed'),
   /** Postal address for the CAN-SPAM footer of broadcasts; prefills a broadcast's `footer_address`. */
   footerAddress: text('footer_address'),
-  /** Bumped to revoke every session token issued before (password change or reset, first verification). */
+  /** Bumped to revoke every session token issued before (password change or reset, sign-out). */
   sessionVersion: integer('session_version').notNull().default(0),
+  /** Set by an operator to stop every sending path of the account (docs/sending.md, The send gate); null = in good standing. */
+  suspendedAt: ms('suspended_at'),
   createdAt: ms('created_at').notNull(),
   updatedAt: ms('updated_at').notNull(),
 }, (t) => [uniqueIndex('users_email_uq').on(t.email)]);

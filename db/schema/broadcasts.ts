@@ -41,7 +41,10 @@ export const contactImports = pgTable('contact_imports', {
   userId: text('user_id').notNull(),
   listId: text('list_id').notNull(),
   status: text('status', { enum: ['running', 'done', 'failed'] }).notNull(),
+  /** The uploaded CSV of an import staged before `rows_total` existed; imports now stage their rows at upload and keep ''. */
   csv: text('csv').notNull(),
+  /** Rows staged in `contact_import_rows` (parsed once, at upload); null for an import not staged yet. */
+  rowsTotal: integer('rows_total'),
   offset: integer('offset').notNull().default(0),
   rowsRead: integer('rows_read').notNull().default(0),
   created: integer('created').notNull().default(0),
@@ -52,6 +55,20 @@ export const contactImports = pgTable('contact_imports', {
   createdAt: ms('created_at').notNull(),
   updatedAt: ms('updated_at').notNull(),
 });
+
+/**
+ * The parsed rows of a CSV import not yet applied: staged once when the import is uploaded (`seq` is the
+ * 0-based record number), read a chunk at a time by the import workflow and deleted with its checkpoint.
+ */
+export const contactImportRows = pgTable('contact_import_rows', {
+  importId: text('import_id').notNull(),
+  seq: integer('seq').notNull(),
+  email: text('email'),
+  name: text('name'),
+  attributes: jsonb('attributes').$type<Record<string, string>>(),
+  /** Why the row cannot become a contact (`missing email`, …); null for a good row. */
+  rejection: text('rejection'),
+}, (t) => [primaryKey({ columns: [t.importId, t.seq] })]);
 
 /** Broadcasts (`bct_`), SPEC.md's Broadcast resource. `audience` is the JSON object the clients send. */
 export const broadcasts = pgTable('broadcasts', {
@@ -87,8 +104,10 @@ export const broadcastRecipients = pgTable('broadcast_recipients', {
   seq: integer('seq').notNull(),
   contactId: text('contact_id').notNull(),
   email: text('email').notNull(),
-  status: text('status', { enum: ['pending', 'queued', 'skipped'] }).notNull().default('pending'),
+  /** `failed`: the send gate refused the recipient (a cap reached, the account or sender no longer allowed to send). */
+  status: text('status', { enum: ['pending', 'queued', 'skipped', 'failed'] }).notNull().default('pending'),
   messageId: text('message_id'),
+  /** Why the entry was skipped (`unsubscribed`, `suppressed`, `contact_deleted`) or failed (the gate's code, e.g. `daily_limit`). */
   skipReason: text('skip_reason'),
 }, (t) => [
   primaryKey({ columns: [t.broadcastId, t.seq] }),

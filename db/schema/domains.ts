@@ -32,12 +32,23 @@ export const domains = pgTable('domains', {
   dkimSelector: text('dkim_selector').notNull(),
   dkimPublicKey: text('dkim_public_key').notNull(),
   dkimPrivateKeySealed: text('dkim_private_key_sealed').notNull(),
+  /** DKIM rotation (docs/domains.md): the next key, published but not yet signing. */
+  dkimNextSelector: text('dkim_next_selector'),
+  dkimNextPublicKey: text('dkim_next_public_key'),
+  dkimNextPrivateKeySealed: text('dkim_next_private_key_sealed'),
+  /** The key signing stopped with at the last switch, still published for the grace period. */
+  dkimPrevSelector: text('dkim_prev_selector'),
+  dkimPrevPublicKey: text('dkim_prev_public_key'),
+  /** When signing last switched to a new key (the scheduled rotation counts from it, else from created_at). */
+  dkimRotatedAt: ms('dkim_rotated_at'),
   sendingEnabled: boolean('sending_enabled').notNull().default(false),
   hosted: boolean('hosted').notNull().default(false),
   /** Health streak of the latest webhook deliveries (SPEC.md webhookStatus). */
   webhookHealth: jsonb('webhook_health').$type<Record<string, unknown>>(),
-  /** 1 once the account's `_svc-verify` TXT token was seen (hosted domains: at creation). */
+  /** 1 once the row's own MX host (or, as an alternative proof, the account's `_svc-verify` TXT token) was seen; hosted domains at creation. */
   ownershipVerified: integer('ownership_verified').notNull().default(0),
+  /** The label of the row's own MX host, `<mx_token>.mx.<SERVICE_DOMAIN>`: random per row, so only the owner's published MX verifies it. */
+  mxToken: text('mx_token').notNull(),
   /** Set when the last DNS check could not read a record (timeout, SERVFAIL): the previous state was kept. */
   lastCheckError: text('last_check_error'),
 }, (t) => [
@@ -46,6 +57,7 @@ export const domains = pgTable('domains', {
   // At most one account holds a domain verified: the database decides, not a read before the write.
   uniqueIndex('domains_verified_uq').on(t.domain).where(sql`status = 'verified'`),
   index('domains_domain_idx').on(t.domain),
+  uniqueIndex('domains_mx_token_uq').on(t.mxToken),
 ]);
 
 /** Records of the hosted zones under SERVICE_DOMAIN (and of registered domains), served by the built-in DNS server. */

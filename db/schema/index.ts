@@ -8,3 +8,6 @@ export * from './mailboxes.js';
 export * from './broadcasts.js';
 export * from './service-domain.js';
 export * from './sequences.js';
+export * from './idempotency.js';
+export * from './rate-limits.js';
+export * from './shaping.js';

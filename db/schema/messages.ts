@@ -1,10 +1,11 @@
-import { index, integer, jsonb, pgTable, text, uniqueIndex } from 'drizzle-orm/pg-core';
+import type { BounceClass } from '../../core/sending/bounce-classes.js';
+import { boolean, index, integer, jsonb, pgTable, text, uniqueIndex } from 'drizzle-orm/pg-core';
 import { ms } from './columns.js';
 
 /** Per-recipient outcome of an outbound message (core/sending/recipients.ts). */
-type RecipientState = { status: 'pending' | 'sent' | 'deferred' | 'bounced'; attempts: number; response?: string; at?: number };
+type RecipientState = { status: 'pending' | 'sent' | 'deferred' | 'bounced'; attempts: number; response?: string; at?: number; bounceClass?: BounceClass };
 /** One SMTP transaction of a message: the run, the recipients, the answer. */
-type TrailEntry = { at: number; workflowId: string; to: string[]; status: 'sent' | 'deferred' | 'bounced' | 'mixed'; response: string };
+type TrailEntry = { at: number; workflowId: string; to: string[]; status: 'sent' | 'deferred' | 'bounced' | 'mixed' | 'throttled'; response: string };
 
 /**
  * Messages (`msg_`), outbound and inbound. Outbound rows are written `queued` by the send path and
@@ -53,6 +54,8 @@ export const messages = pgTable('messages', {
   recipients: jsonb('recipients').$type<Record<string, RecipientState>>(),
   /** Outbound: every SMTP transaction (run, recipients, answer), oldest first. */
   trail: jsonb('trail').$type<TrailEntry[]>(),
+  /** Outbound: the send named a sequence; its recipients are enrolled as each one's delivery succeeds. */
+  enrols: boolean('enrols').notNull().default(false),
 }, (t) => [
   index('messages_user_created_idx').on(t.userId, t.createdAt),
   index('messages_status_idx').on(t.status, t.createdAt),

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { index, integer, jsonb, pgTable, primaryKey, text, uniqueIndex } from 'drizzle-orm/pg-core';
+import { boolean, index, integer, jsonb, pgTable, primaryKey, text, uniqueIndex } from 'drizzle-orm/pg-core';
 import { ms } from './columns.js';
 
 /** A sequence definition as stored per version (core/sequences/definition.ts validates it). */
@@ -94,4 +94,12 @@ export const sequenceOutbox = pgTable('sequence_outbox', {
   kind: text('kind', { enum: ['event', 'send'] }).notNull(),
   data: jsonb('data').$type<Record<string, unknown>>().notNull(),
   createdAt: ms('created_at').notNull(),
-}, (t) => [index('sequence_outbox_created_idx').on(t.createdAt)]);
+  /** `send`: the message whose delivery the enrolment waits for, and the recipient it enrols. */
+  messageId: text('message_id'),
+  email: text('email'),
+  /** `send`: true until the recipient's delivery succeeded (then handed over) or failed (then deleted). */
+  held: boolean('held').notNull().default(false),
+}, (t) => [
+  index('sequence_outbox_created_idx').on(t.createdAt),
+  index('sequence_outbox_message_idx').on(t.messageId).where(sql`held`),
+]);

@@ -1,44 +1,56 @@
 /**
  * IMAP command framing (RFC 3501 §2.2, §7.5): splits the byte stream into command lines with their
- * literals. Every buffer is bounded: a line longer than `maxLine` is answered BAD and skipped, a
- * literal is accepted only when `allowLiteral` says its announced size fits (a synchronizing literal
- * that does not fit is refused before a single byte of it is sent; a non-synchronizing one is
- * skipped without being kept), and a command's literals together never exceed `maxCommand`.
+ * literals. Every buffer is bounded, and one byte budget covers a whole command: each line (its line
+ * end included, so `{0+}` continuation lines count too) and each literal is charged to it, and a
+ * command that goes over is answered with a `fatal` frame (the session ends the connection; there is
+ * no telling where such a command would end). A line longer than `maxLine` is answered BAD and
+ * skipped. A literal is accepted only when `literalLimit` allows its announced size: a synchronizing
+ * literal that does not fit is refused before a single byte of it is sent; a non-synchronizing one is
+ * skipped without being kept when it is at most `maxSkip` bytes, and ends the connection when larger.
  */
 export type Frame =
   | { type: 'command'; parts: (string | Buffer)[] }
   | { type: 'continue'; text: string }
   | { type: 'reject'; head: string; reason: string; code: 'TOOBIG' | 'BAD' }
-  | { type: 'error'; reason: string };
+  | { type: 'error'; reason: string }
+  | { type: 'fatal'; reason: string };
 
 export type FramerOptions = {
   maxLine: number;
-  maxCommand: number;
-  /** Largest literal the command starting with `head` may carry (APPEND carries messages). */
+  /** The byte budget of the command whose first line is `head` (lines, line ends and literals together). */
+  maxCommand: (head: string) => number;
+  /** Largest literal the command starting with `head` may carry; negative: it may carry none. */
   literalLimit: (head: string) => number;
+  /** Largest refused non-synchronizing literal that is skipped (read and dropped) rather than ending the connection. */
+  maxSkip: () => number;
 };
 
 const LITERAL = /\{(\d{1,20})(\+?)\}$/;
+/** What each line costs beyond its bytes (the part it adds to the command). */
+const PART_COST = 32;
 
 export class Framer {
   private buf: Buffer = Buffer.alloc(0);
   private parts: (string | Buffer)[] = [];
   private size = 0;
+  private budget = 0;
   private literalLeft = 0;
   private literalChunks: Buffer[] = [];
   private skipLeft = 0;
   private discardLine = false;
+  private dead = false;
 
   constructor(private readonly opts: FramerOptions) {}
 
   /** True while a command is half received (a literal or continuation line is outstanding). */
   get midCommand(): boolean {
-    return this.parts.length > 0 || this.literalLeft > 0 || this.skipLeft > 0 || this.buf.length > 0;
+    return this.parts.length > 0 || this.literalLeft > 0 || this.skipLeft > 0 || this.buf.length > 0 || this.discardLine;
   }
 
-  /** Feeds bytes; answers the frames they complete, in order. */
+  /** Feeds bytes; answers the frames they complete, in order. After a `fatal` frame it answers nothing more. */
   push(chunk: Buffer): Frame[] {
     const out: Frame[] = [];
+    if (this.dead) return out;
     this.buf = this.buf.length ? Buffer.concat([this.buf, chunk]) : chunk;
     for (;;) {
       if (this.skipLeft > 0) {
@@ -83,6 +95,9 @@ export class Framer {
         this.reset();
         continue;
       }
+      if (this.parts.length === 0) this.budget = this.opts.maxCommand(line);
+      this.size += nl + 1 + PART_COST;
+      if (this.size > this.budget) return this.die(out, `Command larger than the ${this.budget} bytes allowed`);
       const m = LITERAL.exec(line);
       if (!m) {
         this.parts.push(line);
@@ -93,11 +108,14 @@ export class Framer {
       const size = Number(m[1]);
       const nonSync = m[2] === '+';
       const head = (typeof this.parts[0] === 'string' ? this.parts[0] : line) as string;
-      const limit = Math.min(this.opts.literalLimit(head), this.opts.maxCommand - this.size);
+      const allowed = this.opts.literalLimit(head);
+      const limit = Math.min(allowed, this.budget - this.size);
       if (!Number.isSafeInteger(size) || size > limit) {
-        out.push({ type: 'reject', head, reason: `Literal of ${m[1]} bytes is larger than the ${limit} allowed`, code: 'TOOBIG' });
+        const reason = allowed < 0 ? 'Literals are accepted before login only in LOGIN and AUTHENTICATE' : `Literal of ${m[1]} bytes is larger than the ${Math.max(0, limit)} allowed`;
+        if (nonSync && !(Number.isSafeInteger(size) && size <= this.opts.maxSkip())) return this.die(out, reason);
+        out.push({ type: 'reject', head, reason, code: allowed < 0 ? 'BAD' : 'TOOBIG' });
         this.reset();
-        if (nonSync) this.skipLeft = Number.isSafeInteger(size) ? size : Number.MAX_SAFE_INTEGER;
+        if (nonSync) this.skipLeft = size;
         continue;
       }
       this.parts.push(line);
@@ -106,6 +124,14 @@ export class Framer {
       if (size === 0) this.parts.push(Buffer.alloc(0));
       else this.literalLeft = size;
     }
+  }
+
+  private die(out: Frame[], reason: string): Frame[] {
+    out.push({ type: 'fatal', reason });
+    this.dead = true;
+    this.reset();
+    this.buf = Buffer.alloc(0);
+    return out;
   }
 
   private reset(): void {

@@ -26,6 +26,51 @@ export function inSet(ranges: SeqRange[], n: number, max: number): boolean {
   return false;
 }
 
+/** The set as sorted, disjoint, closed intervals, `*` standing for `max`. */
+export function intervals(ranges: SeqRange[], max: number): SeqRange[] {
+  const sorted = ranges.map(([a0, b0]): SeqRange => {
+    const a = a0 === Infinity ? max : a0;
+    const b = b0 === Infinity ? max : b0;
+    return [Math.min(a, b), Math.max(a, b)];
+  }).sort((x, y) => x[0] - y[0]);
+  const out: SeqRange[] = [];
+  for (const r of sorted) {
+    const last = out.at(-1);
+    if (last && r[0] <= last[1] + 1) last[1] = Math.max(last[1], r[1]);
+    else out.push([r[0], r[1]]);
+  }
+  return out;
+}
+
+/** Membership in the set by binary search over its intervals: O(log ranges) per number. */
+export function compileSet(ranges: SeqRange[], max: number): (n: number) => boolean {
+  const iv = intervals(ranges, max);
+  return (n) => {
+    let lo = 0;
+    let hi = iv.length - 1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      const [a, b] = iv[mid]!;
+      if (n < a) hi = mid - 1;
+      else if (n > b) lo = mid + 1;
+      else return true;
+    }
+    return false;
+  };
+}
+
+/** The first index of ascending `xs` whose value is at least `v`. */
+export function lowerBound(xs: number[], v: number): number {
+  let lo = 0;
+  let hi = xs.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (xs[mid]! < v) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
 /** Compact text of ascending numbers: `1:3,5`. */
 export function formatSet(nums: number[]): string {
   const sorted = [...nums].sort((a, b) => a - b);

@@ -3,6 +3,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { createServer as createTlsServer, type TlsOptions } from 'node:tls';
 import getTLSOptions from 'smtp-server/lib/tls-options';
 import type { Core } from '../../core/index.js';
+import { imapSessions, imapSessionsOpened } from '../../core/metrics.js';
 import { HANDLERS } from './commands/index.js';
 import { Session, type ImapOptions } from './session.js';
 
@@ -17,14 +18,33 @@ export async function startImap(core: Core, opts: { port: number; tlsPort: numbe
   const { smtp, imap } = core.config;
   const tls: TlsOptions = getTLSOptions(smtp.tlsKeyFile && smtp.tlsCertFile ? { key: readFileSync(smtp.tlsKeyFile), cert: readFileSync(smtp.tlsCertFile) } : {});
   const options: ImapOptions = {
-    core, tls, maxLiteral: imap.maxLiteralBytes, idleTimeoutMs: imap.idleTimeoutMs, commandTimeoutMs: imap.commandTimeoutMs, pollMs: imap.pollMs,
+    core, tls, maxLiteral: imap.maxLiteralBytes, idleTimeoutMs: imap.idleTimeoutMs, loginTimeoutMs: imap.loginTimeoutMs,
+    commandTimeoutMs: imap.commandTimeoutMs, pollMs: imap.pollMs, preauthCommands: imap.preauthCommands,
   };
   const sockets = new Set<Socket>();
+  // Open connections per client address, both ports together: one address cannot take every slot.
+  const perIp = new Map<string, number>();
   const accept = (socket: Socket) => {
-    sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
+    const ip = socket.remoteAddress ?? '';
     socket.on('error', () => undefined);
-    new Session(socket, options, HANDLERS, socket.remoteAddress ?? '');
+    const open = perIp.get(ip) ?? 0;
+    if (open >= imap.maxClientsPerIp) {
+      socket.end('* BYE Too many connections from your address, try again later\r\n');
+      setTimeout(() => socket.destroy(), 1000).unref();
+      return;
+    }
+    perIp.set(ip, open + 1);
+    sockets.add(socket);
+    imapSessions.inc();
+    imapSessionsOpened.inc();
+    socket.once('close', () => {
+      sockets.delete(socket);
+      imapSessions.dec();
+      const left = (perIp.get(ip) ?? 1) - 1;
+      if (left <= 0) perIp.delete(ip);
+      else perIp.set(ip, left);
+    });
+    new Session(socket, options, HANDLERS, ip);
   };
   const plain = createServer(accept);
   const secure = createTlsServer(tls, accept);

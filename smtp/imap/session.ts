@@ -1,21 +1,47 @@
 import type { Socket } from 'node:net';
 import { TLSSocket, type TlsOptions } from 'node:tls';
 import type { Core } from '../../core/index.js';
+import { isAppError } from '../../core/errors.js';
 import type { MailboxLogin } from '../../core/mailboxes/service.js';
 import type { MailboxRow } from '../../core/mailboxes/store.js';
 import { Framer, type Frame } from './framer.js';
 import { parseCommand, ParseError, type Command } from './parser.js';
 
 export type ImapOptions = {
-  core: Core; tls: TlsOptions; maxLiteral: number; idleTimeoutMs: number; commandTimeoutMs: number; pollMs: number;
+  core: Core; tls: TlsOptions; maxLiteral: number; idleTimeoutMs: number; loginTimeoutMs: number; commandTimeoutMs: number; pollMs: number;
+  preauthCommands: number;
 };
 /** The selected folder as this session sees it: sequence numbers are positions in `uids`. */
 export type View = { box: MailboxRow; readOnly: boolean; uids: number[]; flags: Map<number, string[]> };
 export type Handler = (s: Session, cmd: Command) => Promise<void>;
 
-const MAX_LINE = 64 * 1024;
-const SMALL_LITERAL = 64 * 1024;
-const MAX_QUEUED = 50;
+/** Bounds of what one connection may hold (see docs/mailboxes.md, "Limits"). */
+export const LIMITS = {
+  /** One line of a command. */
+  line: 64 * 1024,
+  /** A literal of any command but APPEND, after login. */
+  literal: 64 * 1024,
+  /** A whole command after login, APPEND's message aside (that adds IMAP_MAX_LITERAL_BYTES). */
+  command: 256 * 1024,
+  /** Before login: a whole command, and a literal (LOGIN and AUTHENTICATE only). */
+  preauthCommand: 8 * 1024,
+  preauthLiteral: 1024,
+  /** Framed commands waiting to run before the socket stops being read (before login, then after). */
+  preauthQueued: 4,
+  queued: 50,
+  /** Bytes of replies waiting in the socket before the socket stops being read and commands wait. */
+  output: 256 * 1024,
+  /** Work units of one SEARCH: bytes decoded and scanned, plus 1 KiB per key and message. */
+  work: 256 * 1024 * 1024,
+  /** Work units of one FETCH: bytes parsed and rendered, plus 64 per item and message (a mailbox streams whole). */
+  fetchWork: 2 * 1024 * 1024 * 1024,
+  /** Raw messages loaded from the database at once by SEARCH and FETCH. */
+  rawBatch: 8,
+  /** Data items of one FETCH (after macros). */
+  fetchItems: 64,
+};
+const APPEND_HEAD = /^\S+ APPEND /i;
+const LOGIN_HEAD = /^\S+ (?:LOGIN|AUTHENTICATE)(?: |$)/i;
 
 /** Status responses a handler throws to end its command: `NO` or `BAD`, with an optional response code. */
 export class ImapReply extends Error {
@@ -25,6 +51,15 @@ export class ImapReply extends Error {
 }
 export const no = (message: string, code?: string) => new ImapReply('NO', message, code);
 export const bad = (message: string, code?: string) => new ImapReply('BAD', message, code);
+/** Runs a write that may pass the storage quota; its 413 becomes `NO [OVERQUOTA]` (RFC 9208 §4.3). */
+export async function withinQuota<T>(write: () => Promise<T>): Promise<T> {
+  try {
+    return await write();
+  } catch (err) {
+    if (isAppError(err) && err.code === 'storage_quota_exceeded') throw no(err.message, 'OVERQUOTA');
+    throw err;
+  }
+}
 
 /**
  * One IMAP connection: framing, the state machine of RFC 3501 §3, revocation checks before each
@@ -42,6 +77,10 @@ export class Session {
   private busy = false;
   private closed = false;
   private cleanups: (() => void)[] = [];
+  /** The absolute deadline of the command being received (armed at its first byte, never extended). */
+  private deadline?: NodeJS.Timeout;
+  private preauthCount = 0;
+  private waitingDrain = false;
 
   constructor(public socket: Socket, readonly opts: ImapOptions, private readonly handlers: Record<string, Handler>, readonly ip: string) {
     this.secure = socket instanceof TLSSocket;
@@ -60,10 +99,22 @@ export class Session {
     return caps.join(' ');
   }
 
+  private get authed(): boolean {
+    return this.state !== 'notauth';
+  }
+
+  /** Limits read as each command starts: before login they are small, and literals are LOGIN's and AUTHENTICATE's only. */
   private newFramer(): Framer {
     return new Framer({
-      maxLine: MAX_LINE, maxCommand: this.opts.maxLiteral + MAX_LINE,
-      literalLimit: (head) => (/^\S+ APPEND /i.test(head) ? this.opts.maxLiteral : SMALL_LITERAL),
+      maxLine: LIMITS.line,
+      maxCommand: (head) => (!this.authed ? LIMITS.preauthCommand : LIMITS.command + (APPEND_HEAD.test(head) ? this.opts.maxLiteral : 0)),
+      literalLimit: (head) => {
+        if (!this.authed) return LOGIN_HEAD.test(head) ? LIMITS.preauthLiteral : -1;
+        return APPEND_HEAD.test(head) ? this.opts.maxLiteral : LIMITS.literal;
+      },
+      // After login a refused non-synchronizing literal up to 4 × IMAP_MAX_LITERAL_BYTES is read and dropped (the
+      // command deadline bounds its time); before login none is: the connection ends.
+      maxSkip: () => (this.authed ? 4 * this.opts.maxLiteral : 0),
     });
   }
 
@@ -71,12 +122,13 @@ export class Session {
     const s = this.socket;
     s.on('data', (chunk: Buffer) => {
       for (const f of this.framer.push(chunk)) {
+        if (f.type === 'fatal') return this.close(f.reason);
         if (f.type === 'continue') this.write(`+ ${f.text}`);
         else if (f.type === 'command' && this.waiter && this.queue.length === 0) this.answerWaiter(f.parts);
         else this.queue.push(f);
       }
-      if (this.queue.length > MAX_QUEUED) s.pause();
-      this.armTimeout();
+      this.armDeadline();
+      this.flow();
       void this.pump();
     });
     s.on('timeout', () => this.close('Autologout; idle for too long'));
@@ -85,8 +137,41 @@ export class Session {
     this.armTimeout();
   }
 
+  /** Idle autologout: IMAP_LOGIN_TIMEOUT_MS before login, IMAP_IDLE_TIMEOUT_MS after. */
   private armTimeout(): void {
-    this.socket.setTimeout(this.framer.midCommand ? this.opts.commandTimeoutMs : this.opts.idleTimeoutMs);
+    this.socket.setTimeout(this.authed ? this.opts.idleTimeoutMs : Math.min(this.opts.loginTimeoutMs, this.opts.idleTimeoutMs));
+  }
+
+  /** A command must arrive whole within IMAP_COMMAND_TIMEOUT_MS of its first byte, however it trickles in. */
+  private armDeadline(): void {
+    if (!this.framer.midCommand) {
+      clearTimeout(this.deadline);
+      this.deadline = undefined;
+    } else if (!this.deadline) {
+      this.deadline = setTimeout(() => this.close('Autologout; command not completed in time'), this.opts.commandTimeoutMs);
+      this.deadline.unref();
+    }
+  }
+
+  /**
+   * Reads only while there is room: at most a few commands queued (fewer before login) and the
+   * replies already written under LIMITS.output (a client that sends and never reads stops being read).
+   */
+  private flow(): void {
+    if (this.closed) return;
+    const s = this.socket;
+    const max = this.authed ? LIMITS.queued : LIMITS.preauthQueued;
+    const outputFull = s.writableLength > LIMITS.output;
+    if (outputFull && !this.waitingDrain) {
+      this.waitingDrain = true;
+      s.once('drain', () => {
+        this.waitingDrain = false;
+        this.flow();
+        void this.pump();
+      });
+    }
+    if (outputFull || this.queue.length >= max) s.pause();
+    else s.resume();
   }
 
   write(data: string | Buffer | (string | Buffer)[]): void {
@@ -139,6 +224,7 @@ export class Session {
   }
 
   private destroy(): void {
+    clearTimeout(this.deadline);
     this.closed = true;
     this.state = 'logout';
     this.answerWaiterOnClose();
@@ -150,6 +236,10 @@ export class Session {
     const plain = this.socket;
     plain.removeAllListeners('data');
     plain.removeAllListeners('timeout');
+    plain.removeAllListeners('drain');
+    this.waitingDrain = false;
+    clearTimeout(this.deadline);
+    this.deadline = undefined;
     this.queue = [];
     this.framer = this.newFramer();
     this.socket = new TLSSocket(plain, { isServer: true, ...this.opts.tls });
@@ -161,9 +251,10 @@ export class Session {
     if (this.busy) return;
     this.busy = true;
     try {
-      while (this.queue.length && !this.closed) {
+      // Replies waiting to be read hold the next command back (the drain listener of flow() restarts the pump).
+      while (this.queue.length && !this.closed && this.socket.writableLength <= LIMITS.output) {
         const frame = this.queue.shift()!;
-        if (this.queue.length < MAX_QUEUED / 2) this.socket.resume();
+        this.flow();
         await this.run(frame).catch((err) => {
           console.error('[imap] command failed:', err);
           this.close('Internal error');
@@ -171,15 +262,20 @@ export class Session {
       }
     } finally {
       this.busy = false;
-      if (!this.closed) this.armTimeout();
+      if (!this.closed) {
+        this.armTimeout();
+        this.flow();
+      }
     }
   }
 
   private async run(frame: Frame): Promise<void> {
+    if (!this.authed && ++this.preauthCount > this.opts.preauthCommands) return this.close('Too many commands before login');
     if (frame.type === 'error') return this.untagged(`BAD ${frame.reason}`);
     if (frame.type === 'reject') {
       const tag = /^([^\s(){%*"\\]+) /.exec(frame.head)?.[1];
-      return tag ? this.write(`${tag} NO [${frame.code}] ${frame.reason}`) : this.untagged(`BAD ${frame.reason}`);
+      if (!tag) return this.untagged(`BAD ${frame.reason}`);
+      return this.write(frame.code === 'BAD' ? `${tag} BAD ${frame.reason}` : `${tag} NO [${frame.code}] ${frame.reason}`);
     }
     if (frame.type !== 'command') return;
     let cmd: Command;

@@ -1,5 +1,5 @@
 import type { MailboxRow } from '../../core/mailboxes/store.js';
-import { inSet, parseSequenceSet } from './sequence.js';
+import { intervals, lowerBound, parseSequenceSet } from './sequence.js';
 import { bad, type Session, type View } from './session.js';
 
 /** A flag set as an IMAP parenthesized list. */
@@ -47,17 +47,25 @@ export async function sync(s: Session, expunges: boolean): Promise<void> {
   }
 }
 
-/** The UIDs a sequence set names, by message sequence number or (for UID commands) by UID. */
+/**
+ * The UIDs a sequence set names, by message sequence number or (for UID commands) by UID: the set's
+ * intervals sorted and merged, each located by binary search, so O(ranges log n + answer) whatever the set.
+ */
 export function resolveSet(view: View, text: string, byUid: boolean): number[] {
   const ranges = parseSequenceSet(text);
   if (!ranges) throw bad(`Invalid sequence set ${text.slice(0, 50)}`);
-  if (byUid) {
-    const max = view.uids.at(-1) ?? 0;
-    return view.uids.filter((u) => inSet(ranges, u, max));
+  const uids = view.uids;
+  const out: number[] = [];
+  for (const [a, b] of intervals(ranges, byUid ? (uids.at(-1) ?? 0) : uids.length)) {
+    const from = byUid ? lowerBound(uids, a) : Math.max(0, a - 1);
+    const to = byUid ? lowerBound(uids, b + 1) : Math.min(b, uids.length);
+    for (let i = from; i < to; i++) out.push(uids[i]!);
   }
-  const n = view.uids.length;
-  return view.uids.filter((_u, i) => inSet(ranges, i + 1, n));
+  return out;
 }
 
-/** The message sequence number of a UID in the session's view. */
-export const seqOf = (view: View, uid: number) => view.uids.indexOf(uid) + 1;
+/** The message sequence number of a UID in the session's view (0 when absent), by binary search. */
+export const seqOf = (view: View, uid: number) => {
+  const i = lowerBound(view.uids, uid);
+  return view.uids[i] === uid ? i + 1 : 0;
+};

@@ -16,9 +16,17 @@ export function resolverFor(address: string): Resolver {
   return r;
 }
 
-/** Publishes the account's ownership token (`_svc-verify.<domain>` TXT) from the records the API returned. */
-export function publishOwnership(zone: StaticZone, domain: string, records: { type: string; name: string; value: string }[]): void {
-  const token = records.find((r) => r.type === 'TXT' && r.name === `_svc-verify.${domain}`);
-  if (!token) throw new Error(`no ownership record for ${domain} in the API's DNS list`);
-  zone.set(token.name, 'TXT', [{ value: token.value }]);
+type Listed = { type: string; name: string; value: string; priority?: number };
+
+/** The MX record the API listed for `domain`: the domain row's own host, `<token>.mx.<SERVICE_DOMAIN>`. */
+export function ownMxOf(domain: string, records: Listed[]): Listed {
+  const mx = records.find((r) => r.type === 'MX' && r.name === domain);
+  if (!mx) throw new Error(`no MX record for ${domain} in the API's DNS list`);
+  return mx;
+}
+
+/** Publishes the domain's MX as the API listed it (what proves the zone is the account's). */
+export function publishOwnMx(zone: StaticZone, domain: string, records: Listed[]): void {
+  const mx = ownMxOf(domain, records);
+  zone.set(domain, 'MX', [{ value: mx.value, priority: mx.priority ?? 10 }]);
 }

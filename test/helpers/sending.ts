@@ -14,8 +14,8 @@ export const FROM_DOMAIN = `acme.${SERVICE}`;
  * MX, an SMTP sink as that MX, the built-in DNS server for the hosted sender domain, and a verified
  * account with the sending domain `acme.send.svc.test` and its account key.
  */
-export async function startSendingStack(opts: { onRcpt?: (address: string) => { code: number; message: string } | undefined; env?: Record<string, string>; roles?: Role[] } = {}) {
-  const sink = await startSmtpSink({ onRcpt: opts.onRcpt });
+export async function startSendingStack(opts: { onRcpt?: (address: string) => { code: number; message: string } | undefined; env?: Record<string, string>; roles?: Role[]; sinkDelayMs?: number } = {}) {
+  const sink = await startSmtpSink({ onRcpt: opts.onRcpt, delayMs: opts.sinkDelayMs });
   const dns = await startTestDns();
   dns.zone.set('rcpt.test', 'MX', [{ value: 'sink.rcpt.test', priority: 10 }]);
   dns.zone.set('sink.rcpt.test', 'A', [{ value: '127.0.0.1' }]);

@@ -7,7 +7,7 @@ type Reply = { code: number; message: string } | undefined;
  * A real SMTP server on loopback acting as the recipient's MX. `onRcpt` may answer an error reply
  * (4xx or 5xx) for an address; everything accepted lands in `received`.
  */
-export async function startSmtpSink(opts: { onRcpt?: (address: string) => Reply } = {}) {
+export async function startSmtpSink(opts: { onRcpt?: (address: string) => Reply; /** Each DATA is answered this late (a slow MX keeps sends in flight). */ delayMs?: number } = {}) {
   const received: Received[] = [];
   const waiters: (() => void)[] = [];
   const server = new SMTPServer({
@@ -21,12 +21,17 @@ export async function startSmtpSink(opts: { onRcpt?: (address: string) => Reply 
       const chunks: Buffer[] = [];
       stream.on('data', (c: Buffer) => chunks.push(c));
       stream.on('end', () => {
-        received.push({
-          from: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
-          to: session.envelope.rcptTo.map((r) => r.address), raw: Buffer.concat(chunks),
-        });
-        waiters.splice(0).forEach((w) => w());
-        cb();
+        // Counted when it is answered 250, as an MX takes responsibility for a message.
+        const accept = () => {
+          received.push({
+            from: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
+            to: session.envelope.rcptTo.map((r) => r.address), raw: Buffer.concat(chunks),
+          });
+          waiters.splice(0).forEach((w) => w());
+          cb();
+        };
+        if (opts.delayMs) setTimeout(accept, opts.delayMs);
+        else accept();
       });
     },
   });

@@ -4,13 +4,14 @@ import { join } from 'node:path';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { inject } from 'vitest';
 import { loadConfig, type Config } from '../../core/config.js';
+import { configureLogging, type LogLevel } from '../../core/log.js';
 import { ALL_ROLES, startService, type Role, type Service } from '../../runtime/service.js';
-import { startWorker } from '../../worker.js';
 import { recordHistories } from './histories.js';
 import { createTestDatabase } from './pg.js';
 import { freePort } from './ports.js';
 
-// Worker logs at WARN: the INFO lines of every worker start would bury test output.
+// Worker logs at WARN: the INFO lines of every worker start would bury test output. The service's own log too (LOG_LEVEL overrides).
+configureLogging({ level: (process.env.LOG_LEVEL as LogLevel | undefined) ?? 'warn', role: 'test' });
 try {
   Runtime.install({ logger: new DefaultLogger('WARN') });
 } catch {
@@ -40,7 +41,7 @@ export async function startStack(env: Record<string, string> = {}, roles: Role[]
     // Test peers (webhook receivers, SMTP sinks) listen on loopback: the development setting lets outbound reach them.
     ALLOW_PRIVATE_NETWORKS: '1', ...env,
   });
-  const service = await startService(config, roles, { startWorker, workflowBundle: { codePath: inject('workflowBundlePath') }, log: () => undefined });
+  const service = await startService(config, roles, { workflowBundle: { codePath: inject('workflowBundlePath') }, log: () => undefined });
   const baseUrl = `http://127.0.0.1:${service.apiPort ?? port}`;
   return {
     service, config, baseUrl, api: apiClient(baseUrl),

@@ -41,6 +41,8 @@ export async function startWebhookReceiver() {
   const behaviors = new Map<string, Behavior>();
   const secrets = new Map<string, string>();
   const delays = new Map<string, number>();
+  /** Paths whose requests wait for `release` (a receiver that never answers until told to). */
+  const held = new Map<string, (() => void)[]>();
   /** Every body the service POSTs must validate against its published schema; close() fails the suite otherwise. */
   const schemaErrors: string[] = [];
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
@@ -59,7 +61,8 @@ export async function startWebhookReceiver() {
       const fallback: Behavior = () => ({ status: 200, body: '{"status":"ok"}' });
       const out = (behaviors.get(path) ?? fallback)(hit, count);
       const answer = () => res.writeHead(out.status, { 'content-type': 'application/json', ...out.headers }).end(out.body ?? '');
-      if (delays.get(path)) setTimeout(answer, delays.get(path));
+      if (held.has(path)) held.get(path)!.push(answer);
+      else if (delays.get(path)) setTimeout(answer, delays.get(path));
       else answer();
     });
   });
@@ -71,6 +74,13 @@ export async function startWebhookReceiver() {
     secret(path: string, s: string) { secrets.set(path, s); },
     /** Answers requests on `path` only after `ms` (a slow receiver). */
     delay(path: string, ms: number) { delays.set(path, ms); },
+    /** Requests on `path` get no answer until `release(path)` (answered then, unless the client gave up). */
+    hold(path: string) { if (!held.has(path)) held.set(path, []); },
+    release(path: string) {
+      const waiting = held.get(path) ?? [];
+      held.delete(path);
+      waiting.forEach((answer) => answer());
+    },
     hitsOn: (path: string) => hits.filter((h) => h.path === path),
     async waitFor(path: string, n = 1, timeoutMs = 20_000) {
       const deadline = Date.now() + timeoutMs;

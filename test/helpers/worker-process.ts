@@ -6,7 +6,7 @@ import { inject } from 'vitest';
  * start another. Resolves once it polls its task queue; reuses the run's workflow bundle.
  */
 export async function startWorkerProcess(env: Record<string, string>): Promise<{ child: ChildProcess; output: () => string; kill(): Promise<void> }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'worker.ts'], {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'main.ts', 'worker'], {
     env: { ...process.env, ...env, SVC_WORKFLOW_BUNDLE: inject('workflowBundlePath') }, stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';

@@ -1,4 +1,4 @@
-import { useMutation } from '@tanstack/react-query';
+import { useMutation, useQuery } from '@tanstack/react-query';
 import { useState, type FormEvent } from 'react';
 import { api } from '../api.js';
 import { Link, navigate, useLocation } from '../router.js';
@@ -74,49 +74,87 @@ export function SignIn() {
   );
 }
 
+type LinkDetails = Awaited<ReturnType<typeof api.auth.linkDetails.query>>;
+const when = (ms: number) => new Date(ms).toLocaleString();
+
+/** How the account of a mailed link was made and what it holds: shown before the person confirms it is theirs. */
+function AccountOrigin({ d }: { d: LinkDetails }) {
+  const o = d.origin;
+  const how = o.via === 'provision' ? `from the email address alone${o.channel ? ` (channel ${o.channel})` : ''}`
+    : o.via === 'consent' ? `on the page where the app “${o.app?.name ?? 'without a name'}” asks to link to an account`
+      : o.via === 'signup' ? 'by signing up with a password' : '';
+  const h = d.holdings;
+  const items = [
+    ...(h.accountKey ? ['The account API key'] : []), ...(h.password ? ['A password'] : []),
+    ...h.scopedKeys.map((k) => `Domain-scoped key ${k.name ?? ''} for ${k.domain ?? 'a removed domain'}`),
+    ...h.appPasswords.map((p) => `App password “${p.label}” for ${p.address}@${p.domain ?? '*'}`),
+    ...h.routes.map((r) => `Route ${r.pattern}@${r.domain ?? '?'}: ${r.action}${r.destination ? ` to ${r.destination}` : ''}`),
+    ...h.linkedApps.map((a) => `Linked app ${a.name ?? '(no name)'} since ${when(a.since)}`),
+    ...h.domains.map((x) => `Domain ${x.domain} (${x.status})`),
+  ];
+  return (
+    <section aria-labelledby="origin-h">
+      <h2 id="origin-h">Is this account yours?</h2>
+      <p>An account for <strong>{d.email}</strong> was created {how} on {when(o.createdAt)}{o.clientIp ? ` from the client address ${o.clientIp}` : ''}.</p>
+      <h3>What it holds now</h3>
+      {items.length ? <ul>{items.map((t, i) => <li key={i}>{t}</li>)}</ul> : <p>Nothing yet.</p>}
+      <p>Continuing confirms the address is yours and keeps all of it working. If you did not make this account, choose “I did not ask for this”: it is deleted with everything it holds.</p>
+    </section>
+  );
+}
+
 /**
- * /app/verify?token=… and /app/signin?token=…, the pages mailed links open: one button (so a mail scanner
- * fetching the link does not use it up), then a session. A first verification clears the password chosen
- * at sign-up and ends earlier sessions (README: accounts), so a new password can be set here.
+ * /app/verify?token=… and /app/signin?token=…, the pages mailed links open: for an account not verified yet
+ * they first say how it was made and what it holds; nothing changes until a button is pressed (mail scanners
+ * open links). Continue confirms the address and signs in; "I did not ask for this" deletes the account.
  */
 export function RedeemLink({ kind }: { kind: 'verify' | 'signin' }) {
   const { query } = useLocation();
   const [token] = useState(() => query.get('token') ?? '');
   const [password, setPassword] = useState('');
+  const details = useQuery({ queryKey: ['link', token], queryFn: () => api.auth.linkDetails.query({ token }), enabled: token !== '' });
+  const done = () => history.replaceState(null, '', `${location.pathname}?done`); // the token is spent: keep it out of the address bar
   const redeem = useMutation({
     mutationFn: () => api.auth.redeemLink.mutate({ token }),
     onSuccess: (s) => {
       keep(s);
-      history.replaceState(null, '', `${location.pathname}?done`); // the token is spent: keep it out of the address bar
+      done();
     },
   });
+  const disown = useMutation({ mutationFn: () => api.auth.disown.mutate({ token }), onSuccess: done });
   const setPw = useMutation({
     mutationFn: () => api.auth.changePassword.mutate({ password }),
     onSuccess: (s) => keep(s),
   });
+  if (disown.isSuccess) {
+    return <Page title="Account deleted"><p>The account for {disown.data.email} and everything it held are deleted.</p></Page>;
+  }
   if (!token && !redeem.isSuccess) {
     return <Page title="This link is incomplete"><p>Open the link from your mail again, or <Link to="/signin">sign in</Link>.</p></Page>;
   }
   if (!redeem.isSuccess) {
+    const unverified = details.data && !details.data.emailVerified;
     return (
       <Page title={kind === 'verify' ? 'Verify your email address' : 'Sign in'}>
+        <ErrorBox error={details.error} />
+        {unverified && <AccountOrigin d={details.data} />}
         <p>Continue to {kind === 'verify' ? 'verify your address and sign in' : 'sign in'} with this one-time link.</p>
-        <ErrorBox error={redeem.error} />
-        <button type="button" onClick={() => redeem.mutate()} disabled={redeem.isPending}>Continue</button>
+        <ErrorBox error={redeem.error ?? disown.error} />
+        <button type="button" onClick={() => redeem.mutate()} disabled={redeem.isPending || details.isPending}>Continue</button>
+        {unverified && <button type="button" className="danger" onClick={() => disown.mutate()} disabled={disown.isPending}>I did not ask for this</button>}
       </Page>
     );
   }
   return (
     <Page title={kind === 'verify' ? 'Email address verified' : 'Signed in'}>
       <Notice>Signed in as {redeem.data.user.email}. {redeem.data.user.emailVerified ? 'Your address is verified: you can send.' : ''}</Notice>
-      <form className="narrow" onSubmit={(e) => { e.preventDefault(); setPw.mutate(); }}>
+      {details.data?.holdings.password === false && <form className="narrow" onSubmit={(e) => { e.preventDefault(); setPw.mutate(); }}>
         <h2>Set a password (optional)</h2>
-        <p>The first verification of an address clears any password set before it, so that only the address owner holds one.</p>
         <Field label="New password" type="password" autoComplete="new-password" minLength={8} required value={password} onChange={(e) => setPassword(e.target.value)} />
         <ErrorBox error={setPw.error} />
         {setPw.isSuccess && <Notice>Password set.</Notice>}
         <button type="submit" disabled={setPw.isPending}>Set password</button>
-      </form>
+      </form>}
       <p><Link to="/">Go to the dashboard</Link></p>
     </Page>
   );

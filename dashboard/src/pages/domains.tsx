@@ -134,7 +134,7 @@ export function DomainDetail({ id }: { id: string }) {
         <button type="button" onClick={() => verify.mutate()} disabled={verify.isPending}>Check DNS now</button>
         {verify.data && (
           <Notice>
-            {verify.data.status === 'verified' ? 'Verified.' : 'Still pending.'} Ownership record {verify.data.checks.ownership ? 'found' : 'not found yet'}
+            {verify.data.status === 'verified' ? 'Verified.' : 'Still pending.'} This domain's own MX record {verify.data.checks.mx ? 'found' : 'not found yet'}
             {verify.data.sending.error ? `; sending: ${verify.data.sending.error}` : ''}.
           </Notice>
         )}

@@ -85,9 +85,9 @@ export function MessageDetail({ id }: { id: string }) {
       {m.recipients.length > 0 && (
         <section aria-labelledby="rcpt-h">
           <h2 id="rcpt-h">Recipients</h2>
-          <Table label="Recipients" head={['Address', 'Status', 'Attempts', 'Last answer']}>
+          <Table label="Recipients" head={['Address', 'Status', 'Class', 'Attempts', 'Last answer']}>
             {m.recipients.map((r) => (
-              <tr key={r.address}><td>{r.address}</td><td><Badge tone={tone(r.status)}>{r.status}</Badge></td><td>{r.attempts}</td><td className="wrap">{r.response ?? '—'}</td></tr>
+              <tr key={r.address}><td>{r.address}</td><td><Badge tone={tone(r.status)}>{r.status}</Badge></td><td>{r.bounceClass ? <code>{r.bounceClass}</code> : '—'}</td><td>{r.attempts}</td><td className="wrap">{r.response ?? '—'}</td></tr>
             ))}
           </Table>
         </section>

@@ -4,12 +4,16 @@ import { api } from '../api.js';
 import { Link } from '../router.js';
 import { Area, ErrorBox, Loading, Notice, Page } from '../ui.js';
 
+/** Bytes as MiB with one decimal. */
+const mib = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
+
 /** The overview: the account, and usage against its plan. */
 export function Usage() {
   const me = useQuery({ queryKey: ['me'], queryFn: () => api.me.get.query() });
   const usage = useQuery({ queryKey: ['usage'], queryFn: () => api.billing.usage.query() });
   const u = usage.data;
   const pct = u && u.emails.included ? Math.min(100, Math.round((u.emails.used / u.emails.included) * 100)) : undefined;
+  const storagePct = u && u.storage.quota ? Math.min(100, Math.round((u.storage.used / u.storage.quota) * 100)) : undefined;
   return (
     <Page title="Overview">
       {me.isPending || usage.isPending ? <Loading /> : <ErrorBox error={me.error ?? usage.error} />}
@@ -27,6 +31,10 @@ export function Usage() {
           {pct !== undefined && <progress max={100} value={pct} aria-label="Emails used of the plan">{pct}%</progress>}
           <p>AI actions: {u.aiActions.used}</p>
           {u.overage.over && <p className="error" role="alert">Over the plan{u.overage.blocked ? ': sending is blocked' : u.overage.metered ? ': overage is metered' : ''}.</p>}
+          <h2 id="storage-h">Storage</h2>
+          <p>Mailboxes and attachments: {mib(u.storage.used)} of {mib(u.storage.quota)} (mailboxes {mib(u.storage.mailboxes)}, attachments {mib(u.storage.attachments)})</p>
+          {storagePct !== undefined && <progress max={100} value={storagePct} aria-label="Storage used of the quota">{storagePct}%</progress>}
+          {u.storage.used >= u.storage.quota && <p className="error" role="alert">Storage is full: IMAP APPEND and COPY and new attachments are refused until something is deleted.</p>}
         </section>
       )}
       <Settings />

@@ -1,6 +1,6 @@
 import { str, type Command, type Token } from '../parser.js';
 import { formatSet } from '../sequence.js';
-import { no, type Session, type View } from '../session.js';
+import { no, withinQuota, type Session, type View } from '../session.js';
 import { resolveSet, sync } from '../view.js';
 import { boxOf } from './mailbox.js';
 
@@ -22,7 +22,8 @@ export async function copy(s: Session, cmd: Command, args: Token[], byUid: boole
   if (move && view.readOnly) throw no('The mailbox is open read-only (EXAMINE)', 'READ-ONLY');
   const uids = resolveSet(view, str(args[0], 'sequence set'), byUid);
   const target = await boxOf(s, str(args[1], 'mailbox name'));
-  const pairs = await s.core.mailboxStore.copy(view.box.id, uids, target);
+  // A copy takes storage (all of it or none, NO [OVERQUOTA] over the quota); a move gives it back at once.
+  const pairs = await withinQuota(() => s.core.mailboxStore.copy(view.box.id, uids, target, { quota: !move }));
   const code = pairs.length ? `[COPYUID ${target.uidValidity} ${formatSet(pairs.map((p) => p[0]))} ${formatSet(pairs.map((p) => p[1]))}] ` : '';
   if (move) {
     if (code) s.untagged(`OK ${code}Moved`);

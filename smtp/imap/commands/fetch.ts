@@ -2,7 +2,8 @@ import type { MailboxMessage, MessageMeta } from '../../../core/mailboxes/store.
 import { bodyStructure, envelope, sectionBytes, validSection } from '../fetch-render.js';
 import { parseMime, type MimeNode } from '../mime.js';
 import { str, type Command, type Token } from '../parser.js';
-import { bad, type Session } from '../session.js';
+import { WorkBudget } from '../search.js';
+import { bad, LIMITS, type Session } from '../session.js';
 import { flagList, resolveSet, seqOf, sync } from '../view.js';
 
 type Item =
@@ -42,6 +43,7 @@ export function parseItems(t: Token | undefined): Item[] {
   if (!t) throw bad('FETCH needs data items');
   const names = t.type === 'list' ? t.items.map((i) => str(i, 'fetch item')) : [str(t, 'fetch item')];
   if (names.length === 0) throw bad('FETCH needs data items');
+  if (names.length > LIMITS.fetchItems) throw bad(`FETCH takes at most ${LIMITS.fetchItems} data items`);
   return names.flatMap(parseItem);
 }
 
@@ -58,14 +60,17 @@ export async function fetch(s: Session, cmd: Command, args: Token[], byUid: bool
     if (unseen.length) for (const r of await s.core.mailboxStore.setFlags(view.box.id, unseen, (f) => [...f, '\\Seen'])) view.flags.set(r.uid, r.flags);
     if (!items.some((i) => i.kind === 'FLAGS')) items.push({ kind: 'FLAGS' });
   }
-  // In chunks: a whole mailbox of raw messages is never held at once.
-  for (let i = 0; i < uids.length; i += 50) {
-    const chunk = uids.slice(i, i + 50);
+  // A few raw messages at a time (a whole mailbox of them is never held), each parsed at most once, every
+  // byte parsed or rendered charged to the command's budget before the work is done.
+  const budget = new WorkBudget(LIMITS.fetchWork, 'This FETCH');
+  const step = needRaw ? LIMITS.rawBatch : 500;
+  for (let i = 0; i < uids.length; i += step) {
+    const chunk = uids.slice(i, i + step);
     const rows: (MessageMeta | MailboxMessage)[] = needRaw ? await s.core.mailboxStore.full(view.box.id, chunk) : await s.core.mailboxStore.meta(view.box.id, chunk);
     for (const row of rows) {
       // Flags as stored now (another session or the mailbox API may have changed them).
       view.flags.set(row.uid, row.flags);
-      s.untagged([`${seqOf(view, row.uid)} FETCH (`, ...render(row, items, row.flags), ')']);
+      s.untagged([`${seqOf(view, row.uid)} FETCH (`, ...render(row, items, row.flags, budget), ')']);
       await s.drained();
     }
   }
@@ -73,11 +78,20 @@ export async function fetch(s: Session, cmd: Command, args: Token[], byUid: bool
   s.ok(cmd.tag, `${byUid ? 'UID ' : ''}FETCH completed`);
 }
 
-function render(row: MessageMeta | MailboxMessage, items: Item[], flags: string[]): (string | Buffer)[] {
+function render(row: MessageMeta | MailboxMessage, items: Item[], flags: string[], budget: WorkBudget): (string | Buffer)[] {
   const out: (string | Buffer)[] = [];
   const raw = 'raw' in row ? row.raw : Buffer.alloc(0);
   let tree: MimeNode | undefined;
-  const root = () => (tree ??= parseMime(raw));
+  const root = () => {
+    if (!tree) {
+      budget.charge(raw.length);
+      tree = parseMime(raw);
+    }
+    return tree;
+  };
+  budget.charge(items.length * 64);
+  // One message's answer holds at most its sections twice over (BODY[] and BODY[TEXT] together, say).
+  const ownBudget = new WorkBudget(2 * row.size + 64 * 1024, 'This FETCH of one message');
   for (const item of items) {
     if (out.length) out.push(' ');
     switch (item.kind) {
@@ -96,6 +110,8 @@ function render(row: MessageMeta | MailboxMessage, items: Item[], flags: string[
           bytes = bytes.subarray(start, start + len);
           label += `<${start}>`;
         }
+        ownBudget.charge(bytes.length);
+        budget.charge(bytes.length);
         out.push(`${label} `, bytes.length === 0 ? '""' : Buffer.concat([Buffer.from(`{${bytes.length}}\r\n`), bytes]));
         break;
       }

@@ -1,6 +1,7 @@
 import { FOLDERS, type Folder, type MailboxRow } from '../../../core/mailboxes/store.js';
 import { PERMANENT_FLAGS } from '../../../core/mailboxes/flags.js';
 import { str } from '../parser.js';
+import { globMatch } from '../glob.js';
 import { istr } from '../quote.js';
 import { bad, no, type Handler, type Session } from '../session.js';
 import { flagList, openView } from '../view.js';
@@ -20,19 +21,13 @@ export async function boxOf(s: Session, name: string): Promise<MailboxRow> {
   return s.core.mailboxStore.ensure({ userId: login.userId, domainId: login.domainId, address: login.address, folder: folderOf(name) });
 }
 
-function globToRegex(pattern: string): RegExp {
-  const body = pattern.replace(/[.+?^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/%/g, '[^/]*');
-  return new RegExp(`^${body}$`, 'i');
-}
-
 const listing = (verb: 'LIST' | 'LSUB'): Handler => async (s, cmd) => {
   s.requireAuth();
   const ref = str(cmd.args[0], 'reference');
   const pattern = str(cmd.args[1], 'mailbox pattern');
   if (pattern === '' && verb === 'LIST') s.untagged('LIST (\\Noselect) "/" ""');
   else {
-    const re = globToRegex(ref + pattern);
-    for (const f of FOLDERS) if (re.test(f)) s.untagged(`${verb} (${ATTRS[f]}) "/" ${f}`);
+    for (const f of FOLDERS) if (globMatch(ref + pattern, f)) s.untagged(`${verb} (${ATTRS[f]}) "/" ${f}`);
   }
   s.ok(cmd.tag, `${verb} completed`);
 };

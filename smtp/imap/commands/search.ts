@@ -1,7 +1,8 @@
 import { str, type Command, type Token } from '../parser.js';
-import { matches, parseSearch } from '../search.js';
+import { countKeys, matches, parseSearch, WorkBudget } from '../search.js';
 import { bad, type Session } from '../session.js';
-import { sync } from '../view.js';
+import { seqOf, sync } from '../view.js';
+import { LIMITS } from '../session.js';
 
 /** SEARCH and UID SEARCH (CHARSET US-ASCII or UTF-8 only). */
 export async function search(s: Session, cmd: Command, args: Token[], byUid: boolean): Promise<void> {
@@ -13,16 +14,20 @@ export async function search(s: Session, cmd: Command, args: Token[], byUid: boo
     if (cs !== 'UTF-8' && cs !== 'US-ASCII') throw bad(`Unsupported charset ${cs}`, 'BADCHARSET (UTF-8 US-ASCII)');
   }
   if (tokens.length === 0) throw bad('SEARCH needs search keys');
+  const keys = countKeys(tokens);
   const predicate = parseSearch(tokens);
   const ctx = { maxSeq: view.uids.length, maxUid: view.uids.at(-1) ?? 0 };
+  const budget = new WorkBudget(LIMITS.work, 'This SEARCH');
   const hits: number[] = [];
-  for (let i = 0; i < view.uids.length; i += 100) {
-    const chunk = view.uids.slice(i, i + 100);
+  // Raw messages a few at a time (LIMITS.rawBatch), metadata in larger pages.
+  const step = predicate.needsRaw ? LIMITS.rawBatch : 500;
+  for (let i = 0; i < view.uids.length; i += step) {
+    const chunk = view.uids.slice(i, i + step);
     const rows = predicate.needsRaw ? await s.core.mailboxStore.full(view.box.id, chunk) : await s.core.mailboxStore.meta(view.box.id, chunk);
     for (const row of rows) {
-      const seq = view.uids.indexOf(row.uid) + 1;
+      const seq = seqOf(view, row.uid);
       const r = { uid: row.uid, seq, flags: row.flags, internalDate: row.internalDate, size: row.size, raw: 'raw' in row ? (row.raw as Buffer) : undefined };
-      if (matches(predicate, r, ctx)) hits.push(byUid ? row.uid : seq);
+      if (matches(predicate, r, ctx, budget, keys)) hits.push(byUid ? row.uid : seq);
     }
   }
   s.untagged(`SEARCH${hits.length ? ` ${hits.join(' ')}` : ''}`);

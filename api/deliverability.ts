@@ -1,0 +1,22 @@
+import type { Express } from 'express';
+import type { Core } from '../core/index.js';
+import { bearerMatches } from '../core/secrets.js';
+import { shapingReport } from '../core/shaping/report.js';
+
+/**
+ * GET /api/deliverability/sites (operator credential: Authorization: Bearer OPERATOR_TOKEN, as
+ * /api/health?detail=1): destination sites, their limits in force, open connections, suspensions and
+ * their causes, and the latest automation actions (docs/deliverability.md).
+ */
+export function mountDeliverability(app: Express, core: Core): void {
+  app.get('/api/deliverability/sites', async (req, res, next) => {
+    const expected = core.config.operatorToken;
+    if (!expected) return void res.status(404).json({ error: 'Deliverability reports are off: set OPERATOR_TOKEN to enable them', code: 'not_found' });
+    if (!bearerMatches(req.headers.authorization, expected)) return void res.status(401).json({ error: 'Deliverability reports need Authorization: Bearer <OPERATOR_TOKEN>', code: 'unauthorized' });
+    try {
+      res.json({ shapingFile: core.config.shaping.file, ...(await shapingReport(core.db)) });
+    } catch (err) {
+      next(err);
+    }
+  });
+}

@@ -1,0 +1,129 @@
+import type { Resolver } from 'node:dns/promises';
+import { and, asc, eq, isNull, lt, or } from 'drizzle-orm';
+import type { Db } from '../../db/index.js';
+import { schema } from '../../db/index.js';
+import type { Sealer } from '../secrets.js';
+import { dkimKeyPublished } from './check.js';
+import { generateDkimKey } from './dkim.js';
+import type { DomainRow, EnrichedDomain } from './dto.js';
+import type { DnsRecordOut } from './records.js';
+import type { WorkflowPort } from '../ports.js';
+import type { Actor } from '../tenancy.js';
+import { conflict, notFound } from '../errors.js';
+
+/** The selector after `current`: `svc1` → `svc2`; any other name starts the series at `svc2`. */
+export function nextSelector(current: string, previous?: string | null): string {
+  const n = (s: string | null | undefined) => Number(/^svc(\d{1,9})$/.exec(s ?? '')?.[1] ?? 1);
+  return `svc${Math.max(n(current), n(previous)) + 1}`;
+}
+
+export type RotationStep = { state: 'gone' } | { state: 'ready'; selector: string; hosted: boolean };
+
+/**
+ * The steps of a DKIM key rotation (docs/domains.md), each idempotent so the rotation workflow can retry
+ * any of them: create the next key and publish it, see it resolve, switch signing to it (the old key stays
+ * published), retire the old key. `republish` rewrites a hosted zone's records from the row.
+ */
+export function createDkimRotation(deps: {
+  db: Db; sealer: Sealer; resolver: Resolver; workflows: WorkflowPort; republish(row: DomainRow): Promise<void>;
+  /** The domain service's tenant-scoped read (404 for anything the actor may not see) and its detail view. */
+  load(actor: Actor, id: string): Promise<DomainRow>;
+  get(actor: Actor, id: string): Promise<{ domain: EnrichedDomain; dns: DnsRecordOut[] }>;
+}) {
+  const { db } = deps;
+  const d = schema.domains;
+  const load = async (id: string) => (await db.select().from(d).where(eq(d.id, id)))[0];
+  async function update(id: string, values: Partial<typeof d.$inferInsert>): Promise<DomainRow | undefined> {
+    const [row] = await db.update(d).set({ ...values, updatedAt: Date.now() }).where(eq(d.id, id)).returning();
+    if (row?.hosted) await deps.republish(row);
+    return row;
+  }
+
+  const steps = {
+    /** Creates the next key under a new selector (kept when one is already waiting) and publishes it in a hosted zone. */
+    async begin(domainId: string): Promise<RotationStep> {
+      let row = await load(domainId);
+      if (!row) return { state: 'gone' };
+      if (!row.dkimNextSelector) {
+        const key = await generateDkimKey();
+        const selector = nextSelector(row.dkimSelector, row.dkimPrevSelector);
+        // Only the first writer's key counts (a retried activity keeps it).
+        const [won] = await db.update(d).set({
+          dkimNextSelector: selector, dkimNextPublicKey: key.publicKeyB64, dkimNextPrivateKeySealed: deps.sealer.seal(key.privateKeyPem), updatedAt: Date.now(),
+        }).where(and(eq(d.id, domainId), isNull(d.dkimNextSelector))).returning();
+        row = won ?? (await load(domainId));
+        if (!row) return { state: 'gone' };
+      }
+      if (row.hosted) await deps.republish(row);
+      return { state: 'ready', selector: row.dkimNextSelector!, hosted: row.hosted };
+    },
+
+    /** Whether the next key resolves (a hosted zone serves it at once); false while it does not, or DNS failed. */
+    async nextPublished(domainId: string): Promise<boolean | 'gone'> {
+      const row = await load(domainId);
+      if (!row) return 'gone';
+      if (!row.dkimNextSelector || !row.dkimNextPublicKey) return true; // already switched (a retried step)
+      if (row.hosted) return true;
+      return (await dkimKeyPublished(deps.resolver, { domain: row.domain, selector: row.dkimNextSelector, publicKeyB64: row.dkimNextPublicKey })) === true;
+    },
+
+    /** Signing moves to the next key; the old one stays published as the previous key. Idempotent. */
+    async switchKey(domainId: string): Promise<{ selector: string } | undefined> {
+      const row = await load(domainId);
+      if (!row) return undefined;
+      if (!row.dkimNextSelector || !row.dkimNextPublicKey || !row.dkimNextPrivateKeySealed) return { selector: row.dkimSelector };
+      const done = await update(domainId, {
+        dkimPrevSelector: row.dkimSelector, dkimPrevPublicKey: row.dkimPublicKey,
+        dkimSelector: row.dkimNextSelector, dkimPublicKey: row.dkimNextPublicKey, dkimPrivateKeySealed: row.dkimNextPrivateKeySealed,
+        dkimNextSelector: null, dkimNextPublicKey: null, dkimNextPrivateKeySealed: null, dkimRotatedAt: Date.now(),
+      });
+      return done && { selector: done.dkimSelector };
+    },
+
+    /** The grace period is over: the previous key is no longer published. */
+    async retire(domainId: string): Promise<void> {
+      await update(domainId, { dkimPrevSelector: null, dkimPrevPublicKey: null });
+    },
+
+    /** A next key that never resolved before the deadline is dropped; signing never moved. */
+    async abandon(domainId: string): Promise<void> {
+      await update(domainId, { dkimNextSelector: null, dkimNextPublicKey: null, dkimNextPrivateKeySealed: null });
+    },
+
+    /** Domains whose signing key is older than `olderThanMs` and sending: due for the scheduled rotation. */
+    async due(olderThanMs: number, limit: number): Promise<string[]> {
+      const before = Date.now() - olderThanMs;
+      const rows = await db.select({ id: d.id }).from(d).where(and(
+        eq(d.sendingEnabled, true), isNull(d.dkimNextSelector),
+        or(lt(d.dkimRotatedAt, before), and(isNull(d.dkimRotatedAt), lt(d.createdAt, before))),
+      )).orderBy(asc(d.createdAt)).limit(limit);
+      return rows.map((r) => r.id);
+    },
+  };
+
+  return {
+    ...steps,
+    /**
+     * POST /api/domains/:id/dkim/rotate: creates the next key (so the answer lists its record in `dns`) and
+     * starts the domain's rotation workflow; 409 while a rotation is under way (a key waiting or in its grace period).
+     */
+    async request(actor: Actor, id: string) {
+      const row = await deps.load(actor, id);
+      if (row.dkimNextSelector || row.dkimPrevSelector) throw conflict(`A DKIM rotation of ${row.domain} is already under way`, 'dkim_rotation_in_progress');
+      const step = await steps.begin(row.id);
+      if (step.state === 'gone') throw notFound('Domain not found');
+      let started: boolean;
+      try {
+        started = await deps.workflows.startDkimRotation(row.id);
+      } catch (err) {
+        // No workflow will take the key on: drop it, so the next request can start over.
+        await steps.abandon(row.id);
+        throw err;
+      }
+      if (!started) throw conflict(`A DKIM rotation of ${row.domain} is already under way`, 'dkim_rotation_in_progress');
+      const view = await deps.get(actor, id);
+      return { ...view, rotation: { selector: step.selector, previousSelector: row.dkimSelector, published: step.hosted } };
+    },
+  };
+}
+export type DkimRotation = ReturnType<typeof createDkimRotation>;

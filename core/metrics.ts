@@ -1,0 +1,91 @@
+import { sql } from 'drizzle-orm';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { Db } from '../db/index.js';
+import { bearerMatches } from './secrets.js';
+
+/**
+ * The service's Prometheus metrics (docs/operations.md lists them): one registry per process, served by
+ * GET /metrics on the API and on METRICS_PORT for the other roles. Counters are process totals; sum them
+ * over instances. Queue depth is read from PostgreSQL on each scrape, so every role reports the same
+ * number: take `max` over instances.
+ */
+export const registry = new Registry();
+collectDefaultMetrics({ register: registry });
+
+const SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+
+export const messagesAccepted = new Counter({
+  name: 'svc_messages_accepted_total', help: 'Messages accepted: API sends (source=api) and inbound SMTP messages (source=smtp)',
+  labelNames: ['source'] as const, registers: [registry],
+});
+export const acceptDuration = new Histogram({
+  name: 'svc_accept_duration_seconds', help: 'Time from request to acceptance: a send call (api) or an SMTP DATA until its 250 (smtp)',
+  labelNames: ['source'] as const, buckets: SECONDS, registers: [registry],
+});
+export const recipientOutcomes = new Counter({
+  name: 'svc_recipient_outcomes_total', help: 'Outcomes of outbound recipients per SMTP transaction, by result (sent, deferred, bounced) and site (recipient domain)',
+  labelNames: ['result', 'site'] as const, registers: [registry],
+});
+export const deliverDuration = new Histogram({
+  name: 'svc_deliver_duration_seconds', help: 'Duration of one outbound SMTP transaction, by its outcome (sent, deferred, bounced, mixed)',
+  labelNames: ['result'] as const, buckets: SECONDS, registers: [registry],
+});
+export const webhookAttempts = new Counter({
+  name: 'svc_webhook_attempts_total', help: 'Webhook POST attempts by result (ok, http_4xx, http_5xx, timeout, network, redirect, no-ack)',
+  labelNames: ['result'] as const, registers: [registry],
+});
+export const webhookDuration = new Histogram({
+  name: 'svc_webhook_duration_seconds', help: 'Duration of one webhook POST, by result',
+  labelNames: ['result'] as const, buckets: SECONDS, registers: [registry],
+});
+export const rateLimitRefusals = new Counter({
+  name: 'svc_rate_limit_refusals_total', help: 'Requests refused by a rate limit or cap (HTTP 429), by error code',
+  labelNames: ['code'] as const, registers: [registry],
+});
+export const imapSessions = new Gauge({ name: 'svc_imap_sessions', help: 'IMAP connections open now', registers: [registry] });
+export const imapSessionsOpened = new Counter({ name: 'svc_imap_sessions_opened_total', help: 'IMAP connections accepted', registers: [registry] });
+
+/** Distinct sites kept as label values; past it they count as `other` (a label per domain must stay bounded). */
+const MAX_SITES = 200;
+const sites = new Set<string>();
+/**
+ * The site label of a recipient: its domain (nothing rolls domains up by MX host yet), lowercased,
+ * bounded to MAX_SITES distinct values per process.
+ */
+export function siteOf(address: string): string {
+  const domain = address.slice(address.lastIndexOf('@') + 1).toLowerCase();
+  if (sites.has(domain)) return domain;
+  if (sites.size >= MAX_SITES || !domain) return 'other';
+  sites.add(domain);
+  return domain;
+}
+
+/** Seconds since `startedAt` (a performance.now() reading). */
+export const since = (startedAt: number) => (performance.now() - startedAt) / 1000;
+
+const QUEUE_STATES = ['queued', 'sending', 'deferred', 'scheduled'];
+let queueSource: Db | undefined;
+new Gauge({
+  name: 'svc_queue_depth', help: 'Messages waiting, by state (queued, sending, deferred, scheduled): read from PostgreSQL on each scrape',
+  labelNames: ['state'] as const, registers: [registry],
+  async collect() {
+    if (!queueSource) return;
+    this.reset();
+    // One index range scan of messages_status_idx over the states still in flight.
+    const rows = await queueSource.execute(sql`select status, count(*)::int as n from messages where status in ('queued', 'sending', 'deferred', 'scheduled') group by status`);
+    const counts = new Map((rows as unknown as { rows: { status: string; n: number }[] }).rows.map((r) => [r.status, Number(r.n)]));
+    for (const state of QUEUE_STATES) this.set({ state }, counts.get(state) ?? 0);
+  },
+});
+/** Where the queue depth gauge reads from (the role's database); answers a function that stops it. */
+export function collectQueueDepth(db: Db): () => void {
+  queueSource = db;
+  return () => {
+    if (queueSource === db) queueSource = undefined;
+  };
+}
+
+/** Whether a scrape may read the metrics: always without OPERATOR_TOKEN, else only with `Bearer <token>`. */
+export function metricsAllowed(operatorToken: string | undefined, authorization: string | undefined): boolean {
+  return !operatorToken || bearerMatches(authorization, operatorToken);
+}

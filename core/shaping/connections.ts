@@ -1,0 +1,247 @@
+import SMTPConnection from 'nodemailer/lib/smtp-connection';
+import type { Limits } from './config.js';
+import type { Site } from './sites.js';
+import type { ShapingStore } from './store.js';
+
+/**
+ * "Not now" from shaping: nothing was sent. `site` is the site that could not take it; `spacingMs`, when
+ * its message rate was the limit, is the interval between two of its messages, so a batch spreads the
+ * waits of the messages it holds for that site instead of retrying them all at once.
+ */
+export type Throttled = { throttled: true; waitMs: number; cause: string; site?: string; spacingMs?: number };
+/** What one transaction over a shaped connection came to: the server's answer, an error, or "not now". */
+export type PoolResult = { info: SMTPConnection.SentMessageInfo } | { err: SmtpFailure } | Throttled;
+export type SmtpFailure = Error & { responseCode?: number; response?: string; code?: string; rejectedErrors?: unknown[]; permanent?: boolean };
+export type SmtpOptions = { port: number; heloName: string; timeoutMs: number };
+
+type Conn = {
+  leaseId: string; smtp: SMTPConnection; sent: number; busy: boolean; closing: boolean; closeSent?: boolean; leaseUntil: number;
+  idle?: NodeJS.Timeout; ended: Promise<void>;
+};
+
+/** Keeps a lease alive while this process holds it: renewed every third of its TTL, so a crashed worker's slots come back within one TTL. */
+function keepLease(store: ShapingStore, leaseId: string, ttlMs: number, lost: () => void): () => void {
+  const timer = setInterval(() => {
+    store.renewLease(leaseId, Date.now() + ttlMs).then((kept) => { if (!kept) lost(); }, () => undefined);
+  }, Math.max(250, Math.floor(ttlMs / 3)));
+  timer.unref();
+  return () => clearInterval(timer);
+}
+type SiteConns = { conns: Conn[]; opening: number; waiters: (() => void)[] };
+
+/**
+ * This process's SMTP connections, per site, each holding a lease (a slot of the site's
+ * connection_limit across every worker, core/shaping/store.ts). A message takes an idle connection of
+ * its site, or a new one when a lease (and a connection-rate token) is granted; when the site's slots
+ * are all taken it waits here only behind this process's own connections to that site (each busy with
+ * one transaction); when they are all elsewhere it answers Throttled, and the message waits durably.
+ * A connection closes after max_deliveries_per_connection messages, when idle for `idleMs`, or when its
+ * site is suspended; its lease is given back once the socket has closed.
+ */
+export function createConnectionPool(deps: {
+  store: ShapingStore; holder: string; smtp: SmtpOptions; addressOf: (host: string) => Promise<string>;
+  ttlMs?: number; idleMs?: number;
+}) {
+  const ttlMs = deps.ttlMs ?? 15_000;
+  const idleMs = deps.idleMs ?? 5_000;
+  const bySite = new Map<string, SiteConns>();
+  const entryOf = (key: string) => {
+    let e = bySite.get(key);
+    if (!e) bySite.set(key, (e = { conns: [], opening: 0, waiters: [] }));
+    return e;
+  };
+  const wake = (e: SiteConns) => e.waiters.splice(0).forEach((w) => w());
+
+  function retire(_e: SiteConns, c: Conn, quit: boolean): void {
+    c.closing = true;
+    clearTimeout(c.idle);
+    if (c.busy || c.closeSent) return; // a busy one closes when its transaction is done
+    c.closeSent = true;
+    if (quit) c.smtp.quit();
+    else c.smtp.close();
+  }
+
+  /** Opens a connection under `leaseId` to the first of the site's hosts that greets us. */
+  async function open(site: Site, e: SiteConns, leaseId: string, judge: Judge): Promise<Conn | { err: SmtpFailure }> {
+    let last: SmtpFailure = Object.assign(new Error(`no MX host of ${site.domain} could be used`), {});
+    let unusable = 0;
+    let current: Conn | undefined;
+    // From the grant to the socket's end; a lease taken back (it lapsed) closes the connection.
+    const stopKeeping = keepLease(deps.store, leaseId, ttlMs, () => { if (current) retire(e, current, true); });
+    for (const host of site.hosts) {
+      let address: string;
+      try {
+        address = await deps.addressOf(host);
+      } catch (err) {
+        unusable += 1;
+        last = Object.assign(new Error(`cannot use ${host}: ${(err as Error).message}`), { permanent: (err as SmtpFailure).permanent });
+        continue;
+      }
+      const smtp = new SMTPConnection({
+        host: address, port: deps.smtp.port, name: deps.smtp.heloName, opportunisticTLS: true, tls: { rejectUnauthorized: false, servername: host },
+        connectionTimeout: deps.smtp.timeoutMs, greetingTimeout: deps.smtp.timeoutMs, socketTimeout: deps.smtp.timeoutMs,
+      });
+      const conn: Conn = { leaseId, smtp, sent: 0, busy: true, closing: false, leaseUntil: Date.now() + ttlMs, ended: new Promise((r) => smtp.once('end', r)) };
+      smtp.on('error', () => undefined); // each failure reaches the callback of what was under way
+      try {
+        await connectOnce(smtp);
+      } catch (err) {
+        smtp.close();
+        await conn.ended;
+        last = err as SmtpFailure;
+        // A reply (421 at the greeting, say) is the site's answer: judged before the slot is given back, not tried on the next host.
+        if (last.responseCode) {
+          await judge(last.response ?? last.message).catch(() => undefined);
+          break;
+        }
+        continue;
+      }
+      current = conn;
+      void conn.ended.then(() => {
+        stopKeeping();
+        clearTimeout(conn.idle);
+        e.conns = e.conns.filter((x) => x !== conn);
+        void deps.store.releaseLease(leaseId).catch(() => undefined).finally(() => wake(e));
+      });
+      e.conns.push(conn);
+      return conn;
+    }
+    if (unusable === site.hosts.length && site.hosts.length === 1) last.permanent = last.permanent ?? true;
+    stopKeeping();
+    await deps.store.releaseLease(leaseId).catch(() => undefined);
+    return { err: last };
+  }
+
+  /** A connection of this site for one transaction (marked busy), or why there is none now. */
+  async function take(site: Site, limits: Limits, judge: Judge): Promise<Conn | { err: SmtpFailure } | Throttled> {
+    const e = entryOf(site.key);
+    for (;;) {
+      const idle = e.conns.find((c) => !c.busy && !c.closing);
+      if (idle) {
+        idle.busy = true;
+        clearTimeout(idle.idle);
+        return idle;
+      }
+      const held = e.conns.filter((c) => !c.closing).length + e.opening;
+      if (held < limits.connectionLimit) {
+        e.opening += 1;
+        let granted: Awaited<ReturnType<ShapingStore['acquireLease']>>;
+        try {
+          granted = await deps.store.acquireLease(site.key, {
+            holder: deps.holder, limit: limits.connectionLimit, rate: limits.maxConnectionRate?.perSecond ?? null,
+            burst: limits.maxConnectionRate?.burst ?? 1, ttlMs,
+          });
+        } finally {
+          // Lanes waiting behind this opening look again (it may have been refused).
+          e.opening -= 1;
+          wake(e);
+        }
+        if ('id' in granted) {
+          const opened = await open(site, e, granted.id, judge);
+          wake(e);
+          return opened;
+        }
+        if (held === 0) return { throttled: true, waitMs: granted.waitMs, cause: granted.why };
+      } else if (held === 0) {
+        return { throttled: true, waitMs: 1000, cause: `connection_limit ${limits.connectionLimit} reached` };
+      }
+      // Our own connections to this site are all busy: the next one free is a transaction away.
+      await new Promise<void>((resolve) => e.waiters.push(resolve));
+    }
+  }
+
+  return {
+    /**
+     * One transaction to the site. `judge` sees any refusal (its text) before the connection or its slot
+     * is given back, so a suspension it records is in force before anything else can connect.
+     */
+    async send(site: Site, limits: Limits, envelope: { from: string; to: string[] }, raw: Buffer, judge: Judge): Promise<PoolResult> {
+      for (;;) {
+        const conn = await take(site, limits, judge);
+        if (!('smtp' in conn)) return conn;
+        const e = entryOf(site.key);
+        if (conn.leaseUntil - Date.now() < ttlMs / 2) {
+          const kept = await deps.store.renewLease(conn.leaseId, Date.now() + ttlMs).catch(() => true);
+          if (!kept) {
+            conn.busy = false;
+            retire(e, conn, true);
+            continue;
+          }
+          conn.leaseUntil = Date.now() + ttlMs;
+        }
+        const outcome = await sendOnce(conn.smtp, envelope, raw);
+        const refusal = 'err' in outcome ? outcome.err.response ?? (outcome.err.responseCode ? outcome.err.message : undefined) : refusalOf(outcome.info);
+        if (refusal) await judge(refusal).catch(() => undefined);
+        conn.sent += 1;
+        conn.busy = false;
+        const failed = 'err' in outcome ? outcome.err : undefined;
+        if (failed) {
+          // A refusal of this message leaves the session usable (RSET); anything else ends the connection.
+          const reusable = (failed.code === 'EENVELOPE' || failed.code === 'EMESSAGE') && failed.responseCode !== 421 && !conn.closing;
+          if (reusable) {
+            conn.busy = true;
+            conn.smtp.reset((err) => {
+              conn.busy = false;
+              if (err) retire(e, conn, false);
+              else release(e, conn, limits);
+            });
+          } else retire(e, conn, false);
+        } else release(e, conn, limits);
+        return outcome;
+      }
+    },
+
+    /** Closes the site's connections (a suspension): idle ones now, busy ones after their transaction. */
+    drain(key: string): void {
+      const e = bySite.get(key);
+      if (e) for (const c of e.conns) retire(e, c, true);
+    },
+
+    /** Open connections of this process per site (diagnostics and tests). */
+    openCount: (key: string) => bySite.get(key)?.conns.length ?? 0,
+
+    async close(): Promise<void> {
+      const all = [...bySite.values()].flatMap((e) => e.conns.map((c) => ({ e, c })));
+      for (const { e, c } of all) retire(e, c, false);
+      await Promise.all(all.map(({ c }) => Promise.race([c.ended, new Promise((r) => setTimeout(r, 2000).unref())])));
+    },
+  };
+
+  /** After a transaction: closes at max_deliveries_per_connection or when asked to, else idles. */
+  function release(e: SiteConns, c: Conn, limits: Limits): void {
+    if (c.closing || c.sent >= limits.maxDeliveriesPerConnection) retire(e, c, true);
+    else {
+      c.idle = setTimeout(() => retire(e, c, true), idleMs);
+      c.idle.unref();
+    }
+    wake(e);
+  }
+}
+export type ConnectionPool = ReturnType<typeof createConnectionPool>;
+/** Runs a remote refusal through the site's automation rules. */
+export type Judge = (answer: string) => Promise<unknown>;
+
+/** The text of a refused recipient in an otherwise accepted transaction. */
+function refusalOf(info: SMTPConnection.SentMessageInfo): string | undefined {
+  const rejected = (info as { rejectedErrors?: { response?: string; message?: string }[] }).rejectedErrors;
+  return rejected?.[0] ? rejected[0].response ?? rejected[0].message : undefined;
+}
+
+function connectOnce(smtp: SMTPConnection): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let done = false;
+    const finish = (err?: Error) => {
+      if (done) return;
+      done = true;
+      if (err) reject(err);
+      else resolve();
+    };
+    smtp.once('error', (err) => finish(err));
+    smtp.once('end', () => finish(new Error('Connection closed before the greeting')));
+    smtp.connect((err?: Error | null) => finish(err ?? undefined));
+  });
+}
+
+function sendOnce(smtp: SMTPConnection, envelope: { from: string; to: string[] }, raw: Buffer): Promise<{ info: SMTPConnection.SentMessageInfo } | { err: SmtpFailure }> {
+  return new Promise((resolve) => smtp.send(envelope, raw, (err, info) => resolve(err ? { err: err as SmtpFailure } : { info })));
+}

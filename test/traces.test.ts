@@ -1,0 +1,45 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startOtlpReceiver, type ReceivedSpan } from './helpers/otlp-receiver.js';
+import { startSendingStack, type SendingStack } from './helpers/sending.js';
+import { eventually } from './helpers/stack.js';
+
+/** OTEL_EXPORTER_OTLP_ENDPOINT set: one trace runs from the API request through the workflow and activity to the SMTP transaction. */
+describe('traces', () => {
+  let s: SendingStack;
+  let otlp: Awaited<ReturnType<typeof startOtlpReceiver>>;
+  beforeAll(async () => {
+    otlp = await startOtlpReceiver();
+    s = await startSendingStack({ env: { OTEL_EXPORTER_OTLP_ENDPOINT: otlp.endpoint } });
+  }, 60_000);
+  afterAll(async () => {
+    await s?.stop();
+    await otlp?.close();
+  });
+
+  it('a send is one trace: API request, workflow run, activity, SMTP transaction, each the child of the one before', async () => {
+    const sent = await s.send({ to: 'trace@rcpt.test' });
+    expect(sent.status).toBe(200);
+    await s.sink.waitFor((r) => r.to.includes('trace@rcpt.test'));
+    const smtp = await eventually(async () => otlp.spans.find((sp) => sp.name === 'smtp transaction' && sp.attributes['svc.message_id'] === sent.body.id), 20_000);
+    const trace = otlp.spans.filter((sp) => sp.traceId === smtp.traceId);
+    const byId = new Map(trace.map((sp) => [sp.spanId, sp]));
+    const ancestry = (sp: ReceivedSpan): string[] => {
+      const parent = sp.parentSpanId ? byId.get(sp.parentSpanId) : undefined;
+      return parent ? [...ancestry(parent), sp.name] : [sp.name];
+    };
+    // The spans in between arrive in batches: wait until the chain reaches the API request.
+    const chain = await eventually(async () => {
+      const t = otlp.spans.filter((sp) => sp.traceId === smtp.traceId);
+      for (const sp of t) byId.set(sp.spanId, sp);
+      const names = ancestry(smtp);
+      return names[0] === 'POST /v1/send' ? names : undefined;
+    }, 20_000);
+    expect(chain[0]).toBe('POST /v1/send');
+    const at = (re: RegExp) => chain.findIndex((n) => re.test(n));
+    expect(at(/^StartWorkflow:deliverOutbound/)).toBeGreaterThan(0);
+    expect(at(/^RunWorkflow:deliverOutbound/)).toBeGreaterThan(at(/^StartWorkflow:deliverOutbound/));
+    expect(at(/^RunActivity:sendQueuedMessages$/)).toBeGreaterThan(at(/^RunWorkflow:deliverOutbound/));
+    expect(chain.at(-1)).toBe('smtp transaction');
+    expect(smtp).toMatchObject({ service: 'svc-mail', attributes: { 'svc.site': 'rcpt.test', 'svc.recipients': 1 } });
+  }, 60_000);
+});
