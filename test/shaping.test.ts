@@ -3,7 +3,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { eq, inArray } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createShapingStore } from '../core/shaping/store.js';
 import { schema } from '../db/index.js';
+import { connectTemporal } from '../temporal/client.js';
+import { sweepOutboundWorkflow } from '../workflows/sweep-outbound.js';
 import { startTestDns } from './helpers/dns.js';
 import { freePort } from './helpers/ports.js';
 import { startShapingMx } from './helpers/shaping-mx.js';
@@ -143,6 +146,37 @@ describe('egress shaping per site', () => {
     // Messages that met the suspension waited for it (trail), none bounced.
     expect(rows.some((r) => (r.trail ?? []).some((t: { status: string; response: string }) => t.status === 'throttled' && t.response.includes('suspended')))).toBe(true);
     expect(rows.every((r) => Object.values(r.recipients ?? {}).every((s) => s.status === 'sent'))).toBe(true);
+  }, 180_000);
+
+  it('the sweep hands a stranded message for a suspended site to its own run and returns; the message goes when the suspension ends', async () => {
+    const db = stack.service.core.db;
+    const store = createShapingStore(db);
+    const until = Date.now() + 20_000;
+    await store.touch('mx.calm.test', {}, 'calm.test', { message: 1, connection: 1 });
+    await store.suspend('mx.calm.test', until, 'test', '421 4.7.0 suspended by the test');
+    const id = 'msg_stranded_for_a_suspended_site';
+    const old = Date.now() - 5 * 60_000;
+    await db.insert(schema.messages).values({
+      id, userId: null, direction: 'outbound', kind: 'system', fromAddr: `svc <no-reply@${SERVICE}>`,
+      toAddrs: ['late@calm.test'], subject: 'stranded', text: 'hello', status: 'queued', createdAt: old, updatedAt: old,
+    });
+    const t = await connectTemporal({ address: stack.service.temporalAddress, namespace: 'default', taskQueue: stack.config.temporal.taskQueue });
+    try {
+      const r = await t.client.workflow.execute(sweepOutboundWorkflow, { taskQueue: t.taskQueue, workflowId: `test-sweep-${Date.now()}`, args: [{ retrySchedule: [500], graceMs: 0 }] });
+      expect(r.swept).toBeGreaterThanOrEqual(1);
+      // Returned while the site is still suspended; the message waits in its own run.
+      expect(Date.now()).toBeLessThan(until);
+      const [row] = await db.select().from(schema.messages).where(eq(schema.messages.id, id));
+      expect(row!.status).toBe('queued');
+      expect(mx.calm.copies.get('late@calm.test')).toBeUndefined();
+      await allSent([id], 90_000);
+      expect(mx.calm.copies.get('late@calm.test')).toBe(1);
+      expect(mx.calm.connectedAt.filter((c) => c < until && c > until - 20_000).length).toBe(0);
+      const run = await t.client.workflow.getHandle(`outbound-${id}-sweep`).describe();
+      expect(run.status.name).toBe('COMPLETED');
+    } finally {
+      await t.connection.close();
+    }
   }, 180_000);
 
   it('GET /api/deliverability/sites needs the operator credential', async () => {
