@@ -14,17 +14,42 @@ export type LogScope = { messageId?: string; accountId?: string | null; domainId
 
 const scope = new AsyncLocalStorage<LogScope>();
 
-const SECRET_KEYS = ['authorization', 'cookie', 'password', 'token', 'apiKey', 'key', 'secret', 'signingSecret', 'secretKey', 'accessToken', 'refreshToken'];
-/** Redacted at the top level, one level down, and in `headers` objects one level down. */
-export const REDACT_PATHS = [...SECRET_KEYS, ...SECRET_KEYS.map((k) => `*.${k}`), ...SECRET_KEYS.map((k) => `*.headers.${k}`), 'headers["set-cookie"]'];
+const SECRET_KEYS = new Set(['authorization', 'cookie', 'set-cookie', 'password', 'token', 'apiKey', 'key', 'secret', 'signingSecret', 'secretKey', 'accessToken', 'refreshToken']);
+const CENSOR = '[redacted]';
+const isPlain = (v: unknown): v is Record<string, unknown> => {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return false;
+  const proto = Object.getPrototypeOf(v);
+  return proto === Object.prototype || proto === null;
+};
+
+/**
+ * A line's fields with every value under a secret-looking key replaced by `[redacted]`: at the top
+ * level, one level down, and inside a `headers` object at either level. Answers the object itself when
+ * nothing is secret (the usual line), else a copy: the caller's object is never changed. pino's own
+ * `redact` with wildcard paths did this at about 20 µs a line, six times the rest of the line's cost.
+ */
+export function redactSecrets(obj: Record<string, unknown>): Record<string, unknown> {
+  return redactLevel(obj, 0);
+}
+
+function redactLevel(obj: Record<string, unknown>, depth: number): Record<string, unknown> {
+  let out: Record<string, unknown> | undefined;
+  for (const k in obj) {
+    const v = obj[k];
+    let next = v;
+    if (SECRET_KEYS.has(k)) next = v === undefined ? v : CENSOR;
+    else if (isPlain(v) && (depth === 0 || (depth === 1 && k === 'headers'))) next = redactLevel(v, depth + 1);
+    if (next !== v) (out ??= { ...obj })[k] = next;
+  }
+  return out ?? obj;
+}
 
 function createLogger(opts: { level: LogLevel; role?: string; pretty?: boolean }): Logger {
   const options = {
     level: opts.level,
     base: opts.role ? { role: opts.role } : {},
-    formatters: { level: (label: string) => ({ level: label }) },
+    formatters: { level: (label: string) => ({ level: label }), log: redactSecrets },
     timestamp: pino.stdTimeFunctions.isoTime,
-    redact: { paths: REDACT_PATHS, censor: '[redacted]' },
     mixin: () => scope.getStore() ?? {},
   };
   return opts.pretty ? pino(options, pretty({ colorize: true, sync: true })) : pino(options);

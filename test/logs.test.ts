@@ -76,3 +76,31 @@ describe('structured logs', () => {
     expect(roles.output()).not.toContain(session.token);
   }, 120_000);
 });
+
+describe('redaction', () => {
+  it('replaces values under secret keys at the top level, one level down and in headers, without changing the caller’s object', async () => {
+    const { redactSecrets } = await import('../core/log.js');
+    const line = {
+      messageId: 'msg_1', token: 't0p', nested: { password: 'pw', keep: 'ok', deeper: { token: 'left as is (two levels down)' } },
+      req: { headers: { authorization: 'Bearer abc', cookie: 'c=1', accept: '*/*' } }, headers: { 'set-cookie': 's=1' }, list: [{ token: 'arrays are not walked' }],
+    };
+    const before = structuredClone(line);
+    const out = redactSecrets(line) as typeof line;
+    expect(out).toEqual({
+      messageId: 'msg_1', token: '[redacted]', nested: { password: '[redacted]', keep: 'ok', deeper: { token: 'left as is (two levels down)' } },
+      req: { headers: { authorization: '[redacted]', cookie: '[redacted]', accept: '*/*' } }, headers: { 'set-cookie': '[redacted]' }, list: [{ token: 'arrays are not walked' }],
+    });
+    expect(line).toEqual(before);
+    const plain = { messageId: 'msg_2', to: 1 };
+    expect(redactSecrets(plain)).toBe(plain);
+  });
+
+  it('the process logger applies it to every line, scope ids included', async () => {
+    const { spawnSync } = await import('node:child_process');
+    const script = "import { log, withLogScope } from './core/log.ts'; withLogScope({ accountId: 'usr_1', token: 'scoped-secret' }, () => log.info({ apiKey: 'svc_live_secret', body: { password: 'hunter2' } }, 'x'));";
+    const r = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: join(import.meta.dirname, '..'), env: { ...process.env, LOG_LEVEL: 'info' }, encoding: 'utf8' });
+    const line = JSON.parse(r.stdout.trim().split('\n').pop()!);
+    expect(line).toMatchObject({ accountId: 'usr_1', token: '[redacted]', apiKey: '[redacted]', body: { password: '[redacted]' }, msg: 'x' });
+    expect(r.stdout).not.toMatch(/scoped-secret|svc_live_secret|hunter2/);
+  });
+});
