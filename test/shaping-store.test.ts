@@ -5,7 +5,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase, type Database } from '../db/index.js';
 import { parseShaping } from '../core/shaping/config.js';
 import { createShaper } from '../core/shaping/shaper.js';
+import { createConnectionPool } from '../core/shaping/connections.js';
 import { createShapingStore } from '../core/shaping/store.js';
+import { freePort } from './helpers/ports.js';
+import { startShapingMx } from './helpers/shaping-mx.js';
 import { createTestDatabase } from './helpers/pg.js';
 
 /**
@@ -120,5 +123,39 @@ duration = "1h"
     const actions = (await createShapingStore(database.db).list()).active.filter((a) => a.site === 'mx.rules.test').map((a) => a.action).sort();
     expect(actions).toEqual(['SetConfig connection_limit=1', 'SetConfig max_message_rate=2/s', 'Suspend']);
     await shaper.close();
+  });
+
+  it('a pool asks the store for a slot only when it holds none of the limit: connections rolling over never get a refusal, nothing waits on a timer', async () => {
+    const port = await freePort();
+    const mx = await startShapingMx({ host: '127.0.0.5', port });
+    const store = createShapingStore(database.db);
+    const answers: string[] = [];
+    const counting = { ...store, acquireLease: async (...args: Parameters<typeof store.acquireLease>) => {
+      const r = await store.acquireLease(...args);
+      answers.push('id' in r ? 'granted' : r.why);
+      return r;
+    } };
+    const pool = createConnectionPool({ store: counting, holder: 'pool-test', smtp: { port, heloName: 'test', timeoutMs: 5000 }, addressOf: async () => '127.0.0.5' });
+    const site = { key: 'mx.rollover.test', domain: 'rollover.test', hosts: ['mx.rollover.test'], rules: [], sources: ['default'] };
+    const lim = { connectionLimit: 2, maxMessageRate: null, maxConnectionRate: null, maxDeliveriesPerConnection: 3 };
+    try {
+      // 40 messages, 10 at a time, over 2 connections of 3 messages each: 14 connections one after another.
+      const results = await Promise.all(Array.from({ length: 10 }, async (_, lane) => {
+        const out: string[] = [];
+        for (let i = lane; i < 40; i += 10) {
+          const r = await pool.send(site, lim, { from: 'a@test', to: [`r${i}@rollover.test`] }, Buffer.from('Subject: x\r\n\r\nx\r\n'), async () => undefined);
+          out.push('info' in r ? 'sent' : 'throttled' in r ? `throttled: ${r.cause}` : `error: ${r.err.message}`);
+        }
+        return out;
+      }));
+      expect(results.flat().filter((r) => r !== 'sent')).toEqual([]);
+      expect(answers.filter((a) => a !== 'granted')).toEqual([]);
+      expect(answers.length).toBeGreaterThanOrEqual(40 / 3);
+      expect(mx.maxOpen).toBeLessThanOrEqual(2);
+      for (let i = 0; i < 40; i++) expect(mx.copies.get(`r${i}@rollover.test`)).toBe(1);
+    } finally {
+      await pool.close();
+      await mx.close();
+    }
   });
 });

@@ -97,11 +97,15 @@ export function createConnectionPool(deps: {
         continue;
       }
       current = conn;
-      void conn.ended.then(() => {
+      // The connection counts against the site here until its lease is gone from the store too, so no
+      // other lane asks for a slot the store still sees taken.
+      void conn.ended.then(async () => {
+        conn.closing = true;
         stopKeeping();
         clearTimeout(conn.idle);
+        await deps.store.releaseLease(leaseId).catch(() => undefined);
         e.conns = e.conns.filter((x) => x !== conn);
-        void deps.store.releaseLease(leaseId).catch(() => undefined).finally(() => wake(e));
+        wake(e);
       });
       e.conns.push(conn);
       return conn;
@@ -122,24 +126,25 @@ export function createConnectionPool(deps: {
         clearTimeout(idle.idle);
         return idle;
       }
-      const held = e.conns.filter((c) => !c.closing).length + e.opening;
+      // A closing connection still holds its lease until its socket ends: counted, so a connection
+      // rolling over (max_deliveries_per_connection) makes the next message wait here for its slot
+      // rather than ask the store, be refused, and wait a second on a timer.
+      const held = e.conns.length + e.opening;
       if (held < limits.connectionLimit) {
+        // Counted as opening from the request for a lease until the connection is in `conns` (or the
+        // lease was refused or given back), so no other lane asks for the same slot meanwhile.
         e.opening += 1;
-        let granted: Awaited<ReturnType<ShapingStore['acquireLease']>>;
+        let granted: Awaited<ReturnType<ShapingStore['acquireLease']>> | undefined;
         try {
           granted = await deps.store.acquireLease(site.key, {
             holder: deps.holder, limit: limits.connectionLimit, rate: limits.maxConnectionRate?.perSecond ?? null,
             burst: limits.maxConnectionRate?.burst ?? 1, ttlMs,
           });
+          if ('id' in granted) return await open(site, e, granted.id, judge);
         } finally {
           // Lanes waiting behind this opening look again (it may have been refused).
           e.opening -= 1;
           wake(e);
-        }
-        if ('id' in granted) {
-          const opened = await open(site, e, granted.id, judge);
-          wake(e);
-          return opened;
         }
         if (held === 0) return { throttled: true, waitMs: granted.waitMs, cause: granted.why };
       } else if (held === 0) {
