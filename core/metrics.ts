@@ -23,7 +23,7 @@ export const acceptDuration = new Histogram({
   labelNames: ['source'] as const, buckets: SECONDS, registers: [registry],
 });
 export const recipientOutcomes = new Counter({
-  name: 'svc_recipient_outcomes_total', help: 'Outcomes of outbound recipients per SMTP transaction, by result (sent, deferred, bounced) and site (recipient domain)',
+  name: 'svc_recipient_outcomes_total', help: 'Outcomes of outbound recipients per SMTP transaction, by result (sent, deferred, bounced, throttled) and site (MX host set; the recipient domain when not delivering by MX)',
   labelNames: ['result', 'site'] as const, registers: [registry],
 });
 export const deliverDuration = new Histogram({
@@ -49,15 +49,16 @@ export const imapSessionsOpened = new Counter({ name: 'svc_imap_sessions_opened_
 const MAX_SITES = 200;
 const sites = new Set<string>();
 /**
- * The site label of a recipient: its domain (nothing rolls domains up by MX host yet), lowercased,
+ * The site label: the shaping site the transaction went to (its MX host set, so every Google Workspace
+ * domain counts as one site) when the transport knows it, else the recipient's domain; lowercased and
  * bounded to MAX_SITES distinct values per process.
  */
-export function siteOf(address: string): string {
-  const domain = address.slice(address.lastIndexOf('@') + 1).toLowerCase();
-  if (sites.has(domain)) return domain;
-  if (sites.size >= MAX_SITES || !domain) return 'other';
-  sites.add(domain);
-  return domain;
+export function siteOf(address: string, site?: string): string {
+  const label = (site ?? address.slice(address.lastIndexOf('@') + 1)).toLowerCase();
+  if (sites.has(label)) return label;
+  if (sites.size >= MAX_SITES || !label) return 'other';
+  sites.add(label);
+  return label;
 }
 
 /** Seconds since `startedAt` (a performance.now() reading). */

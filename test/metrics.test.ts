@@ -11,7 +11,7 @@ import { startWebhookReceiver } from './helpers/webhook-receiver.js';
 import { startWorkerProcess } from './helpers/worker-process.js';
 
 const TOKEN = 'operator-token-0123456789-metrics';
-const N = 3; // API sends, one recipient at rcpt.test each
+const N = 3; // API sends, one recipient at rcpt.test each: its site is its MX host set, sink.rcpt.test
 const M = 2; // inbound SMTP messages, each POSTed once to the domain's webhook
 
 /** The API and SMTP roles in this process; the worker a process of its own with METRICS_PORT and TEMPORAL_METRICS_PORT. */
@@ -71,15 +71,15 @@ describe('Prometheus metrics', () => {
     // The worker counts an outcome once its transaction is recorded: wait until the deliveries are counted, then check exact totals.
     const wrk1 = await eventually(async () => {
       const now = await wrk();
-      return delta(wrk0, now, 'svc_recipient_outcomes_total', { site: 'rcpt.test' }) >= N && delta(wrk0, now, 'svc_webhook_attempts_total') >= M ? now : undefined;
+      return delta(wrk0, now, 'svc_recipient_outcomes_total', { site: 'sink.rcpt.test' }) >= N && delta(wrk0, now, 'svc_webhook_attempts_total') >= M ? now : undefined;
     }, 30_000);
     const api1 = await api();
     expect(delta(api0, api1, 'svc_messages_accepted_total', { source: 'api' })).toBe(N);
     expect(delta(api0, api1, 'svc_messages_accepted_total', { source: 'smtp' })).toBe(M);
     expect(delta(api0, api1, 'svc_accept_duration_seconds_count', { source: 'api' })).toBe(N);
     expect(delta(api0, api1, 'svc_accept_duration_seconds_count', { source: 'smtp' })).toBe(M);
-    expect(delta(wrk0, wrk1, 'svc_recipient_outcomes_total', { result: 'sent', site: 'rcpt.test' })).toBe(N);
-    expect(delta(wrk0, wrk1, 'svc_recipient_outcomes_total', { site: 'rcpt.test' })).toBe(N);
+    expect(delta(wrk0, wrk1, 'svc_recipient_outcomes_total', { result: 'sent', site: 'sink.rcpt.test' })).toBe(N);
+    expect(delta(wrk0, wrk1, 'svc_recipient_outcomes_total', { site: 'sink.rcpt.test' })).toBe(N);
     expect(delta(wrk0, wrk1, 'svc_webhook_attempts_total', { result: 'ok' })).toBe(M);
     expect(delta(wrk0, wrk1, 'svc_webhook_attempts_total')).toBe(M);
     expect(delta(wrk0, wrk1, 'svc_webhook_duration_seconds_count')).toBe(M);

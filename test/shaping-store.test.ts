@@ -136,8 +136,8 @@ duration = "1h"
       return r;
     } };
     const pool = createConnectionPool({ store: counting, holder: 'pool-test', smtp: { port, heloName: 'test', timeoutMs: 5000 }, addressOf: async () => '127.0.0.5' });
-    const site = { key: 'mx.rollover.test', domain: 'rollover.test', hosts: ['mx.rollover.test'], rules: [], sources: ['default'] };
     const lim = { connectionLimit: 2, maxMessageRate: null, maxConnectionRate: null, maxDeliveriesPerConnection: 3 };
+    const site = { key: 'mx.rollover.test', domain: 'rollover.test', hosts: ['mx.rollover.test'], limits: lim, rules: [], sources: ['default'] };
     try {
       // 40 messages, 10 at a time, over 2 connections of 3 messages each: 14 connections one after another.
       const results = await Promise.all(Array.from({ length: 10 }, async (_, lane) => {

@@ -22,11 +22,11 @@ export function instrumentTransport(inner: OutboundTransport): OutboundTransport
       const results = await inSpan('smtp transaction', attributes, () => inner.send(messageId, envelope, raw, subject, ctx));
       // Held back by shaping: no transaction was made; each recipient counts as throttled.
       if (isThrottled(results)) {
-        for (const to of envelope.to) recipientOutcomes.inc({ result: 'throttled', site: siteOf(to) });
+        for (const to of envelope.to) recipientOutcomes.inc({ result: 'throttled', site: siteOf(to, results.site) });
         return results;
       }
       deliverDuration.observe({ result: transactionResult(results) }, since(started));
-      for (const r of results) recipientOutcomes.inc({ result: r.status, site: siteOf(r.address) });
+      for (const r of results) recipientOutcomes.inc({ result: r.status, site: siteOf(r.address, r.site) });
       return results;
     },
   };

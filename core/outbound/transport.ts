@@ -17,7 +17,8 @@ import type { WarmupGate } from '../shaping/warmup.js';
 
 /** What became of one recipient in one SMTP transaction: 250 (sent), 4xx/network (deferred), 5xx (bounced). */
 export type RecipientStatus = 'sent' | 'deferred' | 'bounced';
-export type RecipientResult = { address: string; status: RecipientStatus; response: string; bounceClass?: BounceClass };
+/** `site`: the shaping site (MX rollup) the transaction went to, for metrics; MX delivery only. */
+export type RecipientResult = { address: string; status: RecipientStatus; response: string; bounceClass?: BounceClass; site?: string };
 export type Envelope = { from: string; to: string[] };
 export type { Throttled };
 /** What the sender adds to a transaction: a warming domain's per-site daily volume (MX delivery only). */
@@ -166,13 +167,14 @@ export function mxTransport(opts: { resolver: Resolver; port: number; heloName: 
       await giveBack();
       return r;
     }
+    const tagged = (results: RecipientResult[]) => results.map((x) => ({ ...x, site: site.key }));
     // Refusals went through the site's automation rules inside the pool (before the slot was given back).
-    if ('info' in r) return resultsOf(envelope.to, r.info);
+    if ('info' in r) return tagged(resultsOf(envelope.to, r.info));
     const err = r.err as SmtpError & { permanent?: boolean };
     if (!err.responseCode && !err.rejectedErrors) {
-      return envelope.to.map((address) => ({ address, status: err.permanent ? 'bounced' as const : 'deferred' as const, response: textOf(err) }));
+      return tagged(envelope.to.map((address) => ({ address, status: err.permanent ? 'bounced' as const : 'deferred' as const, response: textOf(err) })));
     }
-    return resultsOf(envelope.to, undefined, err);
+    return tagged(resultsOf(envelope.to, undefined, err));
   }
 
   return {
