@@ -174,7 +174,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
   });
   const mailboxStore = createMailboxStore({ db, storage });
   const appPasswords = createAppPasswordService({ db, domains, changed: (userId) => mailboxes.forget(userId) });
-  const mailboxes: MailboxService = createMailboxService({ db, store: mailboxStore, passwords: appPasswords, guard: createLoginGuard(config.login) });
+  const mailboxes: MailboxService = createMailboxService({ db, store: mailboxStore, passwords: appPasswords, guard: createLoginGuard(db, config.login) });
   const forwarder = createForwarder({ db, attachments, queue, gate });
   const inbound = createInboundService({
     db, sealer, resolver, serviceDomain: config.serviceDomain, attachments, encryption, routes, deliveries: deliveryStore, usage, workflows: deps.workflows, reports, starts: inboundStarts,

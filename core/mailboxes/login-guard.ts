@@ -1,35 +1,41 @@
+import { and, eq, lte, sql } from 'drizzle-orm';
+import type { Db } from '../../db/index.js';
+import { schema } from '../../db/index.js';
 import { tooMany } from '../errors.js';
+
+/** The `rate_limit_windows` name of mailbox login failures. */
+const NAME = 'mailbox_login';
+/** Of every hundred failures, about one also deletes the expired rows. */
+const PRUNE_EVERY = 100;
 
 /**
  * Per-IP login throttling for mailbox credentials (IMAP and the mailbox API): after `maxFailures`
- * failed logins within `lockoutMs`, the address is refused for `lockoutMs` from its last failure.
- * In process memory; each process keeps its own count, which is still a bound.
+ * failed logins, each within `lockoutMs` of the one before, the address is refused until `lockoutMs`
+ * after its last failure. Kept in PostgreSQL (`rate_limit_windows`, one row per address: its failure
+ * count and the time of the last), so every IMAP and API process counts the same failures: a client
+ * cannot spread its guesses over the processes of a scaled-out deployment.
  */
-export function createLoginGuard(opts: { maxFailures: number; lockoutMs: number }) {
-  const failures = new Map<string, { count: number; last: number }>();
-  const lockedFor = (ip: string, now: number) => {
-    const f = failures.get(ip);
-    if (!f) return 0;
-    if (now - f.last >= opts.lockoutMs) {
-      failures.delete(ip);
-      return 0;
-    }
-    return f.count >= opts.maxFailures ? f.last + opts.lockoutMs - now : 0;
-  };
+export function createLoginGuard(db: Db, opts: { maxFailures: number; lockoutMs: number }) {
+  const t = schema.rateLimitWindows;
   return {
-    /** Throws 429 (with Retry-After seconds) while this address is locked out. */
-    check(ip: string, now = Date.now()): void {
-      const ms = lockedFor(ip, now);
+    /** Throws 429 `login_locked` (with Retry-After seconds) while this address is locked out; else answers its failures so far. */
+    async check(ip: string, now = Date.now()): Promise<number> {
+      const [w] = await db.select({ last: t.windowStart, count: t.count }).from(t).where(and(eq(t.name, NAME), eq(t.key, ip)));
+      const ms = w && w.count >= opts.maxFailures ? w.last + opts.lockoutMs - now : 0;
       if (ms > 0) throw tooMany('Too many failed logins from this address; try again later', 'login_locked', Math.ceil(ms / 1000));
+      return w?.count ?? 0;
     },
-    isLocked: (ip: string, now = Date.now()) => lockedFor(ip, now) > 0,
-    fail(ip: string, now = Date.now()): void {
-      const f = failures.get(ip);
-      failures.set(ip, { count: (f && now - f.last < opts.lockoutMs ? f.count : 0) + 1, last: now });
-      if (failures.size > 50_000) for (const [k, v] of failures) if (now - v.last >= opts.lockoutMs) failures.delete(k);
+    /** Counts a failure: one more after a recent one, else the first of a new run. */
+    async fail(ip: string, now = Date.now()): Promise<void> {
+      const stale = sql`${t.windowStart} <= ${now - opts.lockoutMs}`;
+      await db.insert(t).values({ name: NAME, key: ip, windowStart: now, count: 1 }).onConflictDoUpdate({
+        target: [t.name, t.key], set: { windowStart: now, count: sql`case when ${stale} then 1 else ${t.count} + 1 end` },
+      });
+      if (Math.random() * PRUNE_EVERY < 1) await db.delete(t).where(and(eq(t.name, NAME), lte(t.windowStart, now - opts.lockoutMs)));
     },
-    succeed(ip: string): void {
-      failures.delete(ip);
+    /** A good login clears the address's failures (called only when `check` found some). */
+    async succeed(ip: string): Promise<void> {
+      await db.delete(t).where(and(eq(t.name, NAME), eq(t.key, ip)));
     },
   };
 }

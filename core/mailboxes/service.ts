@@ -60,16 +60,16 @@ export function createMailboxService(deps: { db: Db; store: MailboxStore; passwo
 
   /** Verifies a presented secret for one protocol, counting failures per client address. */
   async function authenticate(secret: string, protocol: 'imap' | 'api', ip: string): Promise<MailboxScope> {
-    deps.guard.check(ip);
+    const failures = await deps.guard.check(ip);
     const scope = await deps.passwords.verify(secret);
     if (!scope) {
-      deps.guard.fail(ip);
+      await deps.guard.fail(ip);
       throw unauthorized('Invalid or revoked app password', 'invalid_app_password');
     }
     if (!scope.protocols.includes(protocol)) {
       throw forbidden(scope.legacy ? 'A legacy svc_imap_ credential works for IMAP only' : `This app password does not grant ${protocol}`, 'protocol_not_granted');
     }
-    deps.guard.succeed(ip);
+    if (failures > 0) await deps.guard.succeed(ip);
     return scope;
   }
 
@@ -95,7 +95,7 @@ export function createMailboxService(deps: { db: Db; store: MailboxStore; passwo
       const scope = await authenticate(secret, 'imap', ip);
       const target = address.includes('@') ? await resolve(scope, address.toLowerCase()) : undefined;
       if (!target) {
-        deps.guard.fail(ip);
+        await deps.guard.fail(ip);
         throw unauthorized('This app password does not open that address', 'address_not_covered');
       }
       return { scope, address: address.toLowerCase(), ...target };
