@@ -153,6 +153,9 @@ describe('the dashboard in a real browser', () => {
     await page.getByText('Test event accepted: HTTP 200').waitFor();
     expect(receiver.hitsOn('/dash-hook').length).toBeGreaterThanOrEqual(1);
     await audit('domain detail');
+    // A DKIM rotation from the page: the hosted zone publishes the new selector at once.
+    await page.getByRole('button', { name: 'Rotate DKIM key' }).click();
+    await page.getByText(/Rotation started: new selector \S+ \(signing now: \S+\)\. Published at once in the hosted zone\./).waitFor();
     // Real inbound mail for the domain, delivered to the webhook (replayed from the Inbound page below).
     const hits = receiver.hitsOn('/dash-hook').length;
     const smtp = nodemailer.createTransport({ host: '127.0.0.1', port: stack.service.smtpPort!, secure: false, ignoreTLS: true });

@@ -157,6 +157,7 @@ export function DomainDetail({ id }: { id: string }) {
       )}
       {dns.length === 0 && <p>A hosted subdomain: its records are served by this service, nothing to publish.</p>}
       <Webhook domain={d} />
+      <DkimRotation id={d.id} />
       <section aria-labelledby="danger-h">
         <h2 id="danger-h">Delete</h2>
         <p>Deleting removes the domain, its routes and keys scoped to it, and tears down provider and hosted DNS records.</p>
@@ -165,6 +166,30 @@ export function DomainDetail({ id }: { id: string }) {
           onClick={() => { if (confirm(`Delete ${d.domain}?`)) remove.mutate(); }}>Delete {d.domain}</button>
       </section>
     </Page>
+  );
+}
+
+/** POST /api/domains/:id/dkim/rotate: a key under a new selector, published, then signing switches to it (docs/deliverability.md). */
+function DkimRotation({ id }: { id: string }) {
+  const qc = useQueryClient();
+  const rotate = useMutation({
+    mutationFn: () => api.domains.rotateDkim.mutate({ id }),
+    onSuccess: () => void qc.invalidateQueries({ queryKey: ['domain', id] }),
+  });
+  const r = rotate.data?.rotation;
+  return (
+    <section aria-labelledby="dkim-h">
+      <h2 id="dkim-h">DKIM key</h2>
+      <p>Rotating creates a key under a new selector and switches signing to it once its record resolves; the old selector stays published for a grace period, so mail signed before verifies meanwhile.</p>
+      <ErrorBox error={rotate.error} />
+      <button type="button" onClick={() => rotate.mutate()} disabled={rotate.isPending}>Rotate DKIM key</button>
+      {r && (
+        <Notice>
+          Rotation started: new selector <code>{r.selector}</code> (signing now: <code>{r.previousSelector}</code>).{' '}
+          {r.published ? 'Published at once in the hosted zone.' : 'Publish the new record listed under DNS records; signing switches once it resolves.'}
+        </Notice>
+      )}
+    </section>
   );
 }
 
