@@ -9,6 +9,21 @@ import { shapingReport } from '../core/shaping/report.js';
  * their causes, and the latest automation actions (docs/deliverability.md).
  */
 export function mountDeliverability(app: Express, core: Core): void {
+  /**
+   * POST /api/service-domain/dkim/rotate (operator credential): rotates SERVICE_DOMAIN's own DKIM key,
+   * the one that signs system mail, through the rotation workflow `dkim-rotate-service` (docs/domains.md).
+   */
+  app.post('/api/service-domain/dkim/rotate', async (req, res, next) => {
+    const expected = core.config.operatorToken;
+    if (!expected) return void res.status(404).json({ error: 'Operator actions are off: set OPERATOR_TOKEN to enable them', code: 'not_found' });
+    if (!bearerMatches(req.headers.authorization, expected)) return void res.status(401).json({ error: 'Rotating the service domain\'s key needs Authorization: Bearer <OPERATOR_TOKEN>', code: 'unauthorized' });
+    try {
+      res.json(await core.dkimRotation.requestService());
+    } catch (err) {
+      next(err);
+    }
+  });
+
   app.get('/api/deliverability/sites', async (req, res, next) => {
     const expected = core.config.operatorToken;
     if (!expected) return void res.status(404).json({ error: 'Deliverability reports are off: set OPERATOR_TOKEN to enable them', code: 'not_found' });

@@ -108,7 +108,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
     }));
   };
   // The domain and hosted-zone services refer to each other (delete cleans hosted records; claims insert domains).
-  const serviceDomain = createServiceDomain({ db, sealer, domain: config.serviceDomain, publicIp: config.publicIp });
+  const serviceDomain = createServiceDomain({ db, sealer, domain: config.serviceDomain, publicIp: config.publicIp, resolver, servesZone: config.dnsPort !== undefined });
   const hosted = createHostedZoneService({ db, base: config.serviceDomain, domains: () => domains, ownRecords: () => serviceDomain.records() });
   const domains: DomainService = createDomainService({
     db, sealer, resolver, serviceDomain: config.serviceDomain, providers, workflows: deps.workflows, planOf, enrich, ownership: createOwnershipTokens(config.secretKey),
@@ -116,7 +116,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
   });
   const dkimRotation = createDkimRotation({
     db, sealer, resolver, workflows: deps.workflows, republish: (row) => hosted.publish(row.id, domains.mailRecordsOf(row)),
-    load: (actor, id) => domains.load(actor, id), get: (actor, id) => domains.get(actor, id),
+    load: (actor, id) => domains.load(actor, id), get: (actor, id) => domains.get(actor, id), service: serviceDomain,
   });
   const registration = createRegistrationService({
     db, registrar: config.registrar === 'simulated' ? simulatedRegistrar() : undefined, serviceDomain: config.serviceDomain, domains, hosted,

@@ -18,12 +18,13 @@ import { eventually } from './helpers/stack.js';
 let env: SendingStack;
 let t: TemporalHandle;
 const BRAND = 'brand.example';
+const OPERATOR = 'operator-token-for-dkim-rotation-0123456789';
 type Rec = { type: string; name: string; value: string };
 const txtOf = (dns: Rec[], name: string) => dns.find((r) => r.type === 'TXT' && r.name === name)?.value;
 
 beforeAll(async () => {
   // The rotation's own checks wait 10 minutes: only the nudge of POST /verify can move it on in time.
-  env = await startSendingStack({ env: { DKIM_ROTATION_GRACE_MS: '0', DOMAIN_VERIFY_INITIAL_MS: '600000', DKIM_ROTATION_DAYS: '30' } });
+  env = await startSendingStack({ env: { DKIM_ROTATION_GRACE_MS: '0', DOMAIN_VERIFY_INITIAL_MS: '600000', DKIM_ROTATION_DAYS: '30', OPERATOR_TOKEN: OPERATOR } });
   t = await connectTemporal({ address: env.stack.service.temporalAddress, namespace: 'default', taskQueue: env.stack.config.temporal.taskQueue });
 });
 afterAll(async () => {
@@ -135,6 +136,43 @@ describe('DKIM key rotation', () => {
     expect((await verifyAgain(before.raw, hosted)).status.result).not.toBe('pass');
   });
 
+  it('SERVICE_DOMAIN\'s own key (system mail): rotated on the operator\'s request, published at once by the built-in DNS server, switched, retired', async () => {
+    const hosted = `127.0.0.1:${env.dnsPort}`;
+    const service = env.stack.config.serviceDomain;
+    /** A sign-up's verification mail (system mail, from SERVICE_DOMAIN), verified against the built-in DNS server now. */
+    const systemMail = async (who: string) => {
+      expect((await env.stack.api('POST', '/api/auth/signup', { body: { email: `${who}@rcpt.test`, password: 'system mail password' } })).status).toBe(201);
+      const got = await env.sink.waitFor((r) => r.to.includes(`${who}@rcpt.test`));
+      const r = resolverFor(hosted);
+      const verdict = await dkimVerify(got.raw, { resolver: ((name: string, rr: string) => r.resolve(name, rr)) as never });
+      return { raw: got.raw, result: verdict.results[0] as { status: { result: string }; selector: string; signingDomain: string } };
+    };
+    const before = await systemMail('sys-before');
+    expect(before.result).toMatchObject({ status: { result: 'pass' }, selector: 'svc1', signingDomain: service });
+
+    // The operator's credential alone: no token, an account's session, or no OPERATOR_TOKEN at all are refused.
+    expect((await env.stack.api('POST', '/api/service-domain/dkim/rotate')).status).toBe(401);
+    expect((await env.stack.api('POST', '/api/service-domain/dkim/rotate', { token: env.session })).status).toBe(401);
+    const rotate = await env.stack.api('POST', '/api/service-domain/dkim/rotate', { token: OPERATOR });
+    expect(rotate.status).toBe(200);
+    expect(rotate.body).toMatchObject({ domain: service, rotation: { selector: 'svc2', previousSelector: 'svc1', published: true } });
+    expect(txtOf(rotate.body.dns, `svc2._domainkey.${service}`)).toMatch(/^v=DKIM1; k=rsa; p=/);
+    expect(txtOf(rotate.body.dns, `svc1._domainkey.${service}`)).toMatch(/^v=DKIM1; k=rsa; p=/);
+    expect((await env.stack.api('POST', '/api/service-domain/dkim/rotate', { token: OPERATOR })).body.code).toBe('dkim_rotation_in_progress');
+
+    // During the grace period both selectors resolve: mail signed by either verifies.
+    await eventually(async () => ((await env.stack.service.core.db.select().from(schema.serviceDomains))[0]!.dkimSelector === 'svc2' ? true : undefined), 30_000, 100);
+    const during = await systemMail('sys-during');
+    expect(during.result.status.result).toBe('pass');
+    expect((await verifyAgain(before.raw, hosted)).status.result).toBe('pass');
+
+    expect(await t.client.workflow.getHandle(dkimRotationWorkflowId('service')).result()).toEqual({ outcome: 'rotated', selector: 'svc2' });
+    const after = await systemMail('sys-after');
+    expect(after.result).toMatchObject({ status: { result: 'pass' }, selector: 'svc2', signingDomain: service });
+    await expect(resolverFor(hosted).resolveTxt(`svc1._domainkey.${service}`)).rejects.toThrow();
+    expect((await verifyAgain(before.raw, hosted)).status.result).not.toBe('pass');
+  });
+
   it('DKIM_ROTATION_DAYS: a schedule starts the rotation of every sending domain whose key is older than that', async () => {
     const desc = await t.client.schedule.getHandle(dkimRotationScheduleId(t.taskQueue)).describe();
     expect(desc.action).toMatchObject({ type: 'startWorkflow', args: [{ olderThanMs: 30 * 86_400_000 }] });
@@ -146,5 +184,11 @@ describe('DKIM key rotation', () => {
     expect(run).toEqual({ started: 1 });
     expect(await t.client.workflow.getHandle(dkimRotationWorkflowId(id)).result()).toEqual({ outcome: 'rotated', selector: 'svc2' });
     expect(await row(id)).toMatchObject({ dkimSelector: 'svc2', dkimPrevSelector: null, dkimNextSelector: null, dkimRotatedAt: expect.any(Number) });
+    // SERVICE_DOMAIN's key is due by the same rule (it was rotated above: counted from that switch).
+    const core = env.stack.service.core;
+    expect(await core.dkimRotation.due(30 * 86_400_000, 10)).not.toContain('service');
+    await core.db.update(schema.serviceDomains).set({ dkimRotatedAt: Date.now() - 40 * 86_400_000 });
+    // (The row is read again once this process's copy is SIGNING_KEY_CACHE_MS old.)
+    expect(await eventually(async () => ((await core.dkimRotation.due(30 * 86_400_000, 10)).includes('service') ? true : undefined), 30_000, 250)).toBe(true);
   });
 });

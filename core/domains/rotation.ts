@@ -10,14 +10,10 @@ import type { DnsRecordOut } from './records.js';
 import type { WorkflowPort } from '../ports.js';
 import type { Actor } from '../tenancy.js';
 import { conflict, notFound } from '../errors.js';
+import { SERVICE_ROTATION_ID, type ServiceDomain } from '../operator/service-domain.js';
+import { nextSelector, type RotationStep } from './rotation-steps.js';
 
-/** The selector after `current`: `svc1` → `svc2`; any other name starts the series at `svc2`. */
-export function nextSelector(current: string, previous?: string | null): string {
-  const n = (s: string | null | undefined) => Number(/^svc(\d{1,9})$/.exec(s ?? '')?.[1] ?? 1);
-  return `svc${Math.max(n(current), n(previous)) + 1}`;
-}
-
-export type RotationStep = { state: 'gone' } | { state: 'ready'; selector: string; hosted: boolean };
+export { nextSelector, type RotationStep } from './rotation-steps.js';
 
 /**
  * The steps of a DKIM key rotation (docs/domains.md), each idempotent so the rotation workflow can retry
@@ -29,6 +25,8 @@ export function createDkimRotation(deps: {
   /** The domain service's tenant-scoped read (404 for anything the actor may not see) and its detail view. */
   load(actor: Actor, id: string): Promise<DomainRow>;
   get(actor: Actor, id: string): Promise<{ domain: EnrichedDomain; dns: DnsRecordOut[] }>;
+  /** SERVICE_DOMAIN's own key: the steps run with the id `service` go to it. */
+  service?: ServiceDomain;
 }) {
   const { db } = deps;
   const d = schema.domains;
@@ -42,6 +40,7 @@ export function createDkimRotation(deps: {
   const steps = {
     /** Creates the next key under a new selector (kept when one is already waiting) and publishes it in a hosted zone. */
     async begin(domainId: string): Promise<RotationStep> {
+      if (domainId === SERVICE_ROTATION_ID && deps.service) return deps.service.rotation.begin();
       let row = await load(domainId);
       if (!row) return { state: 'gone' };
       if (!row.dkimNextSelector) {
@@ -60,6 +59,7 @@ export function createDkimRotation(deps: {
 
     /** Whether the next key resolves (a hosted zone serves it at once); false while it does not, or DNS failed. */
     async nextPublished(domainId: string): Promise<boolean | 'gone'> {
+      if (domainId === SERVICE_ROTATION_ID && deps.service) return deps.service.rotation.nextPublished();
       const row = await load(domainId);
       if (!row) return 'gone';
       if (!row.dkimNextSelector || !row.dkimNextPublicKey) return true; // already switched (a retried step)
@@ -69,6 +69,7 @@ export function createDkimRotation(deps: {
 
     /** Signing moves to the next key; the old one stays published as the previous key. Idempotent. */
     async switchKey(domainId: string): Promise<{ selector: string } | undefined> {
+      if (domainId === SERVICE_ROTATION_ID && deps.service) return deps.service.rotation.switchKey();
       const row = await load(domainId);
       if (!row) return undefined;
       if (!row.dkimNextSelector || !row.dkimNextPublicKey || !row.dkimNextPrivateKeySealed) return { selector: row.dkimSelector };
@@ -82,22 +83,25 @@ export function createDkimRotation(deps: {
 
     /** The grace period is over: the previous key is no longer published. */
     async retire(domainId: string): Promise<void> {
+      if (domainId === SERVICE_ROTATION_ID && deps.service) return deps.service.rotation.retire();
       await update(domainId, { dkimPrevSelector: null, dkimPrevPublicKey: null });
     },
 
     /** A next key that never resolved before the deadline is dropped; signing never moved. */
     async abandon(domainId: string): Promise<void> {
+      if (domainId === SERVICE_ROTATION_ID && deps.service) return deps.service.rotation.abandon();
       await update(domainId, { dkimNextSelector: null, dkimNextPublicKey: null, dkimNextPrivateKeySealed: null });
     },
 
-    /** Domains whose signing key is older than `olderThanMs` and sending: due for the scheduled rotation. */
+    /** Domains whose signing key is older than `olderThanMs` and sending (and `service`, SERVICE_DOMAIN's own key): due for the scheduled rotation. */
     async due(olderThanMs: number, limit: number): Promise<string[]> {
+      const service = deps.service && (await deps.service.rotation.due(olderThanMs)) ? [SERVICE_ROTATION_ID] : [];
       const before = Date.now() - olderThanMs;
       const rows = await db.select({ id: d.id }).from(d).where(and(
         eq(d.sendingEnabled, true), isNull(d.dkimNextSelector),
         or(lt(d.dkimRotatedAt, before), and(isNull(d.dkimRotatedAt), lt(d.createdAt, before))),
       )).orderBy(asc(d.createdAt)).limit(limit);
-      return rows.map((r) => r.id);
+      return [...service, ...rows.map((r) => r.id)];
     },
   };
 
@@ -123,6 +127,29 @@ export function createDkimRotation(deps: {
       if (!started) throw conflict(`A DKIM rotation of ${row.domain} is already under way`, 'dkim_rotation_in_progress');
       const view = await deps.get(actor, id);
       return { ...view, rotation: { selector: step.selector, previousSelector: row.dkimSelector, published: step.hosted } };
+    },
+
+    /**
+     * POST /api/service-domain/dkim/rotate (operator): the same for SERVICE_DOMAIN's own key, which signs
+     * system mail; its workflow is `dkim-rotate-service`. 409 while a rotation is under way.
+     */
+    async requestService() {
+      const service = deps.service;
+      if (!service) throw notFound('No service domain');
+      const inProgress = () => conflict(`A DKIM rotation of ${service.domain} is already under way`, 'dkim_rotation_in_progress');
+      if (await service.rotation.underWay()) throw inProgress();
+      const current = await service.ensure();
+      const step = await service.rotation.begin();
+      if (step.state === 'gone') throw notFound('No service domain');
+      let started: boolean;
+      try {
+        started = await deps.workflows.startDkimRotation(SERVICE_ROTATION_ID);
+      } catch (err) {
+        await service.rotation.abandon();
+        throw err;
+      }
+      if (!started) throw inProgress();
+      return { domain: service.domain, dns: await service.records(), rotation: { selector: step.selector, previousSelector: current.dkimSelector, published: step.hosted } };
     },
   };
 }
