@@ -59,10 +59,11 @@ try {
     if (SPLIT_PID && !isAlive(SPLIT_PID)) fail('scripts/split-deployment.sh exited before the API answered');
     return (await api('GET', '/api/health')).status === 200 && (!API2 || (await apiClient(API2)('GET', '/api/health')).status === 200);
   }, READY_MS, 500));
-  // Each role starts on its own; on a loaded machine the ingress can come up after the API.
-  await step('the SMTP role accepts connections', () => eventually(async () => {
-    if (SPLIT_PID && !isAlive(SPLIT_PID)) fail('scripts/split-deployment.sh exited before the SMTP role listened');
-    return accepts(SMTP_PORT);
+  // Each role starts on its own; on a loaded machine an ingress can come up seconds after the APIs (each
+  // process prepares the search attributes and the service domain's key first): wait for every one.
+  await step(SMTP_PORT2 ? 'both SMTP ingresses accept connections' : 'the SMTP role accepts connections', () => eventually(async () => {
+    if (SPLIT_PID && !isAlive(SPLIT_PID)) fail('scripts/split-deployment.sh exited before the SMTP roles listened');
+    return (await accepts(SMTP_PORT)) && (!SMTP_PORT2 || (await accepts(SMTP_PORT2)));
   }, READY_MS, 500));
 
   // The roles serve only once the server resolves every search attribute (issue 9: the first request failed).
