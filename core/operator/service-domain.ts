@@ -97,7 +97,8 @@ export function createServiceDomain(deps: {
   const rotation = {
     /** Creates the next key under a new selector (kept when one is already waiting). */
     async begin(): Promise<RotationStep> {
-      let row = await ensure();
+      // Read fresh, not from this process's copy: the next selector is derived from the current and previous ones.
+      let row = (await load()) ?? (await ensure());
       if (!row.dkimNextSelector) {
         const key = await generateDkimKey();
         // Only the first writer's key counts (a retried activity keeps it).
@@ -105,7 +106,6 @@ export function createServiceDomain(deps: {
           { dkimNextSelector: nextSelector(row.dkimSelector, row.dkimPrevSelector), dkimNextPublicKey: key.publicKeyB64, dkimNextPrivateKeySealed: deps.sealer.seal(key.privateKeyPem) },
           and(eq(t.domain, deps.domain), isNull(t.dkimNextSelector)),
         )) ?? (await load())!;
-        cached = undefined;
       }
       return { state: 'ready', selector: row.dkimNextSelector!, hosted: Boolean(deps.servesZone) };
     },
