@@ -176,8 +176,10 @@ describe('egress shaping per site', () => {
       await allSent([id], 90_000);
       expect(mx.calm.copies.get('late@calm.test')).toBe(1);
       expect(mx.calm.connectedAt.filter((c) => c < until && c > until - 20_000).length).toBe(0);
-      const run = await t.client.workflow.getHandle(`outbound-${id}-sweep`).describe();
-      expect(run.status.name).toBe('COMPLETED');
+      // The run ends just after it records the message sent: wait for its result, then read its status.
+      const handle = t.client.workflow.getHandle(`outbound-${id}-sweep`);
+      await handle.result();
+      expect((await handle.describe()).status.name).toBe('COMPLETED');
     } finally {
       await t.connection.close();
     }
