@@ -257,7 +257,9 @@ describe('unsubscribe', () => {
     expect(click.headers.get('set-cookie')).toBeNull();
     expect(click.headers.get('location')).toBeNull();
     expect(await contactOf('o-0@rcpt.test')).toMatchObject({ subscribed: false, unsubscribed_at: expect.any(Number) });
-    expect((await fetch(url!.replace(/.$/, (c) => (c === 'a' ? 'b' : 'a')), { method: 'POST', body: 'List-Unsubscribe=One-Click' })).status).toBe(404);
+    // Tampered a few characters from the end: the last base64url character carries unused bits, so changing it can decode to the same bytes.
+    const tampered = `${url!.slice(0, -5)}${url!.at(-5) === 'a' ? 'b' : 'a'}${url!.slice(-4)}`;
+    expect((await fetch(tampered, { method: 'POST', body: 'List-Unsubscribe=One-Click' })).status).toBe(404);
 
     const other = /<mailto:([^>]+)>/.exec(headerOf(second!, 'List-Unsubscribe')!)![1]!;
     const smtp = nodemailer.createTransport({ host: '127.0.0.1', port: env.stack.service.smtpPort!, secure: false, ignoreTLS: true });
