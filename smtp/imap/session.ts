@@ -184,7 +184,16 @@ export class Session {
   }
   /** Waits until the socket has room again (large FETCH responses). */
   async drained(): Promise<void> {
-    if (this.socket.writableNeedDrain && !this.socket.destroyed) await new Promise((r) => this.socket.once('drain', r).once('close', r));
+    if (!this.socket.writableNeedDrain || this.socket.destroyed) return;
+    // Whichever comes first removes the other listener: a long FETCH session would otherwise keep one per wait.
+    const socket = this.socket;
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        socket.off('drain', done).off('close', done);
+        resolve();
+      };
+      socket.once('drain', done).once('close', done);
+    });
   }
 
   /** The next line the client sends (a SASL response, IDLE's DONE), taken ahead of the command queue. */
@@ -209,10 +218,23 @@ export class Session {
     w(parts.map((p) => p.toString()).join(''));
   }
 
-  /** Registers work to undo when the connection ends (IDLE listeners, timers). */
-  onClose(fn: () => void): void {
+  /**
+   * Registers work to undo when the connection ends (IDLE listeners, timers); answers the function that
+   * drops it again, which a command calls when it ends on its own, so a long session holds nothing per command.
+   */
+  onClose(fn: () => void): () => void {
     this.cleanups.push(fn);
+    Session.held += 1;
+    return () => {
+      const i = this.cleanups.indexOf(fn);
+      if (i < 0) return;
+      this.cleanups.splice(i, 1);
+      Session.held -= 1;
+    };
   }
+
+  /** Close work registered by every open session of this process (a measure of what sessions hold; tests read it). */
+  static held = 0;
 
   close(reason: string): void {
     if (this.closed) return;
@@ -228,7 +250,9 @@ export class Session {
     this.closed = true;
     this.state = 'logout';
     this.answerWaiterOnClose();
-    for (const fn of this.cleanups.splice(0)) fn();
+    const cleanups = this.cleanups.splice(0);
+    Session.held -= cleanups.length;
+    for (const fn of cleanups) fn();
   }
 
   /** Swaps the plain socket for TLS after `OK Begin TLS negotiation`; bytes pipelined before it are dropped. */

@@ -32,8 +32,10 @@ export const IDLE: Handler = async (s, cmd) => {
     unsubscribe();
     clearInterval(timer);
   };
-  s.onClose(end);
+  const release = s.onClose(end);
   const line = await s.nextLine();
+  // DONE ends this IDLE: its listener, timer and close hook go now, not when the connection ends.
+  release();
   end();
   if (line.trim().toUpperCase() !== 'DONE') return s.write(`${cmd.tag} BAD Expected DONE`);
   s.ok(cmd.tag, 'IDLE terminated');
