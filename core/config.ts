@@ -3,6 +3,7 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'n
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
+import { PARSE_DEFAULTS } from './parsing/options.js';
 import { parsePlans, type Plan } from './plans.js';
 import { loadBounceRules, type BounceRules } from './sending/bounce-class.js';
 import { loadShapingFile, type ShapingConfig } from './shaping/config.js';
@@ -78,6 +79,9 @@ const envSchema = z.object({
   BROADCAST_FOOTER_ADDRESS: z.string().max(500).optional(),
   IMPORT_CHUNK_ROWS: z.coerce.number().int().min(1).max(10_000).default(1000),
   LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
+  PARSE_THREADS: z.coerce.number().int().min(1).max(64).optional(),
+  PARSE_TIMEOUT_MS: z.coerce.number().int().min(50).max(300_000).default(PARSE_DEFAULTS.timeoutMs),
+  PARSE_MEMORY_MB: z.coerce.number().int().min(64).max(16_384).default(PARSE_DEFAULTS.memoryMb),
   PUBLIC_IP: z.union([z.ipv4(), z.ipv6()]).optional(),
   OPERATOR_TOKEN: z.string().min(24, 'must be at least 24 characters').optional(),
   METRICS_PORT: port.optional(),
@@ -130,6 +134,8 @@ export type Config = {
   storageQuotaBytes: number;
   /** Mailbox logins (IMAP, mailbox API): failures per client address before it is locked out for `lockoutMs`. */
   login: { maxFailures: number; lockoutMs: number };
+  /** The parse pool (core/parsing/pool.ts): most threads, time budget per task, memory limit per thread. */
+  parsing: { threads: number; timeoutMs: number; memoryMb: number };
   /** Delays (ms) between later attempts at a temporarily failed outbound message; then it bounces. */
   outboundRetrySchedule: number[];
   /** SMTP connect, greeting and socket timeout of outbound delivery. */
@@ -227,6 +233,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     storageQuotaBytes: e.STORAGE_QUOTA_BYTES,
     login: { maxFailures: e.LOGIN_MAX_FAILURES, lockoutMs: e.LOGIN_LOCKOUT_MS },
+    parsing: { threads: e.PARSE_THREADS ?? PARSE_DEFAULTS.threads, timeoutMs: e.PARSE_TIMEOUT_MS, memoryMb: e.PARSE_MEMORY_MB },
     outboundRetrySchedule: e.OUTBOUND_RETRY_SCHEDULE
       ? parseList('OUTBOUND_RETRY_SCHEDULE', e.OUTBOUND_RETRY_SCHEDULE, (s) => z.coerce.number().int().min(0).parse(s))
       : DEFAULT_OUTBOUND_RETRY,

@@ -57,6 +57,7 @@ import { createListService } from './contacts/lists.js';
 import { createContactService } from './contacts/service.js';
 import { createUsageService } from './usage.js';
 import type { WorkflowPort } from './ports.js';
+import { openParsePool } from './parsing/pool.js';
 
 export type { WorkflowPort } from './ports.js';
 import { createSequenceDispatcher } from './sequences/dispatch.js';
@@ -69,6 +70,8 @@ import { createSequenceService } from './sequences/service.js';
 export function createCore(deps: { database: Database; config: Config; workflows: WorkflowPort }) {
   const { config } = deps;
   const db = deps.database.db;
+  // Opened first, so its threads are warm before the first message or send arrives.
+  const parsePool = openParsePool(config.parsing);
   const sealer = createSealer(config.secretKey);
   const tokens = createTokenService(config.secretKey);
   const resolver = createResolver(config.dnsServers);
@@ -195,6 +198,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
       await dispatcher.drain();
       await inboundStarts.close();
       await contacts.flushTouches().catch((err: Error) => log.error({ error: err.message }, '[contacts] could not record traffic addresses on shutdown'));
+      await parsePool.close();
     },
   };
 }

@@ -42,6 +42,14 @@ export const rateLimitRefusals = new Counter({
   name: 'svc_rate_limit_refusals_total', help: 'Requests refused by a rate limit or cap (HTTP 429), by error code',
   labelNames: ['code'] as const, registers: [registry],
 });
+export const parseTasksOverBudget = new Counter({
+  name: 'svc_parse_tasks_over_budget_total', help: 'Parse pool tasks ended and refused for passing their budget, by task and budget (time, memory)',
+  labelNames: ['task', 'budget'] as const, registers: [registry],
+});
+export const parseTaskDuration = new Histogram({
+  name: 'svc_parse_task_duration_seconds', help: 'Time of one parse pool task from hand-in to answer (queue wait included), by task',
+  labelNames: ['task'] as const, buckets: SECONDS, registers: [registry],
+});
 export const imapSessions = new Gauge({ name: 'svc_imap_sessions', help: 'IMAP connections open now', registers: [registry] });
 export const imapSessionsOpened = new Counter({ name: 'svc_imap_sessions_opened_total', help: 'IMAP connections accepted', registers: [registry] });
 

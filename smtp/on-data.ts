@@ -8,6 +8,7 @@ import { inSpan } from '../core/tracing.js';
 import { acceptDuration, messagesAccepted, since } from '../core/metrics.js';
 
 type Reply = Error & { responseCode?: number };
+const PARSE_REFUSALS = new Set(['parse_budget_exceeded', 'parse_memory_exceeded']);
 const reply = (code: number, message: string): Reply => Object.assign(new Error(message), { responseCode: code });
 
 /**
@@ -43,6 +44,8 @@ export function onData(core: Core, maxBytes: number) {
       log.info({ messageIds: ids, recipients: rcpts.length, client: session.remoteAddress }, 'inbound message accepted');
       callback(null, `2.0.0 Ok: queued${ids.length ? ` as ${ids.join(',')}` : ''}`);
     }).catch((err: unknown) => {
+      // Content the parse pool gave up on (time or memory budget): the same bytes would fail again, so permanent.
+      if (isAppError(err) && PARSE_REFUSALS.has(err.code)) return callback(reply(554, `5.6.0 ${err.message}`));
       if (isAppError(err) && err.status >= 400 && err.status < 600 && !err.retryable) return callback(reply(err.status === 413 ? 552 : 554, err.message));
       logError('[smtp] DATA failed', err);
       callback(reply(451, '4.3.0 Temporary failure storing the message, try again later'));

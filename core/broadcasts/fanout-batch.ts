@@ -6,7 +6,7 @@ import { newId } from '../ids.js';
 import { domainOf, formatMailbox, type Mailbox } from '../sending/addresses.js';
 import type { Admitted, SendGate } from '../sending/gate.js';
 import type { TemplateService } from '../templates/service.js';
-import { renderForRecipient } from './content.js';
+import { runParse } from '../parsing/pool.js';
 import { unsubscribeHeaders, type UnsubscribeTokens } from './unsubscribe.js';
 
 const r = schema.broadcastRecipients;
@@ -62,11 +62,18 @@ export function createBatchQueuer(deps: { templates: TemplateService; unsubscrib
     const skips: { seq: number; reason: string }[] = [];
     const fresh: { seq: number; email: string; message: typeof m.$inferInsert }[] = [];
     const now = Date.now();
+    const sendable: { row: LedgerRow; links: ReturnType<UnsubscribeTokens['links']> }[] = [];
     for (const row of rows.filter((x) => x.status === 'pending')) {
       const reason = row.subscribed === null ? 'contact_deleted' : !row.subscribed ? 'unsubscribed' : row.suppressed ? 'suppressed' : undefined;
-      if (reason) { skips.push({ seq: row.seq, reason }); continue; }
-      const links = deps.unsubscribe.links(row.contactId, domain.domain);
-      const body = renderForRecipient(content, { email: row.email, name: row.name, attributes: row.attributes ?? {} }, links.url);
+      if (reason) skips.push({ seq: row.seq, reason });
+      else sendable.push({ row, links: deps.unsubscribe.links(row.contactId, domain.domain) });
+    }
+    // Every copy of the batch rendered by one task of the parse pool, never on the worker's event loop.
+    const bodies = sendable.length === 0 ? [] : await runParse('renderBroadcast', {
+      content, recipients: sendable.map(({ row, links }) => ({ recipient: { email: row.email, name: row.name, attributes: row.attributes ?? {} }, unsubscribeUrl: links.url })),
+    });
+    for (const [i, { row, links }] of sendable.entries()) {
+      const body = bodies[i]!;
       fresh.push({ seq: row.seq, email: row.email, message: {
         id: newId('msg'), userId: bc.userId, direction: 'outbound', kind: 'user', domainId: domain.id, fromAddr: formatMailbox(from),
         toAddrs: [formatMailbox({ name: row.name ?? '', address: row.email })], ccAddrs: [], bccAddrs: [],

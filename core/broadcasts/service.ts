@@ -10,7 +10,8 @@ import { parseScheduledAt } from '../sending/schedule-time.js';
 import type { TemplateService } from '../templates/service.js';
 import type { UsageService } from '../usage.js';
 import { checkAudience, countAudience, type Audience } from './audience.js';
-import { renderForRecipient } from './content.js';
+import { runParse } from '../parsing/pool.js';
+import type { BroadcastContent } from './content.js';
 
 type Row = typeof schema.broadcasts.$inferSelect;
 export type BroadcastFields = {
@@ -20,6 +21,10 @@ export type BroadcastFields = {
 
 const b = schema.broadcasts;
 const OPEN = ['scheduled', 'sending'] as const;
+/** What rendering reads of a broadcast (the rest of the row stays out of the parse pool's task). */
+const contentOf = (row: Row, template: BroadcastContent['template']): BroadcastContent => ({
+  subject: row.subject, preview: row.preview, html: row.html, text: row.text, footerAddress: row.footerAddress, template,
+});
 
 /** SPEC.md's Broadcast record: snake_case, audience as a JSON string. */
 export const broadcastDto = (r: Row) => ({
@@ -60,7 +65,8 @@ export function createBroadcastService(deps: {
     const verdict = await deps.gate.judge({ userId: row.userId, sender: { name: domainOf(parseMailbox(row.fromAddr, 'from').address) } });
     if (verdict instanceof AppError) throw verdict;
     const template = row.templateId ? await deps.templates.resolve(row.userId, row.templateId) : undefined;
-    renderForRecipient({ ...row, template }, { email: 'check@example.com', name: null, attributes: {} }, 'https://example.com/u');
+    // Rendered once in the parse pool (a template past its budget is refused 422 `parse_budget_exceeded`).
+    await runParse('renderBroadcast', { content: contentOf(row, template), recipients: [{ recipient: { email: 'check@example.com', name: null, attributes: {} }, unsubscribeUrl: 'https://example.com/u' }] });
     return { plan: verdict.plan, audience: await checkAudience(db, row.userId, row.audience as Audience) };
   }
 

@@ -1,77 +1,20 @@
-import { CsvError, parse } from 'csv-parse';
-import { z } from 'zod';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
-import { badRequest } from '../errors.js';
+import { runParse } from '../parsing/pool.js';
 
-/** Bounds of one import: the CSV's size, its rows, the rejections kept, and a contact's own limits applied to the columns. */
-export const IMPORT_LIMITS = { bytes: 5 * 1024 * 1024, rows: 100_000, rejectionsKept: 100, attributes: 100, valueChars: 2000, nameChars: 200 };
-const EMAIL_COLUMNS = ['email', 'e-mail', 'email address', 'email_address'];
+export { IMPORT_LIMITS } from './csv-rows.js';
 const INSERT_ROWS = 1000;
-const emailCheck = z.email();
-type Staged = typeof schema.contactImportRows.$inferInsert;
 type Tx = Pick<Db, 'insert'>;
-/** A CSV this service will not import (answered 400 `invalid_csv`, as the parser's own errors are). */
-class CsvProblem extends Error {}
-
-/** The columns of a header, lower-cased; refuses a header without an email column or with more attribute columns than a contact may hold. */
-function columnsOf(header: string[]): string[] {
-  const cols = header.map((h) => String(h).trim().toLowerCase());
-  if (!EMAIL_COLUMNS.some((k) => cols.includes(k))) throw new CsvProblem('the header needs an "email" column');
-  const attributes = new Set(cols.filter((k) => !EMAIL_COLUMNS.includes(k) && k !== 'name').map(attributeKey).filter(Boolean));
-  if (attributes.size > IMPORT_LIMITS.attributes) throw new CsvProblem(`at most ${IMPORT_LIMITS.attributes} attribute columns (a contact holds at most ${IMPORT_LIMITS.attributes} attributes)`);
-  return cols;
-}
-
-/** A column name as an attribute key (letters, digits, `_` and `-`, at most 64). */
-const attributeKey = (column: string) => column.replace(/[^a-z0-9_-]+/g, '_').slice(0, 64);
-
-/** A CSV record as a staged row: the email column, `name` (or first/last name), every other column an attribute; or why it is rejected. */
-function toRow(rec: Record<string, string>): Omit<Staged, 'importId' | 'seq'> {
-  const reject = (rejection: string) => ({ rejection });
-  const emailKey = EMAIL_COLUMNS.find((k) => k in rec);
-  const email = emailKey ? (rec[emailKey] ?? '').toLowerCase() : '';
-  if (!email) return reject('missing email');
-  if (email.length > 254 || !emailCheck.safeParse(email).success) return reject(`invalid email "${email.slice(0, 100)}"`);
-  const name = rec.name || [rec.first_name ?? rec['first name'], rec.last_name ?? rec['last name']].filter(Boolean).join(' ') || null;
-  if (name && name.length > IMPORT_LIMITS.nameChars) return reject(`name: at most ${IMPORT_LIMITS.nameChars} characters`);
-  const attributes: Record<string, string> = {};
-  for (const [k, v] of Object.entries(rec)) {
-    if (k === emailKey || k === 'name' || v === '' || v === undefined) continue;
-    const key = attributeKey(k);
-    if (!key) continue;
-    if (v.length > IMPORT_LIMITS.valueChars) return reject(`${key}: at most ${IMPORT_LIMITS.valueChars} characters`);
-    attributes[key] = v;
-  }
-  return { email, name, attributes, rejection: null };
-}
 
 /**
- * Parses a CSV once, as a stream of records (the event loop is yielded between chunks of input, and no
- * array of every record is built), and stages each record as a row of `contact_import_rows` from `fromSeq`
- * on, a thousand per insert. Errors are the caller's to answer (400 `invalid_csv`); answers the number of records.
+ * Parses a CSV once, in the parse pool (core/contacts/csv-rows.ts; a CSV past its time or memory budget is
+ * refused 422), and stages each record as a row of `contact_import_rows` from `fromSeq` on, a thousand per
+ * insert. A CSV that does not parse is refused 400 `invalid_csv`; answers the number of records.
  */
 export async function stageCsv(tx: Tx, importId: string, csv: string, fromSeq = 0): Promise<number> {
-  const parser = parse(csv, {
-    columns: columnsOf, skip_empty_lines: true, trim: true, bom: true, relax_column_count: true, max_record_size: 64 * 1024,
-  });
-  let seq = 0;
-  let batch: Staged[] = [];
-  try {
-    for await (const rec of parser as AsyncIterable<Record<string, string>>) {
-      if (seq >= IMPORT_LIMITS.rows) throw new CsvProblem(`at most ${IMPORT_LIMITS.rows} rows`);
-      if (seq >= fromSeq) batch.push({ importId, seq, ...toRow(rec) });
-      seq += 1;
-      if (batch.length >= INSERT_ROWS) {
-        await tx.insert(schema.contactImportRows).values(batch);
-        batch = [];
-      }
-    }
-  } catch (err) {
-    parser.destroy();
-    if (err instanceof CsvError || err instanceof CsvProblem) throw badRequest(`csv: ${err.message}`, 'invalid_csv');
-    throw err;
+  const { rows, total } = await runParse('parseCsv', { csv, fromSeq });
+  for (let i = 0; i < rows.length; i += INSERT_ROWS) {
+    await tx.insert(schema.contactImportRows).values(rows.slice(i, i + INSERT_ROWS).map((r, j) => ({ importId, seq: fromSeq + i + j, ...r })));
   }
-  if (batch.length) await tx.insert(schema.contactImportRows).values(batch);
-  return seq;
+  return total;
 }

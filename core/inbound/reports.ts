@@ -12,10 +12,17 @@ export type ParsedReport =
   | { kind: 'complaint'; messageId: string | null; recipient: string | null; feedbackType: string; userAgent: string | null };
 
 type Fields = Map<string, string[]>;
-/** A leaf of the MIME tree; `body` is decoded from its transfer encoding, one char per byte (latin1). */
-type Leaf = { type: string; body: string };
+/**
+ * A leaf of the MIME tree, one char per byte (latin1); `body` is still in its transfer encoding: only the
+ * parts a report decision reads are decoded (`decoded`), and only their first MAX_PART characters.
+ */
+type Leaf = { type: string; body: string; encoding: string | undefined };
 
 const MAX_DEPTH = 8;
+/** How much of a message a report is read from: the report parts come before the returned message (RFC 3464, 5965). */
+const MAX_REPORT = 1024 * 1024;
+/** How much of one report part (status fields, returned headers) is decoded. */
+const MAX_PART = 256 * 1024;
 /** Longest header value kept (a longer one is cut) and most parameters read: bounds the work per field. */
 const MAX_FIELD = 8192;
 const MAX_PARAMS = 32;
@@ -32,18 +39,21 @@ const ORIGINAL_TYPES = new Set(['text/rfc822-headers', 'message/rfc822', 'messag
  * returned original headers); null when the message is neither kind of report.
  */
 export async function parseReport(raw: Buffer, opts: { envelopeTo: string[]; serviceDomain: string }): Promise<ParsedReport | null> {
-  const found = collect(raw.toString('latin1'));
+  const text = raw.toString('latin1', 0, Math.min(raw.length, MAX_REPORT));
+  // The cheap check first: a report is a multipart/report at the top; anything else is not read further.
+  if (topLevelType(text) !== 'multipart/report') return null;
+  const found = collect(text);
   if (!found.isReport) return null;
   const dsn = found.leaves.find((l) => DSN_TYPES.has(l.type));
   const arf = dsn ? undefined : found.leaves.find((l) => ARF_TYPES.has(l.type));
   if (!dsn && !arf) return null;
   const original = found.leaves.find((l) => ORIGINAL_TYPES.has(l.type));
-  const originalHeaders = original ? parseFields(splitHead(original.body).head) : new Map<string, string[]>();
+  const originalHeaders = original ? parseFields(splitHead(decoded(original)).head) : new Map<string, string[]>();
   if (dsn) {
     const messageId = findMessageId(opts, originalHeaders, []);
-    return { kind: 'bounce', messageId, recipients: parseDeliveryStatus(dsn.body) };
+    return { kind: 'bounce', messageId, recipients: parseDeliveryStatus(decoded(dsn)) };
   }
-  const fields = parseFields(arf!.body);
+  const fields = parseFields(decoded(arf!));
   const rcpt = stripType(first(fields, 'original-rcpt-to') ?? first(originalHeaders, 'to') ?? '');
   return {
     kind: 'complaint',
@@ -102,11 +112,19 @@ function collect(raw: string): { isReport: boolean; leaves: Leaf[] } {
       for (const part of splitMultipart(body, ct.params.boundary)) visit(part, depth + 1);
       return;
     }
-    result.leaves.push({ type: ct.type, body: decodeBody(body, first(headers, 'content-transfer-encoding')) });
+    result.leaves.push({ type: ct.type, body, encoding: first(headers, 'content-transfer-encoding') });
   };
   visit(raw, 0);
   return result;
 }
+
+/** The media type of the top-level entity, from its header block alone. */
+function topLevelType(raw: string): string {
+  return parseContentType(first(parseFields(splitHead(raw).head), 'content-type') ?? 'text/plain').type;
+}
+
+/** A leaf's body undone from its transfer encoding, at most MAX_PART characters of it read. */
+const decoded = (leaf: Leaf): string => decodeBody(leaf.body.length > MAX_PART ? leaf.body.slice(0, MAX_PART) : leaf.body, leaf.encoding);
 
 /** Header block and body of an entity; an entity that starts with a blank line has no headers. */
 function splitHead(entity: string): { head: string; body: string } {

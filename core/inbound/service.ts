@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Resolver } from 'node:dns/promises';
 import { and, eq, getTableColumns, inArray, isNull, lt, or, sql } from 'drizzle-orm';
-import { simpleParser, type ParsedMail } from 'mailparser';
+import type { ParsedMail } from 'mailparser';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import type { AttachmentService } from '../attachments/service.js';
@@ -17,7 +17,7 @@ import { FORWARD_HEADER, type Forwarder } from '../mailboxes/forward.js';
 import type { MailboxStore } from '../mailboxes/store.js';
 import type { EncryptionService } from './encryption-service.js';
 import type { ReportService } from './report-service.js';
-import { parseReport } from './reports.js';
+import { parseMail, runParse } from '../parsing/pool.js';
 import { receivedPayload, type InboundAttachment } from './payload.js';
 import { unsubscribeTokenOf } from '../broadcasts/unsubscribe.js';
 import { log } from '../log.js';
@@ -197,11 +197,12 @@ export function createInboundService(deps: {
       for (const token of env.rcpts.map(unsubscribeTokenOf)) if (token) await deps.unsubscribe(token);
       const returnPaths = env.rcpts.filter((a) => isReturnPath(a) && !unsubscribeTokenOf(a));
       if (returnPaths.length > 0) {
-        const report = await parseReport(raw, { envelopeTo: returnPaths, serviceDomain: deps.serviceDomain });
+        // In the parse pool, as every parse of outside bytes (a report past its budget is refused: 554 5.6.0).
+        const report = await runParse('parseReport', { raw, envelopeTo: returnPaths, serviceDomain: deps.serviceDomain });
         if (report) await deps.reports.apply(report);
       }
       if (env.rcpts.every(isReturnPath)) return [];
-      const mail = await simpleParser(raw);
+      const mail = await parseMail(raw);
       const auth = await scoreMessage(raw, { ip: env.ip, helo: env.helo, sender: env.from, mta: deps.serviceDomain, resolver: deps.resolver });
       const byDomain = new Map<string, string[]>();
       for (const r of env.rcpts.filter((a) => !isReturnPath(a))) byDomain.set(split(r).domain, [...(byDomain.get(split(r).domain) ?? []), r.toLowerCase()]);

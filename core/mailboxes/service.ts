@@ -1,5 +1,4 @@
 import { and, desc, eq, inArray, lt } from 'drizzle-orm';
-import { simpleParser } from 'mailparser';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { forbidden, notFound, unauthorized } from '../errors.js';
@@ -10,6 +9,7 @@ import { flagsFromApi, flagsToApi } from './flags.js';
 import type { LoginGuard } from './login-guard.js';
 import type { Folder, MailboxRow, MailboxStore } from './store.js';
 import { log } from '../log.js';
+import { runParse } from '../parsing/pool.js';
 
 const mm = schema.mailboxMessages;
 const mb = schema.mailboxes;
@@ -18,10 +18,9 @@ const splitAddress = (address: string) => {
   return { local: address.slice(0, at).toLowerCase(), domain: address.slice(at + 1).toLowerCase() };
 };
 const bare = bareAddress;
-/** Subject of raw message bytes (headers only are needed, but mailparser is the one parser we trust). */
+/** Subject of raw message bytes (mailparser, the one parser we trust), read in the parse pool. */
 export async function subjectOf(raw: Buffer): Promise<string | null> {
-  const mail = await simpleParser(raw, { skipHtmlToText: true, skipTextToHtml: true, skipImageLinks: true });
-  return mail.subject ?? null;
+  return runParse('mailSubject', raw);
 }
 
 /** A message that went out, as the delivery path knows it (see `fileSent`). */

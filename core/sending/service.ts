@@ -13,7 +13,8 @@ import type { MergeData } from '../templates/merge.js';
 import type { UsageService } from '../usage.js';
 import { acceptDuration, messagesAccepted, since } from '../metrics.js';
 import { domainOf, formatMailbox, parseMailbox, parseMailboxes, type Mailbox } from './addresses.js';
-import { checkHeaders, composeContent } from './compose.js';
+import { checkHeaders } from './compose.js';
+import { renderContent } from './render.js';
 import { bareAddress } from './recipients.js';
 import { loadSendContext } from './context.js';
 import { accountRefusal, capRefusal, senderRefusal, type SendGate } from './gate.js';
@@ -76,10 +77,13 @@ export function createSendService(deps: {
   }
 
   /** Builds one message row (ids, merged content, tracking) from the shared parts and one recipient's parts. */
-  function build(p: Prepared, m: { to: Mailbox[]; cc: Mailbox[]; bcc: Mailbox[]; explicit: SendInput | BatchInput; data?: MergeData; headers: Record<string, string>; metadata?: Record<string, Scalar> }): MessageValues {
+  async function build(p: Prepared, m: { to: Mailbox[]; cc: Mailbox[]; bcc: Mailbox[]; explicit: SendInput | BatchInput; data?: MergeData; headers: Record<string, string>; metadata?: Record<string, Scalar> }): Promise<MessageValues> {
     const id = newId('msg');
-    const content = composeContent(m.explicit, p.template, m.data);
-    const html = content.html && (p.trackOpens || p.trackClicks) ? deps.tracking.instrumentHtml(content.html, id, { opens: p.trackOpens, clicks: p.trackClicks }) : content.html;
+    const explicit = { subject: m.explicit.subject, html: m.explicit.html, text: m.explicit.text };
+    const tracking = p.trackOpens || p.trackClicks ? { ...deps.tracking.options, messageId: id, opens: p.trackOpens, clicks: p.trackClicks } : undefined;
+    // Merging and tracking run in the parse pool unless the result is bounded small (core/sending/render.ts).
+    const content = await renderContent({ explicit, template: p.template, data: m.data, tracking });
+    const html = content.html;
     const now = Date.now();
     return {
       id, userId: p.user.id, direction: 'outbound', kind: 'user', domainId: p.domain.id, fromAddr: formatMailbox(p.from),
@@ -158,7 +162,7 @@ export function createSendService(deps: {
       // The room read with the other gates is of today: a scheduled send is judged at its reservation.
       const over = p.scheduledAt ? undefined : limitError(p.room, to.length + cc.length + bcc.length);
       if (over) throw over;
-      const row = { ...build(p, { to, cc, bcc, explicit: input, data: input.templateData, headers: checkHeaders(input.headers), metadata: input.metadata }), enrols: Boolean(enrol) };
+      const row = { ...await build(p, { to, cc, bcc, explicit: input, data: input.templateData, headers: checkHeaders(input.headers), metadata: input.metadata }), enrols: Boolean(enrol) };
       // Enrolment rows go first, held until each recipient's delivery succeeds; a failed commit discards them.
       const owed = enrol ? await deps.enrolments.write(p.user.id, enrol, { messageId: row.id!, from: row.fromAddr, subject: row.subject ?? '', to: to.map((m) => m.address) }) : [];
       const { ssnd } = await commit(p, [row], false).catch(async (err) => {
@@ -193,7 +197,7 @@ export function createSendService(deps: {
           if (to instanceof AppError) throw to;
           if (blocked.has(to.address)) throw new AppError(422, 'recipient_suppressed', `${to.address} is suppressed`);
           const data = { ...input.templateData, ...r.templateData };
-          const row = build(p, { to: [to], cc: [], bcc: [], explicit: input, data, headers: { ...shared, ...checkHeaders(r.headers, `recipients[${i}].headers`) } });
+          const row = await build(p, { to: [to], cc: [], bcc: [], explicit: input, data, headers: { ...shared, ...checkHeaders(r.headers, `recipients[${i}].headers`) } });
           rows.push(row);
           results.push({ to: r.to, status: p.scheduledAt ? 'scheduled' : 'sent', id: row.id! });
         } catch (err) {

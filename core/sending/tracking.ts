@@ -13,6 +13,8 @@ export function createTracking(opts: { publicUrl: string; secretKey: string }) {
   const pixelUrl = (messageId: string) => `${opts.publicUrl}/t/o/${messageId}.gif?s=${sign('open', messageId)}`;
 
   return {
+    /** The settings it was made with: the parse pool's render task rebuilds the same tracking in its thread. */
+    options: { publicUrl: opts.publicUrl, secretKey: opts.secretKey },
     clickUrl,
     pixelUrl,
     verifyClick: (messageId: string, url: string, sig: string) => safeEqual(sign('click', messageId, url), sig),

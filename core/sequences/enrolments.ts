@@ -5,7 +5,7 @@ import type { EnrolmentStepRecord } from '../../db/schema/sequences.js';
 import { derivedId } from '../ids.js';
 import { AppError } from '../errors.js';
 import { domainOf, formatMailbox, parseMailbox, type Mailbox } from '../sending/addresses.js';
-import { composeContent } from '../sending/compose.js';
+import { renderContent } from '../sending/render.js';
 import type { TemplateService } from '../templates/service.js';
 import { mergeData, type MergeData } from '../templates/merge.js';
 import type { SendGate } from '../sending/gate.js';
@@ -70,7 +70,7 @@ export function createEnrolmentStore(deps: {
       email: start.email, name: name ?? '', first_name: name ? name.trim().split(/\s+/)[0] ?? '' : '', unsubscribe_url: links.url,
     }, flat('trigger', start.trigger.data), flat('input', start.input), flat('event', input.event));
     const template = input.step.templateId ? await deps.templates.resolve(start.userId, input.step.templateId) : undefined;
-    const content = composeContent({ subject: input.step.subject, html: input.step.html, text: input.step.text }, template, data);
+    const content = await renderContent({ explicit: { subject: input.step.subject, html: input.step.html, text: input.step.text }, template, data });
     const now = Date.now();
     return {
       id, userId: start.userId, direction: 'outbound', kind: 'user', domainId: dom.id, fromAddr: formatMailbox(from),

@@ -1,0 +1,119 @@
+import type { ParsedMail } from 'mailparser';
+import { Piscina } from 'piscina';
+import { AppError } from '../errors.js';
+import { parseTaskDuration, parseTasksOverBudget } from '../metrics.js';
+import type { TaskInput, TaskName, TaskOutput } from './tasks.js';
+import type { WorkerAnswer } from './worker.js';
+import { PARSE_DEFAULTS, type ParsePoolOptions } from './options.js';
+import { parseWorkerFile } from './worker-file.js';
+
+export { PARSE_DEFAULTS, type ParsePoolOptions } from './options.js';
+
+/**
+ * The parse pool (DESIGN.md, Untrusted input): worker threads that run every parser of outside bytes, so
+ * the event loop that answers health, HTTP, SMTP and IMAP never waits on one. Each task has a time budget,
+ * counted from when it is handed in; a task past it is aborted, which terminates the thread running it
+ * (a spinning parser is not left behind; piscina starts a fresh one), and the caller gets a refusal:
+ * AppError 422 `parse_budget_exceeded`. A thread that passes its memory limit ends the same way with
+ * `parse_memory_exceeded`. Both are counted in svc_parse_tasks_over_budget_total.
+ */
+export type ParsePool = {
+  run<K extends TaskName>(task: K, input: TaskInput<K>, opts?: { timeoutMs?: number }): Promise<TaskOutput<K>>;
+  readonly options: ParsePoolOptions;
+  close(): Promise<void>;
+};
+
+const overBudget = (task: string, ms: number) =>
+  new AppError(422, 'parse_budget_exceeded', `The input took longer than its ${ms} ms processing budget (${task}) and was refused`, false, { task });
+const overMemory = (task: string, mb: number) =>
+  new AppError(422, 'parse_memory_exceeded', `The input needed more than the ${mb} MB processing memory limit (${task}) and was refused`, false, { task });
+
+export function createParsePool(options: ParsePoolOptions): ParsePool {
+  const piscina = new Piscina({
+    filename: parseWorkerFile(), minThreads: 1, maxThreads: Math.max(1, options.threads), idleTimeout: 30_000,
+    resourceLimits: { maxOldGenerationSizeMb: options.memoryMb, maxYoungGenerationSizeMb: 32, stackSizeMb: 4 },
+  });
+  let closed = false;
+
+  async function run<K extends TaskName>(task: K, input: TaskInput<K>, opts: { timeoutMs?: number } = {}): Promise<TaskOutput<K>> {
+    if (closed) throw new AppError(503, 'unavailable', 'The service is shutting down', true);
+    const budget = opts.timeoutMs ?? options.timeoutMs;
+    const started = performance.now();
+    const signal = AbortSignal.timeout(budget);
+    let answer: WorkerAnswer;
+    try {
+      answer = await piscina.run({ task, input }, { signal });
+    } catch (err) {
+      if (signal.aborted) {
+        parseTasksOverBudget.inc({ task, budget: 'time' });
+        throw overBudget(task, budget);
+      }
+      if ((err as { code?: string }).code === 'ERR_WORKER_OUT_OF_MEMORY') {
+        parseTasksOverBudget.inc({ task, budget: 'memory' });
+        throw overMemory(task, options.memoryMb);
+      }
+      throw err;
+    } finally {
+      parseTaskDuration.observe({ task }, (performance.now() - started) / 1000);
+    }
+    if (answer.ok) return answer.value as TaskOutput<K>;
+    const r = answer.refusal;
+    throw new AppError(r.status, r.code, r.message, r.retryable, r.details);
+  }
+
+  return {
+    run,
+    options,
+    async close() {
+      if (closed) return;
+      closed = true;
+      await piscina.close({ force: true });
+    },
+  };
+}
+
+/**
+ * The process's pool. Threads are a process resource, and parsers are called from services and free
+ * functions alike, so there is one pool per process: each core opens it (`openParsePool`) and closes its
+ * hold on shutdown; the last hold closes the threads. Work handed in with no hold open (a test of a pure
+ * function) gets a pool on demand, whose idle threads never keep the process alive.
+ */
+let shared: { pool: ParsePool; holds: number } | undefined;
+let configured: ParsePoolOptions = PARSE_DEFAULTS;
+
+export function openParsePool(options: ParsePoolOptions): { close(): Promise<void> } {
+  configured = options;
+  shared ??= { pool: createParsePool(options), holds: 0 };
+  shared.holds += 1;
+  let released = false;
+  return {
+    async close() {
+      if (released || !shared) return;
+      released = true;
+      shared.holds -= 1;
+      if (shared.holds > 0) return;
+      const { pool } = shared;
+      shared = undefined;
+      await pool.close();
+    },
+  };
+}
+
+/** Runs `task` on the process's pool (see `createParsePool` for the budget and its refusal). */
+export function runParse<K extends TaskName>(task: K, input: TaskInput<K>, opts?: { timeoutMs?: number }): Promise<TaskOutput<K>> {
+  shared ??= { pool: createParsePool(configured), holds: 0 };
+  return shared.pool.run(task, input, opts);
+}
+
+/** Outside bytes below this size may be handled on the calling loop when their parser is linear (see docs/configuration.md). */
+export const INLINE_BYTES = 64 * 1024;
+
+/** A Uint8Array that came back through structured clone, as the Buffer it was. */
+export const toBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+
+/** Inbound mail parsed in the pool, with each attachment's content a Buffer again (structured clone answers Uint8Arrays). */
+export async function parseMail(raw: Buffer): Promise<ParsedMail> {
+  const mail = await runParse('parseMail', raw);
+  for (const a of mail.attachments) a.content = toBuffer(a.content);
+  return mail;
+}

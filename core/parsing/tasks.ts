@@ -1,0 +1,64 @@
+/**
+ * The work the parse pool runs (core/parsing/pool.ts): every parser whose cost on outside bytes is large
+ * or could grow faster than linearly. These functions run inside a worker thread: they take and answer
+ * structured-cloneable values only (a Buffer arrives as a Uint8Array), touch no database and no network,
+ * and import only pure modules.
+ */
+import { simpleParser, type ParsedMail } from 'mailparser';
+import { renderForRecipient, type BroadcastContent, type Recipient } from '../broadcasts/content.js';
+import { parseCsvRows } from '../contacts/csv-rows.js';
+import { parseReport } from '../inbound/reports.js';
+import { composeContent } from '../sending/compose.js';
+import { createTracking } from '../sending/tracking.js';
+import type { MergeData } from '../templates/merge.js';
+
+const asBuffer = (bytes: Uint8Array) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+type Template = { subject: string | null; html: string | null; text: string | null };
+
+export const tasks = {
+  /** Inbound mail, parsed by mailparser as the webhook payload, mailboxes and forwards read it. */
+  async parseMail(raw: Uint8Array): Promise<ParsedMail> {
+    return simpleParser(asBuffer(raw));
+  },
+
+  /** The Subject of a message (IMAP APPEND, sent-mail filing): no body conversions. */
+  async mailSubject(raw: Uint8Array): Promise<string | null> {
+    const mail = await simpleParser(asBuffer(raw), { skipHtmlToText: true, skipTextToHtml: true, skipImageLinks: true });
+    return mail.subject ?? null;
+  },
+
+  /** A bounce or complaint report arriving at a return path (null when the mail is not one). */
+  async parseReport(input: { raw: Uint8Array; envelopeTo: string[]; serviceDomain: string }) {
+    return parseReport(asBuffer(input.raw), { envelopeTo: input.envelopeTo, serviceDomain: input.serviceDomain });
+  },
+
+  /** Copies of one broadcast for a batch of recipients (merge tags, preview, footer). */
+  async renderBroadcast(input: { content: BroadcastContent; recipients: { recipient: Recipient; unsubscribeUrl: string }[] }) {
+    return input.recipients.map((r) => renderForRecipient(input.content, r.recipient, r.unsubscribeUrl));
+  },
+
+  /**
+   * One send's content: template and request fields merged, merge tags filled, then links rewritten and
+   * the open pixel placed when tracking is on. The tracking key travels with the task: the thread is ours.
+   */
+  async renderSend(input: {
+    explicit: { subject?: string; html?: string; text?: string }; template?: Template; data?: MergeData;
+    tracking?: { publicUrl: string; secretKey: string; messageId: string; opens: boolean; clicks: boolean };
+  }) {
+    const content = composeContent(input.explicit, input.template, input.data);
+    const t = input.tracking;
+    if (!t || content.html === null || (!t.opens && !t.clicks)) return content;
+    const html = createTracking(t).instrumentHtml(content.html, t.messageId, { opens: t.opens, clicks: t.clicks });
+    return { ...content, html };
+  },
+
+  /** A contact import's CSV as rows to stage (records before `fromSeq` are counted, not returned). */
+  async parseCsv(input: { csv: string; fromSeq: number }) {
+    return parseCsvRows(input.csv, input.fromSeq);
+  },
+};
+
+export type Tasks = typeof tasks;
+export type TaskName = keyof Tasks;
+export type TaskInput<K extends TaskName> = Parameters<Tasks[K]>[0];
+export type TaskOutput<K extends TaskName> = Awaited<ReturnType<Tasks[K]>>;

@@ -1,0 +1,21 @@
+/**
+ * The entry of a parse worker thread (bundled by worker-file.ts): runs the named task of tasks.ts. A
+ * refusal the task throws (an AppError: a bad CSV, a send without content) crosses back as plain fields,
+ * since structured clone keeps no class; pool.ts rebuilds it. Anything else is rethrown as it is.
+ */
+import { isAppError } from '../errors.js';
+import { tasks, type TaskName } from './tasks.js';
+
+export type Refusal = { status: number; code: string; message: string; retryable: boolean; details?: Record<string, unknown> };
+export type WorkerAnswer = { ok: true; value: unknown } | { ok: false; refusal: Refusal };
+
+export default async function run(message: { task: TaskName; input: unknown }): Promise<WorkerAnswer> {
+  const task = tasks[message.task] as ((input: unknown) => Promise<unknown>) | undefined;
+  if (!task) throw new Error(`unknown parse task ${String(message.task)}`);
+  try {
+    return { ok: true, value: await task(message.input) };
+  } catch (err) {
+    if (!isAppError(err)) throw err;
+    return { ok: false, refusal: { status: err.status, code: err.code, message: err.message, retryable: err.retryable, details: err.details } };
+  }
+}
