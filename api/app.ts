@@ -4,6 +4,7 @@ import { mountAttachmentRoutes } from './attachments-routes.js';
 import { mountDashboard } from './dashboard.js';
 import { jsonBodyParser, mountImportBody } from './body-limits.js';
 import { errorHandler, notFoundHandler } from './errors.js';
+import { denyFraming } from './frame-guard.js';
 import { mountMailboxRaw } from './mailbox-routes.js';
 import { healthDetailSchema, healthSchema, mountHealth } from './health.js';
 import { mountMetrics } from './metrics.js';
@@ -35,7 +36,9 @@ export const allSchemas = () => collectSchemas(operations, [healthSchema, health
 export function createApp(core: Core): Express {
   const app = express();
   app.disable('x-powered-by');
-  app.set('trust proxy', 'loopback');
+  // TRUST_PROXY: X-Forwarded-For names the client only behind a proxy the operator trusts; else anyone could.
+  app.set('trust proxy', core.config.trustProxy);
+  app.use(denyFraming);
   app.use(jsonBodyParser(core));
   // Before the form parser, so a raw upload sent as form-urlencoded (curl's default) keeps its bytes.
   mountAttachmentRoutes(app, core);

@@ -76,7 +76,7 @@ export function mountAttachmentRoutes(app: Express, core: Core): void {
       'Cache-Control': `private, max-age=${Math.max(0, Math.min(MAX_CACHE_SECONDS, secondsLeft))}`,
       'X-Content-Type-Options': 'nosniff',
       // The bytes are the caller's: never let them run as a page of our origin.
-      'Content-Security-Policy': "default-src 'none'; sandbox",
+      'Content-Security-Policy': "default-src 'none'; sandbox; frame-ancestors 'none'",
     }).send(file.content);
   });
 }

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { Core } from '../core/index.js';
 import { failures } from '../core/operator/checks.js';
 import { runDoctor } from '../core/operator/doctor.js';
+import { log } from '../core/log.js';
 import { bearerMatches } from '../core/secrets.js';
 import type { SchemaEntry } from './schemas.js';
 
@@ -10,8 +11,8 @@ export const healthSchema: SchemaEntry = {
   name: 'health-response', title: 'GET /api/health response body', io: 'output',
   schema: z.object({
     ok: z.boolean().describe('true when the database and Temporal are both reachable'),
-    database: z.object({ ok: z.boolean(), kind: z.enum(['postgres', 'pglite']), error: z.string().optional() }),
-    temporal: z.object({ ok: z.boolean(), error: z.string().optional() }),
+    database: z.object({ ok: z.boolean(), kind: z.enum(['postgres', 'pglite']), error: z.string().optional().describe('why it failed: only with Authorization: Bearer OPERATOR_TOKEN') }),
+    temporal: z.object({ ok: z.boolean(), error: z.string().optional().describe('why it failed: only with Authorization: Bearer OPERATOR_TOKEN') }),
   }),
 };
 
@@ -41,13 +42,21 @@ async function probe(fn: () => Promise<void>, timeoutMs = 2000): Promise<{ ok: b
   }
 }
 
-/** GET /api/health: 200 `{ok: true, …}` when healthy, 503 with the failing part otherwise. */
+/**
+ * GET /api/health: 200 `{ok: true, …}` when healthy, 503 with the failing part otherwise. The public
+ * answer says only ok or not per component: a raw error names hosts, ports and driver messages. Those go
+ * to the log, and to the operator's own request (`Authorization: Bearer OPERATOR_TOKEN`).
+ */
 export function mountHealth(app: Express, core: Core): void {
   app.get('/api/health', async (req, res) => {
     if (req.query.detail !== undefined && req.query.detail !== '0') return void (await detail(core, req.headers.authorization, res));
     const [database, temporal] = await Promise.all([probe(() => core.database.ping()), probe(() => core.workflows.ping())]);
     const ok = database.ok && temporal.ok;
-    res.status(ok ? 200 : 503).json({ ok, database: { ...database, kind: core.database.kind }, temporal });
+    if (!ok) log.warn({ database: database.error, temporal: temporal.error }, 'health check failed');
+    const token = core.config.operatorToken;
+    const operator = token ? bearerMatches(req.headers.authorization, token) : false;
+    const shown = (p: { ok: boolean; error?: string }) => (operator ? p : { ok: p.ok });
+    res.status(ok ? 200 : 503).json({ ok, database: { ...shown(database), kind: core.database.kind }, temporal: shown(temporal) });
   });
 }
 

@@ -2,9 +2,15 @@ import type { Express, Request, Response } from 'express';
 import type { Core } from '../core/index.js';
 import { metricsAllowed, registry } from '../core/metrics.js';
 
-/** GET /metrics: the process's Prometheus metrics; with OPERATOR_TOKEN set, only for `Authorization: Bearer <token>`. */
+/**
+ * GET /metrics on the API port, which is published: only for `Authorization: Bearer OPERATOR_TOKEN`, and
+ * 404 when no OPERATOR_TOKEN is set. Without a token, scrape METRICS_PORT, which stays on the private network.
+ */
 export function mountMetrics(app: Express, core: Core): void {
-  app.get('/metrics', (req: Request, res: Response) => void serveMetrics(core.config.operatorToken, req.headers.authorization, res));
+  app.get('/metrics', (req: Request, res: Response) => {
+    if (core.config.operatorToken) return void serveMetrics(core.config.operatorToken, req.headers.authorization, res);
+    res.status(404).json({ error: 'Metrics are not served on the API port without OPERATOR_TOKEN: set it, or scrape METRICS_PORT', code: 'not_found' });
+  });
 }
 
 /** Writes the exposition (or the 401) to an express or plain node response. */

@@ -39,9 +39,9 @@ export function createAccountService(deps: {
   // Failed sign-ins are bounded per address (whatever the client) and per client address (whatever the account).
   // In PostgreSQL: every API process counts in the same windows.
   const loginLimiter = createSharedRateLimiter(db, 'login', { limit: 10, windowMs: 15 * 60_000, message: 'Too many failed sign-in attempts; try again later' });
-  const loginIpLimiter = createSharedRateLimiter(db, 'login_ip', { limit: 30, windowMs: 15 * 60_000, message: 'Too many failed sign-in attempts from this address; try again later' });
+  const loginIpLimiter = createSharedRateLimiter(db, 'login_ip', { limit: 30, windowMs: 15 * 60_000, message: 'Too many failed sign-in attempts from this address; try again later', perAddress: true });
   // Account creation mails a link to an address the caller chose: bounded per client so it cannot be used to spam.
-  const createLimiter = createSharedRateLimiter(db, 'create', { limit: deps.signupLimitPerHour, windowMs: 3600_000, message: 'Too many accounts created from this address; try again later' });
+  const createLimiter = createSharedRateLimiter(db, 'create', { limit: deps.signupLimitPerHour, windowMs: 3600_000, message: 'Too many accounts created from this address; try again later', perAddress: true });
   const mailLimiter = createSharedRateLimiter(db, 'mail', { limit: 5, windowMs: 3600_000, message: 'Too many emails requested for this address; try again later' });
 
   async function findByEmail(email: string): Promise<UserRow | undefined> {

@@ -4,6 +4,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { PARSE_DEFAULTS } from './parsing/options.js';
+import { parseTrustProxy, type TrustProxy } from './net/client-address.js';
 import { parsePlans, type Plan } from './plans.js';
 import { loadBounceRules, type BounceRules } from './sending/bounce-class.js';
 import { loadShapingFile, type ShapingConfig } from './shaping/config.js';
@@ -87,6 +88,12 @@ const envSchema = z.object({
   METRICS_PORT: port.optional(),
   TEMPORAL_METRICS_PORT: port.optional(),
   OTEL_EXPORTER_OTLP_ENDPOINT: z.url({ protocol: /^https?$/ }).optional(),
+  TRACE_TRUST_INCOMING: z.enum(['0', '1', 'true', 'false']).optional(),
+  TRUST_PROXY: z.string().optional().superRefine((v, ctx) => {
+    const parsed = parseTrustProxy(v);
+    if (typeof parsed === 'object' && 'error' in parsed) ctx.addIssue({ code: 'custom', message: parsed.error });
+  }),
+  MCP_ALLOWED_ORIGINS: z.string().optional(),
   BOUNCE_RULES_FILE: z.string().min(1).optional(),
   DKIM_ROTATION_DAYS: z.coerce.number().int().min(1).max(3650).optional(),
   DKIM_ROTATION_GRACE_MS: z.coerce.number().int().min(0).default(7 * 86_400_000),
@@ -166,6 +173,12 @@ export type Config = {
   temporalMetricsPort: number | undefined;
   /** OTLP/HTTP endpoint traces are exported to (…/v1/traces is appended); unset: tracing is off and not loaded. */
   otlpEndpoint: string | undefined;
+  /** TRACE_TRUST_INCOMING: an API request's `traceparent` is continued; off, every request starts its own trace. */
+  traceTrustIncoming: boolean;
+  /** TRUST_PROXY: which X-Forwarded-For hops name the client (express `trust proxy`); false: the socket's peer. */
+  trustProxy: TrustProxy;
+  /** Origins besides PUBLIC_URL's whose browsers may call /mcp (MCP_ALLOWED_ORIGINS, comma-separated). */
+  mcpAllowedOrigins: string[];
   /** Where SECRET_KEY came from: the environment, or the file generated in DATA_DIR on first boot. */
   secretKeySource: 'env' | 'file';
   /** Bounce classification: the shipped bounce-rules.toml with BOUNCE_RULES_FILE's rules on top. */
@@ -257,6 +270,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     metricsPort: e.METRICS_PORT,
     temporalMetricsPort: e.TEMPORAL_METRICS_PORT,
     otlpEndpoint: e.OTEL_EXPORTER_OTLP_ENDPOINT,
+    traceTrustIncoming: e.TRACE_TRUST_INCOMING === '1' || e.TRACE_TRUST_INCOMING === 'true',
+    trustProxy: parseTrustProxy(e.TRUST_PROXY) as TrustProxy,
+    mcpAllowedOrigins: (e.MCP_ALLOWED_ORIGINS ?? '').split(',').map((o) => o.trim()).filter(Boolean),
     secretKeySource: e.SECRET_KEY ? 'env' : 'file',
     bounceRules: wrap('BOUNCE_RULES_FILE', () => loadBounceRules(e.BOUNCE_RULES_FILE)),
     dkimRotation: { days: e.DKIM_ROTATION_DAYS, graceMs: e.DKIM_ROTATION_GRACE_MS },

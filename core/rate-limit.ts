@@ -1,6 +1,7 @@
 import { and, eq, lte, sql } from 'drizzle-orm';
 import { schema, type Db } from '../db/index.js';
 import { tooMany } from './errors.js';
+import { clientKey } from './net/client-address.js';
 
 /** Most keys one limiter keeps: past it, expired windows go first, then the oldest ones. */
 const DEFAULT_MAX_KEYS = 10_000;
@@ -63,13 +64,16 @@ const PRUNE_EVERY = 100;
  * processes). One upsert per hit; expired windows are pruned as it goes, so the table holds at most one
  * window's worth of keys.
  */
-export function createSharedRateLimiter(db: Db, name: string, opts: { limit: number; windowMs: number; message: string }) {
+export function createSharedRateLimiter(db: Db, name: string, opts: { limit: number; windowMs: number; message: string; perAddress?: boolean }) {
   const t = schema.rateLimitWindows;
+  // Keys that are client addresses count per client (an IPv6 /64, an IPv4-mapped address as IPv4).
+  const keyOf = (key: string) => (opts.perAddress ? clientKey(key) : key);
   const refuse = (start: number, now: number) =>
     tooMany(opts.message, 'rate_limited', Math.max(1, Math.ceil((start + opts.windowMs - now) / 1000)));
   return {
     /** Counts one event for `key`; 429 once the window holds more than `limit`. */
-    async hit(key: string, now = Date.now()): Promise<void> {
+    async hit(rawKey: string, now = Date.now()): Promise<void> {
+      const key = keyOf(rawKey);
       const expired = sql`${t.windowStart} <= ${now - opts.windowMs}`;
       const [w] = await db.insert(t).values({ name, key, windowStart: now, count: 1 }).onConflictDoUpdate({
         target: [t.name, t.key],
@@ -80,11 +84,11 @@ export function createSharedRateLimiter(db: Db, name: string, opts: { limit: num
     },
     /** 429 when `key` has used up its window, without counting anything. */
     async check(key: string, now = Date.now()): Promise<void> {
-      const [w] = await db.select({ windowStart: t.windowStart, count: t.count }).from(t).where(and(eq(t.name, name), eq(t.key, key)));
+      const [w] = await db.select({ windowStart: t.windowStart, count: t.count }).from(t).where(and(eq(t.name, name), eq(t.key, keyOf(key))));
       if (w && now - w.windowStart < opts.windowMs && w.count >= opts.limit) throw refuse(w.windowStart, now);
     },
     async reset(key: string): Promise<void> {
-      await db.delete(t).where(and(eq(t.name, name), eq(t.key, key)));
+      await db.delete(t).where(and(eq(t.name, name), eq(t.key, keyOf(key))));
     },
   };
 }

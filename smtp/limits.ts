@@ -1,5 +1,6 @@
 import type { SMTPServer, SMTPServerSession } from 'smtp-server';
 import { rateLimitRefusals } from '../core/metrics.js';
+import { clientKey } from '../core/net/client-address.js';
 
 type Reply = Error & { responseCode?: number };
 const reply = (code: number, message: string): Reply => Object.assign(new Error(message), { responseCode: code });
@@ -42,10 +43,11 @@ export function createSmtpGuard(opts: { maxPerIp: number; commandsPerMinute: num
     /** onConnect: at most `maxPerIp` open sessions per client address. */
     onConnect(session: SMTPServerSession, callback: (err?: Error | null) => void) {
       const ip = session.remoteAddress;
-      const open = perIp.get(ip) ?? 0;
+      const key = clientKey(ip); // an IPv6 client counts by its /64
+      const open = perIp.get(key) ?? 0;
       if (open >= opts.maxPerIp) rateLimitRefusals.inc({ code: 'smtp_connections' });
       if (open >= opts.maxPerIp) return callback(reply(421, `4.7.0 Too many connections from ${ip}, try again later`));
-      perIp.set(ip, open + 1);
+      perIp.set(key, open + 1);
       (session as SMTPServerSession & { counted?: boolean }).counted = true;
       callback();
     },
@@ -53,9 +55,10 @@ export function createSmtpGuard(opts: { maxPerIp: number; commandsPerMinute: num
     onClose(session: SMTPServerSession) {
       rates.delete(session.id);
       if (!(session as SMTPServerSession & { counted?: boolean }).counted) return;
-      const left = (perIp.get(session.remoteAddress) ?? 1) - 1;
-      if (left <= 0) perIp.delete(session.remoteAddress);
-      else perIp.set(session.remoteAddress, left);
+      const key = clientKey(session.remoteAddress);
+      const left = (perIp.get(key) ?? 1) - 1;
+      if (left <= 0) perIp.delete(key);
+      else perIp.set(key, left);
     },
   };
 }

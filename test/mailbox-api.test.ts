@@ -18,7 +18,7 @@ let hooks: Awaited<ReturnType<typeof startWebhookReceiver>>;
 let mail: ReturnType<typeof ingress>;
 
 beforeAll(async () => {
-  env = await startSendingStack({ env: { LOGIN_MAX_FAILURES: '3', LOGIN_LOCKOUT_MS: '60000' } });
+  env = await startSendingStack({ env: { LOGIN_MAX_FAILURES: '3', LOGIN_LOCKOUT_MS: '60000', TRUST_PROXY: 'loopback' } });
   ({ stack, session } = env);
   domainId = (await stack.api('GET', '/api/domains', { token: session })).body.find((d: any) => d.domain === FROM_DOMAIN).id;
   hooks = await startWebhookReceiver();

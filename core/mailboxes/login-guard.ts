@@ -2,6 +2,7 @@ import { and, eq, lte, sql } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { tooMany } from '../errors.js';
+import { clientKey } from '../net/client-address.js';
 
 /** The `rate_limit_windows` name of mailbox login failures. */
 const NAME = 'mailbox_login';
@@ -9,7 +10,7 @@ const NAME = 'mailbox_login';
 const PRUNE_EVERY = 100;
 
 /**
- * Per-IP login throttling for mailbox credentials (IMAP and the mailbox API): after `maxFailures`
+ * Per-client login throttling (an IPv6 client by its /64) for mailbox credentials (IMAP and the mailbox API): after `maxFailures`
  * failed logins, each within `lockoutMs` of the one before, the address is refused until `lockoutMs`
  * after its last failure. Kept in PostgreSQL (`rate_limit_windows`, one row per address: its failure
  * count and the time of the last), so every IMAP and API process counts the same failures: a client
@@ -20,7 +21,7 @@ export function createLoginGuard(db: Db, opts: { maxFailures: number; lockoutMs:
   return {
     /** Throws 429 `login_locked` (with Retry-After seconds) while this address is locked out; else answers its failures so far. */
     async check(ip: string, now = Date.now()): Promise<number> {
-      const [w] = await db.select({ last: t.windowStart, count: t.count }).from(t).where(and(eq(t.name, NAME), eq(t.key, ip)));
+      const [w] = await db.select({ last: t.windowStart, count: t.count }).from(t).where(and(eq(t.name, NAME), eq(t.key, clientKey(ip))));
       const ms = w && w.count >= opts.maxFailures ? w.last + opts.lockoutMs - now : 0;
       if (ms > 0) throw tooMany('Too many failed logins from this address; try again later', 'login_locked', Math.ceil(ms / 1000));
       return w?.count ?? 0;
@@ -28,14 +29,14 @@ export function createLoginGuard(db: Db, opts: { maxFailures: number; lockoutMs:
     /** Counts a failure: one more after a recent one, else the first of a new run. */
     async fail(ip: string, now = Date.now()): Promise<void> {
       const stale = sql`${t.windowStart} <= ${now - opts.lockoutMs}`;
-      await db.insert(t).values({ name: NAME, key: ip, windowStart: now, count: 1 }).onConflictDoUpdate({
+      await db.insert(t).values({ name: NAME, key: clientKey(ip), windowStart: now, count: 1 }).onConflictDoUpdate({
         target: [t.name, t.key], set: { windowStart: now, count: sql`case when ${stale} then 1 else ${t.count} + 1 end` },
       });
       if (Math.random() * PRUNE_EVERY < 1) await db.delete(t).where(and(eq(t.name, NAME), lte(t.windowStart, now - opts.lockoutMs)));
     },
     /** A good login clears the address's failures (called only when `check` found some). */
     async succeed(ip: string): Promise<void> {
-      await db.delete(t).where(and(eq(t.name, NAME), eq(t.key, ip)));
+      await db.delete(t).where(and(eq(t.name, NAME), eq(t.key, clientKey(ip))));
     },
   };
 }

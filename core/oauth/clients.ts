@@ -26,7 +26,7 @@ export function clientInfo(c: ClientRow) {
 
 /** Dynamic registration of public clients (RFC 7591): no secret, no review, strict redirect URIs. */
 export function createClientService(deps: { db: Db }) {
-  const registerLimiter = createSharedRateLimiter(deps.db, 'oauth_register', { limit: 300, windowMs: 3600_000, message: 'Too many client registrations from this address; try again later' });
+  const registerLimiter = createSharedRateLimiter(deps.db, 'oauth_register', { limit: 300, windowMs: 3600_000, message: 'Too many client registrations from this address; try again later', perAddress: true });
 
   return {
     /** Registers a client from RFC 7591 metadata; unknown metadata is ignored, as the RFC allows. */

@@ -4,6 +4,7 @@ import { createServer as createTlsServer, type TlsOptions } from 'node:tls';
 import getTLSOptions from 'smtp-server/lib/tls-options';
 import type { Core } from '../../core/index.js';
 import { imapSessions, imapSessionsOpened } from '../../core/metrics.js';
+import { clientKey } from '../../core/net/client-address.js';
 import { HANDLERS } from './commands/index.js';
 import { Session, type ImapOptions } from './session.js';
 
@@ -26,23 +27,24 @@ export async function startImap(core: Core, opts: { port: number; tlsPort: numbe
   const perIp = new Map<string, number>();
   const accept = (socket: Socket) => {
     const ip = socket.remoteAddress ?? '';
+    const key = clientKey(ip); // an IPv6 client counts by its /64
     socket.on('error', () => undefined);
-    const open = perIp.get(ip) ?? 0;
+    const open = perIp.get(key) ?? 0;
     if (open >= imap.maxClientsPerIp) {
       socket.end('* BYE Too many connections from your address, try again later\r\n');
       setTimeout(() => socket.destroy(), 1000).unref();
       return;
     }
-    perIp.set(ip, open + 1);
+    perIp.set(key, open + 1);
     sockets.add(socket);
     imapSessions.inc();
     imapSessionsOpened.inc();
     socket.once('close', () => {
       sockets.delete(socket);
       imapSessions.dec();
-      const left = (perIp.get(ip) ?? 1) - 1;
-      if (left <= 0) perIp.delete(ip);
-      else perIp.set(ip, left);
+      const left = (perIp.get(key) ?? 1) - 1;
+      if (left <= 0) perIp.delete(key);
+      else perIp.set(key, left);
     });
     new Session(socket, options, HANDLERS, ip);
   };
