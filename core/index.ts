@@ -181,7 +181,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
   const forwarder = createForwarder({ db, attachments, queue, gate });
   const inbound = createInboundService({
     db, sealer, resolver, serviceDomain: config.serviceDomain, attachments, encryption, routes, deliveries: deliveryStore, usage, workflows: deps.workflows, reports, starts: inboundStarts,
-    mailboxStore, forwarder, touchContacts: (userId, emails) => contacts.touch(userId, emails),
+    mailboxStore, forwarder, touchContacts: (userId, emails) => contacts.touch(userId, emails, { subscribed: false }),
     unsubscribe: async (token) => {
       const contactId = unsubscribe.contactOf(token);
       if (contactId) await contacts.unsubscribe(contactId);

@@ -25,7 +25,9 @@ export function olderThan(created: Column, id: Column, anchor: { at: number; id:
 
 /**
  * Upserts contacts by address in one statement (sorted, so concurrent batches lock rows in the same order).
- * Answers each address's id and whether it was created now; `touch` also moves `last_seen_at`.
+ * Answers each address's id and whether it was created now; `touch` also moves `last_seen_at`. The account
+ * adding an address this way (a list, an import, a send naming a sequence) subscribes a contact that never
+ * subscribed (an inbound sender); one that unsubscribed stays unsubscribed.
  */
 export async function upsertContacts(tx: Tx, userId: string, input: ContactInput[], opts: { touch?: boolean; overwrite?: boolean } = {}) {
   const byEmail = new Map<string, ContactInput>();
@@ -34,20 +36,25 @@ export async function upsertContacts(tx: Tx, userId: string, input: ContactInput
   const now = Date.now();
   const rows = [...byEmail.values()].sort((a, b) => (a.email < b.email ? -1 : 1)).map((x) => ({
     id: newId('ctc'), userId, email: x.email, name: x.name ?? null, attributes: x.attributes ?? {}, subscribed: x.subscribed ?? true,
-    createdAt: now, updatedAt: now, lastSeenAt: opts.touch ? now : null,
+    unsubscribedAt: x.subscribed === false ? now : null, createdAt: now, updatedAt: now, lastSeenAt: opts.touch ? now : null,
   }));
-  const set: Record<string, SQL> = {};
+  const set: Record<string, SQL> = { subscribed: subscribeIfNever };
   if (opts.touch) set.lastSeenAt = sql`excluded.last_seen_at`;
   if (opts.overwrite) {
     set.name = sql`coalesce(excluded.name, ${c.name})`;
     set.attributes = sql`${c.attributes} || excluded.attributes`;
     set.updatedAt = sql`excluded.updated_at`;
   }
-  // A no-op update still returns the existing row, so every address answers its id.
-  if (Object.keys(set).length === 0) set.userId = sql`${c.userId}`;
   return tx.insert(c).values(rows).onConflictDoUpdate({ target: [c.userId, c.email], set })
     .returning({ id: c.id, email: c.email, created: sql<boolean>`(xmax = 0)` });
 }
+
+/**
+ * A contact that never subscribed is `subscribed = false` with no `unsubscribed_at` (an inbound sender,
+ * below); every unsubscribe sets `unsubscribed_at`. On an upsert, an address the account adds subscribes
+ * the first kind, never the second.
+ */
+const subscribeIfNever = sql`case when ${c.unsubscribedAt} is null and excluded.subscribed then true else ${c.subscribed} end`;
 
 /** Contacts of an account: CRUD, search and cursor paging, and the bulk upsert used by imports and traffic. */
 export function createContactService(deps: { db: Db; touchWindowMs?: number; onUnsubscribed?: (userId: string, contactId: string) => void }) {
@@ -125,11 +132,13 @@ export function createContactService(deps: { db: Db; touchWindowMs?: number; onU
       return row ? contactDto(row) : undefined;
     },
     /**
-     * Mail traffic makes contacts: the addresses an account sent to or received from, upserted in one
-     * statement per batch with `last_seen_at` moved to now.
+     * Records addresses of mail traffic as contacts, last seen now; group-committed (see `createTouchQueue`).
+     * Recipients of the account's sends are new contacts subscribed; senders of inbound mail
+     * (`subscribed: false`) are new contacts that never subscribed, in no broadcast audience until they
+     * subscribe (issue 29: any stranger's `From:` was in the next `audience: all`). An existing contact
+     * keeps its subscription either way.
      */
-    /** Records addresses of mail traffic as contacts, last seen now; group-committed (see `createTouchQueue`). */
-    touch: (userId: string, emails: string[]) => touches.add(userId, emails),
+    touch: (userId: string, emails: string[], opts: { subscribed?: boolean } = {}) => touches.add(userId, emails, opts.subscribed ?? true),
     /** Writes the traffic addresses still waiting (on shutdown). */
     flushTouches: () => touches.flush(),
   };
@@ -154,16 +163,16 @@ const MAX_TOUCHES = 1000;
  * crash in the window loses only `last_seen_at` updates, never a message.
  */
 function createTouchQueue(db: Db, windowMs: number) {
-  let pending = new Map<string, { userId: string; email: string }>();
+  let pending = new Map<string, { userId: string; email: string; subscribed: boolean }>();
   let waiting: { resolve: () => void; reject: (err: unknown) => void }[] = [];
   let timer: NodeJS.Timeout | undefined;
 
-  async function write(batch: { userId: string; email: string }[]) {
+  async function write(batch: { userId: string; email: string; subscribed: boolean }[]) {
     if (batch.length === 0) return;
     const now = Date.now();
     // Sorted, so concurrent writers lock rows in the same order; one row per (account, address).
     const rows = batch.sort((a, b) => (a.userId + a.email < b.userId + b.email ? -1 : 1)).map((x) => ({
-      id: newId('ctc'), userId: x.userId, email: x.email, attributes: {}, subscribed: true, createdAt: now, updatedAt: now, lastSeenAt: now,
+      id: newId('ctc'), userId: x.userId, email: x.email, attributes: {}, subscribed: x.subscribed, createdAt: now, updatedAt: now, lastSeenAt: now,
     }));
     await db.insert(c).values(rows).onConflictDoUpdate({ target: [c.userId, c.email], set: { lastSeenAt: sql`excluded.last_seen_at` } });
   }
@@ -182,10 +191,12 @@ function createTouchQueue(db: Db, windowMs: number) {
   }
 
   return {
-    add(userId: string, emails: string[]): Promise<void> {
+    add(userId: string, emails: string[], subscribed: boolean): Promise<void> {
       for (const raw of emails) {
         const email = raw.toLowerCase();
-        if (email.includes('@') && email.length <= 254) pending.set(`${userId}\n${email}`, { userId, email });
+        const key = `${userId}\n${email}`;
+        // The first traffic of an address creates it, within a window as across windows (later traffic only moves last_seen_at).
+        if (email.includes('@') && email.length <= 254 && !pending.has(key)) pending.set(key, { userId, email, subscribed });
       }
       const done = new Promise<void>((resolve, reject) => waiting.push({ resolve, reject }));
       if (pending.size >= MAX_TOUCHES) flush().catch(() => undefined);
