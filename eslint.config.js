@@ -1,6 +1,7 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 import { builtinModules } from 'node:module';
+import regexp from 'eslint-plugin-regexp';
 
 /** Imports a workflow may never make: Node built-ins, the database, the network, our I/O layers. */
 const NOT_IN_WORKFLOWS = [
@@ -18,6 +19,15 @@ export default tseslint.config(
     rules: {
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
       '@typescript-eslint/consistent-type-imports': ['error', { fixStyle: 'inline-type-imports' }],
+    },
+  },
+  {
+    // Regexes over outside input must be linear: no backtracking blow-up, no quadratic /g scan.
+    // Only these two rules from the plugin; its style rules are not wanted.
+    plugins: { regexp },
+    rules: {
+      'regexp/no-super-linear-backtracking': 'error',
+      'regexp/no-super-linear-move': 'error',
     },
   },
   {

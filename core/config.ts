@@ -196,6 +196,8 @@ export class ConfigError extends Error {}
 /** 5 min, 15 min, 30 min, 1 h, 2 h, 4 h, 8 h, 16 h, 24 h, 24 h: about three and a half days in all. */
 const DEFAULT_OUTBOUND_RETRY = [300_000, 900_000, 1_800_000, 3_600_000, 7_200_000, 14_400_000, 28_800_000, 57_600_000, 86_400_000, 86_400_000];
 const DEFAULT_RETRY_SCHEDULE = [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000];
+/** Trailing slashes; `(?<!\/)` lets a match start only at the first slash of a run, so the search stays linear. */
+const TRAILING_SLASHES = /(?<!\/)\/+$/;
 
 /** Parses the environment once; throws ConfigError naming every bad variable. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
@@ -216,7 +218,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return {
     env: e.NODE_ENV ?? 'development',
     port: e.PORT,
-    publicUrl: (e.PUBLIC_URL ?? `http://localhost:${e.PORT}`).replace(/\/+$/, ''),
+    publicUrl: (e.PUBLIC_URL ?? `http://localhost:${e.PORT}`).replace(TRAILING_SLASHES, ''),
     dataDir,
     databaseUrl: e.DATABASE_URL,
     temporal: { address: e.TEMPORAL_ADDRESS, namespace: e.TEMPORAL_NAMESPACE, taskQueue: e.TEMPORAL_TASK_QUEUE, uiPort: e.TEMPORAL_UI_PORT, devPort: e.TEMPORAL_DEV_PORT },
@@ -254,7 +256,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     outboundStartsPerSecond: e.OUTBOUND_STARTS_PER_SECOND,
     inboundStartsPerSecond: e.INBOUND_STARTS_PER_SECOND,
     // The dev server `npm start` runs serves its UI on TEMPORAL_UI_PORT; with TEMPORAL_ADDRESS set, only an explicit URL.
-    temporalUiUrl: (e.TEMPORAL_UI_URL ?? (e.TEMPORAL_ADDRESS ? undefined : `http://localhost:${e.TEMPORAL_UI_PORT}`))?.replace(/\/+$/, ''),
+    temporalUiUrl: (e.TEMPORAL_UI_URL ?? (e.TEMPORAL_ADDRESS ? undefined : `http://localhost:${e.TEMPORAL_UI_PORT}`))?.replace(TRAILING_SLASHES, ''),
     attachmentFetchAllowPrivate: e.ATTACHMENT_FETCH_ALLOW_PRIVATE === '1' || e.ATTACHMENT_FETCH_ALLOW_PRIVATE === 'true',
     allowPrivateNetworks: e.ALLOW_PRIVATE_NETWORKS === '1' || e.ALLOW_PRIVATE_NETWORKS === 'true',
     domainVerify: { initialDelayMs: e.DOMAIN_VERIFY_INITIAL_MS, maxDelayMs: e.DOMAIN_VERIFY_MAX_MS, deadlineMs: e.DOMAIN_VERIFY_DEADLINE_MS },

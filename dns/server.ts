@@ -17,7 +17,8 @@ const MAX_CNAME_CHAIN = 8;
 const TCP_IDLE_MS = 10_000;
 const BIND_ATTEMPTS = 5;
 
-const normalize = (name: string): string => name.toLowerCase().replace(/\.+$/, '');
+/** `(?<!\.)` lets a match start only at the first dot of a run, so the search stays linear. */
+const normalize = (name: string): string => name.toLowerCase().replace(/(?<!\.)\.+$/, '');
 
 /** Splits a TXT value into <=255-byte character-strings: one string can't be longer on the wire (long DKIM keys). */
 function txtChunks(value: string): Buffer[] {

@@ -8,7 +8,8 @@ export type StaticZone = {
   clear(): void;
 };
 
-const normalize = (name: string): string => name.toLowerCase().replace(/\.+$/, '');
+/** `(?<!\.)` lets a match start only at the first dot of a run, so the search stays linear. */
+const normalize = (name: string): string => name.toLowerCase().replace(/(?<!\.)\.+$/, '');
 const sameType = (a: string, b: string): boolean => a.toUpperCase() === b.toUpperCase();
 
 /** An in-memory, mutable zone that claims authority over every name (wildcards one level deep): for tests and local development. */

@@ -26,7 +26,7 @@ export async function startTracing(endpoint: string | undefined, role: string): 
     import('@opentelemetry/resources'), import('@temporalio/interceptors-opentelemetry'),
   ]);
   const resource = new Resource({ 'service.name': 'svc-mail', 'service.role': role });
-  const exporter = new OTLPTraceExporter({ url: `${endpoint.replace(/\/+$/, '')}/v1/traces` });
+  const exporter = new OTLPTraceExporter({ url: `${endpoint.replace(/(?<!\/)\/+$/, '')}/v1/traces` });
   const processor = new BatchSpanProcessor(exporter, { scheduledDelayMillis: 1000 });
   const provider = new NodeTracerProvider({ resource, spanProcessors: [processor] });
   provider.register();

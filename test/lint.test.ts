@@ -26,3 +26,18 @@ describe('workflow determinism lint', () => {
     expect(await lint("import { readFileSync } from 'node:fs';\nexport const x = readFileSync;\n", 'activities/probe.ts')).toEqual([]);
   });
 });
+
+describe('super-linear regex lint', () => {
+  const rules = async (code: string, filePath: string) => (await eslint.lintText(code, { filePath }))[0]!.messages.map((m) => m.ruleId);
+
+  it('refuses a quadratic /g scan and a backtracking pattern in every kind of source file', async () => {
+    const code = "export const a = (s: string) => s.replace(/[ \\t]+(?=\\r?\\n)/g, '');\nexport const b = (s: string) => /^[^\\s@]+@[^\\s@]+\\.[^\\s@]+$/.test(s);\n";
+    for (const file of ['core/probe.ts', 'smtp/imap/probe.ts', 'workflows/probe.ts', 'scripts/probe.ts', 'test/probe.test.ts', 'dashboard/src/probe.tsx']) {
+      expect(await rules(code, file), file).toEqual(['regexp/no-super-linear-move', 'regexp/no-super-linear-backtracking']);
+    }
+  });
+
+  it('leaves linear forms alone', async () => {
+    expect(await rules("export const a = (s: string) => s.replace(/(?<!\\/)\\/+$/, '');\nexport const b = (s: string) => /<([^<>]{1,320})>/.exec(s);\n", 'core/probe.ts')).toEqual([]);
+  });
+});

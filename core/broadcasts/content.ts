@@ -22,9 +22,22 @@ export function renderForRecipient(b: BroadcastContent, r: Recipient, unsubscrib
     const preview = b.preview ? `<div style="display:none;max-height:0;overflow:hidden">${escapeHtml(b.preview)}</div>` : '';
     const footer = `<div style="margin-top:24px;font-size:12px;color:#666">${address ? `${escapeHtml(address).replace(/\n/g, '<br>')}<br>` : ''}`
       + `<a href="${escapeHtml(unsubscribeUrl)}">Unsubscribe</a></div>`;
-    html = /<body[^>]*>/i.test(html) ? html.replace(/<body[^>]*>/i, (m) => m + preview) : preview + html;
-    html = /<\/body>/i.test(html) ? html.replace(/<\/body>/i, `${footer}</body>`) : html + footer;
+    const afterOpen = endOfBodyTag(html);
+    html = afterOpen >= 0 ? html.slice(0, afterOpen) + preview + html.slice(afterOpen) : preview + html;
+    const close = html.search(/<\/body>/i);
+    html = close >= 0 ? `${html.slice(0, close)}${footer}</body>${html.slice(close + '</body>'.length)}` : html + footer;
   }
   const text = content.text === null ? null : `${content.text}\n\n--\n${address ? `${address}\n` : ''}Unsubscribe: ${unsubscribeUrl}\n`;
   return { subject: content.subject, html, text };
+}
+
+/**
+ * Where the first `<body…>` tag ends (ASCII case-insensitive), or -1: two forward searches. The regex
+ * `/<body[^>]*>/i` found the same tag in time quadratic in the number of `<body` with no `>` after them.
+ */
+function endOfBodyTag(html: string): number {
+  const open = html.search(/<body/i);
+  if (open < 0) return -1;
+  const close = html.indexOf('>', open + '<body'.length);
+  return close < 0 ? -1 : close + 1;
 }

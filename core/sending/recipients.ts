@@ -13,8 +13,11 @@ export type RecipientStates = Record<string, RecipientState>;
 export type TrailEntry = { at: number; workflowId: string; to: string[]; status: 'sent' | 'deferred' | 'bounced' | 'mixed' | 'throttled'; response: string };
 export type MessageStatus = 'sent' | 'deferred' | 'bounced';
 
-/** The bare, lowercased address of `Name <addr>` (linear: the bracketed part is bounded, so no backtracking blow-up). */
-export const bareAddress = (a: string) => (/<([^>]{1,320})>/.exec(a)?.[1] ?? a).trim().toLowerCase();
+/**
+ * The bare, lowercased address of `Name <addr>`. Linear: the bracketed part cannot hold `<`, so a search
+ * from one `<` stops at the next (with `[^>]`, a run of `<` cost up to 320 steps each).
+ */
+export const bareAddress = (a: string) => (/<([^<>]{1,320})>/.exec(a)?.[1] ?? a).trim().toLowerCase();
 const bare = bareAddress;
 
 /** Every envelope recipient of a message (To, Cc, Bcc), bare and lowercased, each once. */

@@ -23,7 +23,7 @@ export function useLocation(): { path: string; query: URLSearchParams } {
     return () => void listeners.delete(fn);
   }, []);
   const path = location.pathname.startsWith(BASE) ? location.pathname.slice(BASE.length) || '/' : '/';
-  return { path: path.replace(/\/+$/, '') || '/', query: new URLSearchParams(location.search) };
+  return { path: path.replace(/(?<!\/)\/+$/, '') || '/', query: new URLSearchParams(location.search) };
 }
 
 type LinkProps = AnchorHTMLAttributes<HTMLAnchorElement> & { to: string };

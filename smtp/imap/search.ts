@@ -40,7 +40,7 @@ export function decodeWords(value: string): string {
     try {
       const bytes = enc.toUpperCase() === 'B' ? Buffer.from(text, 'base64')
         : Buffer.from(text.replace(/_/g, ' ').replace(/=([0-9A-Fa-f]{2})/g, (_x, h: string) => String.fromCharCode(parseInt(h, 16))), 'binary');
-      return new TextDecoder(charset.replace(/\*.*$/, '')).decode(bytes);
+      return new TextDecoder(charset.split('*', 1)[0]).decode(bytes); // RFC 2231 `charset*lang`: the language is dropped
     } catch {
       return text;
     }
