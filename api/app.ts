@@ -44,7 +44,7 @@ export function createApp(core: Core): Express {
   mountAttachmentRoutes(app, core);
   app.use(express.urlencoded({ extended: false, limit: '100kb', parameterLimit: 100 }));
   // After the body parsers: their stream callbacks would run outside the request's trace context.
-  if (core.config.otlpEndpoint) app.use(traceRequests());
+  if (core.config.otlpEndpoint) app.use(traceRequests({ trustIncoming: core.config.traceTrustIncoming }));
   mountHealth(app, core);
   mountMetrics(app, core);
   mountDeliverability(app, core);

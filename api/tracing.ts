@@ -1,21 +1,25 @@
-import { context, propagation, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
+import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import type { NextFunction, Request, Response } from 'express';
 
 const tracer = trace.getTracer('svc-mail');
 
 /**
- * A server span per API request (mounted only when tracing is on), continuing a caller's `traceparent`.
- * Everything the request starts (a workflow, say) is its child. Named by the matched route, not the path,
- * so ids stay out of span names.
+ * A server span per API request (mounted only when tracing is on). Everything the request starts (a
+ * workflow, say) is its child. A caller's `traceparent` is continued only with `trustIncoming`
+ * (TRACE_TRUST_INCOMING): otherwise anyone could graft spans onto, or sample, traces of their choosing.
+ * Named by the matched route, and `url.path` is that route too: paths carry unsubscribe and link tokens,
+ * ids and addresses, and the query (`?token=`) is never recorded.
  */
-export function traceRequests() {
+export function traceRequests(opts: { trustIncoming: boolean }) {
   return (req: Request, res: Response, next: NextFunction) => {
-    const parent = propagation.extract(context.active(), req.headers);
-    const span = tracer.startSpan(`${req.method}`, { kind: SpanKind.SERVER, attributes: { 'http.request.method': req.method, 'url.path': req.path } }, parent);
+    const parent = opts.trustIncoming ? propagation.extract(context.active(), req.headers) : ROOT_CONTEXT;
+    const span = tracer.startSpan(`${req.method}`, { kind: SpanKind.SERVER, attributes: { 'http.request.method': req.method } }, parent);
     res.once('finish', () => {
       const route = req.route?.path as string | undefined;
-      span.updateName(`${req.method} ${route ? `${req.baseUrl}${route}` : req.baseUrl || 'unmatched'}`);
+      const name = route ? `${req.baseUrl}${route}` : req.baseUrl || 'unmatched';
+      span.updateName(`${req.method} ${name}`);
       if (route) span.setAttribute('http.route', `${req.baseUrl}${route}`);
+      span.setAttribute('url.path', name);
       span.setAttribute('http.response.status_code', res.statusCode);
       if (res.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
       span.end();

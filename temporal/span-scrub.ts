@@ -38,7 +38,7 @@ export function scrubText(value: string): string {
   return redactAddresses(text)
     .replace(/\bBearer\s+\S+/gi, 'Bearer [redacted]')
     .replace(/\bsvc_[a-z]+_[\w-]+/g, '[secret]')
-    .replace(/(\/(?:unsubscribe|t\/o|t\/c)\/)[^/?#\s]+/g, '$1[token]')
+    .replace(/(\/(?:unsubscribe|t\/o|t\/c)\/)[^/?#\s:][^/?#\s]*/g, '$1[token]') // a route's `:token` stays
     .replace(/([?&;](?:token|code|secret|key|password|sig|signature)=)[^&#\s]*/gi, '$1[redacted]');
 }
 

@@ -1,5 +1,6 @@
 import type { WorkerOptions } from '@temporalio/worker';
 import type { WorkflowClientInterceptor } from '@temporalio/client';
+import { scrubbingExporter } from './span-scrub.js';
 
 /**
  * OpenTelemetry tracing, on only when OTEL_EXPORTER_OTLP_ENDPOINT is set: the SDK, the OTLP/HTTP (JSON)
@@ -26,7 +27,8 @@ export async function startTracing(endpoint: string | undefined, role: string): 
     import('@opentelemetry/resources'), import('@temporalio/interceptors-opentelemetry'),
   ]);
   const resource = new Resource({ 'service.name': 'svc-mail', 'service.role': role });
-  const exporter = new OTLPTraceExporter({ url: `${endpoint.replace(/(?<!\/)\/+$/, '')}/v1/traces` });
+  // Scrubbed on the way out: no address, credential or link token leaves in a span (temporal/span-scrub.ts).
+  const exporter = scrubbingExporter(new OTLPTraceExporter({ url: `${endpoint.replace(/(?<!\/)\/+$/, '')}/v1/traces` }));
   const processor = new BatchSpanProcessor(exporter, { scheduledDelayMillis: 1000 });
   const provider = new NodeTracerProvider({ resource, spanProcessors: [processor] });
   provider.register();

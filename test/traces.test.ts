@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startOtlpReceiver, type ReceivedSpan } from './helpers/otlp-receiver.js';
 import { startSendingStack, type SendingStack } from './helpers/sending.js';
@@ -41,5 +42,32 @@ describe('traces', () => {
     expect(at(/^RunActivity:sendQueuedMessages$/)).toBeGreaterThan(at(/^RunWorkflow:deliverOutbound/));
     expect(chain.at(-1)).toBe('smtp transaction');
     expect(smtp).toMatchObject({ service: 'svc-mail', attributes: { 'svc.site': 'rcpt.test', 'svc.recipients': 1 } });
+  }, 60_000);
+
+  it("a caller's traceparent starts no trace of its choosing, and no span carries a link token or an address", async () => {
+    const token = s.stack.service.core.unsubscribe.token(`ctc_${randomBytes(18).toString('base64url')}`);
+    const foreignTrace = '0af7651916cd43dd8448eb211c80319c';
+    const headers = { traceparent: `00-${foreignTrace}-b7ad6b7169203331-01` };
+    expect((await fetch(`${s.stack.baseUrl}/unsubscribe/${token}`, { headers })).status).toBe(200);
+    const address = 'trace.leak@example.org';
+    await s.stack.api('DELETE', `/api/contacts/suppressions/${address}`, { token: s.session, headers });
+    await s.stack.api('GET', `/auth/verify?token=${token}`, { headers });
+    const spans = await eventually(async () => {
+      const found = [
+        otlp.spans.find((sp) => sp.name === 'GET /unsubscribe/:token'),
+        otlp.spans.find((sp) => sp.name.startsWith('DELETE ') && sp.name.includes('suppressions')),
+        otlp.spans.find((sp) => sp.name === 'GET /auth/verify'),
+      ];
+      return found.every(Boolean) ? found as ReceivedSpan[] : undefined;
+    }, 20_000);
+    for (const sp of spans) {
+      expect(sp.traceId).not.toBe(foreignTrace);
+      expect(sp.parentSpanId).toBeUndefined();
+    }
+    expect(spans[0]!.attributes['url.path']).toBe('/unsubscribe/:token');
+    const all = JSON.stringify(otlp.spans);
+    expect(all).not.toContain(token);
+    expect(all).not.toContain('trace.leak');
+    expect(all).not.toContain(foreignTrace);
   }, 60_000);
 });
