@@ -7,7 +7,7 @@ import { looksLikeJwt, type TokenService } from './tokens.js';
 /** Who is calling, as told apart from the one `Authorization: Bearer` header (DESIGN.md, wire conventions). */
 export type Principal =
   | { kind: 'session'; userId: string }
-  | { kind: 'oauth'; userId: string; clientId?: string; grantId: string }
+  | { kind: 'oauth'; userId: string; clientId?: string; grantId: string; audience?: string }
   | { kind: 'account_key'; userId: string; keyId: string }
   | { kind: 'scoped_key'; userId: string; keyId: string; domainId: string }
   | { kind: 'app_password'; userId: string; scope: MailboxScope };
@@ -54,7 +54,10 @@ export function createAuthService(deps: { keys: KeyService; tokens: TokenService
         if (!claims.grantId || !(await deps.grants.isActive(claims.grantId, claims.userId))) {
           throw unauthorized('This access token was revoked', 'token_revoked');
         }
-        return { kind: 'oauth', userId: claims.userId, grantId: claims.grantId, ...(claims.clientId ? { clientId: claims.clientId } : {}) };
+        return {
+          kind: 'oauth', userId: claims.userId, grantId: claims.grantId,
+          ...(claims.clientId ? { clientId: claims.clientId } : {}), ...(claims.audience ? { audience: claims.audience } : {}),
+        };
       }
       throw unauthorized('Unrecognized credential');
     },

@@ -5,7 +5,7 @@ import type { Express, Request, RequestHandler, Response } from 'express';
 import { requireKind, type CredentialKind, type Principal } from '../../core/auth.js';
 import { AppError } from '../../core/errors.js';
 import type { Core } from '../../core/index.js';
-import { jsonAfterAuth } from '../body-limits.js';
+import { mcpBody, mcpOrigin } from './guards.js';
 import type { Operation, OpContext } from '../contract.js';
 import { callTool } from './call.js';
 import { buildTools, toolsFor, type McpTool } from './tools.js';
@@ -55,8 +55,12 @@ export function mountMcp(app: Express, core: Core, ops: readonly Operation[]): v
   const principalOf = async (req: Request, res: Response): Promise<Principal> => {
     const header = req.get('authorization');
     try {
-      const principal = await core.auth.authenticate(header, { appPasswords: true, ip: req.ip ?? '' });
-      return requireKind(principal, MCP_KINDS);
+      const principal = requireKind(await core.auth.authenticate(header, { appPasswords: true, ip: req.ip ?? '' }), MCP_KINDS);
+      // RFC 8707: an OAuth token is taken here only when it was issued for this endpoint.
+      if (principal.kind === 'oauth' && !core.oauth.resources.isMcp(principal.audience)) {
+        throw new AppError(401, 'invalid_token', `This access token was issued for another resource: ask for one with resource=${core.oauth.resources.mcp}`);
+      }
+      return principal;
     } catch (err) {
       if (err instanceof AppError && err.status === 401) {
         const why = header ? `, error="invalid_token", error_description="${err.message.replace(/["\\]/g, "'")}"` : '';
@@ -67,11 +71,12 @@ export function mountMcp(app: Express, core: Core, ops: readonly Operation[]): v
   };
 
   app.options(MCP_PATH, mcpCors);
-  // The credential first, then the body (up to the send limit): a stranger's body is never parsed.
-  app.all(MCP_PATH, mcpCors, async (req, res, next) => {
+  // The page's origin first (DNS rebinding, foreign sites), then the credential, then the body within the
+  // REST limit of the tool called: a stranger's body is never parsed.
+  app.all(MCP_PATH, mcpCors, mcpOrigin(core), async (req, res, next) => {
     res.locals.principal = await principalOf(req, res);
     next();
-  }, jsonAfterAuth, async (req, res) => {
+  }, ...mcpBody(byKind), async (req, res) => {
     const principal = res.locals.principal as Principal;
     if (req.method !== 'POST') {
       // Stateless: no session to resume (GET) or end (DELETE).
@@ -113,7 +118,7 @@ const publicCors: RequestHandler = (req, res, next) => {
   next();
 };
 
-/** Browser-based MCP clients may call /mcp: credentials are bearer headers, never cookies, so any origin is safe. */
+/** CORS for browser-based MCP clients (bearer headers, never cookies); mcpOrigin then refuses the pages of origins not allowed. */
 const mcpCors: RequestHandler = (req, res, next) => {
   res.set({
     'Access-Control-Allow-Origin': '*',

@@ -1,4 +1,5 @@
 import type { ClientRow, ClientService } from './clients.js';
+import type { ResourceRules } from './resource.js';
 import { parseScope } from './scope.js';
 
 /** A valid authorization request (RFC 6749 §4.1.1 with PKCE S256, RFC 7636). */
@@ -19,11 +20,11 @@ export type AuthorizeCheck =
   | { kind: 'redirect'; redirectUri: string; state: string | undefined; error: string; description: string }
   | { kind: 'page'; message: string };
 
-const PARAMS = ['response_type', 'client_id', 'redirect_uri', 'state', 'code_challenge', 'code_challenge_method', 'scope'] as const;
+const PARAMS = ['response_type', 'client_id', 'redirect_uri', 'state', 'code_challenge', 'code_challenge_method', 'scope', 'resource'] as const;
 const CHALLENGE = /^[A-Za-z0-9_-]{43}$/;
 
 /** Validates the parameters of /oauth/authorize (query on GET, form fields on POST). */
-export async function checkAuthorizationRequest(input: Record<string, unknown>, clients: ClientService): Promise<AuthorizeCheck> {
+export async function checkAuthorizationRequest(input: Record<string, unknown>, clients: ClientService, resources: ResourceRules): Promise<AuthorizeCheck> {
   const p: Partial<Record<(typeof PARAMS)[number], string>> = {};
   const repeated: string[] = [];
   for (const name of PARAMS) {
@@ -51,6 +52,8 @@ export async function checkAuthorizationRequest(input: Record<string, unknown>, 
   if (!CHALLENGE.test(p.code_challenge)) return fail('invalid_request', 'code_challenge must be the base64url SHA-256 of the verifier (43 characters)');
   const scope = parseScope(p.scope);
   if (!scope) return fail('invalid_scope', 'The only scope is "account" (also accepted as "mcp")');
+  // RFC 8707: a resource of someone else's is refused here; the token request names the one its token is for.
+  if (!resources.accepts(p.resource)) return fail('invalid_target', `This server issues tokens for ${resources.mcp} and its API only`);
   return { kind: 'ok', request: { client, redirectUri, state, codeChallenge: p.code_challenge, scope } };
 }
 

@@ -3,6 +3,7 @@ import type { TokenService } from '../tokens.js';
 import { checkAuthorizationRequest } from './authorize-request.js';
 import { createClientService } from './clients.js';
 import { createGrantStore } from './grants.js';
+import { createResourceRules } from './resource.js';
 import { serverMetadata } from './metadata.js';
 import { createTokenExchange } from './token-exchange.js';
 
@@ -10,13 +11,15 @@ import { createTokenExchange } from './token-exchange.js';
 export function createOAuthService(deps: { db: Db; tokens: TokenService; publicUrl: string; accessTtlSeconds: number }) {
   const clients = createClientService({ db: deps.db });
   const grants = createGrantStore({ db: deps.db });
-  const exchange = createTokenExchange({ db: deps.db, tokens: deps.tokens, grants, accessTtlSeconds: deps.accessTtlSeconds });
+  const resources = createResourceRules(deps.publicUrl);
+  const exchange = createTokenExchange({ db: deps.db, tokens: deps.tokens, grants, accessTtlSeconds: deps.accessTtlSeconds, resources });
   return {
     metadata: () => serverMetadata(deps.publicUrl),
     clients,
     grants,
     exchange,
-    checkAuthorizationRequest: (input: Record<string, unknown>) => checkAuthorizationRequest(input, clients),
+    resources,
+    checkAuthorizationRequest: (input: Record<string, unknown>) => checkAuthorizationRequest(input, clients, resources),
   };
 }
 export type OAuthService = ReturnType<typeof createOAuthService>;

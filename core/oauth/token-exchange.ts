@@ -8,6 +8,7 @@ import type { TokenService } from '../tokens.js';
 import type { AuthorizationRequest } from './authorize-request.js';
 import { invalidGrant, invalidRequest, oauthError } from './errors.js';
 import type { GrantStore } from './grants.js';
+import type { ResourceRules } from './resource.js';
 
 export const CODE_TTL_MS = 60_000;
 export const REFRESH_TTL_MS = 30 * 24 * 3600_000;
@@ -16,16 +17,17 @@ const VERIFIER = /^[A-Za-z0-9._~-]{43,128}$/;
 export type TokenResponse = { access_token: string; token_type: 'Bearer'; expires_in: number; refresh_token: string; scope: string };
 
 /** The token endpoint's rules: single-use codes with PKCE, rotating refresh tokens with reuse detection. */
-export function createTokenExchange(deps: { db: Db; tokens: TokenService; grants: GrantStore; accessTtlSeconds: number }) {
+export function createTokenExchange(deps: { db: Db; tokens: TokenService; grants: GrantStore; accessTtlSeconds: number; resources: ResourceRules }) {
   const { db } = deps;
   const codes = schema.oauthCodes;
   const refreshTokens = schema.oauthRefreshTokens;
 
-  async function tokensFor(grant: { id: string; userId: string; clientId: string; scope: string }, tx: Db = db): Promise<TokenResponse> {
+  /** `audience`: the resource the request named (RFC 8707), checked before anything is written. */
+  async function tokensFor(grant: { id: string; userId: string; clientId: string; scope: string }, audience: string, tx: Db = db): Promise<TokenResponse> {
     const refresh = `svc_rt_${randomToken(32)}`;
     const now = Date.now();
     await tx.insert(refreshTokens).values({ id: newId('ort'), tokenHash: credentialHash(refresh), grantId: grant.id, expiresAt: now + REFRESH_TTL_MS, createdAt: now });
-    const access = await deps.tokens.issue({ userId: grant.userId, kind: 'oauth', clientId: grant.clientId, grantId: grant.id }, deps.accessTtlSeconds);
+    const access = await deps.tokens.issue({ userId: grant.userId, kind: 'oauth', clientId: grant.clientId, grantId: grant.id, audience }, deps.accessTtlSeconds);
     return { access_token: access, token_type: 'Bearer', expires_in: deps.accessTtlSeconds, refresh_token: refresh, scope: grant.scope };
   }
 
@@ -47,11 +49,12 @@ export function createTokenExchange(deps: { db: Db; tokens: TokenService; grants
      * authorization_code grant. The code is burnt by the first attempt, right or wrong; a second use of a
      * code that issued tokens revokes that grant (RFC 6749 §4.1.2: the code may have leaked).
      */
-    async exchangeCode(p: { code?: string; redirect_uri?: string; client_id?: string; code_verifier?: string }): Promise<TokenResponse> {
+    async exchangeCode(p: { code?: string; redirect_uri?: string; client_id?: string; code_verifier?: string; resource?: string }): Promise<TokenResponse> {
       if (!p.code) throw invalidRequest('code is required');
       if (!p.client_id) throw invalidRequest('client_id is required');
       if (!p.redirect_uri) throw invalidRequest('redirect_uri is required');
       if (!p.code_verifier) throw invalidRequest('code_verifier is required: PKCE is mandatory');
+      const audience = deps.resources.audienceFor(p.resource);
       const grantId = newId('grt');
       return db.transaction(async (tx) => {
         const now = Date.now();
@@ -69,7 +72,7 @@ export function createTokenExchange(deps: { db: Db; tokens: TokenService; grants
         }
         const grant = { id: grantId, userId: row.userId, clientId: row.clientId, scope: row.scope };
         await tx.insert(schema.oauthGrants).values({ ...grant, createdAt: now, lastUsedAt: now });
-        return tokensFor(grant, tx);
+        return tokensFor(grant, audience, tx);
       }).catch(async (err) => {
         // A failed attempt still burns the code (outside the rolled-back transaction).
         await db.update(codes).set({ usedAt: Date.now() }).where(and(eq(codes.codeHash, credentialHash(p.code!)), isNull(codes.usedAt)));
@@ -78,8 +81,9 @@ export function createTokenExchange(deps: { db: Db; tokens: TokenService; grants
     },
 
     /** refresh_token grant: single-use and rotated; a reused token revokes its whole grant (OAuth 2.1 §4.3.1). */
-    async refresh(p: { refresh_token?: string; client_id?: string }): Promise<TokenResponse> {
+    async refresh(p: { refresh_token?: string; client_id?: string; resource?: string }): Promise<TokenResponse> {
       if (!p.refresh_token) throw invalidRequest('refresh_token is required');
+      const audience = deps.resources.audienceFor(p.resource);
       const hash = credentialHash(p.refresh_token);
       const now = Date.now();
       const [row] = await db.update(refreshTokens).set({ usedAt: now })
@@ -101,7 +105,7 @@ export function createTokenExchange(deps: { db: Db; tokens: TokenService; grants
       await db.update(schema.oauthGrants).set({ lastUsedAt: now }).where(eq(schema.oauthGrants.id, grant.id));
       // Rotated-out tokens are kept for reuse detection only while they could still have been valid.
       await db.delete(refreshTokens).where(and(eq(refreshTokens.grantId, grant.id), lt(refreshTokens.expiresAt, now)));
-      return tokensFor(grant);
+      return tokensFor(grant, audience);
     },
 
     /**
