@@ -58,9 +58,10 @@ export function createApp(core: Core): Express {
   mountTrackingRoutes(app, core);
   mountUnsubscribeRoutes(app, core);
   mountImportBody(app, core);
-  app.use('/trpc', trpcMiddleware(operations, core, { checkOutput: core.config.env !== 'production' }));
+  // Answers are parsed with their output schemas in every mode; outside production an undeclared field fails the call (api/output.ts).
+  app.use('/trpc', trpcMiddleware(operations, core, { strictOutput: core.config.env !== 'production' }));
   mountMailboxRaw(app, core);
-  mountRest(app, operations, core, { checkOutput: core.config.env !== 'production' });
+  mountRest(app, operations, core, { strictOutput: core.config.env !== 'production' });
   app.use(notFoundHandler);
   app.use(errorHandler);
   return app;

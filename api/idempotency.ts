@@ -3,6 +3,7 @@ import { badRequest } from '../core/errors.js';
 import { fingerprintOf, type IdempotentAnswer, type StoredAnswer } from '../core/idempotency.js';
 import { actorOf, type Actor } from '../core/tenancy.js';
 import { idempotencyKeyField, type Operation, type OpContext } from './contract.js';
+import { outputOf } from './output.js';
 
 /** The request header (IETF draft-ietf-httpapi-idempotency-key-header) and the header a replayed answer carries. */
 export const IDEMPOTENCY_HEADER = 'Idempotency-Key';
@@ -31,16 +32,20 @@ export const requestFingerprint = (operation: string, actor: Actor, input: unkno
  * Calls an operation's handler for any transport. With a key on an operation that takes one, the call
  * runs once per (account, key): a repeat answers the kept status and body (`replayed`) and runs nothing.
  * A key on an operation that takes none is ignored (GETs, updates and deletes are safe to repeat).
+ * The answer is always parsed with the output schema (api/output.ts); `strictOutput` (outside
+ * production) also fails an answer that carries a field the schema does not declare.
  */
-export async function runOperation(op: Operation, input: Record<string, unknown>, ctx: OpContext, opts: { key?: string; checkOutput: boolean }): Promise<IdempotentAnswer> {
+export async function runOperation(op: Operation, input: Record<string, unknown>, ctx: OpContext, opts: { key?: string; strictOutput: boolean }): Promise<IdempotentAnswer> {
   const call = async (): Promise<StoredAnswer> => {
     const result = await op.handler(input as never, ctx);
-    return { status: op.status ?? 200, body: opts.checkOutput ? op.output.parse(result) : result };
+    return { status: op.status ?? 200, body: outputOf(op.output, result, { strict: opts.strictOutput, operation: op.name }) };
   };
   if (opts.key === undefined || !op.idempotencyKey || !ctx.principal) return { ...(await call()), replayed: false };
   const actor = actorOf(ctx.principal);
-  return ctx.core.idempotency.run(
+  const answer = await ctx.core.idempotency.run(
     { userId: actor.userId, key: opts.key, operation: op.name, fingerprint: requestFingerprint(op.name, actor, input) },
     call,
   );
+  // A replay is parsed again, not strictly: it may have been kept by an older version with other fields.
+  return answer.replayed ? { ...answer, body: outputOf(op.output, answer.body, { strict: false, operation: op.name }) } : answer;
 }

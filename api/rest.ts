@@ -6,14 +6,14 @@ import { validationError } from './errors.js';
 import { headerKey, REPLAYED_HEADER, runOperation } from './idempotency.js';
 
 /** Mounts each operation at its SPEC.md path: validate params, query and body; authenticate; call; answer. */
-export function mountRest(app: Express, ops: readonly Operation[], core: Core, opts: { checkOutput: boolean }): void {
+export function mountRest(app: Express, ops: readonly Operation[], core: Core, opts: { strictOutput: boolean }): void {
   for (const op of ops) {
     const route = app.route(op.path);
     const method = op.method.toLowerCase() as 'get' | 'post' | 'put' | 'patch' | 'delete';
     route[method](async (req, res) => {
       const ctx = await contextFor(op, req, core);
       const input = parseInput(op, req);
-      const answer = await runOperation(op, input, ctx, { key: headerKey(req), checkOutput: opts.checkOutput });
+      const answer = await runOperation(op, input, ctx, { key: headerKey(req), strictOutput: opts.strictOutput });
       if (answer.replayed) res.set(REPLAYED_HEADER, 'true');
       res.status(answer.status).json(answer.body);
     });

@@ -63,7 +63,7 @@ type RecordOf<Ops extends { name: string }> = {
 export type AppRouter = TRPCBuiltRouter<(typeof t)['_config']['$types'], RecordOf<AnyOperation>>;
 
 /** Builds the tRPC router at /trpc from the same operations as REST: GET ops are queries, the rest mutations. */
-export function trpcMiddleware(ops: readonly Operation[], core: Core, opts: { checkOutput: boolean } = { checkOutput: false }): RequestHandler {
+export function trpcMiddleware(ops: readonly Operation[], core: Core, opts: { strictOutput: boolean }): RequestHandler {
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   const tree: Record<string, any> = {};
   for (const op of ops) {
@@ -77,9 +77,9 @@ export function trpcMiddleware(ops: readonly Operation[], core: Core, opts: { ch
     }).input(combinedInput(op));
     const resolver = async ({ ctx, input }: { ctx: TrpcContext & { op: OpContext }; input: unknown }) => {
       try {
-        // As on REST outside production: the answer is checked against the declared output, so the type holds.
+        // As on REST: the answer is parsed with the declared output (api/output.ts), so the type holds.
         const keyed = splitKeyField(input);
-        const answer = await runOperation(op, keyed.input, ctx.op, { key: keyed.key, checkOutput: opts.checkOutput });
+        const answer = await runOperation(op, keyed.input, ctx.op, { key: keyed.key, strictOutput: opts.strictOutput });
         if (answer.replayed) ctx.res.setHeader(REPLAYED_HEADER, 'true');
         return answer.body;
       } catch (err) {

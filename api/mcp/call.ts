@@ -19,11 +19,9 @@ export async function callTool(tool: McpTool, args: unknown, ctx: OpContext): Pr
     const parsed = tool.input.safeParse(args ?? {});
     if (!parsed.success) throw validationError(parsed.error.issues);
     const { input, key } = splitKeyField(parsed.data);
-    const answer = await runOperation(tool.op, input, { ...ctx, principal }, { key, checkOutput: false });
-    // Always checked here (not only outside production): clients validate structured content against outputSchema.
-    const checked = tool.op.output.safeParse(answer.body);
-    if (!checked.success) throw new Error(`the answer does not match the output schema: ${checked.error.message}`);
-    const structured = (tool.wrapsOutput ? { items: checked.data } : checked.data) as Record<string, unknown>;
+    // Parsed with the output schema as on REST (clients validate structured content against outputSchema).
+    const answer = await runOperation(tool.op, input, { ...ctx, principal }, { key, strictOutput: ctx.core.config.env !== 'production' });
+    const structured = (tool.wrapsOutput ? { items: answer.body } : answer.body) as Record<string, unknown>;
     return {
       content: [{ type: 'text', text: JSON.stringify(structured) }],
       structuredContent: structured,
