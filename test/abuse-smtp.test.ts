@@ -2,7 +2,8 @@ import { spawn } from 'node:child_process';
 import type { Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { rawSmtp, watchHealth } from './helpers/smtp-client.js';
+import { expectHealthUp, watchHealth } from './helpers/health-probe.js';
+import { rawSmtp } from './helpers/smtp-client.js';
 import { startStack, type TestStack } from './helpers/stack.js';
 
 const SERVICE = 'abuse.svc.test';
@@ -22,12 +23,6 @@ afterAll(async () => {
 });
 
 const port = () => stack.service.smtpPort!;
-/**
- * The median /api/health latency while an attack runs: the service must keep answering (a frozen event
- * loop shows as seconds). The median, not the maximum: the test machine's CPU is shared, and a few
- * samples land behind other processes whatever the service does.
- */
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
 
 /** Every raw client a test opened, closed after it (the per-IP cap would count leftovers). */
 const clients: { close(): void; closed: boolean; socket: Socket }[] = [];
@@ -52,21 +47,20 @@ describe('SMTP ingress under abuse', () => {
     const baseline = process.memoryUsage().rss;
     let peak = baseline;
     const sampler = setInterval(() => { peak = Math.max(peak, process.memoryUsage().rss); }, 20);
-    const health = watchHealth(stack.baseUrl);
+    // Probed from another process: a stall of the service's loop shows as a slow sample (the maximum is asserted).
+    const health = await watchHealth(stack.baseUrl);
     // The attacker is another process, as it would be: the service's event loop serves only the service.
     const flood = spawn(process.execPath, [fileURLToPath(new URL('./helpers/smtp-flood.mjs', import.meta.url)), String(port()), `someone@${DOMAIN}`, String(1024 ** 3)]);
     let out = '';
     flood.stdout.on('data', (d: Buffer) => { out += d.toString(); });
     const code = await new Promise<number | null>((resolve) => flood.once('exit', resolve));
     clearInterval(sampler);
-    const latencies = await health.stop();
+    const samples = await health.stop();
     expect(code).toBe(0);
     expect(out.trim()).toMatch(/^552 /);
     // The limit is 5 MB: what the process holds for this client is bounded by it, not by the 1 GB sent.
     expect(peak - baseline, `rss grew by ${Math.round((peak - baseline) / 1e6)} MB`).toBeLessThan(200 * 1024 * 1024);
-    expect(latencies.length).toBeGreaterThan(3);
-    // A blocked event loop shows as seconds; the margin keeps a busy 2-core CI machine from failing it.
-    expect(median(latencies), `health latencies ${latencies.map(Math.round).join(',')}`).toBeLessThan(500);
+    expectHealthUp(samples, { minProbes: 4 });
   }, 240_000);
 
   it('caps connections per client address', async () => {
@@ -111,16 +105,15 @@ describe('SMTP ingress under abuse', () => {
   it('a 1 MB Content-Type header to a bounce address is answered fast, health stays fast', async () => {
     const c = await envelope(`bounce+msg_${'a'.repeat(24)}@bounces.${DOMAIN}`);
     expect((await c.command('DATA')).code).toBe(354);
-    const health = watchHealth(stack.baseUrl, 50);
+    const health = await watchHealth(stack.baseUrl, 50);
     const started = performance.now();
     await c.write(`Content-Type: multipart/report; ${'a'.repeat(1024 * 1024)}\r\n\r\nbody\r\n.\r\n`);
     const answer = await c.reply();
     const ms = performance.now() - started;
-    const latencies = await health.stop();
+    const samples = await health.stop();
     expect(answer.code).toBe(250);
     expect(ms).toBeLessThan(5000); // a backtracking scan of 1 MB would take minutes
-    // A blocked event loop shows as seconds; the margin keeps a busy 2-core CI machine from failing it.
-    expect(median(latencies), `health latencies ${latencies.map(Math.round).join(',')}`).toBeLessThan(500);
+    expectHealthUp(samples);
     c.close();
   });
 });

@@ -68,25 +68,3 @@ export async function rawSmtp(port: number, opts: { waitGreeting?: boolean } = {
   }
   return client;
 }
-
-/** Times GET /api/health every `everyMs` until stopped; answers the latencies (ms). */
-export function watchHealth(baseUrl: string, everyMs = 100) {
-  const samples: number[] = [];
-  let running = true;
-  const loop = (async () => {
-    while (running) {
-      const started = performance.now();
-      const res = await fetch(`${baseUrl}/api/health`);
-      await res.text();
-      samples.push(performance.now() - started);
-      await new Promise((r) => setTimeout(r, everyMs));
-    }
-  })();
-  return {
-    async stop(): Promise<number[]> {
-      running = false;
-      await loop;
-      return samples;
-    },
-  };
-}
