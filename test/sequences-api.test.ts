@@ -5,7 +5,7 @@ import { schema } from '../db/index.js';
 import { connectTemporal } from '../temporal/client.js';
 import { sweepSequencesWorkflow } from '../workflows/housekeeping.js';
 import { sequenceHelpers } from './helpers/sequences.js';
-import { FROM_DOMAIN, startSendingStack, type SendingStack } from './helpers/sending.js';
+import { FROM_DOMAIN, SERVICE, startSendingStack, type SendingStack } from './helpers/sending.js';
 import { eventually } from './helpers/stack.js';
 
 let env: SendingStack;
@@ -160,7 +160,11 @@ describe('tenancy', () => {
     const c = await h.contact('mine@rcpt.test');
     const ev = await h.event({ name: 'mine', contactId: c.id });
     const [enr] = await eventually(async () => { const l = await h.enrolments(seq.id); return l.length ? l : undefined; });
+    // A verified account with a verified sending domain of its own: refused for tenancy, not for being unverified.
     const other = (await env.stack.api('POST', '/api/auth/signup', { body: { email: 'other@example.com', password: 'other password' } })).body;
+    await env.stack.service.core.db.update(schema.users).set({ emailVerified: true }).where(eq(schema.users.id, other.user.id));
+    expect((await env.stack.api('POST', '/api/domains/subdomain', { token: other.token, body: { subdomain: 'other' } })).status).toBe(201);
+    const otherFrom = `x@other.${SERVICE}`;
     const key = (await env.stack.api('GET', '/api/keys', { token: other.token })).body.key;
     const o = (method: string, path: string, body?: unknown) => env.stack.api(method, path, { token: key, body });
     expect((await o('GET', `/api/sequences/${seq.id}`)).status).toBe(404);
@@ -175,7 +179,12 @@ describe('tenancy', () => {
     expect((await o('GET', '/v1/events/names')).body.events).toEqual([]);
     expect((await o('GET', `/v1/events?before=${ev.id}`)).status).toBe(404);
     expect((await o('POST', '/v1/events', { name: 'mine', contactId: c.id })).status).toBe(404);
-    expect((await o('POST', '/v1/send', { from: `x@${FROM_DOMAIN}`, to: 'a@rcpt.test', subject: 's', text: 't', sequence: 'Mine' })).body.code).not.toBe('sequence_not_active');
+    const sendAs = (body: Record<string, unknown>) => o('POST', '/v1/send', { from: otherFrom, to: 'cross@rcpt.test', subject: 's', text: 't', ...body });
+    expect((await sendAs({})).status).toBe(200); // the other account sends: what follows is refused for naming the sequence
+    expect(await sendAs({ sequence: 'Mine' })).toMatchObject({ status: 404, body: { code: 'sequence_not_found' } });
+    expect(await sendAs({ sequence: seq.id })).toMatchObject({ status: 404, body: { code: 'sequence_not_found' } });
+    expect([403, 404]).toContain((await o('POST', '/v1/send', { from: `x@${FROM_DOMAIN}`, to: 'cross@rcpt.test', subject: 's', text: 't', sequence: 'Mine' })).status);
+    expect((await h.enrolments(seq.id)).map((e) => e.email)).toEqual(['mine@rcpt.test']);
     // The owner still sees it running, untouched.
     expect((await h.api('GET', `/api/enrolments/${enr.id}`)).body).toMatchObject({ status: 'running' });
     expect((await h.api('GET', `/api/sequences/${seq.id}`)).body).toMatchObject({ status: 'active' });
