@@ -44,6 +44,8 @@ async function main() {
     SECRET_KEY: 'bench-secret-key-0123456789-abcdefghijklmnop', SIGNUP_LIMIT_PER_HOUR: '1000', NODE_ENV: 'production', SMTP_MAX_CLIENTS: '500', SMTP_MAX_CLIENTS_PER_IP: '500', SMTP_COMMANDS_PER_MINUTE: '1000000', ALLOW_PRIVATE_NETWORKS: '1',
     PLANS: JSON.stringify({ free: { includedEmails: null, dailySendCap: null, overage: 'metered', paid: true } }),
     TEMPORAL_TASK_QUEUE: `bench-${Date.now()}`,
+    // The bench account is unverified and receives far more than the daily allowance of one.
+    UNVERIFIED_INBOUND_DAILY: '100000000', UNVERIFIED_INBOUND_DAILY_BYTES: String(1024 ** 4),
   };
   const config = loadConfig(env);
   // The ingress runs in this process: its statements are counted too (the load generator sends none).

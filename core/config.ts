@@ -64,6 +64,11 @@ const envSchema = z.object({
   IMAP_MAX_CLIENTS: z.coerce.number().int().min(1).default(500),
   IMAP_COMMAND_TIMEOUT_MS: z.coerce.number().int().min(100).default(60_000),
   STORAGE_QUOTA_BYTES: z.coerce.number().int().min(0).default(1024 * 1024 * 1024),
+  UNVERIFIED_INBOUND_DAILY: z.coerce.number().int().min(0).default(50),
+  UNVERIFIED_INBOUND_DAILY_BYTES: z.coerce.number().int().min(0).default(10 * 1024 * 1024),
+  CONTACTS_PER_ACCOUNT: z.coerce.number().int().min(1).default(100_000),
+  APP_EVENTS_PER_ACCOUNT: z.coerce.number().int().min(1).default(1_000_000),
+  OAUTH_APPS_PER_ACCOUNT: z.coerce.number().int().min(1).default(50),
   IMAP_MAX_CLIENTS_PER_IP: z.coerce.number().int().min(1).default(20),
   IMAP_LOGIN_TIMEOUT_MS: z.coerce.number().int().min(1000).default(60_000),
   IMAP_PREAUTH_COMMANDS: z.coerce.number().int().min(1).default(20),
@@ -139,6 +144,10 @@ export type Config = {
   };
   /** Storage per account: mailbox messages (every copy) and unexpired stored attachments, in bytes. */
   storageQuotaBytes: number;
+  /** What an account whose address is not verified may receive per UTC day: messages and bytes. */
+  unverifiedInboundDaily: { messages: number; bytes: number };
+  /** Per-account caps: contacts (traffic senders included), stored application events, linked OAuth apps. */
+  caps: { contacts: number; appEvents: number; oauthApps: number };
   /** Mailbox logins (IMAP, mailbox API): failures per client address before it is locked out for `lockoutMs`. */
   login: { maxFailures: number; lockoutMs: number };
   /** The parse pool (core/parsing/pool.ts): most threads, time budget per task, memory limit per thread. */
@@ -247,6 +256,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       maxClientsPerIp: e.IMAP_MAX_CLIENTS_PER_IP, loginTimeoutMs: e.IMAP_LOGIN_TIMEOUT_MS, preauthCommands: e.IMAP_PREAUTH_COMMANDS,
     },
     storageQuotaBytes: e.STORAGE_QUOTA_BYTES,
+    unverifiedInboundDaily: { messages: e.UNVERIFIED_INBOUND_DAILY, bytes: e.UNVERIFIED_INBOUND_DAILY_BYTES },
+    caps: { contacts: e.CONTACTS_PER_ACCOUNT, appEvents: e.APP_EVENTS_PER_ACCOUNT, oauthApps: e.OAUTH_APPS_PER_ACCOUNT },
     login: { maxFailures: e.LOGIN_MAX_FAILURES, lockoutMs: e.LOGIN_LOCKOUT_MS },
     parsing: { threads: e.PARSE_THREADS ?? PARSE_DEFAULTS.threads, timeoutMs: e.PARSE_TIMEOUT_MS, memoryMb: e.PARSE_MEMORY_MB },
     outboundRetrySchedule: e.OUTBOUND_RETRY_SCHEDULE

@@ -4,7 +4,7 @@ import { createHash, randomBytes } from 'node:crypto';
 export type IdPrefix =
   | 'dom' | 'rte' | 'msg' | 'dlv' | 'usr' | 'key' | 'apw' | 'bct' | 'lst' | 'tpl' | 'base'
   | 'ssnd' | 'ctc' | 'cev' | 'att' | 'evt' | 'tok' | 'obx' | 'dns' | 'reg' | 'sup' | 'mbx' | 'imp'
-  | 'oac' | 'grt' | 'ocd' | 'ort' | 'seq' | 'enr' | 'sqo' | 'lease' | 'shp';
+  | 'oac' | 'grt' | 'ocd' | 'ort' | 'seq' | 'enr' | 'sqo' | 'lease' | 'shp' | 'mbb';
 
 /** `<prefix>_` + 24 random URL-safe characters (DESIGN.md: at least 20). */
 export function newId(prefix: IdPrefix): string {

@@ -16,6 +16,7 @@ import { createRegistrationService } from './domains/registration.js';
 import { createDomainService, type DomainService } from './domains/service.js';
 import { createOwnershipTokens } from './domains/ownership.js';
 import { createInboundService } from './inbound/service.js';
+import { createInboundDoor } from './inbound/door.js';
 import { createAccountSecretService } from './webhooks/account-secret.js';
 import { createDeliveryStore } from './webhooks/deliveries.js';
 import { createReplayService } from './webhooks/replay.js';
@@ -134,16 +135,16 @@ export function createCore(deps: { database: Database; config: Config; workflows
   const reports = createReportService({ db, events, suppressions, bounceRules: config.bounceRules });
   const tracking = createTracking({ publicUrl: config.publicUrl, secretKey: config.secretKey });
   const scheduled = createScheduledSendService({ db, workflows: deps.workflows, usage, gate });
-  const contacts = createContactService({ db, onUnsubscribed: (userId, contactId) => contactChanged(userId, { contactId }) });
-  const lists = createListService({ db });
-  const imports = createImportService({ db, workflows: deps.workflows });
+  const contacts = createContactService({ db, onUnsubscribed: (userId, contactId) => contactChanged(userId, { contactId }), cap: config.caps.contacts });
+  const lists = createListService({ db, contactCap: config.caps.contacts });
+  const imports = createImportService({ db, workflows: deps.workflows, contactCap: config.caps.contacts });
   const unsubscribe = createUnsubscribeTokens({ secretKey: config.secretKey, publicUrl: config.publicUrl });
   const broadcasts = createBroadcastService({ db, workflows: deps.workflows, templates, defaultFooterAddress: config.broadcast.footerAddress, gate, usage });
   const fanout = createFanoutService({ db, templates, unsubscribe, gate });
   const dispatcher = createSequenceDispatcher({
     db, port: deps.workflows, onError: (err) => log.error(`[sequences] could not hand events to Temporal; the sweep will: ${describeError(err)}`),
   });
-  const appEvents = createAppEventService({ db, dispatcher });
+  const appEvents = createAppEventService({ db, dispatcher, cap: config.caps.appEvents });
   const sequences = createSequenceService({ db, templates, workflows: deps.workflows });
   const enrolmentStore = createEnrolmentStore({ db, templates, gate, unsubscribe, startDelivery: (ids, userId) => deps.workflows.startOutboundBatch(ids, userId) });
   const sendEnrolments = createSendEnrolments({ db, dispatcher });
@@ -181,7 +182,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
   const forwarder = createForwarder({ db, attachments, queue, gate });
   const inbound = createInboundService({
     db, sealer, resolver, serviceDomain: config.serviceDomain, attachments, encryption, routes, deliveries: deliveryStore, usage, workflows: deps.workflows, reports, starts: inboundStarts,
-    mailboxStore, forwarder, touchContacts: (userId, emails) => contacts.touch(userId, emails, { subscribed: false }),
+    mailboxStore, forwarder, door: createInboundDoor({ db, storage, unverifiedDaily: config.unverifiedInboundDaily }), touchContacts: (userId, emails) => contacts.touch(userId, emails, { subscribed: false }),
     unsubscribe: async (token) => {
       const contactId = unsubscribe.contactOf(token);
       if (contactId) await contacts.unsubscribe(contactId);

@@ -8,6 +8,8 @@ import { inSpan } from '../core/tracing.js';
 import { acceptDuration, messagesAccepted, since } from '../core/metrics.js';
 
 type Reply = Error & { responseCode?: number };
+/** Statuses core throws that are SMTP reply codes already (and no HTTP status core uses). */
+const SMTP_ANSWERS = new Set([452, 552]);
 const PARSE_REFUSALS = new Set(['parse_budget_exceeded', 'parse_memory_exceeded']);
 const reply = (code: number, message: string): Reply => Object.assign(new Error(message), { responseCode: code });
 
@@ -46,6 +48,8 @@ export function onData(core: Core, maxBytes: number) {
     }).catch((err: unknown) => {
       // Content the parse pool gave up on (time or memory budget): the same bytes would fail again, so permanent.
       if (isAppError(err) && PARSE_REFUSALS.has(err.code)) return callback(reply(554, `5.6.0 ${err.message}`));
+      // Core's SMTP answers (the storage door: 452 4.2.2 mailbox full, 552 5.2.2) go out as they are.
+      if (isAppError(err) && SMTP_ANSWERS.has(err.status)) return callback(reply(err.status, err.message));
       if (isAppError(err) && err.status >= 400 && err.status < 600 && !err.retryable) return callback(reply(err.status === 413 ? 552 : 554, err.message));
       logError('[smtp] DATA failed', err);
       callback(reply(451, '4.3.0 Temporary failure storing the message, try again later'));

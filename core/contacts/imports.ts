@@ -26,7 +26,7 @@ const progressOf = (r: Row): ImportProgress => ({ status: r.status, rowsRead: r.
  * a workflow then applies them in chunks, each chunk committing its contacts, its offset checkpoint and
  * the deletion of its staged rows in one transaction.
  */
-export function createImportService(deps: { db: Db; workflows: WorkflowPort }) {
+export function createImportService(deps: { db: Db; workflows: WorkflowPort; contactCap?: number }) {
   const { db } = deps;
 
   async function load(userId: string, listId: string, id: string): Promise<Row> {
@@ -53,7 +53,8 @@ export function createImportService(deps: { db: Db; workflows: WorkflowPort }) {
     const next = offset + rows.length;
     const done = rows.length === 0 || next >= (row.rowsTotal ?? 0);
     return db.transaction(async (tx) => {
-      const up = await upsertContacts(tx, row.userId, contacts, { overwrite: true });
+      // Past the contact cap the import stops with 403 contacts_limit (its failure reason).
+      const up = await upsertContacts(tx, row.userId, contacts, { overwrite: true, cap: deps.contactCap });
       await addToList(tx, row.listId, up.map((u) => u.id));
       const created = up.filter((u) => u.created).length;
       const [moved] = await tx.update(ci).set({

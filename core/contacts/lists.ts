@@ -13,7 +13,7 @@ const c = schema.contacts;
 export type MembersInput = { contactIds?: string[]; emails?: string[]; contacts?: ContactInput[] };
 
 /** Lists of contacts: CRUD, paged membership, and adding members by id, address or full contact (upserting). */
-export function createListService(deps: { db: Db }) {
+export function createListService(deps: { db: Db; contactCap?: number }) {
   const { db } = deps;
   const dto = (r: ListRow, count: number) => ({ id: r.id, name: r.name, contact_count: count, created_at: r.createdAt, updated_at: r.updatedAt });
   const memberCount = sql<number>`(select count(*)::int from ${lm} where ${lm.listId} = ${l.id})`;
@@ -78,7 +78,7 @@ export function createListService(deps: { db: Db }) {
           const owned = await tx.select({ id: c.id }).from(c).where(and(eq(c.userId, userId), inArray(c.id, [...ids])));
           if (owned.length !== ids.size) throw notFound('Some contactIds are not contacts of this account', 'contact_not_found');
         }
-        const upserted = await upsertContacts(tx, userId, upserts, { overwrite: true });
+        const upserted = await upsertContacts(tx, userId, upserts, { overwrite: true, cap: deps.contactCap });
         for (const u of upserted) ids.add(u.id);
         const added = await addToList(tx, id, [...ids]);
         return { added, created: upserted.filter((u) => u.created).length };

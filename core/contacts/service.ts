@@ -3,6 +3,7 @@ import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { badRequest, conflict, notFound } from '../errors.js';
 import { newId } from '../ids.js';
+import { assertContactRoom, withinContactCap } from './cap.js';
 
 export type Attributes = Record<string, string | number | boolean | null>;
 export type ContactInput = { email: string; name?: string | null; attributes?: Attributes; subscribed?: boolean };
@@ -29,10 +30,12 @@ export function olderThan(created: Column, id: Column, anchor: { at: number; id:
  * adding an address this way (a list, an import, a send naming a sequence) subscribes a contact that never
  * subscribed (an inbound sender); one that unsubscribed stays unsubscribed.
  */
-export async function upsertContacts(tx: Tx, userId: string, input: ContactInput[], opts: { touch?: boolean; overwrite?: boolean } = {}) {
+export async function upsertContacts(tx: Tx, userId: string, input: ContactInput[], opts: { touch?: boolean; overwrite?: boolean; cap?: number } = {}) {
   const byEmail = new Map<string, ContactInput>();
   for (const x of input) byEmail.set(x.email.toLowerCase(), { ...x, email: x.email.toLowerCase() });
   if (byEmail.size === 0) return [] as { id: string; email: string; created: boolean }[];
+  // With `cap` (lists, imports): 403 contacts_limit when the new addresses would pass it.
+  if (opts.cap !== undefined) await assertContactRoom(tx, userId, [...byEmail.keys()], opts.cap);
   const now = Date.now();
   const rows = [...byEmail.values()].sort((a, b) => (a.email < b.email ? -1 : 1)).map((x) => ({
     id: newId('ctc'), userId, email: x.email, name: x.name ?? null, attributes: x.attributes ?? {}, subscribed: x.subscribed ?? true,
@@ -57,9 +60,11 @@ export async function upsertContacts(tx: Tx, userId: string, input: ContactInput
 const subscribeIfNever = sql`case when ${c.unsubscribedAt} is null and excluded.subscribed then true else ${c.subscribed} end`;
 
 /** Contacts of an account: CRUD, search and cursor paging, and the bulk upsert used by imports and traffic. */
-export function createContactService(deps: { db: Db; touchWindowMs?: number; onUnsubscribed?: (userId: string, contactId: string) => void }) {
+export function createContactService(deps: { db: Db; touchWindowMs?: number; onUnsubscribed?: (userId: string, contactId: string) => void; cap?: number }) {
   const { db } = deps;
-  const touches = createTouchQueue(db, deps.touchWindowMs ?? 100);
+  /** CONTACTS_PER_ACCOUNT: creating past it is 403 contacts_limit; traffic past it is not recorded. */
+  const cap = deps.cap ?? Number.MAX_SAFE_INTEGER;
+  const touches = createTouchQueue(db, deps.touchWindowMs ?? 100, cap);
 
   async function load(userId: string, id: string): Promise<Row> {
     const [row] = await db.select().from(c).where(and(eq(c.userId, userId), eq(c.id, id)));
@@ -86,10 +91,13 @@ export function createContactService(deps: { db: Db; touchWindowMs?: number; onU
     },
     async create(userId: string, input: ContactInput) {
       const now = Date.now();
-      const [row] = await db.insert(c).values({
+      const [row] = await db.transaction(async (tx) => {
+        await assertContactRoom(tx, userId, [input.email], cap);
+        return tx.insert(c).values({
         id: newId('ctc'), userId, email: input.email.toLowerCase(), name: input.name ?? null, attributes: input.attributes ?? {},
         subscribed: input.subscribed ?? true, unsubscribedAt: input.subscribed === false ? now : null, createdAt: now, updatedAt: now,
-      }).onConflictDoNothing().returning();
+        }).onConflictDoNothing().returning();
+      });
       if (!row) throw conflict(`A contact with the address ${input.email} exists already`, 'contact_exists');
       return contactDto(row);
     },
@@ -162,7 +170,7 @@ const MAX_TOUCHES = 1000;
  * accounts; each caller's promise settles when its addresses are written. Best effort by design: a
  * crash in the window loses only `last_seen_at` updates, never a message.
  */
-function createTouchQueue(db: Db, windowMs: number) {
+function createTouchQueue(db: Db, windowMs: number, cap: number) {
   let pending = new Map<string, { userId: string; email: string; subscribed: boolean }>();
   let waiting: { resolve: () => void; reject: (err: unknown) => void }[] = [];
   let timer: NodeJS.Timeout | undefined;
@@ -170,8 +178,11 @@ function createTouchQueue(db: Db, windowMs: number) {
   async function write(batch: { userId: string; email: string; subscribed: boolean }[]) {
     if (batch.length === 0) return;
     const now = Date.now();
+    // Past the account's contact cap a new address is simply not recorded.
+    const kept = await withinContactCap(db, batch, cap);
+    if (kept.length === 0) return;
     // Sorted, so concurrent writers lock rows in the same order; one row per (account, address).
-    const rows = batch.sort((a, b) => (a.userId + a.email < b.userId + b.email ? -1 : 1)).map((x) => ({
+    const rows = kept.sort((a, b) => (a.userId + a.email < b.userId + b.email ? -1 : 1)).map((x) => ({
       id: newId('ctc'), userId: x.userId, email: x.email, attributes: {}, subscribed: x.subscribed, createdAt: now, updatedAt: now, lastSeenAt: now,
     }));
     await db.insert(c).values(rows).onConflictDoUpdate({ target: [c.userId, c.email], set: { lastSeenAt: sql`excluded.last_seen_at` } });

@@ -10,6 +10,7 @@ import type { Plan } from '../plans.js';
 import type { Sealer } from '../secrets.js';
 import { checkDomainRecords, type DnsObservation, type DomainChecks } from './check.js';
 import { generateDkimKey } from './dkim.js';
+import { deleteMailboxMessages } from '../mailboxes/store.js';
 import { domainDto, type DomainRow, type EnrichedDomain } from './dto.js';
 import { normalizeDomainName } from './names.js';
 import type { OwnershipTokens } from './ownership.js';
@@ -175,7 +176,7 @@ export function createDomainService(deps: DomainDeps) {
         await tx.delete(schema.routes).where(eq(schema.routes.domainId, row.id));
         // Its mailboxes and the app passwords that opened them go with it.
         await tx.delete(schema.appPasswords).where(eq(schema.appPasswords.domainId, row.id));
-        await tx.delete(schema.mailboxMessages).where(inArray(schema.mailboxMessages.mailboxId,
+        await deleteMailboxMessages(tx, inArray(schema.mailboxMessages.mailboxId,
           tx.select({ id: schema.mailboxes.id }).from(schema.mailboxes).where(eq(schema.mailboxes.domainId, row.id))));
         await tx.delete(schema.mailboxes).where(eq(schema.mailboxes.domainId, row.id));
         await tx.delete(d).where(eq(d.id, row.id));

@@ -15,6 +15,7 @@ import { bestRoute, type RouteRow, type RouteService } from '../webhooks/routes.
 import { scoreMessage } from './auth.js';
 import { FORWARD_HEADER, type Forwarder } from '../mailboxes/forward.js';
 import type { MailboxStore } from '../mailboxes/store.js';
+import type { InboundDoor } from './door.js';
 import type { EncryptionService } from './encryption-service.js';
 import type { ReportService } from './report-service.js';
 import { parseMail, runParse } from '../parsing/pool.js';
@@ -41,6 +42,8 @@ export function createInboundService(deps: {
   db: Db; sealer: Sealer; resolver: Resolver; serviceDomain: string; attachments: AttachmentService; encryption: EncryptionService;
   routes: RouteService; deliveries: DeliveryStore; usage: UsageService; workflows: WorkflowPort; reports: ReportService; starts: { enqueue(ids: string[], account: string): void };
   mailboxStore: MailboxStore; forwarder: Forwarder;
+  /** Storage counted at the door: the quota and the daily allowance of unverified accounts (RCPT and DATA). */
+  door: InboundDoor;
   /** Records addresses of mail traffic as contacts (group-committed by the contact service). */
   touchContacts: (userId: string, emails: string[]) => Promise<void>;
   /** Applies the token of mail to a broadcast's `unsubscribe+<token>@bounces.<domain>` address. */
@@ -93,6 +96,8 @@ export function createInboundService(deps: {
       const clear = !keepNothing && !encrypted;
       const filed: string[] = [];
       await db.transaction(async (tx) => {
+        // Under the account's storage lock: a message that would pass the quota or the allowance is refused (452/552).
+        await deps.door.atData(tx, domain.userId, rcpts[0]!, raw.length, clear, { locked: true });
         // The message row and its raw copy in one statement (a data-modifying CTE always runs).
         const stored = tx.$with('stored').as(tx.insert(schema.messages).values({
           id, userId: domain.userId, direction: 'inbound', kind: 'user', domainId: domain.id, fromAddr: payload.from.address, toAddrs: rcpts,
@@ -104,11 +109,14 @@ export function createInboundService(deps: {
         }).onConflictDoNothing();
         await deps.usage.consume(tx, domain.userId, 1, { outbound: false });
         if (!clear) return;
+        // One body for every recipient: the first filing stores it, the others refer to it.
+        let bodyId: string | undefined;
         for (const rcpt of rcpts) {
           const box = await deps.mailboxStore.fileIn(tx, {
-            userId: domain.userId, domainId: domain.id, address: rcpt, folder: 'INBOX', raw, fromAddr: env.from, subject: payload.subject, messageId: id, internalDate: receivedAt,
+            userId: domain.userId, domainId: domain.id, address: rcpt, folder: 'INBOX', raw, fromAddr: env.from, subject: payload.subject, messageId: id, internalDate: receivedAt, bodyId,
           });
           if (box) filed.push(box.mailboxId);
+          bodyId ??= box?.bodyId;
         }
       });
       filed.forEach(deps.mailboxStore.notify);
@@ -169,11 +177,23 @@ export function createInboundService(deps: {
       : { messageId: m.id, deliveryIds: [], keepsNoCopy: false }));
   }
 
+  /** DATA's early answer: each receiving domain's account must have room (acceptFor decides again under the lock). */
+  async function admitAll(bytes: number, rcpts: string[]): Promise<void> {
+    const names = [...new Set(rcpts.map((r) => split(r).domain))];
+    if (names.length === 0) return;
+    const rows = await db.select({ name: d.domain, userId: d.userId, zeroRetention: d.zeroRetention, encPublicKey: d.encPublicKey }).from(d)
+      .where(and(inArray(d.domain, names), eq(d.status, 'verified'), eq(d.mxVerified, 1)));
+    for (const r of rows) {
+      await deps.door.atData(db, r.userId, rcpts.find((a) => split(a).domain === r.name)!, bytes, r.zeroRetention !== 1 && !r.encPublicKey);
+    }
+  }
+
   return {
     /**
      * RCPT TO: a mailbox on the verified domain with verified MX, or a return path of a domain that is
      * verified or sends; 451 (try later) when the domain is known but its last DNS check could not read
-     * its records; 550 otherwise.
+     * its records; 550 otherwise. A mailbox of an account already over its storage quota or its daily
+     * allowance (unverified accounts) is 452 4.2.2.
      */
     async checkRecipient(address: string): Promise<void> {
       const { domain } = split(address);
@@ -181,9 +201,12 @@ export function createInboundService(deps: {
       const name = returnPath && domain.startsWith('bounces.') ? domain.slice('bounces.'.length) : domain;
       // The return path of system mail (bounce+<msg>@bounces.<SERVICE_DOMAIN>): the service domain has no domain row.
       if (returnPath && name === deps.serviceDomain) return;
-      const rows = await db.select({ status: d.status, mx: d.mxVerified, sending: d.sendingEnabled, error: d.lastCheckError }).from(d).where(eq(d.domain, name));
+      const rows = await db.select({
+        status: d.status, mx: d.mxVerified, sending: d.sendingEnabled, error: d.lastCheckError, userId: d.userId, zeroRetention: d.zeroRetention, encPublicKey: d.encPublicKey,
+      }).from(d).where(eq(d.domain, name));
       const verified = rows.find((r) => r.status === 'verified');
-      if (returnPath ? rows.some((r) => r.status === 'verified' || r.sending) : verified?.mx === 1) return;
+      if (returnPath && rows.some((r) => r.status === 'verified' || r.sending)) return;
+      if (!returnPath && verified?.mx === 1) return deps.door.atRcpt(verified.userId, address, verified.zeroRetention !== 1 && !verified.encPublicKey);
       if (rows.some((r) => r.error)) throw new AppError(451, 'dns_unavailable', `4.4.3 <${address}>: cannot check ${name} right now, try again later`, true);
       throw new AppError(550, 'unknown_domain', `5.1.2 <${address}>: ${name} is not a verified domain here`);
     },
@@ -202,6 +225,8 @@ export function createInboundService(deps: {
         if (report) await deps.reports.apply(report);
       }
       if (env.rcpts.every(isReturnPath)) return [];
+      // Room first: a message refused at the door (452/552) costs no parse and is stored for no domain.
+      await admitAll(raw.length, env.rcpts.filter((a) => !isReturnPath(a)));
       const mail = await parseMail(raw);
       const auth = await scoreMessage(raw, { ip: env.ip, helo: env.helo, sender: env.from, mta: deps.serviceDomain, resolver: deps.resolver });
       const byDomain = new Map<string, string[]>();

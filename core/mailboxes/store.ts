@@ -1,25 +1,48 @@
 import { EventEmitter } from 'node:events';
-import { and, asc, eq, inArray, sql } from 'drizzle-orm';
+import { and, asc, eq, inArray, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { newId } from '../ids.js';
 import type { StorageQuota } from '../storage-quota.js';
 
 export type MailboxRow = typeof schema.mailboxes.$inferSelect;
-export type MailboxMessage = typeof schema.mailboxMessages.$inferSelect;
+/** A filed message without its bytes (listings, FLAGS, SIZE). */
+export type MessageMeta = Omit<typeof schema.mailboxMessages.$inferSelect, 'bodyId'>;
+/** A filed message with its bytes (read from its shared body). */
+export type MailboxMessage = MessageMeta & { raw: Buffer };
 export type Folder = 'INBOX' | 'Sent' | 'Drafts';
 export const FOLDERS: Folder[] = ['INBOX', 'Sent', 'Drafts'];
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Tx = Db | Parameters<Parameters<Db['transaction']>[0]>[0] | any;
+/**
+ * One message to file. `bodyId` names a body stored earlier in the same transaction with these `raw`
+ * bytes (the other recipients of one inbound message); without it a new body is stored.
+ */
 export type FileInput = {
   userId: string; domainId: string; address: string; folder: Folder; raw: Buffer; fromAddr: string; subject: string | null;
-  flags?: string[]; internalDate?: number; messageId?: string | null;
+  flags?: string[]; internalDate?: number; messageId?: string | null; bodyId?: string;
 };
 const mb = schema.mailboxes;
 const mm = schema.mailboxMessages;
+const bodies = schema.mailboxBodies;
 /** Columns without the raw bytes, for listings. */
 const META = { uid: mm.uid, mailboxId: mm.mailboxId, messageId: mm.messageId, flags: mm.flags, fromAddr: mm.fromAddr, toAddr: mm.toAddr, subject: mm.subject, size: mm.size, internalDate: mm.internalDate };
-export type MessageMeta = Omit<MailboxMessage, 'raw'>;
+const FULL = { ...META, raw: bodies.raw };
+
+/**
+ * Deletes mailbox rows inside `tx`, and each body whose last row this was. The bodies are locked first
+ * (in id order): two transactions deleting the last two rows of one body then run their check one after
+ * the other, and the second sees the first's delete, so a body is never left behind by a race.
+ */
+export async function deleteMailboxMessages(tx: Tx, where: SQL | undefined): Promise<{ uid: number }[]> {
+  const gone: { uid: number; bodyId: string }[] = await tx.delete(mm).where(where).returning({ uid: mm.uid, bodyId: mm.bodyId });
+  const ids = [...new Set(gone.map((g) => g.bodyId))].sort();
+  if (ids.length > 0) {
+    await tx.select({ id: bodies.id }).from(bodies).where(inArray(bodies.id, ids)).orderBy(asc(bodies.id)).for('update');
+    await tx.delete(bodies).where(and(inArray(bodies.id, ids), sql`not exists (select 1 from ${mm} where ${mm.bodyId} = ${bodies.id})`));
+  }
+  return gone;
+}
 
 /**
  * Mailbox storage shared by the mailbox API and IMAP: folders per address, messages with UIDs from
@@ -56,21 +79,26 @@ export function createMailboxStore(deps: { db: Db; storage?: StorageQuota }) {
     return row!;
   }
 
-  /** Files one message into a folder inside `tx`; the caller notifies after commit. Skips a message id filed there already. */
-  async function fileIn(tx: Tx, f: FileInput): Promise<{ mailboxId: string; uid: number } | undefined> {
+  /**
+   * Files one message into a folder inside `tx`; the caller notifies after commit. Skips a message id
+   * filed there already. Answers the body it refers to, for the next recipient of the same bytes.
+   */
+  async function fileIn(tx: Tx, f: FileInput): Promise<{ mailboxId: string; uid: number; bodyId: string } | undefined> {
     const box = await lockFolder(tx, f);
     if (f.messageId) {
       const [dup] = await tx.select({ uid: mm.uid }).from(mm).where(and(eq(mm.mailboxId, box.id), eq(mm.messageId, f.messageId)));
       if (dup) return undefined;
     }
+    const bodyId = f.bodyId ?? newId('mbb');
+    if (!f.bodyId) await tx.insert(bodies).values({ id: bodyId, userId: f.userId, size: f.raw.length, raw: f.raw, createdAt: Date.now() });
     // The message and the folder's next UID in one statement.
     const filed = tx.$with('filed').as(tx.insert(mm).values({
       mailboxId: box.id, messageId: f.messageId ?? null, flags: f.flags ?? [], fromAddr: f.fromAddr, toAddr: f.address.toLowerCase(),
-      subject: f.subject, size: f.raw.length, raw: f.raw, internalDate: f.internalDate ?? Date.now(),
+      subject: f.subject, size: f.raw.length, bodyId, internalDate: f.internalDate ?? Date.now(),
     }).returning({ uid: mm.uid }));
     const [row] = await tx.with(filed).update(mb).set({ uidNext: sql`greatest(${mb.uidNext}, (select uid + 1 from ${filed}))` })
       .where(eq(mb.id, box.id)).returning({ uid: sql<number>`(select uid from ${filed})` });
-    return { mailboxId: box.id, uid: Number(row!.uid) };
+    return { mailboxId: box.id, uid: Number(row!.uid), bodyId };
   }
 
   const notify = (mailboxId: string) => events.emit('change', mailboxId);
@@ -84,7 +112,7 @@ export function createMailboxStore(deps: { db: Db; storage?: StorageQuota }) {
      * Files one message in its own transaction and tells listeners. With `quota`, the account's storage
      * quota is reserved first (413 storage_quota_exceeded over it).
      */
-    async file(f: FileInput, opts: { quota?: boolean } = {}): Promise<{ mailboxId: string; uid: number } | undefined> {
+    async file(f: FileInput, opts: { quota?: boolean } = {}): Promise<{ mailboxId: string; uid: number; bodyId: string } | undefined> {
       const out = await db.transaction(async (tx) => {
         if (opts.quota) await deps.storage?.reserve(tx, f.userId, f.raw.length);
         return fileIn(tx, f);
@@ -119,10 +147,10 @@ export function createMailboxStore(deps: { db: Db; storage?: StorageQuota }) {
     },
     async full(mailboxId: string, uids: number[]): Promise<MailboxMessage[]> {
       if (uids.length === 0) return [];
-      return db.select().from(mm).where(and(eq(mm.mailboxId, mailboxId), inArray(mm.uid, uids))).orderBy(asc(mm.uid));
+      return db.select(FULL).from(mm).innerJoin(bodies, eq(bodies.id, mm.bodyId)).where(and(eq(mm.mailboxId, mailboxId), inArray(mm.uid, uids))).orderBy(asc(mm.uid));
     },
     async byUid(uid: number): Promise<MailboxMessage | undefined> {
-      const [row] = await db.select().from(mm).where(eq(mm.uid, uid));
+      const [row] = await db.select(FULL).from(mm).innerJoin(bodies, eq(bodies.id, mm.bodyId)).where(eq(mm.uid, uid));
       return row;
     },
     metaQuery: META,
@@ -141,8 +169,9 @@ export function createMailboxStore(deps: { db: Db; storage?: StorageQuota }) {
     },
 
     /**
-     * Copies messages into another folder of the same address; answers [source uid, new uid] pairs. With
-     * `quota`, all of them or none: their total size is reserved against the storage quota first.
+     * Copies messages into another folder of the same address (each copy is a body of its own, so it
+     * counts again); answers [source uid, new uid] pairs. With `quota`, all of them or none: their total
+     * size is reserved against the storage quota first.
      */
     async copy(fromId: string, uids: number[], target: MailboxRow, opts: { quota?: boolean } = {}): Promise<[number, number][]> {
       const pairs: [number, number][] = [];
@@ -152,7 +181,7 @@ export function createMailboxStore(deps: { db: Db; storage?: StorageQuota }) {
           await deps.storage.reserve(tx, target.userId, Number(sum?.n ?? 0));
         }
         for (const uid of uids) {
-          const [row] = await tx.select().from(mm).where(and(eq(mm.mailboxId, fromId), eq(mm.uid, uid)));
+          const [row] = await tx.select(FULL).from(mm).innerJoin(bodies, eq(bodies.id, mm.bodyId)).where(and(eq(mm.mailboxId, fromId), eq(mm.uid, uid)));
           if (!row) continue;
           const out = await fileIn(tx, {
             userId: target.userId, domainId: target.domainId, address: target.address, folder: target.name as Folder, raw: row.raw,
@@ -168,14 +197,14 @@ export function createMailboxStore(deps: { db: Db; storage?: StorageQuota }) {
     /** Deletes these messages of a folder outright (the second half of MOVE). */
     async remove(mailboxId: string, uids: number[]): Promise<void> {
       if (uids.length === 0) return;
-      await db.delete(mm).where(and(eq(mm.mailboxId, mailboxId), inArray(mm.uid, uids)));
+      await db.transaction((tx) => deleteMailboxMessages(tx, and(eq(mm.mailboxId, mailboxId), inArray(mm.uid, uids))));
       notify(mailboxId);
     },
 
     /** Removes the messages flagged \Deleted (only those in `uids` when given); answers the removed UIDs. */
     async expunge(mailboxId: string, uids?: number[]): Promise<number[]> {
-      const gone = await db.delete(mm).where(and(eq(mm.mailboxId, mailboxId), sql`${mm.flags} @> ${JSON.stringify(['\\Deleted'])}::jsonb`, ...(uids ? [inArray(mm.uid, uids.length ? uids : [-1])] : [])))
-        .returning({ uid: mm.uid });
+      const gone = await db.transaction((tx) => deleteMailboxMessages(tx,
+        and(eq(mm.mailboxId, mailboxId), sql`${mm.flags} @> ${JSON.stringify(['\\Deleted'])}::jsonb`, ...(uids ? [inArray(mm.uid, uids.length ? uids : [-1])] : []))));
       if (gone.length) notify(mailboxId);
       return gone.map((g) => g.uid).sort((a, b) => a - b);
     },

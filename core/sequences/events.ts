@@ -1,7 +1,7 @@
 import { and, desc, eq, max, sql } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
-import { badRequest, notFound } from '../errors.js';
+import { AppError, badRequest, notFound } from '../errors.js';
 import { newId } from '../ids.js';
 import { olderThan } from '../contacts/service.js';
 import type { SequenceDefinition } from './definition.js';
@@ -21,8 +21,26 @@ const accepted = (r: Row, duplicate: boolean) => ({ id: r.id, object: 'event' as
  * Application events (POST /v1/events): recorded synchronously, the event and its outbox row in one
  * statement; the dispatcher then starts and wakes enrolments. A repeated `dedupeKey` answers the original.
  */
-export function createAppEventService(deps: { db: Db; dispatcher: SequenceDispatcher }) {
+export function createAppEventService(deps: { db: Db; dispatcher: SequenceDispatcher; cap?: number }) {
   const { db } = deps;
+  const cap = deps.cap ?? Number.MAX_SAFE_INTEGER;
+  /**
+   * Stored events per account (APP_EVENTS_PER_ACCOUNT): counted at most every 10 s per account and
+   * process, and kept up to date by this process's inserts in between (a count per event would read
+   * the account's whole index on the hot path). Other processes may pass the cap by what they took in
+   * those 10 s.
+   */
+  const counts = new Map<string, { at: number; n: number }>();
+  async function storedCount(userId: string): Promise<{ at: number; n: number }> {
+    let hit = counts.get(userId);
+    if (!hit || Date.now() - hit.at > 10_000) {
+      const [row] = await db.select({ n: sql<string>`count(*)` }).from(ev).where(eq(ev.userId, userId));
+      hit = { at: Date.now(), n: Number(row?.n ?? 0) };
+      counts.set(userId, hit);
+      if (counts.size > 10_000) counts.delete(counts.keys().next().value!);
+    }
+    return hit;
+  }
 
   async function byDedupeKey(userId: string, key: string): Promise<Row | undefined> {
     return (await db.select().from(ev).where(and(eq(ev.userId, userId), eq(ev.dedupeKey, key))))[0];
@@ -36,6 +54,8 @@ export function createAppEventService(deps: { db: Db; dispatcher: SequenceDispat
         const seen = await byDedupeKey(userId, input.dedupeKey);
         if (seen) return accepted(seen, true);
       }
+      const count = await storedCount(userId);
+      if (count.n >= cap) throw new AppError(403, 'events_limit', `This account stores its cap of ${cap} application events; no more can be recorded`);
       const c = schema.contacts;
       const [contact] = await db.select({ id: c.id, email: c.email }).from(c)
         .where(and(eq(c.userId, userId), input.contactId ? eq(c.id, input.contactId) : eq(c.email, input.email!.toLowerCase())));
@@ -66,6 +86,7 @@ export function createAppEventService(deps: { db: Db; dispatcher: SequenceDispat
         if (!seen) throw new Error('event insert answered no row');
         return accepted(seen, true);
       }
+      count.n++;
       if (outbox) deps.dispatcher.enqueue([outbox]);
       return accepted(row, false);
     },

@@ -36,8 +36,22 @@ export const mailboxes = pgTable('mailboxes', {
 }, (t) => [uniqueIndex('mailboxes_domain_address_name_uq').on(t.domainId, t.address, t.name), index('mailboxes_domain_idx').on(t.domainId)]);
 
 /**
+ * The raw bytes of mailbox messages, stored once however many mailbox rows refer to them (an inbound
+ * message to 20 addresses is one body and 20 rows). A body goes when its last row goes. The storage
+ * quota sums `size` per account (the index answers that sum alone).
+ */
+export const mailboxBodies = pgTable('mailbox_bodies', {
+  id: text('id').primaryKey(),
+  userId: text('user_id').notNull(),
+  size: integer('size').notNull(),
+  raw: bytea('raw').notNull(),
+  createdAt: ms('created_at').notNull(),
+}, (t) => [index('mailbox_bodies_user_idx').on(t.userId, t.size)]);
+
+/**
  * A message filed into a mailbox. `uid` comes from one sequence for all mailboxes, so it is unique
- * service-wide (the mailbox API addresses messages by it) and ascends within each mailbox.
+ * service-wide (the mailbox API addresses messages by it) and ascends within each mailbox. Its bytes
+ * are the body `body_id` names (shared by the rows of one delivery).
  */
 export const mailboxMessages = pgTable('mailbox_messages', {
   uid: serial('uid').primaryKey(),
@@ -48,6 +62,6 @@ export const mailboxMessages = pgTable('mailbox_messages', {
   toAddr: text('to_addr').notNull(),
   subject: text('subject'),
   size: integer('size').notNull(),
-  raw: bytea('raw').notNull(),
+  bodyId: text('body_id').notNull(),
   internalDate: ms('internal_date').notNull(),
-}, (t) => [index('mailbox_messages_mailbox_idx').on(t.mailboxId, t.uid)]);
+}, (t) => [index('mailbox_messages_mailbox_idx').on(t.mailboxId, t.uid), index('mailbox_messages_body_idx').on(t.bodyId)]);

@@ -24,7 +24,7 @@ export const storedFiles = pgTable('stored_files', {
   content: bytea('content').notNull(),
   createdAt: ms('created_at').notNull(),
   expiresAt: ms('expires_at').notNull(),
-}, (t) => [index('stored_files_expires_idx').on(t.expiresAt)]);
+}, (t) => [index('stored_files_expires_idx').on(t.expiresAt), index('stored_files_user_idx').on(t.userId, t.expiresAt)]);
 
 /** Addresses an account may not send to: hard bounces, complaints, manual entries. */
 export const suppressions = pgTable('suppressions', {

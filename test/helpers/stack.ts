@@ -39,7 +39,10 @@ export async function startStack(env: Record<string, string> = {}, roles: Role[]
     TEMPORAL_ADDRESS: inject('temporalAddress'), TEMPORAL_TASK_QUEUE: `test-${Math.random().toString(36).slice(2, 10)}`,
     SECRET_KEY: 'test-secret-key-0123456789-abcdefghijklmnop', NODE_ENV: 'test', SIGNUP_LIMIT_PER_HOUR: '1000',
     // Test peers (webhook receivers, SMTP sinks) listen on loopback: the development setting lets outbound reach them.
-    ALLOW_PRIVATE_NETWORKS: '1', ...env,
+    ALLOW_PRIVATE_NETWORKS: '1',
+    // Test accounts are mostly unverified and receive more than the production daily allowance; the
+    // storage-door test sets it low to test it.
+    UNVERIFIED_INBOUND_DAILY: '1000000', UNVERIFIED_INBOUND_DAILY_BYTES: String(64 * 1024 ** 3), ...env,
   });
   const service = await startService(config, roles, { workflowBundle: { codePath: inject('workflowBundlePath') }, log: () => undefined });
   const baseUrl = `http://127.0.0.1:${service.apiPort ?? port}`;
