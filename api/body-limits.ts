@@ -32,11 +32,8 @@ export function bodySizeOf(path: string): Size {
 }
 
 const JSON_TYPES = ['application/json', 'application/*+json'];
-/** Routes that check their credential themselves (their own answer to a bad one) and then parse with `jsonAfterAuth`. */
+/** Routes that check their credential themselves (their own answer to a bad one) and then parse their body (/mcp: api/mcp/guards.ts). */
 const SELF_AUTHENTICATING = [/^\/mcp$/];
-
-/** The large JSON parser for a route that has checked the caller's credential itself (MCP: its 401 carries the OAuth challenge). */
-export const jsonAfterAuth: RequestHandler = express.json({ limit: LARGE_JSON_LIMIT, type: JSON_TYPES });
 
 /**
  * The JSON body parser, sized by route before a byte is parsed: 30 MB for send, batch and attachment
