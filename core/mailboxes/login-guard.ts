@@ -26,6 +26,22 @@ export function createLoginGuard(db: Db, opts: { maxFailures: number; lockoutMs:
       if (ms > 0) throw tooMany('Too many failed logins from this address; try again later', 'login_locked', Math.ceil(ms / 1000));
       return w?.count ?? 0;
     },
+    /**
+     * Counts one attempt before its secret is checked (429 `login_locked` when the address has no attempt
+     * left), so a burst of concurrent logins checks at most `maxFailures` of them. The attempt stays counted
+     * as a failure unless `succeed` gives it back. A refused attempt does not move the lockout's end.
+     */
+    async begin(ip: string, now = Date.now()): Promise<void> {
+      const stale = sql`${t.windowStart} <= ${now - opts.lockoutMs}`;
+      const open = sql`${stale} or ${t.count} < ${opts.maxFailures}`;
+      const [w] = await db.insert(t).values({ name: NAME, key: clientKey(ip), windowStart: now, count: 1 }).onConflictDoUpdate({
+        target: [t.name, t.key],
+        set: { windowStart: sql`case when ${open} then ${now} else ${t.windowStart} end`, count: sql`case when ${stale} then 1 else ${t.count} + 1 end` },
+      }).returning({ last: t.windowStart, count: t.count });
+      if (w && w.count > opts.maxFailures) {
+        throw tooMany('Too many failed logins from this address; try again later', 'login_locked', Math.max(1, Math.ceil((w.last + opts.lockoutMs - now) / 1000)));
+      }
+    },
     /** Counts a failure: one more after a recent one, else the first of a new run. */
     async fail(ip: string, now = Date.now()): Promise<void> {
       const stale = sql`${t.windowStart} <= ${now - opts.lockoutMs}`;
@@ -34,9 +50,13 @@ export function createLoginGuard(db: Db, opts: { maxFailures: number; lockoutMs:
       });
       if (Math.random() * PRUNE_EVERY < 1) await db.delete(t).where(and(eq(t.name, NAME), lte(t.windowStart, now - opts.lockoutMs)));
     },
-    /** A good login clears the address's failures (called only when `check` found some). */
+    /**
+     * A good login gives back the attempt `begin` counted. Only its own: clearing the address's failures
+     * would let a client holding one good password reset its count between guesses, and would free the
+     * places of a concurrent burst's guesses still being checked.
+     */
     async succeed(ip: string): Promise<void> {
-      await db.delete(t).where(and(eq(t.name, NAME), eq(t.key, clientKey(ip))));
+      await db.update(t).set({ count: sql`greatest(${t.count} - 1, 0)` }).where(and(eq(t.name, NAME), eq(t.key, clientKey(ip))));
     },
   };
 }

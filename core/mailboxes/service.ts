@@ -57,18 +57,18 @@ export function createMailboxService(deps: { db: Db; store: MailboxStore; passwo
   const covers = (scope: MailboxScope, box: { userId: string; domainId: string; address: string }) =>
     box.userId === scope.userId && (scope.domainId === null || box.domainId === scope.domainId) && patternCovers(scope.pattern, splitAddress(box.address).local);
 
-  /** Verifies a presented secret for one protocol, counting failures per client address. */
+  /**
+   * Verifies a presented secret for one protocol. The attempt is counted per client address before the
+   * secret is looked at (a concurrent burst checks at most the guard's limit) and given back when it is good.
+   */
   async function authenticate(secret: string, protocol: 'imap' | 'api', ip: string): Promise<MailboxScope> {
-    const failures = await deps.guard.check(ip);
+    await deps.guard.begin(ip);
     const scope = await deps.passwords.verify(secret);
-    if (!scope) {
-      await deps.guard.fail(ip);
-      throw unauthorized('Invalid or revoked app password', 'invalid_app_password');
-    }
+    if (!scope) throw unauthorized('Invalid or revoked app password', 'invalid_app_password');
+    await deps.guard.succeed(ip);
     if (!scope.protocols.includes(protocol)) {
       throw forbidden(scope.legacy ? 'A legacy svc_imap_ credential works for IMAP only' : `This app password does not grant ${protocol}`, 'protocol_not_granted');
     }
-    if (failures > 0) await deps.guard.succeed(ip);
     return scope;
   }
 
