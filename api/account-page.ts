@@ -1,4 +1,5 @@
 import type { LinkDetails } from '../core/accounts.js';
+import type { UnprovenCredential } from '../core/unproven-credentials.js';
 import { esc } from './oauth/page.js';
 
 const when = (ms: number) => new Date(ms).toISOString().replace('T', ' ').replace(/\.\d+Z$/, ' UTC');
@@ -61,7 +62,33 @@ export function unverifiedNotice(d: LinkDetails, token: string, csrf: string): s
   return `<section class="card" aria-labelledby="unverified-h"><h2 id="unverified-h">This account is not verified yet</h2>
 ${originHtml(d)}
 ${holdingsHtml(d)}
-<p>Continuing confirms the address is yours and keeps everything above. If you did not make this account:</p>
+<p>Continuing confirms the address is yours and revokes the credentials ticked in the form below. If you did not make this account at all:</p>
 ${actionForm('disown', token, csrf, 'I did not ask for this', 'secondary')}
 </section>`;
+}
+
+/** Most credentials the page offers to keep one by one: the form stays under the body parser's field limit; the rest are revoked. */
+const MAX_CHOICES = 40;
+
+/**
+ * Inside the sign-in or reset form of an address never proven: every credential the account holds, ticked
+ * (revoked). The owner unticks one they made themselves to keep it. `listed` says what the page showed, so a
+ * credential made after it was shown is revoked too.
+ */
+export function revokeChoices(credentials: UnprovenCredential[]): string {
+  if (credentials.length === 0) return '';
+  const shown = credentials.slice(0, MAX_CHOICES);
+  const rest = credentials.length - shown.length;
+  const rows = shown.map((c) => `<li><label><input type="checkbox" name="revoke" value="${esc(c.id)}" checked> ${esc(c.label)}</label></li>`).join('');
+  return `<fieldset><legend>Revoked when you continue</legend>
+<p class="muted">This address was never confirmed, so anyone could have made these. Untick one only if you made it yourself.</p>
+<input type="hidden" name="listed" value="${esc(shown.map((c) => c.id).join(' '))}"><ul>${rows}</ul>
+${rest > 0 ? `<p class="muted">And ${rest} more, revoked too (keep them from the API with <code>keep</code>).</p>` : ''}</fieldset>`;
+}
+
+/** What the owner keeps from a posted form: the credentials it listed that were unticked. */
+export function keptFrom(body: Record<string, unknown>): string[] {
+  const values = (v: unknown) => (Array.isArray(v) ? v : [v]).filter((x): x is string => typeof x === 'string');
+  const revoked = new Set(values(body.revoke));
+  return values(body.listed).join(' ').split(' ').filter((id) => id !== '' && !revoked.has(id));
 }

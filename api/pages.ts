@@ -3,7 +3,7 @@ import type { Express, NextFunction, Request, RequestHandler, Response } from 'e
 import type { LinkDetails } from '../core/accounts.js';
 import { AppError } from '../core/errors.js';
 import type { Core } from '../core/index.js';
-import { unverifiedNotice, verifyPageBody } from './account-page.js';
+import { keptFrom, revokeChoices, unverifiedNotice, verifyPageBody } from './account-page.js';
 import { createCsrf } from './csrf.js';
 import { esc, noticeHtml, renderPage } from './oauth/page.js';
 
@@ -73,7 +73,7 @@ export function mountPages(app: Express, core: Core): void {
     const form = csrf.tokenFor(req, res, token);
     show(res, 200, 'Sign in', `<h1>Sign in</h1>${d.emailVerified ? '' : unverifiedNotice(d, token, form)}
 <form method="post" action="/auth/signin" aria-label="Sign in"><input type="hidden" name="token" value="${esc(token)}"><input type="hidden" name="csrf" value="${esc(form)}">
-<p>Sign in as <strong>${esc(d.email)}</strong> with this one-time link.</p><button type="submit" class="primary">Sign in</button></form>`);
+<p>Sign in as <strong>${esc(d.email)}</strong> with this one-time link.</p>${revokeChoices(d.credentials)}<button type="submit" class="primary">Sign in</button></form>`);
   }));
 
   app.post('/auth/signin', page(async (req, res) => {
@@ -81,7 +81,7 @@ export function mountPages(app: Express, core: Core): void {
     const token = str(body.token);
     if (!csrf.check(req, token, body.csrf)) return show(res, 403, 'Nothing was changed', '<h1>Nothing was changed</h1><p>Open the link from your mail again.</p>');
     try {
-      const s = await core.accounts.signin({ token });
+      const s = await core.accounts.signin({ token, keep: keptFrom(body) });
       show(res, 200, 'Signed in', `<h1>Signed in</h1><p>Signed in as <strong>${esc(s.user.email)}</strong>. Session token (send it as <code>Authorization: Bearer …</code>):</p>
 <p class="host">${esc(s.token)}</p>`);
     } catch (err) {
@@ -97,7 +97,7 @@ export function mountPages(app: Express, core: Core): void {
     show(res, 200, 'Choose a new password', `<h1>Choose a new password</h1>${d.emailVerified ? '' : unverifiedNotice(d, token, form)}
 <form method="post" action="/auth/reset" aria-label="Set password"><input type="hidden" name="token" value="${esc(token)}"><input type="hidden" name="csrf" value="${esc(form)}">
 <label for="pw">New password for ${esc(d.email)}</label><input id="pw" name="password" type="password" minlength="8" autocomplete="new-password" required>
-<button type="submit" class="primary">Set password</button></form>`);
+${revokeChoices(d.credentials)}<button type="submit" class="primary">Set password</button></form>`);
   }));
 
   app.post('/auth/reset', page(async (req, res) => {
@@ -107,7 +107,7 @@ export function mountPages(app: Express, core: Core): void {
     try {
       const password = str(body.password);
       if (password.length < 8 || password.length > 200) throw new AppError(400, 'validation_error', 'The password must be 8 to 200 characters; open the link again');
-      const s = await core.accounts.resetPassword({ token, password });
+      const s = await core.accounts.resetPassword({ token, password, keep: keptFrom(body) });
       show(res, 200, 'Password set', `<h1>Password set</h1><p>The password of <strong>${esc(s.user.email)}</strong> is changed; other sessions were signed out.</p>`);
     } catch (err) {
       invalid(res, err);

@@ -10,6 +10,7 @@ import type { SystemMailer } from './outbound/system-mail.js';
 import { createSharedRateLimiter } from './rate-limit.js';
 import { credentialHash, hashPassword, verifyPassword } from './secrets.js';
 import type { TokenService } from './tokens.js';
+import { proveAddress, unprovenCredentials, type UnprovenCredential } from './unproven-credentials.js';
 
 export type UserRow = typeof schema.users.$inferSelect;
 export type PublicUser = { id: string; email: string; emailVerified: boolean; plan: string; createdAt: number };
@@ -17,6 +18,8 @@ export type PublicUser = { id: string; email: string; emailVerified: boolean; pl
 const VERIFY_TTL_MS = 7 * 24 * 3600_000;
 const SIGNIN_TTL_MS = 15 * 60_000;
 const RESET_TTL_MS = 30 * 60_000;
+/** Sign-in, reset and verification mails one address can be sent per hour (each kind counted on its own). */
+const MAILS_PER_HOUR = 5;
 type TokenPurpose = 'verify_email' | 'signin' | 'reset_password';
 
 /** Builds the URL a mailed token is put in; the default links go to the pages /auth/verify and /auth/signin. */
@@ -24,7 +27,9 @@ export type MailLink = (token: string) => string;
 /** Where an account was made: recorded at creation and shown on the verification page. */
 export type AccountOriginInput = { via: 'provision' | 'signup' | 'consent'; clientIp: string; clientId?: string };
 /** What a mailed link leads to: its kind and the account it belongs to (how it was made, what it holds). */
-export type LinkDetails = AccountDetails & { purpose: TokenPurpose };
+export type LinkDetails = AccountDetails & { purpose: TokenPurpose; credentials: UnprovenCredential[] };
+/** Ids of credentials the owner keeps when a sign-in or reset link proves an address (the rest are revoked). */
+type Keep = { keep?: readonly string[] };
 
 export const normalizeEmail = (email: string) => email.trim().toLowerCase();
 export const toPublicUser = (u: UserRow): PublicUser =>
@@ -42,7 +47,13 @@ export function createAccountService(deps: {
   const loginIpLimiter = createSharedRateLimiter(db, 'login_ip', { limit: 30, windowMs: 15 * 60_000, message: 'Too many failed sign-in attempts from this address; try again later', perAddress: true });
   // Account creation mails a link to an address the caller chose: bounded per client so it cannot be used to spam.
   const createLimiter = createSharedRateLimiter(db, 'create', { limit: deps.signupLimitPerHour, windowMs: 3600_000, message: 'Too many accounts created from this address; try again later', perAddress: true });
-  const mailLimiter = createSharedRateLimiter(db, 'mail', { limit: 5, windowMs: 3600_000, message: 'Too many emails requested for this address; try again later' });
+  // Mailed links are bounded per address so they cannot flood an inbox. Someone else can use up that budget,
+  // so the link that uses it up stays valid until the budget comes back: the owner always has one to follow.
+  const mailLimiter = createSharedRateLimiter(db, 'mail', {
+    limit: MAILS_PER_HOUR, windowMs: 3600_000, message: 'Too many emails requested for this address; the last link mailed to it stays valid until more can be sent',
+  });
+  /** How long a mailed link lives: its own time, or to the end of the address's mail window if it used up the window. */
+  const linkTtl = (ttlMs: number, w: { count: number; windowEnd: number }) => (w.count >= MAILS_PER_HOUR ? Math.max(ttlMs, w.windowEnd - Date.now()) : ttlMs);
 
   async function findByEmail(email: string): Promise<UserRow | undefined> {
     const [row] = await db.select().from(schema.users).where(eq(schema.users.email, normalizeEmail(email)));
@@ -81,6 +92,11 @@ export function createAccountService(deps: {
 
   /** Marks a one-time token used and returns its user; unknown, used or expired tokens are all 401. */
   async function consumeOneTimeToken(token: string, purposes: TokenPurpose[]): Promise<UserRow> {
+    return (await consumeLink(token, purposes)).user;
+  }
+
+  /** The same, answering the kind of link it was too. */
+  async function consumeLink(token: string, purposes: TokenPurpose[]): Promise<{ user: UserRow; purpose: TokenPurpose }> {
     const now = Date.now();
     const [used] = await db.update(schema.authTokens).set({ usedAt: now }).where(and(
       eq(schema.authTokens.tokenHash, credentialHash(token)), inArray(schema.authTokens.purpose, purposes),
@@ -89,7 +105,18 @@ export function createAccountService(deps: {
     if (!used) throw unauthorized('This link is invalid, already used or expired', 'invalid_token');
     const user = await getUser(used.userId);
     if (!user) throw unauthorized('This link is invalid, already used or expired', 'invalid_token');
-    return user;
+    return { user, purpose: used.purpose as TokenPurpose };
+  }
+
+  /**
+   * Following a mailed link proves the address. A verification link keeps everything the account holds
+   * (SPEC.md: the provisioned key goes on working); a sign-in or reset link on an address never proven
+   * revokes every credential made before, except those the owner keeps.
+   */
+  async function prove(user: UserRow, purpose: TokenPurpose, opts: Keep & { passwordReplaced?: boolean } = {}): Promise<void> {
+    if (user.emailVerified) return;
+    if (purpose === 'verify_email') return markVerified(user.id);
+    await proveAddress(db, user.id, { keep: opts.keep ?? [], passwordReplaced: opts.passwordReplaced ?? false });
   }
 
   async function sendVerification(user: UserRow, mailLink?: MailLink): Promise<void> {
@@ -138,15 +165,18 @@ export function createAccountService(deps: {
 
     async login(input: { email: string; password: string }, clientKey: string) {
       const email = normalizeEmail(input.email);
-      await loginLimiter.check(email);
-      await loginIpLimiter.check(clientKey);
+      // Every attempt is counted before its password is checked, so a burst of concurrent guesses checks at
+      // most `limit` of them (counting only after the slow hash let all of a burst through). A good
+      // password gives its places back: only failures stay counted.
+      const byAddress = await loginLimiter.hit(email);
+      const byClient = await loginIpLimiter.hit(clientKey).catch(async (err: unknown) => {
+        await loginLimiter.release(email, byAddress.windowStart);
+        throw err;
+      });
       const user = await findByEmail(email);
       const ok = await verifyPassword(input.password, user?.passwordHash ?? null);
-      if (!user || !ok) {
-        await loginLimiter.hit(email);
-        await loginIpLimiter.hit(clientKey);
-        throw unauthorized('Wrong email or password', 'invalid_credentials');
-      }
+      if (!user || !ok) throw unauthorized('Wrong email or password', 'invalid_credentials');
+      await Promise.all([loginLimiter.release(email, byAddress.windowStart), loginIpLimiter.release(clientKey, byClient.windowStart)]);
       return session(user);
     },
 
@@ -162,23 +192,23 @@ export function createAccountService(deps: {
     /** Mails a sign-in link; answers the same whether or not the address has an account. */
     async requestSigninLink(input: { email: string }, mailLink?: MailLink) {
       const email = normalizeEmail(input.email);
-      await mailLimiter.hit(`signin|${email}`);
+      const ttl = linkTtl(SIGNIN_TTL_MS, await mailLimiter.hit(`signin|${email}`));
       const user = await findByEmail(email);
       if (user) {
-        const token = await mintOneTimeToken(user.id, 'signin', SIGNIN_TTL_MS);
+        const token = await mintOneTimeToken(user.id, 'signin', ttl);
         const link = mailLink ? mailLink(token) : `${deps.publicUrl}/auth/signin?token=${token}`;
         await deps.mailer.send({
           userId: user.id, to: user.email, subject: 'Your sign-in link',
-          text: `Sign in to your account:\n\n${link}\n\nOr from an API client: POST ${deps.publicUrl}/api/auth/signin {"token":"${token}"}\n\nThe link works once and expires in 15 minutes.`,
+          text: `Sign in to your account:\n\n${link}\n\nOr from an API client: POST ${deps.publicUrl}/api/auth/signin {"token":"${token}"}\n\nThe link works once and expires in ${Math.round(ttl / 60_000)} minutes.`,
         });
       }
       return { ok: true as const };
     },
 
-    async signin(input: { token: string }) {
+    async signin(input: { token: string } & Keep) {
       const user = await consumeOneTimeToken(input.token, ['signin']);
       // Following a mailed link proves the address, as a verification link would.
-      if (!user.emailVerified) await markVerified(user.id);
+      await prove(user, 'signin', input);
       return session((await getUser(user.id))!);
     },
 
@@ -195,22 +225,22 @@ export function createAccountService(deps: {
     /** Mails a password-reset link; answers the same whether or not the address has an account. */
     async forgotPassword(input: { email: string }) {
       const email = normalizeEmail(input.email);
-      await mailLimiter.hit(`reset|${email}`);
+      const ttl = linkTtl(RESET_TTL_MS, await mailLimiter.hit(`reset|${email}`));
       const user = await findByEmail(email);
       if (user) {
-        const token = await mintOneTimeToken(user.id, 'reset_password', RESET_TTL_MS);
+        const token = await mintOneTimeToken(user.id, 'reset_password', ttl);
         await deps.mailer.send({
           userId: user.id, to: user.email, subject: 'Reset your password',
-          text: `Choose a new password:\n\n${deps.publicUrl}/auth/reset?token=${token}\n\nOr from an API client: POST ${deps.publicUrl}/api/auth/password/reset {"token":"${token}","password":"…"}\n\nThe link works once and expires in 30 minutes. If you did not ask for it, ignore this mail.`,
+          text: `Choose a new password:\n\n${deps.publicUrl}/auth/reset?token=${token}\n\nOr from an API client: POST ${deps.publicUrl}/api/auth/password/reset {"token":"${token}","password":"…"}\n\nThe link works once and expires in ${Math.round(ttl / 60_000)} minutes. If you did not ask for it, ignore this mail.`,
         });
       }
       return { ok: true as const };
     },
 
     /** Sets a new password from a mailed reset token (which proves the address); every older session ends. */
-    async resetPassword(input: { token: string; password: string }) {
+    async resetPassword(input: { token: string; password: string } & Keep) {
       const user = await consumeOneTimeToken(input.token, ['reset_password']);
-      if (!user.emailVerified) await markVerified(user.id);
+      await prove(user, 'reset_password', { keep: input.keep, passwordReplaced: true });
       return session(await setPassword(user.id, input.password));
     },
 
@@ -222,10 +252,14 @@ export function createAccountService(deps: {
       return { ok: true as const, email: user.email, emailVerified: true as const };
     },
 
-    /** How the account of a mailed link was made and what it holds; changes nothing (mail scanners open links). */
+    /**
+     * How the account of a mailed link was made and what it holds, and (a sign-in or reset link on an
+     * address never proven) the credentials following it revokes unless kept. Changes nothing (mail scanners open links).
+     */
     async describeLink(input: { token: string }): Promise<LinkDetails> {
       const { purpose, user } = await peekToken(input.token);
-      return { purpose, ...(await accountDetails(db, user)) };
+      const credentials = user.emailVerified || purpose === 'verify_email' ? [] : await unprovenCredentials(db, user, { passwordReplaced: purpose === 'reset_password' });
+      return { purpose, credentials, ...(await accountDetails(db, user)) };
     },
 
     /**
@@ -241,16 +275,16 @@ export function createAccountService(deps: {
     },
 
     /** Follows a mailed link of either kind (sign-in or verification): verifies the address and signs in. */
-    async redeemMailedLink(input: { token: string }) {
-      const user = await consumeOneTimeToken(input.token, ['signin', 'verify_email']);
-      if (!user.emailVerified) await markVerified(user.id);
+    async redeemMailedLink(input: { token: string } & Keep) {
+      const { user, purpose } = await consumeLink(input.token, ['signin', 'verify_email']);
+      await prove(user, purpose, input);
       return (await getUser(user.id))!;
     },
 
     /** The same, answering a session (the dashboard's /app/verify and /app/signin pages). */
-    async redeemLinkForSession(input: { token: string }) {
-      const user = await consumeOneTimeToken(input.token, ['signin', 'verify_email']);
-      if (!user.emailVerified) await markVerified(user.id);
+    async redeemLinkForSession(input: { token: string } & Keep) {
+      const { user, purpose } = await consumeLink(input.token, ['signin', 'verify_email']);
+      await prove(user, purpose, input);
       return session((await getUser(user.id))!);
     },
 

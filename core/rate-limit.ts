@@ -71,8 +71,11 @@ export function createSharedRateLimiter(db: Db, name: string, opts: { limit: num
   const refuse = (start: number, now: number) =>
     tooMany(opts.message, 'rate_limited', Math.max(1, Math.ceil((start + opts.windowMs - now) / 1000)));
   return {
-    /** Counts one event for `key`; 429 once the window holds more than `limit`. */
-    async hit(rawKey: string, now = Date.now()): Promise<void> {
+    /**
+     * Counts one event for `key`; 429 once the window holds more than `limit`. Answers the window it was
+     * counted in, so an attempt counted before its outcome is known can be given back (`release`).
+     */
+    async hit(rawKey: string, now = Date.now()): Promise<{ windowStart: number; windowEnd: number; count: number }> {
       const key = keyOf(rawKey);
       const expired = sql`${t.windowStart} <= ${now - opts.windowMs}`;
       const [w] = await db.insert(t).values({ name, key, windowStart: now, count: 1 }).onConflictDoUpdate({
@@ -81,6 +84,13 @@ export function createSharedRateLimiter(db: Db, name: string, opts: { limit: num
       }).returning({ windowStart: t.windowStart, count: t.count });
       if (Math.random() * PRUNE_EVERY < 1) await db.delete(t).where(and(eq(t.name, name), lte(t.windowStart, now - opts.windowMs)));
       if (w && w.count > opts.limit) throw refuse(w.windowStart, now);
+      const windowStart = w?.windowStart ?? now;
+      return { windowStart, windowEnd: windowStart + opts.windowMs, count: w?.count ?? 1 };
+    },
+    /** Gives back one event counted by `hit` in the window that started at `windowStart` (a later window is not touched). */
+    async release(rawKey: string, windowStart: number): Promise<void> {
+      await db.update(t).set({ count: sql`greatest(${t.count} - 1, 0)` })
+        .where(and(eq(t.name, name), eq(t.key, keyOf(rawKey)), eq(t.windowStart, windowStart)));
     },
     /** 429 when `key` has used up its window, without counting anything. */
     async check(key: string, now = Date.now()): Promise<void> {

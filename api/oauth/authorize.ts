@@ -5,7 +5,7 @@ import type { UserRow } from '../../core/accounts.js';
 import { AppError } from '../../core/errors.js';
 import type { Core } from '../../core/index.js';
 import { redirectWith, type AuthorizationRequest, type AuthorizeCheck } from '../../core/oauth/authorize-request.js';
-import { holdingsHtml, originHtml } from '../account-page.js';
+import { holdingsHtml, keptFrom, originHtml, revokeChoices } from '../account-page.js';
 import { emailField } from '../contract.js';
 import { createBrowserSession } from './browser-session.js';
 import {
@@ -61,7 +61,7 @@ export function mountAuthorize(app: Express, core: Core): void {
     if (typeof input.login_token === 'string' && input.login_token) {
       const link = await core.accounts.describeLink({ token: input.login_token }).catch(() => undefined);
       const unverified = link && !link.emailVerified ? `${originHtml(link)}${holdingsHtml(link)}` : undefined;
-      return show(res, ctx, 200, redeemSection(ctx, input.login_token, unverified));
+      return show(res, ctx, 200, redeemSection(ctx, input.login_token, unverified, link ? revokeChoices(link.credentials) : ''));
     }
     show(res, ctx, 200, home(ctx, await currentUser(req)));
   }));
@@ -109,7 +109,7 @@ export function mountAuthorize(app: Express, core: Core): void {
           return show(res, ctx, 200, home(ctx, await currentUser(req), email), { kind: 'info', text });
         }
         case 'redeem': {
-          const user = await core.accounts.redeemMailedLink({ token: str('login_token') });
+          const user = await core.accounts.redeemMailedLink({ token: str('login_token'), keep: keptFrom(input) });
           await session.signIn(res, user.id);
           return void res.redirect(303, ctx.self);
         }

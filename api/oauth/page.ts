@@ -117,13 +117,15 @@ ${form(ctx, 'deny', '<button type="submit" class="link">Cancel and go back to th
  * A mailed link opened: one button signs in, so a mail scanner fetching the link cannot use it up. For an
  * account not verified yet, `unverified` says how it was made and what it holds, and "I did not ask for this" deletes it.
  */
-export function redeemSection(ctx: FormContext, token: string, unverified?: string): string {
+export function redeemSection(ctx: FormContext, token: string, unverified?: string, choices = ''): string {
   const tokenField = `<input type="hidden" name="login_token" value="${esc(token)}">`;
+  // A verification link keeps what the account holds; a sign-in link on an address never proven revokes what is ticked.
+  const outcome = choices ? 'revokes the credentials ticked below' : 'keeps everything the account holds';
   return `<section class="card" aria-labelledby="redeem-h">
 <h2 id="redeem-h">Continue with your emailed link</h2>
-${unverified ? `${unverified}<p>Continuing confirms the address is yours and keeps everything the account holds.</p>` : ''}
+${unverified ? `${unverified}<p>Continuing confirms the address is yours and ${outcome}.</p>` : ''}
 <div class="actions">
-${form(ctx, 'redeem', `${tokenField}<button type="submit" class="primary">Continue</button>`, 'Continue')}
+${form(ctx, 'redeem', `${tokenField}${choices}<button type="submit" class="primary">Continue</button>`, 'Continue')}
 ${unverified ? form(ctx, 'disown', `${tokenField}<button type="submit" class="secondary">I did not ask for this</button>`, 'I did not ask for this') : ''}
 </div>
 </section>`;

@@ -10,6 +10,9 @@ const user = z.object({
 });
 const session = z.object({ token: z.string().describe('Session token: send as "Authorization: Bearer <token>"'), user });
 const password = z.string().min(8, 'must be at least 8 characters').max(200);
+/** On an address never proven, a sign-in or reset link revokes every credential made before, except these. */
+const keep = z.array(z.string().min(1).max(100)).max(500).optional()
+  .describe('Unverified account: ids from GET /api/auth/link `credentials` to keep; every other one is revoked');
 /** Where a mailed link opens: by default the API's own page; `app` = the dashboard (/app/verify, /app/signin). */
 const linkTo = z.enum(['api', 'app']).optional().describe('app: the mailed link opens the dashboard at /app instead of the API page');
 const appLink = (core: OpContext['core'], page: 'verify' | 'signin', to: 'api' | 'app' | undefined) =>
@@ -63,16 +66,16 @@ export const signinLink = defineOperation({
 
 export const signin = defineOperation({
   name: 'auth.signin', method: 'POST', path: '/api/auth/signin', auth: 'public',
-  summary: 'Exchange a mailed sign-in token for a session.',
-  body: z.strictObject({ token: z.string().min(1).max(200) }),
+  summary: 'Exchange a mailed sign-in token for a session. On an unverified account it verifies the address and revokes every credential made before, except those in keep.',
+  body: z.strictObject({ token: z.string().min(1).max(200), keep }),
   output: session,
   handler: (input, { core }) => core.accounts.signin(input),
 });
 
 export const redeemLink = defineOperation({
   name: 'auth.redeemLink', method: 'POST', path: '/api/auth/link', auth: 'public',
-  summary: 'Exchange a mailed sign-in or verification token for a session (a verification token verifies the address first).',
-  body: z.strictObject({ token: z.string().min(1).max(200) }),
+  summary: 'Exchange a mailed sign-in or verification token for a session (a verification token verifies the address first and keeps every credential; a sign-in token on an unverified account revokes those not in keep).',
+  body: z.strictObject({ token: z.string().min(1).max(200), keep }),
   output: session,
   handler: (input, { core }) => core.accounts.redeemLinkForSession(input),
 });
@@ -112,6 +115,9 @@ export const linkDetails = defineOperation({
       linkedApps: z.array(z.object({ name: z.string().nullable(), since: z.number().int() })),
       domains: z.array(z.object({ domain: z.string(), status: z.string() })),
     }),
+    credentials: z.array(z.object({
+      id: z.string(), kind: z.enum(['account_key', 'scoped_key', 'app_password', 'linked_app', 'password', 'sessions']), label: z.string(),
+    })).describe('A sign-in or reset link on an unverified account: what following it revokes, unless its id is sent in keep (empty otherwise)'),
   }),
   handler: (input, { core }) => core.accounts.describeLink(input),
 });
@@ -150,8 +156,8 @@ export const forgotPassword = defineOperation({
 
 export const resetPassword = defineOperation({
   name: 'auth.resetPassword', method: 'POST', path: '/api/auth/password/reset', auth: 'public',
-  summary: 'Set a new password with a mailed reset token; every older session is signed out, a new one is answered.',
-  body: z.strictObject({ token: z.string().min(1).max(200), password }),
+  summary: 'Set a new password with a mailed reset token; every older session is signed out, a new one is answered. On an unverified account it verifies the address and revokes every credential made before, except those in keep.',
+  body: z.strictObject({ token: z.string().min(1).max(200), password, keep }),
   output: session,
   handler: (input, { core }) => core.accounts.resetPassword(input),
 });
