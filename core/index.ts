@@ -134,7 +134,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
   const events = createEventService({ db });
   const reports = createReportService({ db, events, suppressions, bounceRules: config.bounceRules });
   const tracking = createTracking({ publicUrl: config.publicUrl, secretKey: config.secretKey });
-  const scheduled = createScheduledSendService({ db, workflows: deps.workflows, usage, gate });
+  const scheduled = createScheduledSendService({ db, workflows: deps.workflows, usage, events });
   const contacts = createContactService({ db, onUnsubscribed: (userId, contactId) => contactChanged(userId, { contactId }), cap: config.caps.contacts });
   const lists = createListService({ db, contactCap: config.caps.contacts });
   const imports = createImportService({ db, workflows: deps.workflows, contactCap: config.caps.contacts });

@@ -2,11 +2,14 @@ import { and, eq, type SQL } from 'drizzle-orm';
 import type { PgColumn } from 'drizzle-orm/pg-core';
 import type { Principal } from './auth.js';
 
-/** Who acts: an account, or a domain-scoped key that sees only its one domain. Every loader takes one. */
-export type Actor = { userId: string; domainId?: string };
+/**
+ * Who acts: an account, or a domain-scoped key that sees only its one domain. Every loader takes one.
+ * `keyId` names that key (the mail it sends records it, so revoking the key stops mail still waiting).
+ */
+export type Actor = { userId: string; domainId?: string; keyId?: string };
 
 /** The one place a credential becomes an actor. */
-export const actorOf = (p: Principal): Actor => (p.kind === 'scoped_key' ? { userId: p.userId, domainId: p.domainId } : { userId: p.userId });
+export const actorOf = (p: Principal): Actor => (p.kind === 'scoped_key' ? { userId: p.userId, domainId: p.domainId, keyId: p.keyId } : { userId: p.userId });
 
 /** True for an actor limited to one domain (account-wide secrets and settings are not for it). */
 export const isScoped = (actor: Actor): boolean => actor.domainId !== undefined;

@@ -16,13 +16,18 @@ import type { EventService } from './events.js';
 import type { SuppressionService } from './suppressions.js';
 import type { WarmupService } from '../shaping/warmup.js';
 import { createOutcomeWriter, type Outcome } from './outcome-writer.js';
+import { failedEvent, refusalsAtDeparture } from './departure.js';
+import { refusalNote } from './gate.js';
 import { applyResults, messageStatus, owed, recipientsOf, type MessageStatus, type RecipientStates, type TrailEntry } from './recipients.js';
 
 type MessageRow = typeof schema.messages.$inferSelect;
 /** Messages in flight at once in one batch: each waits mostly on its SMTP round trip; the transport pools connections. */
 export const DELIVERY_CONCURRENCY = 20;
-/** `throttled`: messages whose site could not take them yet (shaping), each with how long to wait before the next try. */
-export type DeliveryResult = { sent: number; bounced: number; skipped: number; deferred: string[]; throttled: { id: string; waitMs: number }[] };
+/**
+ * `throttled`: messages whose site could not take them yet (shaping), each with how long to wait before the next try;
+ * `failed`: messages the send gate refused as they left (ended `failed`, nothing sent).
+ */
+export type DeliveryResult = { sent: number; bounced: number; skipped: number; deferred: string[]; throttled: { id: string; waitMs: number }[]; failed?: number };
 /** A message none of whose owed recipients' sites could take it now: try again after `waitMs` (not an attempt of the ladder). */
 export type Throttle = { waitMs: number; site?: string; spacingMs?: number };
 /** How an activity follows the work: a heartbeat per message, and whether it was asked to stop. */
@@ -105,7 +110,7 @@ export function createDeliveryService(deps: {
 
   /** Writes one transaction's outcome (and, on the last one, the message status and its events): durable on return. */
   const writer = createOutcomeWriter({ db, events: deps.events });
-  function record(row: MessageRow, changed: RecipientStates, entry: TrailEntry, final?: { status: MessageStatus | 'queued'; attempt: Attempt; smtpMessageId: string; sentAny: boolean; events: Outcome['events'] }) {
+  function record(row: MessageRow, changed: RecipientStates, entry: TrailEntry, final?: { status: MessageStatus | 'queued' | 'failed'; attempt: Attempt; smtpMessageId: string; sentAny: boolean; events: Outcome['events'] }) {
     return writer.write({
       id: row.id, changed, entry, events: final?.events ?? [],
       final: final && {
@@ -199,6 +204,20 @@ export function createDeliveryService(deps: {
     ];
   }
 
+  /**
+   * Ends a row the send gate refused as it was about to leave (core/sending/departure.ts), through the same
+   * write as every outcome: `failed`, `last_error` and a `refused` trail entry saying why, and its
+   * `email.failed` event (webhooks as engagement events); nothing is built or sent. A send that named a
+   * sequence enrols none of its recipients.
+   */
+  async function refuse(row: MessageRow, refusal: AppError, attempt: Attempt): Promise<void> {
+    const entry: TrailEntry = { at: Date.now(), workflowId: attempt.workflowId, to: owed(recipientsOf(row), row.recipients), status: 'refused', response: refusalNote(refusal) };
+    const events = row.userId ? [failedEvent(row, refusal)] : [];
+    await record(row, {}, entry, { status: 'failed', attempt: { ...attempt, nextAttemptAt: null }, smtpMessageId: row.smtpMessageId ?? '', sentAny: false, events });
+    log.info({ messageId: row.id, accountId: row.userId, domainId: row.domainId, code: refusal.code }, 'refused at departure');
+    if (row.enrols) await deps.settleEnrolments?.(row.id, { sent: [], failed: owed(recipientsOf(row), row.recipients) });
+  }
+
   /** Runs `work` over `items` with at most `lanes` at once: a stalled item holds one lane, not a whole chunk. */
   async function inLanes<T>(items: T[], lanes: number, progress: Progress, work: (item: T) => Promise<void>) {
     let next = 0;
@@ -220,7 +239,15 @@ export function createDeliveryService(deps: {
       const result: DeliveryResult = { sent: 0, bounced: 0, skipped: input.messageIds.length - claimed.length, deferred: [], throttled: [] };
       const attempt: Attempt = { workflowId: input.workflowId, final: false, nextAttemptAt: input.nextAttemptAt ?? null, progress };
       const throttledBySite: ({ id: string } & Throttle)[] = [];
+      // The gate again, for the whole batch in one query: queued mail may have waited behind a run or a site.
+      const refused = await refusalsAtDeparture(db, claimed);
       await inLanes(claimed, DELIVERY_CONCURRENCY, progress, async (row) => {
+        const refusal = refused.get(row.id);
+        if (refusal) {
+          await refuse(row, refusal, attempt);
+          result.failed = (result.failed ?? 0) + 1;
+          return;
+        }
         const r = await deliver(row, attempt);
         if (typeof r === 'object') throttledBySite.push({ id: row.id, ...r });
         else if (r !== 'deferred') result[r] += 1;
@@ -260,10 +287,16 @@ export function createDeliveryService(deps: {
      * A later attempt at a deferred message (its owed recipients only); `final` turns a temporary failure
      * into a bounce. A Throttle answer means its site could not take it: the ladder waits and tries again.
      */
-    async retryDeferred(input: { messageId: string; workflowId: string; final: boolean; nextAttemptAt: number | null }, progress: Progress = idle): Promise<MessageStatus | 'skipped' | Throttle> {
+    async retryDeferred(input: { messageId: string; workflowId: string; final: boolean; nextAttemptAt: number | null }, progress: Progress = idle): Promise<MessageStatus | 'skipped' | 'failed' | Throttle> {
       const [row] = await db.update(m).set({ status: 'sending', updatedAt: Date.now() })
         .where(and(eq(m.id, input.messageId), inArray(m.status, ['deferred', 'sending', 'queued']))).returning();
       if (!row) return 'skipped';
+      // A deferred message may wait days: the gate judges it again before every attempt (the ladder ends on a refusal).
+      const refusal = (await refusalsAtDeparture(db, [row])).get(row.id);
+      if (refusal) {
+        await refuse(row, refusal, { workflowId: input.workflowId, final: input.final, nextAttemptAt: null, progress, ladder: true });
+        return 'failed';
+      }
       return deliver(row, { workflowId: input.workflowId, final: input.final, nextAttemptAt: input.nextAttemptAt, progress, ladder: true });
     },
   };

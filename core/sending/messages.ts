@@ -56,7 +56,7 @@ export function createMessageService(deps: { db: Db; events: EventService; runLi
       const runIds = new Set<string>([row.workflowId, ...trail.map((t) => t.workflowId), ...deliveries.map((d) => d.workflowId)].filter((x): x is string => Boolean(x)));
       const runs = [...runIds].map((workflowId) => ({ workflowId, url: deps.runLink(workflowId) }));
       return {
-        message: { ...dto(row), html: row.html, text: row.text, thread_id: row.threadId, auth: row.auth ?? null, recipients },
+        message: { ...dto(row), html: row.html, text: row.text, thread_id: row.threadId, auth: row.direction === 'inbound' ? row.auth ?? null : null, recipients },
         attachments, deliveries: deliveries.map(deliveryDto), events, trail, runs,
       };
     },

@@ -8,7 +8,7 @@ import type { MessageStatus, RecipientStates, TrailEntry } from './recipients.js
 /** One transaction's outcome for one message; `final` also moves the message's status (its last transaction). */
 export type Outcome = {
   id: string; changed: RecipientStates; entry: TrailEntry;
-  final?: { status: MessageStatus | 'queued'; nextAttemptAt: number | null; lastError: string | null; smtpMessageId: string | null; sentAny: boolean };
+  final?: { status: MessageStatus | 'queued' | 'failed'; nextAttemptAt: number | null; lastError: string | null; smtpMessageId: string | null; sentAny: boolean };
   events: Parameters<EventService['prepare']>[0];
 };
 type Waiting = { o: Outcome; resolve: () => void; reject: (err: unknown) => void };

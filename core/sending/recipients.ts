@@ -9,8 +9,11 @@ export type RecipientState = {
 };
 export type RecipientStates = Record<string, RecipientState>;
 /** One SMTP transaction of a message (the delivery trail): which run, which recipients, what the server answered. */
-/** `throttled`: no transaction, its recipients' site could not take it yet (shaping); `response` says what it waits for. */
-export type TrailEntry = { at: number; workflowId: string; to: string[]; status: 'sent' | 'deferred' | 'bounced' | 'mixed' | 'throttled'; response: string };
+/**
+ * `throttled`: no transaction, its recipients' site could not take it yet (shaping); `response` says what it waits for.
+ * `refused`: no transaction, the send gate refused the message as it left (core/sending/departure.ts); `response` says why.
+ */
+export type TrailEntry = { at: number; workflowId: string; to: string[]; status: 'sent' | 'deferred' | 'bounced' | 'mixed' | 'throttled' | 'refused'; response: string };
 export type MessageStatus = 'sent' | 'deferred' | 'bounced';
 
 /**

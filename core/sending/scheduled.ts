@@ -2,11 +2,13 @@ import { and, desc, eq, inArray, lt } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import type { Actor } from '../domains/service.js';
-import { AppError, conflict, notFound, unavailable } from '../errors.js';
+import { conflict, notFound, unavailable, type AppError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { WorkflowPort } from '../ports.js';
 import type { UsageService } from '../usage.js';
-import { refusalNote, type SendGate } from './gate.js';
+import { failedEvent, refusalsAtDeparture } from './departure.js';
+import type { EventService } from './events.js';
+import { refusalNote } from './gate.js';
 
 type Tx = Pick<Db, 'insert'>;
 export type ScheduledStart = { id: string; messageId: string; userId: string; scheduledAt: number };
@@ -16,22 +18,33 @@ export type ScheduledStart = { id: string; messageId: string; userId: string; sc
  * path reserved the message's recipients against the caps of the day it is scheduled for; a send that
  * ends without going out (canceled, refused at release, never started) gives that reservation back.
  */
-export function createScheduledSendService(deps: { db: Db; workflows: WorkflowPort; usage: UsageService; gate: SendGate }) {
+export function createScheduledSendService(deps: { db: Db; workflows: WorkflowPort; usage: UsageService; events: EventService }) {
   const { db } = deps;
   const s = schema.scheduledSends;
   const m = schema.messages;
 
-  /** Moves a still-scheduled send to `status` (its message to `messageStatus`) and gives its reservation back; false when it had moved on. */
-  async function closeUnsent(id: string, status: 'canceled' | 'failed', messageStatus: 'canceled' | 'failed', note: string | null = null): Promise<boolean> {
-    return db.transaction(async (tx) => {
+  /**
+   * Moves a still-scheduled send to `status` (its message to `messageStatus`) and gives its reservation back; false when it had moved on.
+   * A `refusal` (the gate at release) is the message's `last_error` and its `email.failed` event.
+   */
+  async function closeUnsent(id: string, status: 'canceled' | 'failed', messageStatus: 'canceled' | 'failed', note: string | null = null, refusal?: AppError): Promise<boolean> {
+    let wake: (() => void) | undefined;
+    const closed = await db.transaction(async (tx) => {
       const now = Date.now();
       const [row] = await tx.update(s).set({ status, updatedAt: now }).where(and(eq(s.id, id), eq(s.status, 'scheduled'))).returning();
       if (!row) return false;
-      const [msg] = await tx.update(m).set({ status: messageStatus, lastError: note, updatedAt: now }).where(eq(m.id, row.messageId))
-        .returning({ to: m.toAddrs, cc: m.ccAddrs, bcc: m.bccAddrs });
+      const [msg] = await tx.update(m).set({ status: messageStatus, lastError: refusal ? refusalNote(refusal) : note, updatedAt: now }).where(eq(m.id, row.messageId))
+        .returning({ id: m.id, userId: m.userId, domainId: m.domainId, to: m.toAddrs, cc: m.ccAddrs, bcc: m.bccAddrs });
       if (msg) await deps.usage.refund(tx, row.userId, msg.to.length + (msg.cc?.length ?? 0) + (msg.bcc?.length ?? 0), row.scheduledAt);
+      if (msg && refusal) {
+        const event = deps.events.prepare([failedEvent(msg, refusal)]);
+        const inserted = await tx.insert(schema.events).values(event.rows).returning(event.returning);
+        wake = () => event.notify(inserted);
+      }
       return true;
     });
+    wake?.(); // after the commit: a webhook dispatcher woken earlier could miss the event
+    return closed;
   }
 
   async function find(actor: Actor, id: string) {
@@ -116,19 +129,19 @@ export function createScheduledSendService(deps: { db: Db; workflows: WorkflowPo
     },
 
     /**
-     * Workflow step when the time comes: the send gate judges the account and the sender domain again
-     * (verified, not suspended; the caps were reserved at schedule time), then the row and its message are
-     * claimed for this run (`sending` with the run's id, so the outbound sweep never takes it). False if
-     * it was canceled meanwhile, or refused: then both rows say `failed` and the message's `last_error` why.
+     * Workflow step when the time comes: the send gate judges the message again as it leaves (the account
+     * verified and not suspended, the sender domain, the scoped key that sent it; the caps were reserved at
+     * schedule time), then the row and its message are claimed for this run (`sending` with the run's id,
+     * so the outbound sweep never takes it). False if it was canceled meanwhile, or refused: then both rows
+     * say `failed`, the message's `last_error` why, and an `email.failed` event carries the gate's code.
      */
     async release(id: string, workflowId: string): Promise<{ go: boolean; messageId: string }> {
-      const [due] = await db.select({ userId: s.userId, status: s.status, messageId: s.messageId, domainId: m.domainId }).from(s)
-        .innerJoin(m, eq(m.id, s.messageId)).where(eq(s.id, id));
+      const [due] = await db.select({ status: s.status, message: m }).from(s).innerJoin(m, eq(m.id, s.messageId)).where(eq(s.id, id));
       if (due?.status === 'scheduled') {
-        const verdict = await deps.gate.judge({ userId: due.userId, sender: due.domainId ? { id: due.domainId } : undefined });
-        if (verdict instanceof AppError) {
-          await closeUnsent(id, 'failed', 'failed', refusalNote(verdict));
-          return { go: false, messageId: due.messageId };
+        const refusal = (await refusalsAtDeparture(db, [due.message])).get(due.message.id);
+        if (refusal) {
+          await closeUnsent(id, 'failed', 'failed', null, refusal);
+          return { go: false, messageId: due.message.id };
         }
       }
       const [row] = await db.update(s).set({ status: 'sending', updatedAt: Date.now() }).where(and(eq(s.id, id), eq(s.status, 'scheduled'))).returning();

@@ -17,6 +17,7 @@ import { checkHeaders } from './compose.js';
 import { renderContent } from './render.js';
 import { bareAddress } from './recipients.js';
 import { loadSendContext } from './context.js';
+import { sentByKey } from './departure.js';
 import { accountRefusal, capRefusal, senderRefusal, type SendGate } from './gate.js';
 import type { ScheduledSendService } from './scheduled.js';
 import { parseScheduledAt } from './schedule-time.js';
@@ -46,6 +47,8 @@ type Prepared = {
   user: { id: string; plan: string }; domain: DomainRow; from: Mailbox; template?: { subject: string | null; html: string | null; text: string | null };
   attachments: MessageValues['attachments']; scheduledAt?: number; trackOpens: boolean; trackClicks: boolean;
   suppressed: Set<string>; room: { daily: number; monthly: number };
+  /** The domain-scoped key sending, recorded on each row so the gate at departure sees it revoked. */
+  keyId?: string;
 };
 
 /** The accept path of POST /v1/send and /v1/send/batch: every gate, then one transaction, then the queue. */
@@ -70,7 +73,7 @@ export function createSendService(deps: {
     // Inline content is kept until 7 days past the scheduled time, so a late send still finds it.
     const attachments = input.attachments?.length ? await deps.attachments.prepareForSend(actor.userId, input.attachments, { keepUntil: when }) : null;
     return {
-      user, domain, from, template, attachments, suppressed: ctx.suppressed, room: deps.usage.headroomOf(ctx.plan, ctx),
+      user, domain, from, template, attachments, suppressed: ctx.suppressed, room: deps.usage.headroomOf(ctx.plan, ctx), keyId: actor.keyId,
       scheduledAt: when !== undefined && when > Date.now() + 1000 ? when : undefined,
       trackOpens: input.trackOpens ?? domain.trackOpens === 1, trackClicks: input.trackClicks ?? false,
     };
@@ -91,7 +94,7 @@ export function createSendService(deps: {
       replyTo: m.explicit.replyTo ? formatMailbox(parseMailbox(m.explicit.replyTo, 'replyTo')) : null, subject: content.subject, html, text: content.text,
       headers: m.headers, metadata: m.metadata ?? null, inReplyTo: m.explicit.inReplyTo ?? null,
       trackOpens: +p.trackOpens, trackClicks: +p.trackClicks, attachments: p.attachments,
-      status: p.scheduledAt ? 'scheduled' : 'queued', createdAt: now, updatedAt: now,
+      status: p.scheduledAt ? 'scheduled' : 'queued', createdAt: now, updatedAt: now, auth: sentByKey(p.keyId),
     };
   }
 

@@ -45,7 +45,7 @@ export const messages = pgTable('messages', {
   nextAttemptAt: ms('next_attempt_at'),
   /** Inbound: conversation root (first References id, else In-Reply-To, else its own Message-ID). */
   threadId: text('thread_id'),
-  /** Inbound: {spf, dkim, dmarc, spam} verdicts. */
+  /** Inbound: {spf, dkim, dmarc, spam} verdicts. Outbound: {key} when a domain-scoped key sent it (judged again as it leaves; not served). */
   auth: jsonb('auth').$type<Record<string, string | null>>(),
   envelopeFrom: text('envelope_from'),
   receivedAt: ms('received_at'),
