@@ -2,6 +2,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AppError } from '../core/errors.js';
 import { parseTasksOverBudget } from '../core/metrics.js';
 import { createParsePool, openParsePool, parseMail, runParse, type ParsePool } from '../core/parsing/pool.js';
+import { ApplicationFailure } from '@temporalio/common';
+import { toActivityFailure } from '../activities/failures.js';
+import { expectHealthUp, watchHealth } from './helpers/health-probe.js';
+import { FROM_DOMAIN, SERVICE, startSendingStack, type SendingStack } from './helpers/sending.js';
+import { rawSmtp } from './helpers/smtp-client.js';
 
 /** A 20 MB HTML-only message: mailparser's HTML-to-text takes seconds on it (about 11 s measured), linear but long. */
 const slowMail = () => Buffer.from(`Subject: slow\r\nContent-Type: text/html\r\n\r\n${'<p>hello world</p>\r\n'.repeat(1_000_000)}`);
@@ -72,6 +77,14 @@ describe('parse pool', () => {
     expect(performance.now() - next).toBeLessThan(3_000);
   });
 
+  it('a workflow activity gets the refusal as a non-retryable failure with its reason', async () => {
+    const err = await pool.run('mailSubject', slowMail(), { timeoutMs: 100 }).catch((e: unknown) => e);
+    const failure = toActivityFailure(err);
+    expect(failure).toBeInstanceOf(ApplicationFailure);
+    expect(failure).toMatchObject({ nonRetryable: true, type: 'parse_budget_exceeded' });
+    expect(failure.message).toContain('processing budget');
+  });
+
   it('the event loop keeps answering while a thread parses for a long time', async () => {
     const { result, worstMs, ticks } = await worstTimerLag(pool.run('mailSubject', slowMail()));
     expect(result).toBe('slow');
@@ -94,3 +107,82 @@ describe('the process pool', () => {
   });
 });
 
+describe('the running service with the pool', () => {
+  const DOMAIN = FROM_DOMAIN;
+  let env: SendingStack;
+  beforeAll(async () => {
+    // A 1 s budget: the slow inputs below need seconds, every other message here a few milliseconds.
+    env = await startSendingStack({ env: { PARSE_TIMEOUT_MS: '1000' } });
+  });
+  afterAll(async () => {
+    await env?.stop();
+  });
+
+  /** One anonymous message, its DATA written and answered while health is probed from another process. */
+  async function deliver(rcpt: string, message: string) {
+    const c = await rawSmtp(env.stack.service.smtpPort!);
+    try {
+      expect((await c.command('EHLO client.example')).code).toBe(250);
+      expect((await c.command('MAIL FROM:<>')).code).toBe(250);
+      expect((await c.command(`RCPT TO:<${rcpt}>`)).code).toBe(250);
+      expect((await c.command('DATA')).code).toBe(354);
+      const health = await watchHealth(env.stack.baseUrl, 50);
+      await c.write(`${message}\r\n.\r\n`);
+      const answer = await c.reply(60_000);
+      return { answer, samples: await health.stop() };
+    } finally {
+      c.close();
+    }
+  }
+
+  const spaces = `${' '.repeat(200_000)}x`;
+
+  it('a quoted-printable body of 200,000 spaces to bounce+x@SERVICE_DOMAIN: answered, health under a second meanwhile', async () => {
+    const plain = await deliver(`bounce+x@${SERVICE}`, `Subject: qp\r\nContent-Transfer-Encoding: quoted-printable\r\n\r\n${spaces}`);
+    expect(plain.answer.code).toBe(250);
+    expectHealthUp(plain.samples);
+    // The same run inside a report's delivery-status part, which the report parser does decode (in the pool).
+    const report = await deliver(`bounce+x@${SERVICE}`, [
+      'Subject: report', 'Content-Type: multipart/report; report-type=delivery-status; boundary=r', '',
+      '--r', 'Content-Type: message/delivery-status', 'Content-Transfer-Encoding: quoted-printable', '', spaces, '--r--',
+    ].join('\r\n'));
+    expect([250, 554]).toContain(report.answer.code);
+    if (report.answer.code === 554) expect(report.answer.text).toContain('5.6.0');
+    expectHealthUp(report.samples);
+  });
+
+  it('a message past the parse budget is refused 554 5.6.0 and counted; health answers meanwhile and the next message is stored', async () => {
+    const before = await overBudget('parseMail');
+    const slow = await deliver(`someone@${DOMAIN}`, `From: a@far.example\r\nSubject: slow\r\nContent-Type: text/html\r\n\r\n${'<p>hello world</p>\r\n'.repeat(400_000)}`);
+    expect(slow.answer.code).toBe(554);
+    expect(slow.answer.text).toContain('5.6.0');
+    expect(slow.answer.text).toContain('processing budget');
+    expectHealthUp(slow.samples);
+    expect(await overBudget('parseMail')).toBe(before + 1);
+    const next = await deliver(`someone@${DOMAIN}`, 'From: a@far.example\r\nSubject: after\r\n\r\nstill here');
+    expect(next.answer.code).toBe(250);
+    expect(next.answer.text).toMatch(/queued as msg_/);
+  });
+
+  it('a send whose merge would pass the limits is answered 422 JSON, not run on the API loop', async () => {
+    const health = await watchHealth(env.stack.baseUrl, 50);
+    const res = await env.send({ to: 'merge@rcpt.test', html: '{{v}}'.repeat(100_000), templateData: { v: 'x'.repeat(5000) } });
+    expectHealthUp(await health.stop());
+    expect(res.status, JSON.stringify(res.body)).toBe(422);
+    expect(res.body).toEqual({ error: expect.stringContaining('processing'), code: expect.stringMatching(/^parse_(budget|memory)_exceeded$/) });
+  });
+
+  it('a large HTML body is rendered and tracked in the pool exactly as a small one inline', async () => {
+    const filler = `<p>${'lorem ipsum '.repeat(8000)}</p>`; // about 96 KB: past the 64 KiB inline bound
+    const res = await env.send({ to: 'big-track@rcpt.test', html: `<html><body>${filler}<a href="https://example.com/a?b=1">go</a></body></html>`, trackClicks: true, trackOpens: true });
+    expect(res.status).toBe(200);
+    const raw = (await env.sink.waitFor((m) => m.to.includes('big-track@rcpt.test'))).raw.toString('utf8');
+    const html = (await parseMail(Buffer.from(raw))).html as string;
+    expect(html).toMatch(new RegExp(`<img src="[^"]*/t/o/${res.body.id}\\.gif\\?s=[0-9a-f]+"[^>]*></body>`));
+    // Signed in the thread, verified on the API loop: the same key, so the redirect answers.
+    const click = /href="([^"]+\/t\/c\/[^"]+)"/.exec(html)![1]!.replace(/&amp;/g, '&');
+    const redirect = await fetch(`${env.stack.baseUrl}${click.replace(env.stack.config.publicUrl, '')}`, { redirect: 'manual' });
+    expect(redirect.status).toBe(302);
+    expect(redirect.headers.get('location')).toBe('https://example.com/a?b=1');
+  });
+});

@@ -58,6 +58,7 @@ export function createParsePool(options: ParsePoolOptions): ParsePool {
     }
     if (answer.ok) return answer.value as TaskOutput<K>;
     const r = answer.refusal;
+    if (r.code === 'parse_memory_exceeded') parseTasksOverBudget.inc({ task, budget: 'memory' });
     throw new AppError(r.status, r.code, r.message, r.retryable, r.details);
   }
 

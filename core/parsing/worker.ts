@@ -9,12 +9,18 @@ import { tasks, type TaskName } from './tasks.js';
 export type Refusal = { status: number; code: string; message: string; retryable: boolean; details?: Record<string, unknown> };
 export type WorkerAnswer = { ok: true; value: unknown } | { ok: false; refusal: Refusal };
 
+const tooBig = (task: string, err: RangeError): Refusal => ({
+  status: 422, code: 'parse_memory_exceeded', message: `The input needs more than processing allows (${task}: ${err.message})`, retryable: false, details: { task },
+});
+
 export default async function run(message: { task: TaskName; input: unknown }): Promise<WorkerAnswer> {
   const task = tasks[message.task] as ((input: unknown) => Promise<unknown>) | undefined;
   if (!task) throw new Error(`unknown parse task ${String(message.task)}`);
   try {
     return { ok: true, value: await task(message.input) };
   } catch (err) {
+    // A string or stack past V8's limits (a merge that multiplies a value, markup nested too deep): the input's doing.
+    if (err instanceof RangeError) return { ok: false, refusal: tooBig(message.task, err) };
     if (!isAppError(err)) throw err;
     return { ok: false, refusal: { status: err.status, code: err.code, message: err.message, retryable: err.retryable, details: err.details } };
   }
