@@ -87,7 +87,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
     db, keys, tokens, mailer, publicUrl: config.publicUrl, defaultPlan: config.defaultPlan, signupLimitPerHour: config.signupLimitPerHour,
     removal: createAccountRemoval({ db, workflows: deps.workflows }),
   });
-  const oauth = createOAuthService({ db, tokens, publicUrl: config.publicUrl, accessTtlSeconds: config.oauthAccessTokenTtlSeconds });
+  const oauth = createOAuthService({ db, tokens, publicUrl: config.publicUrl, accessTtlSeconds: config.oauthAccessTokenTtlSeconds, appsCap: config.caps.oauthApps });
   const auth = createAuthService({ keys, tokens, accounts, grants: oauth.grants, mailboxAuth: () => (secret, ip) => mailboxes.authenticate(secret, 'api', ip) });
   const usage = createUsageService({ db, plans: config.plans, defaultPlan: config.defaultPlan });
   /** The one gate every outgoing message passes (verification, suspension, caps); system mail alone is exempt. */

@@ -1,6 +1,8 @@
 import { and, eq, inArray } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { schema } from '../db/index.js';
+import { ConsentDriver, authorizeUrl, pkce, registerClient, tokenRequest, verifiedAccount } from './helpers/oauth.js';
+import { freePort } from './helpers/ports.js';
 import { SERVICE, startSendingStack, type SendingStack } from './helpers/sending.js';
 import { rawSmtp, type SmtpReply } from './helpers/smtp-client.js';
 import { eventually } from './helpers/stack.js';
@@ -9,14 +11,17 @@ import { eventually } from './helpers/stack.js';
 // were all answered 250 and stored 80 MB". Storage is counted at the door, and stored once.
 const MiB = 1024 * 1024;
 const QUOTA = 8 * MiB;
-const CAPS = { contacts: 3, events: 2 };
+const CAPS = { contacts: 3, events: 2, oauthApps: 1 };
 const ALLOWANCE = { messages: 3, bytes: 64 * 1024 };
 
 let env: SendingStack;
 const db = () => env.stack.service.core.db;
 beforeAll(async () => {
+  // PUBLIC_URL is the address the tests call (the OAuth issuer).
+  const port = await freePort();
   env = await startSendingStack({
     env: {
+      PORT: String(port), PUBLIC_URL: `http://127.0.0.1:${port}`, OAUTH_APPS_PER_ACCOUNT: String(CAPS.oauthApps),
       STORAGE_QUOTA_BYTES: String(QUOTA), UNVERIFIED_INBOUND_DAILY: String(ALLOWANCE.messages), UNVERIFIED_INBOUND_DAILY_BYTES: String(ALLOWANCE.bytes),
       CONTACTS_PER_ACCOUNT: String(CAPS.contacts), APP_EVENTS_PER_ACCOUNT: String(CAPS.events),
     },
@@ -168,5 +173,33 @@ describe('per-account caps', () => {
     for (let i = 0; i < CAPS.events; i++) expect((await post(`e${i}`)).status).toBe(202);
     expect(await post('one-more')).toMatchObject({ status: 403, body: { code: 'events_limit', error: expect.stringContaining('cap of 2 application events') } });
     expect((await env.stack.api('GET', '/v1/events', { token: e.key })).body.events).toHaveLength(CAPS.events);
+  });
+
+  it('linked OAuth apps: approving past the cap is refused (400, the reason on the page); unlinking one makes room', async () => {
+    const REDIRECT = 'http://127.0.0.1:9/cb';
+    const owner = await verifiedAccount(env.stack, 'linker@example.com');
+    const d = new ConsentDriver(env.stack);
+    const approve = async () => {
+      const client = await registerClient(env.stack, [REDIRECT]);
+      const { verifier, challenge } = pkce();
+      await d.open(authorizeUrl(env.stack, { clientId: client.client_id, redirectUri: REDIRECT, challenge, state: 's' }));
+      if (!d.html.includes('name="action" value="approve"')) await d.submit('login', { email: owner.email, password: owner.password });
+      const res = await d.submit('approve');
+      return { res, client, verifier };
+    };
+    const first = await approve();
+    expect(first.res.status).toBe(303);
+    const code = new URL(first.res.headers.get('location')!).searchParams.get('code')!;
+    const t = await tokenRequest(env.stack, { grant_type: 'authorization_code', code, redirect_uri: REDIRECT, client_id: first.client.client_id, code_verifier: first.verifier });
+    expect(t.status).toBe(200);
+    // The consent page answers the refusal as its other refusals of a form (400, the reason on the page).
+    const second = await approve();
+    expect(second.res.status).toBe(400);
+    expect(d.html).toContain('cap of 1 linked apps');
+    // Unlinking the first app makes room for another.
+    const grants = (await env.stack.api('GET', '/api/oauth/grants', { token: t.body.access_token })).body;
+    expect(grants).toHaveLength(1);
+    expect((await env.stack.api('DELETE', `/api/oauth/grants/${grants[0].id}`, { token: t.body.access_token })).status).toBe(200);
+    expect((await approve()).res.status).toBe(303);
   });
 });

@@ -1,15 +1,16 @@
-import { and, desc, eq, isNull } from 'drizzle-orm';
+import { and, desc, eq, gt, isNull, sql } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
-import { notFound } from '../errors.js';
+import { AppError, notFound } from '../errors.js';
 
 /** Why a grant stopped: the user unlinked it, the app revoked it, or a replay showed a token had leaked. */
 export type RevokeReason = 'user' | 'revocation_endpoint' | 'code_replay' | 'refresh_reuse';
 
 /** Linked apps of an account: list, revoke, and the check every OAuth-token request makes. */
-export function createGrantStore(deps: { db: Db }) {
+export function createGrantStore(deps: { db: Db; cap?: number }) {
   const { db } = deps;
   const g = schema.oauthGrants;
+  const cap = deps.cap ?? Number.MAX_SAFE_INTEGER;
 
   async function revoke(grantId: string, reason: RevokeReason): Promise<void> {
     await db.update(g).set({ revokedAt: Date.now(), revokedReason: reason }).where(and(eq(g.id, grantId), isNull(g.revokedAt)));
@@ -17,6 +18,19 @@ export function createGrantStore(deps: { db: Db }) {
 
   return {
     revoke,
+
+    /**
+     * OAUTH_APPS_PER_ACCOUNT: before a code is issued, the account's linked apps plus its codes not yet
+     * used (each becomes a linked app) must be under the cap; 403 oauth_apps_limit otherwise.
+     */
+    async assertRoom(userId: string): Promise<void> {
+      const c = schema.oauthCodes;
+      const [linked] = await db.select({ n: sql<string>`count(*)` }).from(g).where(and(eq(g.userId, userId), isNull(g.revokedAt)));
+      const [pending] = await db.select({ n: sql<string>`count(*)` }).from(c).where(and(eq(c.userId, userId), isNull(c.usedAt), gt(c.expiresAt, Date.now())));
+      if (Number(linked?.n ?? 0) + Number(pending?.n ?? 0) >= cap) {
+        throw new AppError(403, 'oauth_apps_limit', `This account has reached its cap of ${cap} linked apps; unlink one under Linked apps first`);
+      }
+    },
 
     /** True while the grant stands; one primary-key read per request, so revocation works at once. */
     async isActive(grantId: string, userId: string): Promise<boolean> {

@@ -34,6 +34,7 @@ export function createTokenExchange(deps: { db: Db; tokens: TokenService; grants
   return {
     /** Mints a single-use authorization code for an approved request; only its hash is kept. */
     async issueCode(req: AuthorizationRequest, userId: string): Promise<string> {
+      await deps.grants.assertRoom(userId);
       const code = randomToken(32);
       const now = Date.now();
       // Approvals are rare: each one also clears codes that expired a day ago (replays of those are moot).
