@@ -2,7 +2,7 @@ import { and, eq, inArray, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type * as secrets from '../core/secrets.js';
 import { schema } from '../db/index.js';
-import { ConsentDriver } from './helpers/oauth.js';
+import { authorizeUrl, ConsentDriver, pkce, registerClient } from './helpers/oauth.js';
 import { tokenFromMail, waitForMail } from './helpers/outbox.js';
 import { eventually, startStack, type TestStack } from './helpers/stack.js';
 
@@ -185,6 +185,40 @@ describe('a sign-in or reset link on an address never proven revokes what was ma
     expect((await me(squatter.key)).status).toBe(401);
     expect((await stack.api('GET', '/api/mailbox/messages', { token: squatter.appPassword })).status).toBe(401);
     expect((await me(squatter.scoped)).body).toMatchObject({ email, emailVerified: true });
+  });
+
+  it('on an app\'s consent page: the emailed link lists the stranger\'s password and sessions, ticked, and continuing ends them', async () => {
+    const email = 'consent-victim@example.com';
+    const client = await registerClient(stack, ['http://127.0.0.1:9/cb'], 'Linker');
+    const url = authorizeUrl(stack, { clientId: client.client_id, redirectUri: 'http://127.0.0.1:9/cb', challenge: pkce().challenge, state: 's' });
+    const stranger = new ConsentDriver(stack);
+    await stranger.open(url);
+    await stranger.submit('signup', { email, password: 'stranger password' });
+    expect(stranger.html).toContain('Verify your email to continue');
+
+    const owner = new ConsentDriver(stack);
+    await owner.open(url);
+    await owner.submit('link', { email });
+    const token = tokenFromMail((await waitForMail(stack, email, /sign-in link/)).raw);
+    await owner.open(`${url}&login_token=${token}`);
+    expect(owner.html).toContain('revokes the credentials ticked below');
+    const boxes = [...owner.html.matchAll(/<input type="checkbox" name="revoke" value="([^"]+)" checked>/g)].map((m) => m[1]!);
+    expect(boxes.sort()).toEqual(['password', 'sessions']);
+    // What a browser posts: the form's hidden fields and the ticked boxes.
+    const body = new URLSearchParams(owner.form('redeem').fields);
+    for (const id of boxes) body.append('revoke', id);
+    const res = await fetch(`${stack.baseUrl}/oauth/authorize`, {
+      method: 'POST', body, redirect: 'manual', headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: [...owner.cookies].map(([k, v]) => `${k}=${v}`).join('; ') },
+    });
+    expect(res.status).toBe(303);
+    for (const c of res.headers.getSetCookie()) owner.cookies.set(c.slice(0, c.indexOf('=')), c.slice(c.indexOf('=') + 1, c.indexOf(';')));
+    await owner.open(res.headers.get('location')!);
+    expect(owner.html).toContain('Approve');
+    // The stranger's consent-page session and password are gone.
+    await stranger.open(url);
+    expect(stranger.html).not.toContain('Approve');
+    expect(stranger.html).not.toContain('Verify your email to continue');
+    expect((await post('/api/auth/login', { email, password: 'stranger password' })).status).toBe(401);
   });
 
   it('from the API without keep, a sign-in link revokes every key and the squatter\'s password and sessions', async () => {
