@@ -123,6 +123,15 @@ describe('storage counted at the door', () => {
       expect(left).toHaveLength(i < holders.length - 1 ? 1 : 0);
     }
     expect((await usage(a.session)).used).toBe(QUOTA - MiB);
+    // A MOVE (copy sharing the body, then the source row goes) stores nothing more and keeps the body.
+    const second = bodies[1]!.id;
+    const [h] = await db().select({ uid: schema.mailboxMessages.uid, mailboxId: schema.mailboxMessages.mailboxId }).from(schema.mailboxMessages).where(eq(schema.mailboxMessages.bodyId, second));
+    const from = (await store.byId(h!.mailboxId))!;
+    const sent = await store.ensure({ userId: a.userId, domainId: from.domainId, address: from.address, folder: 'Sent' });
+    expect(await store.copy(from.id, [h!.uid], sent, { share: true })).toHaveLength(1);
+    await store.remove(from.id, [h!.uid]);
+    expect(await db().select({ uid: schema.mailboxMessages.uid }).from(schema.mailboxMessages).where(eq(schema.mailboxMessages.bodyId, second))).toHaveLength(20);
+    expect((await usage(a.session)).used).toBe(QUOTA - MiB);
     // RCPT reads the account again within a second.
     await eventually(async () => (await deliver([twenty[0]!], message(1000))).data?.code === 250 || undefined);
   });

@@ -16,11 +16,12 @@ export const FOLDERS: Folder[] = ['INBOX', 'Sent', 'Drafts'];
 type Tx = Db | Parameters<Parameters<Db['transaction']>[0]>[0] | any;
 /**
  * One message to file. `bodyId` names a body stored earlier in the same transaction with these `raw`
- * bytes (the other recipients of one inbound message); without it a new body is stored.
+ * bytes (the other recipients of one inbound message); `shareBody` the body of another row (MOVE),
+ * locked first so its last other row cannot take it away meanwhile. Without either, a new body is stored.
  */
 export type FileInput = {
   userId: string; domainId: string; address: string; folder: Folder; raw: Buffer; fromAddr: string; subject: string | null;
-  flags?: string[]; internalDate?: number; messageId?: string | null; bodyId?: string;
+  flags?: string[]; internalDate?: number; messageId?: string | null; bodyId?: string; shareBody?: string;
 };
 const mb = schema.mailboxes;
 const mm = schema.mailboxMessages;
@@ -89,8 +90,10 @@ export function createMailboxStore(deps: { db: Db; storage?: StorageQuota }) {
       const [dup] = await tx.select({ uid: mm.uid }).from(mm).where(and(eq(mm.mailboxId, box.id), eq(mm.messageId, f.messageId)));
       if (dup) return undefined;
     }
-    const bodyId = f.bodyId ?? newId('mbb');
-    if (!f.bodyId) await tx.insert(bodies).values({ id: bodyId, userId: f.userId, size: f.raw.length, raw: f.raw, createdAt: Date.now() });
+    // FOR SHARE waits for a deleter holding the body and then finds it gone: the bytes are stored anew.
+    const shared = f.shareBody ? (await tx.select({ id: bodies.id }).from(bodies).where(eq(bodies.id, f.shareBody)).for('share'))[0]?.id : undefined;
+    const bodyId = f.bodyId ?? shared ?? newId('mbb');
+    if (!f.bodyId && !shared) await tx.insert(bodies).values({ id: bodyId, userId: f.userId, size: f.raw.length, raw: f.raw, createdAt: Date.now() });
     // The message and the folder's next UID in one statement.
     const filed = tx.$with('filed').as(tx.insert(mm).values({
       mailboxId: box.id, messageId: f.messageId ?? null, flags: f.flags ?? [], fromAddr: f.fromAddr, toAddr: f.address.toLowerCase(),
@@ -171,9 +174,10 @@ export function createMailboxStore(deps: { db: Db; storage?: StorageQuota }) {
     /**
      * Copies messages into another folder of the same address (each copy is a body of its own, so it
      * counts again); answers [source uid, new uid] pairs. With `quota`, all of them or none: their total
-     * size is reserved against the storage quota first.
+     * size is reserved against the storage quota first. With `share` (MOVE, whose source rows go next)
+     * the new rows refer to the same bodies: nothing more is stored.
      */
-    async copy(fromId: string, uids: number[], target: MailboxRow, opts: { quota?: boolean } = {}): Promise<[number, number][]> {
+    async copy(fromId: string, uids: number[], target: MailboxRow, opts: { quota?: boolean; share?: boolean } = {}): Promise<[number, number][]> {
       const pairs: [number, number][] = [];
       await db.transaction(async (tx) => {
         if (opts.quota && deps.storage && uids.length) {
@@ -181,11 +185,11 @@ export function createMailboxStore(deps: { db: Db; storage?: StorageQuota }) {
           await deps.storage.reserve(tx, target.userId, Number(sum?.n ?? 0));
         }
         for (const uid of uids) {
-          const [row] = await tx.select(FULL).from(mm).innerJoin(bodies, eq(bodies.id, mm.bodyId)).where(and(eq(mm.mailboxId, fromId), eq(mm.uid, uid)));
+          const [row] = await tx.select({ ...FULL, bodyId: mm.bodyId }).from(mm).innerJoin(bodies, eq(bodies.id, mm.bodyId)).where(and(eq(mm.mailboxId, fromId), eq(mm.uid, uid)));
           if (!row) continue;
           const out = await fileIn(tx, {
             userId: target.userId, domainId: target.domainId, address: target.address, folder: target.name as Folder, raw: row.raw,
-            fromAddr: row.fromAddr, subject: row.subject, flags: row.flags, internalDate: row.internalDate,
+            fromAddr: row.fromAddr, subject: row.subject, flags: row.flags, internalDate: row.internalDate, ...(opts.share ? { shareBody: row.bodyId } : {}),
           });
           if (out) pairs.push([uid, out.uid]);
         }

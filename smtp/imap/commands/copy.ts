@@ -22,8 +22,8 @@ export async function copy(s: Session, cmd: Command, args: Token[], byUid: boole
   if (move && view.readOnly) throw no('The mailbox is open read-only (EXAMINE)', 'READ-ONLY');
   const uids = resolveSet(view, str(args[0], 'sequence set'), byUid);
   const target = await boxOf(s, str(args[1], 'mailbox name'));
-  // A copy takes storage (all of it or none, NO [OVERQUOTA] over the quota); a move gives it back at once.
-  const pairs = await withinQuota(() => s.core.mailboxStore.copy(view.box.id, uids, target, { quota: !move }));
+  // A copy takes storage (all of it or none, NO [OVERQUOTA] over the quota); a move shares the body and takes none.
+  const pairs = await withinQuota(() => s.core.mailboxStore.copy(view.box.id, uids, target, move ? { share: true } : { quota: true }));
   const code = pairs.length ? `[COPYUID ${target.uidValidity} ${formatSet(pairs.map((p) => p[0]))} ${formatSet(pairs.map((p) => p[1]))}] ` : '';
   if (move) {
     if (code) s.untagged(`OK ${code}Moved`);
