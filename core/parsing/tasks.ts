@@ -16,9 +16,14 @@ const asBuffer = (bytes: Uint8Array) => Buffer.from(bytes.buffer, bytes.byteOffs
 type Template = { subject: string | null; html: string | null; text: string | null };
 
 export const tasks = {
-  /** Inbound mail, parsed by mailparser as the webhook payload, mailboxes and forwards read it. */
+  /**
+   * Inbound mail, parsed by mailparser as the webhook payload, mailboxes and forwards read it. What nothing
+   * reads is neither made (`textAsHtml`) nor cloned back (`headerLines`, the raw header lines again).
+   */
   async parseMail(raw: Uint8Array): Promise<ParsedMail> {
-    return simpleParser(asBuffer(raw));
+    const mail = await simpleParser(asBuffer(raw), { skipTextToHtml: true });
+    mail.headerLines = [];
+    return mail;
   },
 
   /** The Subject of a message (IMAP APPEND, sent-mail filing): no body conversions. */
