@@ -8,7 +8,8 @@ const AUTH = ['account_key', 'oauth'] as const;
 /** Reading events is also open to a session (the dashboard's Events page); recording them needs an API key. */
 const READ_AUTH = [...AUTH, 'session'] as const;
 const payload = z.record(z.string().max(100), z.unknown()).refine((p) => Object.keys(p).length <= 100, 'payload has at most 100 keys')
-  .refine((p) => JSON.stringify(p).length <= 16_384, 'payload is at most 16 KB of JSON')
+  // JSON.stringify recurses: a payload nested thousands deep throws RangeError, and is as much too large.
+  .refine((p) => { try { return JSON.stringify(p).length <= 16_384; } catch { return false; } }, 'payload is at most 16 KB of JSON')
   .describe('Context of the event, read in sequence steps as {{event.<key>}}');
 export const customEvent = z.object({
   id: z.string().describe('cev_…'), name: z.string(), email: z.string().describe('Lowercased address the event is about'),
