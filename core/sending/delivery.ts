@@ -1,4 +1,4 @@
-import { and, asc, eq, inArray, isNotNull, isNull, lt, or } from 'drizzle-orm';
+import { and, asc, eq, getTableColumns, inArray, isNotNull, isNull, lt, or } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import type { AttachmentService } from '../attachments/service.js';
@@ -16,7 +16,7 @@ import type { EventService } from './events.js';
 import type { SuppressionService } from './suppressions.js';
 import type { WarmupService } from '../shaping/warmup.js';
 import { createOutcomeWriter, type Outcome } from './outcome-writer.js';
-import { failedEvent, refusalsAtDeparture } from './departure.js';
+import { failedEvent, judgeClaimed, standingColumn } from './departure.js';
 import { refusalNote } from './gate.js';
 import { applyResults, messageStatus, owed, recipientsOf, type MessageStatus, type RecipientStates, type TrailEntry } from './recipients.js';
 
@@ -233,14 +233,13 @@ export function createDeliveryService(deps: {
      * the rows of this run left deferred, including those an earlier attempt deferred.
      */
     async sendQueued(input: { messageIds: string[]; workflowId: string; nextAttemptAt?: number | null }, progress: Progress = idle): Promise<DeliveryResult> {
-      const claimed = await db.update(m).set({ status: 'sending', workflowId: input.workflowId, updatedAt: Date.now() })
+      // The claim also reads each sender's standing: the gate judges the batch again with no extra round trip.
+      const { rows: claimed, refused } = judgeClaimed(await db.update(m).set({ status: 'sending', workflowId: input.workflowId, updatedAt: Date.now() })
         .where(and(inArray(m.id, input.messageIds), or(eq(m.status, 'queued'), and(eq(m.status, 'sending'), eq(m.workflowId, input.workflowId)))))
-        .returning();
+        .returning({ ...getTableColumns(m), standing: standingColumn() }));
       const result: DeliveryResult = { sent: 0, bounced: 0, skipped: input.messageIds.length - claimed.length, deferred: [], throttled: [] };
       const attempt: Attempt = { workflowId: input.workflowId, final: false, nextAttemptAt: input.nextAttemptAt ?? null, progress };
       const throttledBySite: ({ id: string } & Throttle)[] = [];
-      // The gate again, for the whole batch in one query: queued mail may have waited behind a run or a site.
-      const refused = await refusalsAtDeparture(db, claimed);
       await inLanes(claimed, DELIVERY_CONCURRENCY, progress, async (row) => {
         const refusal = refused.get(row.id);
         if (refusal) {
@@ -288,11 +287,11 @@ export function createDeliveryService(deps: {
      * into a bounce. A Throttle answer means its site could not take it: the ladder waits and tries again.
      */
     async retryDeferred(input: { messageId: string; workflowId: string; final: boolean; nextAttemptAt: number | null }, progress: Progress = idle): Promise<MessageStatus | 'skipped' | 'failed' | Throttle> {
-      const [row] = await db.update(m).set({ status: 'sending', updatedAt: Date.now() })
-        .where(and(eq(m.id, input.messageId), inArray(m.status, ['deferred', 'sending', 'queued']))).returning();
-      if (!row) return 'skipped';
       // A deferred message may wait days: the gate judges it again before every attempt (the ladder ends on a refusal).
-      const refusal = (await refusalsAtDeparture(db, [row])).get(row.id);
+      const { rows: [row], refused } = judgeClaimed(await db.update(m).set({ status: 'sending', updatedAt: Date.now() })
+        .where(and(eq(m.id, input.messageId), inArray(m.status, ['deferred', 'sending', 'queued']))).returning({ ...getTableColumns(m), standing: standingColumn() }));
+      if (!row) return 'skipped';
+      const refusal = refused.get(row.id);
       if (refusal) {
         await refuse(row, refusal, { workflowId: input.workflowId, final: input.final, nextAttemptAt: null, progress, ladder: true });
         return 'failed';
