@@ -142,7 +142,7 @@ export type Config = {
     port: number; tlsPort: number; maxClients: number; maxLiteralBytes: number; idleTimeoutMs: number; commandTimeoutMs: number; pollMs: number;
     maxClientsPerIp: number; loginTimeoutMs: number; preauthCommands: number;
   };
-  /** Storage per account: mailbox messages (every copy) and unexpired stored attachments, in bytes. */
+  /** Storage per account: mailbox message bodies (one per inbound message, however many mailboxes) and unexpired stored attachments, in bytes. */
   storageQuotaBytes: number;
   /** What an account whose address is not verified may receive per UTC day: messages and bytes. */
   unverifiedInboundDaily: { messages: number; bytes: number };

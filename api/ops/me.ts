@@ -37,7 +37,7 @@ export const usage = defineOperation({
     storage: z.object({
       used: z.number().describe('Bytes in use: mailbox messages (every copy) plus unexpired stored attachments'),
       mailboxes: z.number(), attachments: z.number(),
-      quota: z.number().describe('STORAGE_QUOTA_BYTES; IMAP APPEND/COPY answer NO [OVERQUOTA] and uploads 413 storage_quota_exceeded past it'),
+      quota: z.number().describe('STORAGE_QUOTA_BYTES; IMAP APPEND/COPY answer NO [OVERQUOTA], uploads 413 storage_quota_exceeded and inbound SMTP 452 4.2.2 past it'),
     }),
   }),
   handler: async (_input, { core, principal }) => {

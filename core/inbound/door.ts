@@ -28,7 +28,9 @@ type View = { verified: boolean; used: number; today: { messages: number; bytes:
  * Storage counted at the door of the SMTP ingress: inbound mail counts against the account's storage
  * quota, and an account whose address is not verified has a small daily allowance. RCPT refuses an
  * account already past either (from a view at most 1 s old); DATA refuses a message that would pass
- * either, checked inside the accepting transaction under the account's storage lock.
+ * either, checked early from that view and then inside the accepting transaction under the account's
+ * storage lock. (A view that counted a message whose transaction then failed errs toward refusing, for
+ * at most a second, with a temporary 452.)
  */
 export function createInboundDoor(deps: { db: Db; storage: StorageQuota; unverifiedDaily: InboundAllowance }) {
   const views = new Map<string, { at: number; view: Promise<View> }>();
@@ -59,28 +61,40 @@ export function createInboundDoor(deps: { db: Db; storage: StorageQuota; unverif
     }
   }
 
+  /** What RCPT and the early DATA check go by: read at most RCPT_VIEW_MS ago in this process. */
+  function viewOf(userId: string): Promise<View> {
+    let hit = views.get(userId);
+    if (!hit || Date.now() - hit.at > RCPT_VIEW_MS) {
+      hit = { at: Date.now(), view: read(deps.db, userId) };
+      views.set(userId, hit);
+      hit.view.catch(() => views.delete(userId));
+      if (views.size > 10_000) views.delete(views.keys().next().value!);
+    }
+    return hit.view;
+  }
+
   return {
     /** RCPT TO for a mailbox of `userId`: 452 4.2.2 when the account is already over its quota or allowance. */
     async atRcpt(userId: string, address: string, keepsCopy: boolean): Promise<void> {
-      let hit = views.get(userId);
-      if (!hit || Date.now() - hit.at > RCPT_VIEW_MS) {
-        hit = { at: Date.now(), view: read(deps.db, userId) };
-        views.set(userId, hit);
-        hit.view.catch(() => views.delete(userId));
-        if (views.size > 10_000) views.delete(views.keys().next().value!);
-      }
-      judge(await hit.view, 0, keepsCopy, address);
+      judge(await viewOf(userId), 0, keepsCopy, address);
+    },
+
+    /** DATA, before anything is parsed: the same view as RCPT, now with the message's size (no lock). */
+    async early(userId: string, address: string, bytes: number, keepsCopy: boolean): Promise<void> {
+      judge(await viewOf(userId), bytes, keepsCopy, address);
     },
 
     /**
-     * DATA: refuses a message that would pass the quota or the allowance. Inside the accepting `tx` it
-     * first takes the account's storage lock, so concurrent messages are judged one after the other;
-     * without a transaction (the check before parsing) it is a cheaper early answer.
+     * DATA, inside the accepting `tx`: takes the account's storage lock (concurrent messages are judged
+     * one after the other), reads the account afresh and refuses a message that would pass the quota or
+     * the allowance. The view RCPT goes by then counts this message, so the next RCPT sees it at once.
      */
-    async atData(q: Tx, userId: string, address: string, bytes: number, keepsCopy: boolean, opts: { locked?: boolean } = {}): Promise<void> {
-      views.delete(userId);
-      if (opts.locked) await deps.storage.lock(q, userId);
-      judge(await read(q, userId), bytes, keepsCopy, address);
+    async atData(tx: Tx, userId: string, address: string, bytes: number, keepsCopy: boolean): Promise<void> {
+      await deps.storage.lock(tx, userId);
+      const v = await read(tx, userId);
+      judge(v, bytes, keepsCopy, address);
+      const next: View = { ...v, used: v.used + (keepsCopy ? bytes : 0), today: { messages: v.today.messages + 1, bytes: v.today.bytes + bytes } };
+      views.set(userId, { at: Date.now(), view: Promise.resolve(next) });
     },
   };
 }

@@ -97,7 +97,7 @@ export function createInboundService(deps: {
       const filed: string[] = [];
       await db.transaction(async (tx) => {
         // Under the account's storage lock: a message that would pass the quota or the allowance is refused (452/552).
-        await deps.door.atData(tx, domain.userId, rcpts[0]!, raw.length, clear, { locked: true });
+        await deps.door.atData(tx, domain.userId, rcpts[0]!, raw.length, clear);
         // The message row and its raw copy in one statement (a data-modifying CTE always runs).
         const stored = tx.$with('stored').as(tx.insert(schema.messages).values({
           id, userId: domain.userId, direction: 'inbound', kind: 'user', domainId: domain.id, fromAddr: payload.from.address, toAddrs: rcpts,
@@ -184,7 +184,7 @@ export function createInboundService(deps: {
     const rows = await db.select({ name: d.domain, userId: d.userId, zeroRetention: d.zeroRetention, encPublicKey: d.encPublicKey }).from(d)
       .where(and(inArray(d.domain, names), eq(d.status, 'verified'), eq(d.mxVerified, 1)));
     for (const r of rows) {
-      await deps.door.atData(db, r.userId, rcpts.find((a) => split(a).domain === r.name)!, bytes, r.zeroRetention !== 1 && !r.encPublicKey);
+      await deps.door.early(r.userId, rcpts.find((a) => split(a).domain === r.name)!, bytes, r.zeroRetention !== 1 && !r.encPublicKey);
     }
   }
 
