@@ -147,7 +147,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
   const appEvents = createAppEventService({ db, dispatcher, cap: config.caps.appEvents });
   const sequences = createSequenceService({ db, templates, workflows: deps.workflows });
   const enrolmentStore = createEnrolmentStore({ db, templates, gate, unsubscribe, startDelivery: (ids, userId) => deps.workflows.startOutboundBatch(ids, userId) });
-  const sendEnrolments = createSendEnrolments({ db, dispatcher });
+  const sendEnrolments = createSendEnrolments({ db, dispatcher, contactCap: config.caps.contacts });
   /** A contact that can no longer be mailed: its running enrolments re-check it now rather than at their next step. */
   function contactChanged(userId: string, by: { contactId: string } | { email: string }) {
     enrolmentStore.runningOf(userId, by).then((ids) => Promise.all(ids.map((id) => deps.workflows.nudgeEnrolment(id))))

@@ -159,7 +159,7 @@ describe('storage counted at the door', () => {
 });
 
 describe('per-account caps', () => {
-  it('contacts: creating past the cap is 403 contacts_limit (API and lists); an inbound sender past it is not recorded and the mail is accepted', async () => {
+  it('contacts: creating past the cap is 403 contacts_limit (API, lists, imports, a send naming a sequence); an inbound sender past it is not recorded and the mail is accepted', async () => {
     const c = await account('capped', true);
     const api = (method: string, path: string, body?: unknown) => env.stack.api(method, path, { token: c.key, body });
     for (let i = 0; i < CAPS.contacts; i++) expect((await api('POST', '/api/contacts', { email: `c${i}@rcpt.test` })).status).toBe(201);
@@ -168,6 +168,18 @@ describe('per-account caps', () => {
     expect(await api('POST', `/api/lists/${list.id}/contacts`, { emails: ['c0@rcpt.test', 'new@rcpt.test'] })).toMatchObject({ status: 403, body: { code: 'contacts_limit' } });
     // Known addresses still join a list.
     expect((await api('POST', `/api/lists/${list.id}/contacts`, { emails: ['c0@rcpt.test'] })).body).toEqual({ added: 1, created: 0 });
+    // An import past the cap ends failed, the reason among its rejections.
+    const started = await api('POST', `/api/lists/${list.id}/import`, { csv: 'email\nc1@rcpt.test\nimported@rcpt.test\n' });
+    expect(started.status).toBe(202);
+    const ended = await eventually(async () => {
+      const r = (await api('GET', `/api/lists/${list.id}/imports/${started.body.id}`)).body;
+      return r.status === 'running' ? undefined : r;
+    });
+    expect(ended).toMatchObject({ status: 'failed', rejections: [{ row: 2, reason: expect.stringContaining('cap of 3 contacts') }] });
+    // A send naming a sequence makes its recipients contacts: past the cap it is refused before anything is sent.
+    const from = `Capped <hello@${c.domain}>`;
+    expect((await api('POST', '/api/sequences', { status: 'active', from, name: 'After', trigger: { type: 'send' }, steps: [{ type: 'send', subject: 'Welcome', text: 'Hi' }] })).status).toBe(201);
+    expect(await api('POST', '/v1/send', { from, to: 'new-recipient@rcpt.test', subject: 'Hi', text: 'Hello', sequence: 'After' })).toMatchObject({ status: 403, body: { code: 'contacts_limit' } });
 
     expect((await deliver([`desk@${c.domain}`], message(500, 'stranger@far.example'), 'stranger@far.example')).data?.code).toBe(250);
     expect((await deliver([`desk@${c.domain}`], message(500, 'c1@rcpt.test'), 'c1@rcpt.test')).data?.code).toBe(250);

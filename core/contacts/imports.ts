@@ -1,7 +1,7 @@
 import { and, asc, eq, gte, isNull, lt, sql, TransactionRollbackError } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
-import { AppError, notFound } from '../errors.js';
+import { AppError, isAppError, notFound } from '../errors.js';
 import { newId } from '../ids.js';
 import type { ImportProgress, WorkflowPort } from '../ports.js';
 import { IMPORT_LIMITS, stageCsv } from './csv.js';
@@ -100,7 +100,14 @@ export function createImportService(deps: { db: Db; workflows: WorkflowPort; con
       if (!row) return { offset: input.offset, done: true, progress: { status: 'failed', rowsRead: 0, created: 0, updated: 0, rejected: 0, rejections: [] } };
       if (row.status !== 'running' || row.offset !== input.offset) return { offset: row.offset, done: row.status !== 'running', progress: progressOf(row) };
       if (row.rowsTotal === null) row = await stageLegacy(row);
-      const updated = await apply(row, input.offset, input.limit);
+      const updated = await apply(row, input.offset, input.limit).catch(async (err: unknown) => {
+        // Past the contact cap the import ends `failed`, the reason recorded against the chunk's first row.
+        if (!isAppError(err) || err.code !== 'contacts_limit') throw err;
+        const reason = JSON.stringify([{ row: input.offset + 2, reason: err.message }]);
+        await db.update(ci).set({ status: 'failed', rejections: sql`(${ci.rejections} || ${reason}::jsonb)`, updatedAt: Date.now() })
+          .where(and(eq(ci.id, input.importId), eq(ci.offset, input.offset), eq(ci.status, 'running')));
+        return (await db.select().from(ci).where(eq(ci.id, input.importId)))[0]!;
+      });
       const kept = updated.rejections.slice(0, IMPORT_LIMITS.rejectionsKept);
       if (updated.rejections.length > IMPORT_LIMITS.rejectionsKept) await db.update(ci).set({ rejections: kept }).where(eq(ci.id, row.id));
       return { offset: updated.offset, done: updated.status !== 'running', progress: { ...progressOf(updated), rejections: kept } };

@@ -22,7 +22,7 @@ const ENDED = ['canceled', 'failed', 'bounced', 'sent'];
  * accepted by its server, and deleted when it bounces, is suppressed or the send is cancelled. A scheduled
  * send therefore enrolls when it is released and delivered, a cancelled one never.
  */
-export function createSendEnrolments(deps: { db: Db; dispatcher: SequenceDispatcher }) {
+export function createSendEnrolments(deps: { db: Db; dispatcher: SequenceDispatcher; contactCap?: number }) {
   const { db } = deps;
   const o = schema.sequenceOutbox;
 
@@ -52,9 +52,12 @@ export function createSendEnrolments(deps: { db: Db; dispatcher: SequenceDispatc
       return { sequenceId: row.id, version: row.version, input: checked.input };
     },
 
-    /** Makes the recipients contacts and writes one held outbox row each, before the message commits. */
+    /**
+     * Makes the recipients contacts and writes one held outbox row each, before the message commits;
+     * recipients that would take the account past its contact cap refuse the send (403 contacts_limit).
+     */
     async write(userId: string, e: SendEnrolment, m: { messageId: string; from: string; subject: string; to: string[] }): Promise<OutboxRow[]> {
-      const contacts = await upsertContacts(db, userId, m.to.map((email) => ({ email })), { touch: true });
+      const contacts = await db.transaction((tx) => upsertContacts(tx, userId, m.to.map((email) => ({ email })), { touch: true, cap: deps.contactCap }));
       const now = Date.now();
       const rows: OutboxRow[] = contacts.map((c) => {
         const job: SendJob = { start: {
