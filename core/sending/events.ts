@@ -5,14 +5,17 @@ import { newId } from '../ids.js';
 import { TRACKING_PATTERN } from '../webhooks/routes.js';
 import { ownedBy, type Actor } from '../tenancy.js';
 
-/** `email.failed`: the send gate, judged again as the message left, refused it (docs/sending.md); its `data.reason` is the gate's code. */
+/**
+ * `email.failed`: the send gate, judged again as the message left, refused it (docs/sending.md); its `data.reason` is the
+ * gate's code. Like `email.deferred` it stays on the timeline: SPEC.md's webhook events are the five engagement types.
+ */
 export type EventType = 'email.sent' | 'email.bounced' | 'email.complained' | 'email.opened' | 'email.clicked' | 'email.deferred' | 'email.failed' | 'email.received';
 type Tx = Pick<Db, 'insert'>;
 type NewEvent = { userId: string; messageId?: string | null; domainId?: string | null; type: EventType; recipient?: string | null; data?: Record<string, unknown> };
 /** Wakes the engagement dispatcher of a domain that has events routed to a webhook. */
 export type EngagementRouter = { nudge(domainId: string, userId: string): void };
 /** The types that can go to an engagement webhook (SPEC.md Events). */
-export const ENGAGEMENT_TYPES = ['email.sent', 'email.bounced', 'email.complained', 'email.opened', 'email.clicked', 'email.failed'] as const;
+export const ENGAGEMENT_TYPES = ['email.sent', 'email.bounced', 'email.complained', 'email.opened', 'email.clicked'] as const;
 
 /**
  * Whether the domain routes `type` to a webhook, decided by the database inside the insert itself (no

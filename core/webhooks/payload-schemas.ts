@@ -44,12 +44,9 @@ export const emailOpenedPayload = envelope('email.opened', z.looseObject({ ...me
   'The tracking pixel was loaded');
 export const emailClickedPayload = envelope('email.clicked', z.looseObject({ ...messageFields, click: z.looseObject({ url: z.string(), userAgent: nullableString, ip: z.string().optional() }) }),
   'A tracked link was followed');
-export const emailFailedPayload = envelope('email.failed', z.looseObject({ ...messageFields,
-  reason: z.string().describe('The send gate\'s code: email_not_verified, account_suspended, domain_not_verified or key_revoked'), error: z.string() }),
-'The send gate, judged again as the message was about to leave, refused it: nothing was sent to the recipients not yet answered');
 export const webhookTestPayload = envelope('webhook.test', z.object({ domain: z.string() }), 'The signed test event of POST /api/domains/:id/webhook/test');
 
-export const engagementPayload = z.discriminatedUnion('type', [emailSentPayload, emailBouncedPayload, emailComplainedPayload, emailOpenedPayload, emailClickedPayload, emailFailedPayload]);
+export const engagementPayload = z.discriminatedUnion('type', [emailSentPayload, emailBouncedPayload, emailComplainedPayload, emailOpenedPayload, emailClickedPayload]);
 export type EngagementPayload = z.input<typeof engagementPayload>;
 export type EmailReceivedPayload = z.input<typeof emailReceivedPayload>;
 export type WebhookTestPayload = z.input<typeof webhookTestPayload>;
@@ -62,6 +59,5 @@ export const WEBHOOK_PAYLOADS = {
   'email.complained': { name: 'webhook-email-complained', schema: emailComplainedPayload },
   'email.opened': { name: 'webhook-email-opened', schema: emailOpenedPayload },
   'email.clicked': { name: 'webhook-email-clicked', schema: emailClickedPayload },
-  'email.failed': { name: 'webhook-email-failed', schema: emailFailedPayload },
   'webhook.test': { name: 'webhook-test', schema: webhookTestPayload },
 } as const;
