@@ -17,7 +17,7 @@ export const listContacts = defineOperation({
 export const createContact = defineOperation({
   name: 'contacts.create', method: 'POST', path: '/api/contacts', auth: AUTH, status: 201,
   idempotencyKey: true, mcp: { title: 'Create a contact' },
-  summary: 'Create a contact; 409 contact_exists when the address is one already.',
+  summary: 'Create a contact; 409 contact_exists when the address is one already, 403 contacts_limit past the account\'s contact cap (CONTACTS_PER_ACCOUNT).',
   body: contactInput.extend({ subscribed: z.boolean().optional() }),
   output: contactSchema,
   handler: (input, { core, principal }) => core.contacts.create(principal!.userId, input),

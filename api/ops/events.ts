@@ -20,7 +20,7 @@ export const customEvent = z.object({
 export const postEvent = defineOperation({
   name: 'events.post', method: 'POST', path: '/v1/events', auth: AUTH, status: 202, schemaName: 'event',
   idempotencyKey: true, mcp: { name: 'events_record', title: 'Record an application event' },
-  summary: 'Record an application event; sequences triggered by its name start and enrolments waiting for it wake, after the answer.',
+  summary: 'Record an application event; sequences triggered by its name start and enrolments waiting for it wake, after the answer. 403 events_limit once the account stores APP_EVENTS_PER_ACCOUNT events.',
   body: z.strictObject({
     name: eventNameField.optional(), event: eventNameField.optional().describe('Alias of name; name wins'),
     email: emailField.optional(), contactId: contactIdField.optional(), payload: payload.optional(),
