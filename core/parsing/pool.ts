@@ -12,13 +12,15 @@ export { PARSE_DEFAULTS, type ParsePoolOptions } from './options.js';
 /**
  * The parse pool (DESIGN.md, Untrusted input): worker threads that run every parser of outside bytes, so
  * the event loop that answers health, HTTP, SMTP and IMAP never waits on one. Each task has a time budget,
- * counted from when it is handed in; a task past it is aborted, which terminates the thread running it
+ * counted from when a thread starts it (`watchTask`); a task past it is aborted, which terminates the thread running it
  * (a spinning parser is not left behind; piscina starts a fresh one), and the caller gets a refusal:
  * AppError 422 `parse_budget_exceeded`. A thread that passes its memory limit ends the same way with
  * `parse_memory_exceeded`. Both are counted in svc_parse_tasks_over_budget_total.
  */
+/** Per call: the budget (default PARSE_TIMEOUT_MS) and the longest wait for a thread (default 3 budgets, at least 30 s). */
+export type RunOptions = { timeoutMs?: number; queueMs?: number };
 export type ParsePool = {
-  run<K extends TaskName>(task: K, input: TaskInput<K>, opts?: { timeoutMs?: number }): Promise<TaskOutput<K>>;
+  run<K extends TaskName>(task: K, input: TaskInput<K>, opts?: RunOptions): Promise<TaskOutput<K>>;
   readonly options: ParsePoolOptions;
   close(): Promise<void>;
 };
@@ -28,6 +30,39 @@ const overBudget = (task: string, ms: number) =>
 const overMemory = (task: string, mb: number) =>
   new AppError(422, 'parse_memory_exceeded', `The input needed more than the ${mb} MB processing memory limit (${task}) and was refused`, false, { task });
 
+const busy = (task: string, ms: number) =>
+  new AppError(503, 'parse_busy', `Every processing thread stayed busy for ${ms} ms (${task}); try again later`, true, { task });
+
+/**
+ * The budget of one task, counted from when a thread starts it (the thread writes, into `started`, the
+ * milliseconds from hand-in to its start, plus one): a task that waited behind a hostile one is not
+ * refused for the wait. A task no thread starts within `queueMs` is refused as busy, retryable (SMTP 451).
+ */
+function watchTask(task: string, budget: number, queueMs: number) {
+  const handedAt = Date.now();
+  const started = new Int32Array(new SharedArrayBuffer(4));
+  const controller = new AbortController();
+  const watch = { handedAt, started, signal: controller.signal, refusal: undefined as AppError | undefined, stop: () => clearTimeout(timer) };
+  const end = (refusal: AppError) => {
+    watch.refusal = refusal;
+    controller.abort(refusal);
+  };
+  const check = () => {
+    const at = Atomics.load(started, 0);
+    const now = Date.now();
+    if (at === 0) {
+      if (now - handedAt >= queueMs) return end(busy(task, queueMs));
+      timer = setTimeout(check, Math.min(budget, handedAt + queueMs - now)).unref(); // look again: started, or its wait is over
+      return;
+    }
+    const ran = now - (handedAt + at - 1);
+    if (ran >= budget) return end(overBudget(task, budget));
+    timer = setTimeout(check, budget - ran).unref();
+  };
+  let timer = setTimeout(check, Math.min(budget, queueMs)).unref();
+  return watch;
+}
+
 export function createParsePool(options: ParsePoolOptions): ParsePool {
   const piscina = new Piscina({
     filename: parseWorkerFile(), minThreads: 1, maxThreads: Math.max(1, options.threads), idleTimeout: 30_000,
@@ -35,18 +70,19 @@ export function createParsePool(options: ParsePoolOptions): ParsePool {
   });
   let closed = false;
 
-  async function run<K extends TaskName>(task: K, input: TaskInput<K>, opts: { timeoutMs?: number } = {}): Promise<TaskOutput<K>> {
+  async function run<K extends TaskName>(task: K, input: TaskInput<K>, opts: RunOptions = {}): Promise<TaskOutput<K>> {
     if (closed) throw new AppError(503, 'unavailable', 'The service is shutting down', true);
     const budget = opts.timeoutMs ?? options.timeoutMs;
-    const started = performance.now();
-    const signal = AbortSignal.timeout(budget);
+    const queueMs = opts.queueMs ?? Math.max(3 * budget, 30_000);
+    const startedAt = performance.now();
+    const watch = watchTask(task, budget, queueMs);
     let answer: WorkerAnswer;
     try {
-      answer = await piscina.run({ task, input }, { signal });
+      answer = await piscina.run({ task, input, handedAt: watch.handedAt, started: watch.started }, { signal: watch.signal });
     } catch (err) {
-      if (signal.aborted) {
-        parseTasksOverBudget.inc({ task, budget: 'time' });
-        throw overBudget(task, budget);
+      if (watch.refusal) {
+        if (watch.refusal.code === 'parse_budget_exceeded') parseTasksOverBudget.inc({ task, budget: 'time' });
+        throw watch.refusal;
       }
       if ((err as { code?: string }).code === 'ERR_WORKER_OUT_OF_MEMORY') {
         parseTasksOverBudget.inc({ task, budget: 'memory' });
@@ -54,7 +90,8 @@ export function createParsePool(options: ParsePoolOptions): ParsePool {
       }
       throw err;
     } finally {
-      parseTaskDuration.observe({ task }, (performance.now() - started) / 1000);
+      watch.stop();
+      parseTaskDuration.observe({ task }, (performance.now() - startedAt) / 1000);
     }
     if (answer.ok) return answer.value as TaskOutput<K>;
     const r = answer.refusal;
@@ -101,7 +138,7 @@ export function openParsePool(options: ParsePoolOptions): { close(): Promise<voi
 }
 
 /** Runs `task` on the process's pool (see `createParsePool` for the budget and its refusal). */
-export function runParse<K extends TaskName>(task: K, input: TaskInput<K>, opts?: { timeoutMs?: number }): Promise<TaskOutput<K>> {
+export function runParse<K extends TaskName>(task: K, input: TaskInput<K>, opts?: RunOptions): Promise<TaskOutput<K>> {
   shared ??= { pool: createParsePool(configured), holds: 0 };
   return shared.pool.run(task, input, opts);
 }

@@ -7,12 +7,27 @@
 import { simpleParser, type ParsedMail } from 'mailparser';
 import { renderForRecipient, type BroadcastContent, type Recipient } from '../broadcasts/content.js';
 import { parseCsvRows } from '../contacts/csv-rows.js';
+import { AppError } from '../errors.js';
 import { parseReport } from '../inbound/reports.js';
 import { composeContent } from '../sending/compose.js';
 import { createTracking } from '../sending/tracking.js';
 import type { MergeData } from '../templates/merge.js';
 
 const asBuffer = (bytes: Uint8Array) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+
+/** Most characters a merged subject, html or text may have: merging multiplies values by tags (`{{v}}` 100,000 times). */
+export const MAX_MERGED_CHARS = 10 * 1024 * 1024;
+
+/** Refuses content whose merge grew past MAX_MERGED_CHARS (422 `content_too_large`), before it is cloned back or stored. */
+function capMerged<T extends { subject: string; html: string | null; text: string | null }>(content: T): T {
+  for (const field of ['subject', 'html', 'text'] as const) {
+    const length = content[field]?.length ?? 0;
+    if (length > MAX_MERGED_CHARS) {
+      throw new AppError(422, 'content_too_large', `${field} after merge tags are filled is ${length} characters; at most ${MAX_MERGED_CHARS}`);
+    }
+  }
+  return content;
+}
 type Template = { subject: string | null; html: string | null; text: string | null };
 
 export const tasks = {
@@ -39,7 +54,7 @@ export const tasks = {
 
   /** Copies of one broadcast for a batch of recipients (merge tags, preview, footer). */
   async renderBroadcast(input: { content: BroadcastContent; recipients: { recipient: Recipient; unsubscribeUrl: string }[] }) {
-    return input.recipients.map((r) => renderForRecipient(input.content, r.recipient, r.unsubscribeUrl));
+    return input.recipients.map((r) => capMerged(renderForRecipient(input.content, r.recipient, r.unsubscribeUrl)));
   },
 
   /**
@@ -50,7 +65,7 @@ export const tasks = {
     explicit: { subject?: string; html?: string; text?: string }; template?: Template; data?: MergeData;
     tracking?: { publicUrl: string; secretKey: string; messageId: string; opens: boolean; clicks: boolean };
   }) {
-    const content = composeContent(input.explicit, input.template, input.data);
+    const content = capMerged(composeContent(input.explicit, input.template, input.data));
     const t = input.tracking;
     if (!t || content.html === null || (!t.opens && !t.clicks)) return content;
     const html = createTracking(t).instrumentHtml(content.html, t.messageId, { opens: t.opens, clicks: t.clicks });

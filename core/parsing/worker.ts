@@ -13,9 +13,11 @@ const tooBig = (task: string, err: RangeError): Refusal => ({
   status: 422, code: 'parse_memory_exceeded', message: `The input needs more than processing allows (${task}: ${err.message})`, retryable: false, details: { task },
 });
 
-export default async function run(message: { task: TaskName; input: unknown }): Promise<WorkerAnswer> {
+export default async function run(message: { task: TaskName; input: unknown; handedAt: number; started: Int32Array }): Promise<WorkerAnswer> {
   const task = tasks[message.task] as ((input: unknown) => Promise<unknown>) | undefined;
   if (!task) throw new Error(`unknown parse task ${String(message.task)}`);
+  // The pool's budget runs from here (pool.ts, watchTask): milliseconds since hand-in, plus one (0 is "not started").
+  Atomics.store(message.started, 0, Math.max(1, Date.now() - message.handedAt + 1));
   try {
     return { ok: true, value: await task(message.input) };
   } catch (err) {
