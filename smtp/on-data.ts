@@ -10,7 +10,7 @@ import { acceptDuration, messagesAccepted, since } from '../core/metrics.js';
 type Reply = Error & { responseCode?: number };
 /** Statuses core throws that are SMTP reply codes already (and no HTTP status core uses). */
 const SMTP_ANSWERS = new Set([452, 552]);
-const PARSE_REFUSALS = new Set(['parse_budget_exceeded', 'parse_memory_exceeded']);
+const PARSE_REFUSALS = new Set(['parse_budget_exceeded', 'parse_memory_exceeded', 'unparseable_message']);
 const reply = (code: number, message: string): Reply => Object.assign(new Error(message), { responseCode: code });
 
 /**
@@ -46,7 +46,7 @@ export function onData(core: Core, maxBytes: number) {
       log.info({ messageIds: ids, recipients: rcpts.length, client: session.remoteAddress }, 'inbound message accepted');
       callback(null, `2.0.0 Ok: queued${ids.length ? ` as ${ids.join(',')}` : ''}`);
     }).catch((err: unknown) => {
-      // Content the parse pool gave up on (time or memory budget): the same bytes would fail again, so permanent.
+      // Content the parse pool gave up on (time or memory budget, or the parser refused it): the same bytes would fail again, so permanent.
       if (isAppError(err) && PARSE_REFUSALS.has(err.code)) return callback(reply(554, `5.6.0 ${err.message}`));
       // Core's SMTP answers (the storage door: 452 4.2.2 mailbox full, 552 5.2.2) go out as they are.
       if (isAppError(err) && SMTP_ANSWERS.has(err.status)) return callback(reply(err.status, err.message));

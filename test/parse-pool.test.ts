@@ -183,6 +183,15 @@ describe('the running service with the pool', () => {
     expect(next.answer.text).toMatch(/queued as msg_/);
   });
 
+  it('a message mailparser refuses (multipart nested 1,000 deep) is answered 554 5.6.0 at once, not 451 to be retried', async () => {
+    let nested = 'From: a@far.example\r\nSubject: deep\r\n';
+    for (let i = 0; i < 1000; i++) nested += `Content-Type: multipart/mixed; boundary=b${i}\r\n\r\n--b${i}\r\n`;
+    const deep = await deliver(`someone@${DOMAIN}`, `${nested}Content-Type: text/plain\r\n\r\nx`);
+    expect(deep.answer.code).toBe(554);
+    expect(deep.answer.text).toContain('5.6.0 The message could not be parsed');
+    expectHealthUp(deep.samples);
+  });
+
   it('a send whose merge would pass the limits is answered 422 JSON, not run on the API loop', async () => {
     const health = await watchHealth(env.stack.baseUrl, 50);
     const res = await env.send({ to: 'merge@rcpt.test', html: '{{v}}'.repeat(100_000), templateData: { v: 'x'.repeat(5000) } });

@@ -30,13 +30,23 @@ function capMerged<T extends { subject: string; html: string | null; text: strin
 }
 type Template = { subject: string | null; html: string | null; text: string | null };
 
+/**
+ * mailparser's refusals of a message (more than its child parts, a header block past its size): the input's
+ * doing, so a permanent 422 `unparseable_message` (SMTP 554 5.6.0), not a failure to retry. V8's own limits
+ * (RangeError) are answered by worker.ts.
+ */
+const unparseable = (err: unknown): never => {
+  if (err instanceof RangeError || !(err instanceof Error)) throw err;
+  throw new AppError(422, 'unparseable_message', `The message could not be parsed: ${err.message.slice(0, 200)}`);
+};
+
 export const tasks = {
   /**
    * Inbound mail, parsed by mailparser as the webhook payload, mailboxes and forwards read it. What nothing
    * reads is neither made (`textAsHtml`) nor cloned back (`headerLines`, the raw header lines again).
    */
   async parseMail(raw: Uint8Array): Promise<ParsedMail> {
-    const mail = await simpleParser(asBuffer(raw), { skipTextToHtml: true });
+    const mail = await simpleParser(asBuffer(raw), { skipTextToHtml: true }).catch(unparseable);
     mail.headerLines = [];
     return mail;
   },
