@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { buildSync } from 'esbuild';
@@ -18,6 +18,8 @@ let built: string | undefined;
  */
 export function parseWorkerFile(): string {
   if (built) return built;
+  // A deployment that ships dist/ without the sources runs the newest bundle built at install or image build.
+  if (!existsSync(ENTRY)) return (built = newestBuilt());
   const out = buildSync({
     entryPoints: [ENTRY], bundle: true, platform: 'node', format: 'esm', target: 'node20', packages: 'external',
     write: false, logLevel: 'warning', sourcemap: false,
@@ -33,4 +35,12 @@ export function parseWorkerFile(): string {
   }
   built = file;
   return file;
+}
+
+function newestBuilt(): string {
+  const dist = join(ROOT, 'dist');
+  const files = (existsSync(dist) ? readdirSync(dist) : []).filter((f) => /^parse-worker-[0-9a-f]{16}\.mjs$/.test(f)).map((f) => join(dist, f));
+  const newest = files.sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs)[0];
+  if (!newest) throw new Error(`The parse worker's source (${ENTRY}) and a built dist/parse-worker-*.mjs are both missing: run npm run build:workflows`);
+  return newest;
 }
