@@ -3,8 +3,8 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'n
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
-import { PARSE_DEFAULTS } from './parsing/options.js';
 import { parseTrustProxy, type TrustProxy } from './net/client-address.js';
+import { PARSE_DEFAULTS } from './parsing/options.js';
 import { parsePlans, type Plan } from './plans.js';
 import { loadBounceRules, type BounceRules } from './sending/bounce-class.js';
 import { loadShapingFile, type ShapingConfig } from './shaping/config.js';

@@ -4,7 +4,11 @@
  * since structured clone keeps no class; pool.ts rebuilds it. Anything else is rethrown as it is.
  */
 import { isAppError } from '../errors.js';
+import { useLinearQuotedPrintable } from './quoted-printable.js';
 import { tasks, type TaskName } from './tasks.js';
+
+// mailparser's quoted-printable decoder is quadratic on a long run of blanks: this thread uses a linear one.
+useLinearQuotedPrintable();
 
 export type Refusal = { status: number; code: string; message: string; retryable: boolean; details?: Record<string, unknown> };
 export type WorkerAnswer = { ok: true; value: unknown } | { ok: false; refusal: Refusal };
