@@ -1,3 +1,4 @@
+import { generateKeyPairSync } from 'node:crypto';
 import { and, eq, inArray } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { schema } from '../db/index.js';
@@ -136,6 +137,30 @@ describe('storage counted at the door', () => {
     expect((await usage(a.session)).used).toBe(QUOTA - MiB);
     // RCPT reads the account again within a second.
     await eventually(async () => (await deliver([twenty[0]!], message(1000))).data?.code === 250 || undefined);
+  });
+
+  it('one stored copy per message: a clear message keeps no second raw copy; an encrypted domain\'s sealed copy counts against the quota', async () => {
+    const a = await account('doorseal', true);
+    expect((await deliver([`x@${a.domain}`, `y@${a.domain}`], message(100 * 1024))).data?.code).toBe(250);
+    const [clear] = await db().select({ content: schema.inboundRaw.content }).from(schema.inboundRaw)
+      .innerJoin(schema.messages, eq(schema.messages.id, schema.inboundRaw.messageId)).where(eq(schema.messages.userId, a.userId));
+    // The mailbox body is the copy (before: the same bytes again in inbound_raw, uncounted).
+    expect(clear!.content.length).toBe(0);
+    expect(await usage(a.session)).toMatchObject({ used: 100 * 1024 });
+
+    const [dom] = await db().select({ id: schema.domains.id }).from(schema.domains).where(eq(schema.domains.domain, a.domain));
+    const { publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+    const set = await env.stack.api('PUT', `/api/domains/${dom!.id}/encryption`, { token: a.session, body: { publicKey: publicKey.export({ type: 'spki', format: 'pem' }) } });
+    expect(set.status).toBe(200);
+    expect((await deliver([`x@${a.domain}`], message(200 * 1024))).data?.code).toBe(250);
+    // No mailbox copy on an encrypted domain: the sealed bytes are what is stored, and they count.
+    expect((await bodiesOf(a.userId))).toHaveLength(1);
+    const used = (await usage(a.session)).used;
+    expect(used).toBeGreaterThan(300 * 1024);
+    // Once the quota is reached, an encrypted domain's mail is refused at the door like any other.
+    const room = QUOTA - used;
+    const over = await deliver([`x@${a.domain}`], message(room + 1));
+    expect(over.data).toMatchObject({ code: 452, text: expect.stringMatching(/^4\.2\.2 .*storage quota/) });
   });
 
   it('an unverified account has a daily inbound allowance: past its bytes DATA answers 452 4.2.2, past its messages RCPT does', async () => {

@@ -117,7 +117,9 @@ export const linkDetails = defineOperation({
     }),
     credentials: z.array(z.object({
       id: z.string(), kind: z.enum(['account_key', 'scoped_key', 'app_password', 'linked_app', 'password', 'sessions']), label: z.string(),
-    })).describe('A sign-in or reset link on an unverified account: what following it revokes, unless its id is sent in keep (empty otherwise)'),
+    })).optional()
+      // Always present; optional in the schema because the published schemas only grow (a new required field breaks it).
+      .describe('A sign-in or reset link on an unverified account: what following it revokes, unless its id is sent in keep (empty otherwise)'),
   }),
   handler: (input, { core }) => core.accounts.describeLink(input),
 });

@@ -35,7 +35,7 @@ export const usage = defineOperation({
       code: z.string().nullable().describe('When blocked: monthly_quota_exceeded, the code of the send refusal (402)'),
     }),
     storage: z.object({
-      used: z.number().describe('Bytes in use: mailbox messages (every copy) plus unexpired stored attachments'),
+      used: z.number().describe('Bytes in use: stored mail (one body per inbound message however many mailboxes hold it; each Sent copy, APPEND and COPY its own; the sealed copies of encrypted domains) plus unexpired stored attachments'),
       mailboxes: z.number(), attachments: z.number(),
       quota: z.number().describe('STORAGE_QUOTA_BYTES; IMAP APPEND/COPY answer NO [OVERQUOTA], uploads 413 storage_quota_exceeded and inbound SMTP 452 4.2.2 past it'),
     }),

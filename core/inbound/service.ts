@@ -97,7 +97,7 @@ export function createInboundService(deps: {
       const filed: string[] = [];
       await db.transaction(async (tx) => {
         // Under the account's storage lock: a message that would pass the quota or the allowance is refused (452/552).
-        await deps.door.atData(tx, domain.userId, rcpts[0]!, raw.length, clear);
+        await deps.door.atData(tx, domain.userId, rcpts[0]!, raw.length, !keepNothing);
         // The message row and its raw copy in one statement (a data-modifying CTE always runs).
         const stored = tx.$with('stored').as(tx.insert(schema.messages).values({
           id, userId: domain.userId, direction: 'inbound', kind: 'user', domainId: domain.id, fromAddr: payload.from.address, toAddrs: rcpts,
@@ -105,7 +105,8 @@ export function createInboundService(deps: {
           threadId: payload.threadId, auth, envelopeFrom: env.from, receivedAt, sizeBytes: raw.length, createdAt: receivedAt, updatedAt: receivedAt,
         }).onConflictDoNothing().returning({ id: schema.messages.id }));
         await tx.with(stored).insert(schema.inboundRaw).values({
-          messageId: id, content: sealed.content, encrypted: sealed.encrypted, encAlg: sealed.encAlg, payloadSealed: deps.sealer.seal(JSON.stringify(payload)), createdAt: receivedAt,
+          // A clear message's one stored copy is its mailbox body (filed below); the raw copy here is the sealed one only.
+          messageId: id, content: clear ? Buffer.alloc(0) : sealed.content, encrypted: sealed.encrypted, encAlg: sealed.encAlg, payloadSealed: deps.sealer.seal(JSON.stringify(payload)), createdAt: receivedAt,
         }).onConflictDoNothing();
         await deps.usage.consume(tx, domain.userId, 1, { outbound: false });
         if (!clear) return;
@@ -184,7 +185,7 @@ export function createInboundService(deps: {
     const rows = await db.select({ name: d.domain, userId: d.userId, zeroRetention: d.zeroRetention, encPublicKey: d.encPublicKey }).from(d)
       .where(and(inArray(d.domain, names), eq(d.status, 'verified'), eq(d.mxVerified, 1)));
     for (const r of rows) {
-      await deps.door.early(r.userId, rcpts.find((a) => split(a).domain === r.name)!, bytes, r.zeroRetention !== 1 && !r.encPublicKey);
+      await deps.door.early(r.userId, rcpts.find((a) => split(a).domain === r.name)!, bytes, r.zeroRetention !== 1);
     }
   }
 
@@ -206,7 +207,7 @@ export function createInboundService(deps: {
       }).from(d).where(eq(d.domain, name));
       const verified = rows.find((r) => r.status === 'verified');
       if (returnPath && rows.some((r) => r.status === 'verified' || r.sending)) return;
-      if (!returnPath && verified?.mx === 1) return deps.door.atRcpt(verified.userId, address, verified.zeroRetention !== 1 && !verified.encPublicKey);
+      if (!returnPath && verified?.mx === 1) return deps.door.atRcpt(verified.userId, address, verified.zeroRetention !== 1);
       if (rows.some((r) => r.error)) throw new AppError(451, 'dns_unavailable', `4.4.3 <${address}>: cannot check ${name} right now, try again later`, true);
       throw new AppError(550, 'unknown_domain', `5.1.2 <${address}>: ${name} is not a verified domain here`);
     },
