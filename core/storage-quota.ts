@@ -1,14 +1,12 @@
-import { and, eq, gt, sql } from 'drizzle-orm';
+import { sql } from 'drizzle-orm';
 import type { Db } from '../db/index.js';
 import { schema } from '../db/index.js';
 import { AppError } from './errors.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Tx = Db | Parameters<Parameters<Db['transaction']>[0]>[0] | any;
-const bodies = schema.mailboxBodies;
 const files = schema.storedFiles;
-const raws = schema.inboundRaw;
-const messages = schema.messages;
+const usageRows = schema.storageUsage;
 
 /** The answer when a write would take an account over its storage quota (IMAP says NO [OVERQUOTA]). */
 export const overQuota = (used: number, adding: number, quota: number) => new AppError(413, 'storage_quota_exceeded',
@@ -22,19 +20,25 @@ export const overQuota = (used: number, adding: number, quota: number) => new Ap
  * cannot pass the quota together.
  */
 export function createStorageQuota(deps: { db: Db; quotaBytes: number }) {
+  /** Mail from the running total (storage_usage, kept by a trigger and the inbound path), attachments summed: one statement. */
   async function used(tx: Tx, userId: string): Promise<{ mailboxes: number; attachments: number }> {
-    const [m] = await tx.select({ n: sql<string>`coalesce(sum(${bodies.size}), 0)` }).from(bodies).where(eq(bodies.userId, userId));
-    // The sealed copies of encrypted domains (a clear message's raw copy is empty: its mailbox body is the copy).
-    const [r] = await tx.select({ n: sql<string>`coalesce(sum(octet_length(${raws.content})), 0)` }).from(raws)
-      .innerJoin(messages, eq(messages.id, raws.messageId)).where(eq(messages.userId, userId));
-    const [f] = await tx.select({ n: sql<string>`coalesce(sum(${files.size}), 0)` }).from(files).where(and(eq(files.userId, userId), gt(files.expiresAt, Date.now())));
-    return { mailboxes: Number(m?.n ?? 0) + Number(r?.n ?? 0), attachments: Number(f?.n ?? 0) };
+    const [row] = await tx.select({
+      mail: sql<string>`coalesce((select ${usageRows.bytes} from ${usageRows} where ${usageRows.userId} = ${userId}), 0)`,
+      files: sql<string>`coalesce((select sum(${files.size}) from ${files} where ${files.userId} = ${userId} and ${files.expiresAt} > ${Date.now()}), 0)`,
+    }).from(sql`(select 1) as one`);
+    return { mailboxes: Number(row?.mail ?? 0), attachments: Number(row?.files ?? 0) };
   }
   /** Orders the account's storage writers: held until `tx` ends. */
   const lock = (tx: Tx, userId: string) => tx.execute(sql`select pg_advisory_xact_lock(hashtext(${`storage:${userId}`}))`);
   return {
     quotaBytes: deps.quotaBytes,
     lock,
+    /** Inside `tx`: adds stored bytes that no mailbox body holds (an encrypted domain's sealed copy) to the running total. */
+    async add(tx: Tx, userId: string, bytes: number): Promise<void> {
+      if (bytes <= 0) return;
+      await tx.insert(usageRows).values({ userId, bytes })
+        .onConflictDoUpdate({ target: usageRows.userId, set: { bytes: sql`${usageRows.bytes} + excluded.bytes` } });
+    },
     /** Bytes in use and the quota, for /api/billing/usage (and the SMTP door, inside its transaction). */
     async usage(userId: string, q: Tx = deps.db) {
       const u = await used(q, userId);

@@ -1,4 +1,4 @@
-import { and, eq, gte, sql } from 'drizzle-orm';
+import { eq, sql } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { AppError } from '../errors.js';
@@ -35,14 +35,28 @@ type View = { verified: boolean; used: number; today: { messages: number; bytes:
 export function createInboundDoor(deps: { db: Db; storage: StorageQuota; unverifiedDaily: InboundAllowance }) {
   const views = new Map<string, { at: number; view: Promise<View> }>();
 
+  /** The account's standing in one statement: verified, stored bytes (running total plus attachments), today's inbound. */
   async function read(q: Tx, userId: string): Promise<View> {
-    const m = schema.messages;
-    const [user] = await q.select({ verified: schema.users.emailVerified }).from(schema.users).where(eq(schema.users.id, userId));
-    const since = Date.now() - (Date.now() % DAY_MS);
-    const [today] = user?.verified ? [{ n: 0, bytes: 0 }] : await q.select({ n: sql<string>`count(*)`, bytes: sql<string>`coalesce(sum(${m.sizeBytes}), 0)` })
-      .from(m).where(and(eq(m.userId, userId), eq(m.direction, 'inbound'), gte(m.createdAt, since)));
-    const usage = await deps.storage.usage(userId, q);
-    return { verified: Boolean(user?.verified), used: usage.used, today: { messages: Number(today?.n ?? 0), bytes: Number(today?.bytes ?? 0) } };
+    const day = Date.now() - (Date.now() % DAY_MS);
+    const u = schema.users, t = schema.inboundDaily, s = schema.storageUsage, f = schema.storedFiles;
+    const [row] = await q.select({
+      verified: u.emailVerified,
+      mail: sql<string>`coalesce((select ${s.bytes} from ${s} where ${s.userId} = ${u.id}), 0)`,
+      files: sql<string>`coalesce((select sum(${f.size}) from ${f} where ${f.userId} = ${u.id} and ${f.expiresAt} > ${Date.now()}), 0)`,
+      todayMessages: sql<string>`coalesce((select ${t.messages} from ${t} where ${t.userId} = ${u.id} and ${t.day} = ${day}), 0)`,
+      todayBytes: sql<string>`coalesce((select ${t.bytes} from ${t} where ${t.userId} = ${u.id} and ${t.day} = ${day}), 0)`,
+    }).from(u).where(eq(u.id, userId));
+    return {
+      verified: Boolean(row?.verified), used: Number(row?.mail ?? 0) + Number(row?.files ?? 0),
+      today: { messages: Number(row?.todayMessages ?? 0), bytes: Number(row?.todayBytes ?? 0) },
+    };
+  }
+
+  /** Inside the accepting `tx`: one more message of `bytes` today (kept only while the account is unverified, the only one it limits). */
+  async function countToday(tx: Tx, userId: string, bytes: number): Promise<void> {
+    const t = schema.inboundDaily;
+    await tx.insert(t).values({ userId, day: Date.now() - (Date.now() % DAY_MS), messages: 1, bytes })
+      .onConflictDoUpdate({ target: [t.userId, t.day], set: { messages: sql`${t.messages} + 1`, bytes: sql`${t.bytes} + excluded.bytes` } });
   }
 
   /** Throws the SMTP refusal for `bytes` more (0 at RCPT: is the account already past a limit?). */
@@ -74,6 +88,9 @@ export function createInboundDoor(deps: { db: Db; storage: StorageQuota; unverif
   }
 
   return {
+    /** Inside the accepting `tx`: an encrypted domain's sealed copy, stored instead of a mailbox body, counts in the running total. */
+    storedSealed: (tx: Tx, userId: string, bytes: number) => deps.storage.add(tx, userId, bytes),
+
     /** RCPT TO for a mailbox of `userId`: 452 4.2.2 when the account is already over its quota or allowance. */
     async atRcpt(userId: string, address: string, keepsCopy: boolean): Promise<void> {
       judge(await viewOf(userId), 0, keepsCopy, address);
@@ -93,6 +110,7 @@ export function createInboundDoor(deps: { db: Db; storage: StorageQuota; unverif
       await deps.storage.lock(tx, userId);
       const v = await read(tx, userId);
       judge(v, bytes, keepsCopy, address);
+      if (!v.verified) await countToday(tx, userId, bytes);
       const next: View = { ...v, used: v.used + (keepsCopy ? bytes : 0), today: { messages: v.today.messages + 1, bytes: v.today.bytes + bytes } };
       views.set(userId, { at: Date.now(), view: Promise.resolve(next) });
     },

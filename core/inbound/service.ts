@@ -108,6 +108,7 @@ export function createInboundService(deps: {
           // A clear message's one stored copy is its mailbox body (filed below); the raw copy here is the sealed one only.
           messageId: id, content: clear ? Buffer.alloc(0) : sealed.content, encrypted: sealed.encrypted, encAlg: sealed.encAlg, payloadSealed: deps.sealer.seal(JSON.stringify(payload)), createdAt: receivedAt,
         }).onConflictDoNothing();
+        if (encrypted && !keepNothing) await deps.door.storedSealed(tx, domain.userId, sealed.content.length);
         await deps.usage.consume(tx, domain.userId, 1, { outbound: false });
         if (!clear) return;
         // One body for every recipient: the first filing stores it, the others refer to it.

@@ -11,3 +11,4 @@ export * from './sequences.js';
 export * from './idempotency.js';
 export * from './rate-limits.js';
 export * from './shaping.js';
+export * from './storage.js';
