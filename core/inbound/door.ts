@@ -1,4 +1,4 @@
-import { eq, sql } from 'drizzle-orm';
+import { eq, lt, sql } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { AppError } from '../errors.js';
@@ -11,6 +11,8 @@ type Tx = Db | Parameters<Parameters<Db['transaction']>[0]>[0] | any;
 export type InboundAllowance = { messages: number; bytes: number };
 
 const DAY_MS = 86_400_000;
+/** One accepted message in this many prunes the per-day rows of past days. */
+const PRUNE_EVERY = 1000;
 /** How long RCPT trusts what it read about an account (DATA always reads again, under the account's lock). */
 const RCPT_VIEW_MS = 1000;
 
@@ -35,28 +37,32 @@ type View = { verified: boolean; used: number; today: { messages: number; bytes:
 export function createInboundDoor(deps: { db: Db; storage: StorageQuota; unverifiedDaily: InboundAllowance }) {
   const views = new Map<string, { at: number; view: Promise<View> }>();
 
-  /** The account's standing in one statement: verified, stored bytes (running total plus attachments), today's inbound. */
-  async function read(q: Tx, userId: string): Promise<View> {
+  /**
+   * The account's standing in one statement: verified, stored bytes (running total plus attachments), and
+   * today's inbound before this message. With `admitting`, the same statement counts the message in today's
+   * row first (a refusal throws and rolls it back with the accepting transaction).
+   */
+  async function read(q: Tx, userId: string, admitting?: number): Promise<View> {
     const day = Date.now() - (Date.now() % DAY_MS);
     const u = schema.users, t = schema.inboundDaily, s = schema.storageUsage, f = schema.storedFiles;
-    const [row] = await q.select({
+    const counted = q.$with('counted').as(q.insert(t).values({ userId, day, messages: 1, bytes: admitting ?? 0 })
+      .onConflictDoUpdate({ target: [t.userId, t.day], set: { messages: sql`${t.messages} + 1`, bytes: sql`${t.bytes} + excluded.bytes` } })
+      .returning({ messages: t.messages, bytes: t.bytes }));
+    const today = admitting === undefined
+      ? { messages: sql<string>`coalesce((select ${t.messages} from ${t} where ${t.userId} = ${u.id} and ${t.day} = ${day}), 0)`,
+        bytes: sql<string>`coalesce((select ${t.bytes} from ${t} where ${t.userId} = ${u.id} and ${t.day} = ${day}), 0)` }
+      : { messages: sql<string>`(select "messages" - 1 from "counted")`, bytes: sql<string>`(select "bytes" - ${admitting} from "counted")` };
+    const fields = {
       verified: u.emailVerified,
       mail: sql<string>`coalesce((select ${s.bytes} from ${s} where ${s.userId} = ${u.id}), 0)`,
       files: sql<string>`coalesce((select sum(${f.size}) from ${f} where ${f.userId} = ${u.id} and ${f.expiresAt} > ${Date.now()}), 0)`,
-      todayMessages: sql<string>`coalesce((select ${t.messages} from ${t} where ${t.userId} = ${u.id} and ${t.day} = ${day}), 0)`,
-      todayBytes: sql<string>`coalesce((select ${t.bytes} from ${t} where ${t.userId} = ${u.id} and ${t.day} = ${day}), 0)`,
-    }).from(u).where(eq(u.id, userId));
+      todayMessages: today.messages, todayBytes: today.bytes,
+    };
+    const [row] = await (admitting === undefined ? q.select(fields) : q.with(counted).select(fields)).from(u).where(eq(u.id, userId));
     return {
       verified: Boolean(row?.verified), used: Number(row?.mail ?? 0) + Number(row?.files ?? 0),
       today: { messages: Number(row?.todayMessages ?? 0), bytes: Number(row?.todayBytes ?? 0) },
     };
-  }
-
-  /** Inside the accepting `tx`: one more message of `bytes` today (kept only while the account is unverified, the only one it limits). */
-  async function countToday(tx: Tx, userId: string, bytes: number): Promise<void> {
-    const t = schema.inboundDaily;
-    await tx.insert(t).values({ userId, day: Date.now() - (Date.now() % DAY_MS), messages: 1, bytes })
-      .onConflictDoUpdate({ target: [t.userId, t.day], set: { messages: sql`${t.messages} + 1`, bytes: sql`${t.bytes} + excluded.bytes` } });
   }
 
   /** Throws the SMTP refusal for `bytes` more (0 at RCPT: is the account already past a limit?). */
@@ -108,9 +114,13 @@ export function createInboundDoor(deps: { db: Db; storage: StorageQuota; unverif
      */
     async atData(tx: Tx, userId: string, address: string, bytes: number, keepsCopy: boolean): Promise<void> {
       await deps.storage.lock(tx, userId);
-      const v = await read(tx, userId);
+      const v = await read(tx, userId, bytes);
       judge(v, bytes, keepsCopy, address);
-      if (!v.verified) await countToday(tx, userId, bytes);
+      // Days before yesterday limit nothing: pruned now and then, off the accepting transaction.
+      if (Math.random() * PRUNE_EVERY < 1) {
+        const t = schema.inboundDaily;
+        deps.db.delete(t).where(lt(t.day, Date.now() - (Date.now() % DAY_MS) - DAY_MS)).catch(() => undefined);
+      }
       const next: View = { ...v, used: v.used + (keepsCopy ? bytes : 0), today: { messages: v.today.messages + 1, bytes: v.today.bytes + bytes } };
       views.set(userId, { at: Date.now(), view: Promise.resolve(next) });
     },

@@ -179,15 +179,25 @@ export function createInboundService(deps: {
       : { messageId: m.id, deliveryIds: [], keepsNoCopy: false }));
   }
 
+  /** Receiving domains RCPT just read (name -> account), so DATA's early answer needs no query of its own. */
+  const seenAtRcpt = new Map<string, { at: number; userId: string; keepsCopy: boolean }>();
+  const SEEN_MS = 10_000;
+  const rememberAtRcpt = (name: string, userId: string, keepsCopy: boolean) => {
+    seenAtRcpt.delete(name);
+    seenAtRcpt.set(name, { at: Date.now(), userId, keepsCopy });
+    if (seenAtRcpt.size > 10_000) seenAtRcpt.delete(seenAtRcpt.keys().next().value!);
+  };
+
   /** DATA's early answer: each receiving domain's account must have room (acceptFor decides again under the lock). */
   async function admitAll(bytes: number, rcpts: string[]): Promise<void> {
     const names = [...new Set(rcpts.map((r) => split(r).domain))];
-    if (names.length === 0) return;
-    const rows = await db.select({ name: d.domain, userId: d.userId, zeroRetention: d.zeroRetention, encPublicKey: d.encPublicKey }).from(d)
-      .where(and(inArray(d.domain, names), eq(d.status, 'verified'), eq(d.mxVerified, 1)));
-    for (const r of rows) {
-      await deps.door.early(r.userId, rcpts.find((a) => split(a).domain === r.name)!, bytes, r.zeroRetention !== 1);
-    }
+    const known = names.map((name) => ({ name, seen: seenAtRcpt.get(name) })).filter((n) => n.seen && Date.now() - n.seen.at < SEEN_MS);
+    const missing = names.filter((name) => !known.some((k) => k.name === name));
+    const rows = missing.length === 0 ? [] : await db.select({ name: d.domain, userId: d.userId, zeroRetention: d.zeroRetention }).from(d)
+      .where(and(inArray(d.domain, missing), eq(d.status, 'verified'), eq(d.mxVerified, 1)));
+    const accounts = [...known.map((k) => ({ name: k.name, userId: k.seen!.userId, keepsCopy: k.seen!.keepsCopy })),
+      ...rows.map((r) => ({ name: r.name, userId: r.userId, keepsCopy: r.zeroRetention !== 1 }))];
+    for (const a of accounts) await deps.door.early(a.userId, rcpts.find((r) => split(r).domain === a.name)!, bytes, a.keepsCopy);
   }
 
   return {
@@ -204,11 +214,14 @@ export function createInboundService(deps: {
       // The return path of system mail (bounce+<msg>@bounces.<SERVICE_DOMAIN>): the service domain has no domain row.
       if (returnPath && name === deps.serviceDomain) return;
       const rows = await db.select({
-        status: d.status, mx: d.mxVerified, sending: d.sendingEnabled, error: d.lastCheckError, userId: d.userId, zeroRetention: d.zeroRetention, encPublicKey: d.encPublicKey,
+        status: d.status, mx: d.mxVerified, sending: d.sendingEnabled, error: d.lastCheckError, userId: d.userId, zeroRetention: d.zeroRetention,
       }).from(d).where(eq(d.domain, name));
       const verified = rows.find((r) => r.status === 'verified');
       if (returnPath && rows.some((r) => r.status === 'verified' || r.sending)) return;
-      if (!returnPath && verified?.mx === 1) return deps.door.atRcpt(verified.userId, address, verified.zeroRetention !== 1);
+      if (!returnPath && verified?.mx === 1) {
+        rememberAtRcpt(name, verified.userId, verified.zeroRetention !== 1);
+        return deps.door.atRcpt(verified.userId, address, verified.zeroRetention !== 1);
+      }
       if (rows.some((r) => r.error)) throw new AppError(451, 'dns_unavailable', `4.4.3 <${address}>: cannot check ${name} right now, try again later`, true);
       throw new AppError(550, 'unknown_domain', `5.1.2 <${address}>: ${name} is not a verified domain here`);
     },

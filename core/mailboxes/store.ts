@@ -93,13 +93,13 @@ export function createMailboxStore(deps: { db: Db; storage?: StorageQuota }) {
     // FOR SHARE waits for a deleter holding the body and then finds it gone: the bytes are stored anew.
     const shared = f.shareBody ? (await tx.select({ id: bodies.id }).from(bodies).where(eq(bodies.id, f.shareBody)).for('share'))[0]?.id : undefined;
     const bodyId = f.bodyId ?? shared ?? newId('mbb');
-    if (!f.bodyId && !shared) await tx.insert(bodies).values({ id: bodyId, userId: f.userId, size: f.raw.length, raw: f.raw, createdAt: Date.now() });
-    // The message and the folder's next UID in one statement.
+    // New bytes, the message and the folder's next UID in one statement (a data-modifying CTE always runs).
+    const body = tx.$with('body').as(tx.insert(bodies).values({ id: bodyId, userId: f.userId, size: f.raw.length, raw: f.raw, createdAt: Date.now() }).returning({ id: bodies.id }));
     const filed = tx.$with('filed').as(tx.insert(mm).values({
       mailboxId: box.id, messageId: f.messageId ?? null, flags: f.flags ?? [], fromAddr: f.fromAddr, toAddr: f.address.toLowerCase(),
       subject: f.subject, size: f.raw.length, bodyId, internalDate: f.internalDate ?? Date.now(),
     }).returning({ uid: mm.uid }));
-    const [row] = await tx.with(filed).update(mb).set({ uidNext: sql`greatest(${mb.uidNext}, (select uid + 1 from ${filed}))` })
+    const [row] = await (f.bodyId || shared ? tx.with(filed) : tx.with(body, filed)).update(mb).set({ uidNext: sql`greatest(${mb.uidNext}, (select uid + 1 from ${filed}))` })
       .where(eq(mb.id, box.id)).returning({ uid: sql<number>`(select uid from ${filed})` });
     return { mailboxId: box.id, uid: Number(row!.uid), bodyId };
   }
