@@ -51,6 +51,13 @@ export function createInboundService(deps: {
 }) {
   const { db } = deps;
   const d = schema.domains;
+  // The reads every inbound message makes, prepared once (named statements: no query building per message).
+  const rcptDomain = db.select({
+    status: d.status, mx: d.mxVerified, sending: d.sendingEnabled, error: d.lastCheckError, userId: d.userId, zeroRetention: d.zeroRetention,
+  }).from(d).where(eq(d.domain, sql.placeholder('name'))).prepare('inbound_rcpt_domain');
+  const receivingRows = db.select({ domain: d, route: schema.routes }).from(d).leftJoin(schema.routes, eq(schema.routes.domainId, d.id))
+    .where(and(eq(d.domain, sql.placeholder('name')), eq(d.status, 'verified'), eq(d.mxVerified, 1))).prepare('inbound_receiving_domain');
+  const storedMessage = db.select({ id: schema.messages.id }).from(schema.messages).where(eq(schema.messages.id, sql.placeholder('id'))).prepare('inbound_stored_message');
 
   /**
    * The domain that receives mail for `name` with its routes, in one statement. Only the verified row
@@ -58,8 +65,7 @@ export function createInboundService(deps: {
    * the same name never sees this mail.
    */
   async function receivingDomain(name: string): Promise<{ domain: DomainRow; match: (local: string) => RouteRow | undefined } | undefined> {
-    const rows = await db.select({ domain: d, route: schema.routes }).from(d).leftJoin(schema.routes, eq(schema.routes.domainId, d.id))
-      .where(and(eq(d.domain, name), eq(d.status, 'verified'), eq(d.mxVerified, 1)));
+    const rows = await receivingRows.execute({ name });
     const domain = rows[0]?.domain;
     if (!domain) return undefined;
     // One verified row per name; the join repeats it once per route.
@@ -85,7 +91,7 @@ export function createInboundService(deps: {
   async function acceptFor(domain: DomainRow, routed: { rcpt: string; route?: RouteRow }[], raw: Buffer, mail: ParsedMail, env: Envelope, auth: Record<string, string | null>) {
     const rcpts = routed.map((r) => r.rcpt);
     const id = hashId('msg', domain.id, rcpts.join(','), raw);
-    const [seen] = await db.select({ id: schema.messages.id }).from(schema.messages).where(eq(schema.messages.id, id));
+    const [seen] = await storedMessage.execute({ id });
     if (!seen) {
       const keepNothing = domain.zeroRetention === 1;
       const encrypted = Boolean(domain.encPublicKey);
@@ -213,9 +219,7 @@ export function createInboundService(deps: {
       const name = returnPath && domain.startsWith('bounces.') ? domain.slice('bounces.'.length) : domain;
       // The return path of system mail (bounce+<msg>@bounces.<SERVICE_DOMAIN>): the service domain has no domain row.
       if (returnPath && name === deps.serviceDomain) return;
-      const rows = await db.select({
-        status: d.status, mx: d.mxVerified, sending: d.sendingEnabled, error: d.lastCheckError, userId: d.userId, zeroRetention: d.zeroRetention,
-      }).from(d).where(eq(d.domain, name));
+      const rows = await rcptDomain.execute({ name });
       const verified = rows.find((r) => r.status === 'verified');
       if (returnPath && rows.some((r) => r.status === 'verified' || r.sending)) return;
       if (!returnPath && verified?.mx === 1) {
