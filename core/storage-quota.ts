@@ -16,8 +16,9 @@ export const overQuota = (used: number, adding: number, quota: number) => new Ap
  * Storage per account (STORAGE_QUOTA_BYTES): the raw bytes of every stored mailbox body (one per inbound
  * message however many mailboxes it was filed into; each Sent copy, APPEND and COPY is a body of its own),
  * the sealed copies of encrypted domains' inbound mail, and unexpired stored attachments. Writers that grow
- * it reserve inside their transaction: an advisory lock per account orders them, so concurrent writers
- * cannot pass the quota together.
+ * it are ordered by the account's `storage_usage` row, locked until their transaction ends: `reserve` locks
+ * it before reading, and an inbound message locks it by storing its body (the trigger) and is judged after,
+ * so concurrent writers cannot pass the quota together.
  */
 export function createStorageQuota(deps: { db: Db; quotaBytes: number }) {
   /** Mail from the running total (storage_usage, kept by a trigger and the inbound path), attachments summed: one statement. */
@@ -28,11 +29,14 @@ export function createStorageQuota(deps: { db: Db; quotaBytes: number }) {
     }).from(sql`(select 1) as one`);
     return { mailboxes: Number(row?.mail ?? 0), attachments: Number(row?.files ?? 0) };
   }
-  /** Orders the account's storage writers: held until `tx` ends. */
-  const lock = (tx: Tx, userId: string) => tx.execute(sql`select pg_advisory_xact_lock(hashtext(${`storage:${userId}`}))`);
+  /**
+   * Orders the account's storage writers: the account's running-total row, locked until `tx` ends (the
+   * trigger of a body insert and the door's sealed copies lock the same row, so every writer queues there).
+   */
+  const lock = (tx: Tx, userId: string) => tx.insert(usageRows).values({ userId, bytes: 0 })
+    .onConflictDoUpdate({ target: usageRows.userId, set: { bytes: sql`${usageRows.bytes}` } });
   return {
     quotaBytes: deps.quotaBytes,
-    lock,
     /** Inside `tx`: adds stored bytes that no mailbox body holds (an encrypted domain's sealed copy) to the running total. */
     async add(tx: Tx, userId: string, bytes: number): Promise<void> {
       if (bytes <= 0) return;

@@ -30,8 +30,8 @@ type View = { verified: boolean; used: number; today: { messages: number; bytes:
  * Storage counted at the door of the SMTP ingress: inbound mail counts against the account's storage
  * quota, and an account whose address is not verified has a small daily allowance. RCPT refuses an
  * account already past either (from a view at most 1 s old); DATA refuses a message that would pass
- * either, checked early from that view and then inside the accepting transaction under the account's
- * storage lock. (A view that counted a message whose transaction then failed errs toward refusing, for
+ * either, checked early from that view and then last in the accepting transaction, under the account's
+ * running-total row lock. (A view that counted a message whose transaction then failed errs toward refusing, for
  * at most a second, with a temporary 452.)
  */
 export function createInboundDoor(deps: { db: Db; storage: StorageQuota; unverifiedDaily: InboundAllowance }) {
@@ -108,20 +108,22 @@ export function createInboundDoor(deps: { db: Db; storage: StorageQuota; unverif
     },
 
     /**
-     * DATA, inside the accepting `tx`: takes the account's storage lock (concurrent messages are judged
-     * one after the other), reads the account afresh and refuses a message that would pass the quota or
-     * the allowance. The view RCPT goes by then counts this message, so the next RCPT sees it at once.
+     * DATA, last in the accepting `tx`, after the message was stored: what it stored (`stored` bytes: its
+     * mailbox body or sealed copy) is in the running total already, whose row the transaction holds locked
+     * until commit, so concurrent messages of one account are judged one after the other, each seeing the
+     * ones before it. Counts the message in today's row in the same statement, and refuses (rolling all of
+     * it back) a message that passes the quota or the allowance. The view RCPT goes by then counts it.
      */
-    async atData(tx: Tx, userId: string, address: string, bytes: number, keepsCopy: boolean): Promise<void> {
-      await deps.storage.lock(tx, userId);
-      const v = await read(tx, userId, bytes);
+    async atData(tx: Tx, userId: string, address: string, bytes: number, keepsCopy: boolean, stored: number): Promise<void> {
+      const counted = await read(tx, userId, bytes);
+      const v: View = { ...counted, used: counted.used - stored };
       judge(v, bytes, keepsCopy, address);
       // Days before yesterday limit nothing: pruned now and then, off the accepting transaction.
       if (Math.random() * PRUNE_EVERY < 1) {
         const t = schema.inboundDaily;
         deps.db.delete(t).where(lt(t.day, Date.now() - (Date.now() % DAY_MS) - DAY_MS)).catch(() => undefined);
       }
-      const next: View = { ...v, used: v.used + (keepsCopy ? bytes : 0), today: { messages: v.today.messages + 1, bytes: v.today.bytes + bytes } };
+      const next: View = { ...counted, today: { messages: v.today.messages + 1, bytes: v.today.bytes + bytes } };
       views.set(userId, { at: Date.now(), view: Promise.resolve(next) });
     },
   };

@@ -102,8 +102,6 @@ export function createInboundService(deps: {
       const clear = !keepNothing && !encrypted;
       const filed: string[] = [];
       await db.transaction(async (tx) => {
-        // Under the account's storage lock: a message that would pass the quota or the allowance is refused (452/552).
-        await deps.door.atData(tx, domain.userId, rcpts[0]!, raw.length, !keepNothing);
         // The message row and its raw copy in one statement (a data-modifying CTE always runs).
         const stored = tx.$with('stored').as(tx.insert(schema.messages).values({
           id, userId: domain.userId, direction: 'inbound', kind: 'user', domainId: domain.id, fromAddr: payload.from.address, toAddrs: rcpts,
@@ -114,18 +112,29 @@ export function createInboundService(deps: {
           // A clear message's one stored copy is its mailbox body (filed below); the raw copy here is the sealed one only.
           messageId: id, content: clear ? Buffer.alloc(0) : sealed.content, encrypted: sealed.encrypted, encAlg: sealed.encAlg, payloadSealed: deps.sealer.seal(JSON.stringify(payload)), createdAt: receivedAt,
         }).onConflictDoNothing();
-        if (encrypted && !keepNothing) await deps.door.storedSealed(tx, domain.userId, sealed.content.length);
-        await deps.usage.consume(tx, domain.userId, 1, { outbound: false });
-        if (!clear) return;
-        // One body for every recipient: the first filing stores it, the others refer to it.
-        let bodyId: string | undefined;
-        for (const rcpt of rcpts) {
-          const box = await deps.mailboxStore.fileIn(tx, {
-            userId: domain.userId, domainId: domain.id, address: rcpt, folder: 'INBOX', raw, fromAddr: env.from, subject: payload.subject, messageId: id, internalDate: receivedAt, bodyId,
-          });
-          if (box) filed.push(box.mailboxId);
-          bodyId ??= box?.bodyId;
+        // What this message stores goes into the account's running total (whose row stays locked until commit).
+        let storedBytes = 0;
+        if (encrypted && !keepNothing) {
+          await deps.door.storedSealed(tx, domain.userId, sealed.content.length);
+          storedBytes = sealed.content.length;
         }
+        if (clear) {
+          // One body for every recipient: the first filing stores it, the others refer to it.
+          let bodyId: string | undefined;
+          for (const rcpt of rcpts) {
+            const box = await deps.mailboxStore.fileIn(tx, {
+              userId: domain.userId, domainId: domain.id, address: rcpt, folder: 'INBOX', raw, fromAddr: env.from, subject: payload.subject, messageId: id, internalDate: receivedAt, bodyId,
+            });
+            if (box) filed.push(box.mailboxId);
+            bodyId ??= box?.bodyId;
+          }
+          if (bodyId) storedBytes = raw.length;
+        }
+        // The account's counters last: each holds its row locked until commit, so concurrent messages of one
+        // account queue only for these few statements. A message that passes the quota or the allowance is
+        // refused (452/552) and everything above rolls back.
+        await deps.usage.consume(tx, domain.userId, 1, { outbound: false });
+        await deps.door.atData(tx, domain.userId, rcpts[0]!, raw.length, !keepNothing, storedBytes);
       });
       filed.forEach(deps.mailboxStore.notify);
       // The sender becomes (or stays) a contact of the account, seen now (group-committed, off the 250's path).
