@@ -3,6 +3,7 @@ import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { AppError } from '../errors.js';
 import type { StorageQuota } from '../storage-quota.js';
+import { monthKey } from '../usage.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Tx = Db | Parameters<Parameters<Db['transaction']>[0]>[0] | any;
@@ -40,7 +41,7 @@ export function createInboundDoor(deps: { db: Db; storage: StorageQuota; unverif
   /**
    * The account's standing in one statement: verified, stored bytes (running total plus attachments), and
    * today's inbound before this message. With `admitting`, the same statement counts the message in today's
-   * row first (a refusal throws and rolls it back with the accepting transaction).
+   * row and in the month's usage first (a refusal throws and rolls both back with the accepting transaction).
    */
   async function read(q: Tx, userId: string, admitting?: number): Promise<View> {
     const day = Date.now() - (Date.now() % DAY_MS);
@@ -58,7 +59,11 @@ export function createInboundDoor(deps: { db: Db; storage: StorageQuota; unverif
       files: sql<string>`coalesce((select sum(${f.size}) from ${f} where ${f.userId} = ${u.id} and ${f.expiresAt} > ${Date.now()}), 0)`,
       todayMessages: today.messages, todayBytes: today.bytes,
     };
-    const [row] = await (admitting === undefined ? q.select(fields) : q.with(counted).select(fields)).from(u).where(eq(u.id, userId));
+    // Admitting also bills the message to the month's usage (SPEC.md: inbound and outbound share the bucket).
+    const c = schema.usageCounters;
+    const billed = q.$with('billed').as(q.insert(c).values({ userId, period: monthKey(), count: 1 })
+      .onConflictDoUpdate({ target: [c.userId, c.period], set: { count: sql`${c.count} + excluded.count` } }).returning({ count: c.count }));
+    const [row] = await (admitting === undefined ? q.select(fields) : q.with(counted, billed).select(fields)).from(u).where(eq(u.id, userId));
     return {
       verified: Boolean(row?.verified), used: Number(row?.mail ?? 0) + Number(row?.files ?? 0),
       today: { messages: Number(row?.todayMessages ?? 0), bytes: Number(row?.todayBytes ?? 0) },

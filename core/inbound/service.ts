@@ -130,10 +130,9 @@ export function createInboundService(deps: {
           }
           if (bodyId) storedBytes = raw.length;
         }
-        // The account's counters last: each holds its row locked until commit, so concurrent messages of one
-        // account queue only for these few statements. A message that passes the quota or the allowance is
-        // refused (452/552) and everything above rolls back.
-        await deps.usage.consume(tx, domain.userId, 1, { outbound: false });
+        // The account's counters last (today's inbound and the month's usage, in the door's one statement): each
+        // holds its row locked until commit, so concurrent messages of one account queue only for that statement.
+        // A message that passes the quota or the allowance is refused (452/552) and everything above rolls back.
         await deps.door.atData(tx, domain.userId, rcpts[0]!, raw.length, !keepNothing, storedBytes);
       });
       filed.forEach(deps.mailboxStore.notify);
