@@ -6,6 +6,7 @@ import type { TaskInput, TaskName, TaskOutput } from './tasks.js';
 import type { WorkerAnswer } from './worker.js';
 import { PARSE_DEFAULTS, type ParsePoolOptions } from './options.js';
 import { parseWorkerFile } from './worker-file.js';
+import { createBatcher } from './batch.js';
 
 export { PARSE_DEFAULTS, type ParsePoolOptions } from './options.js';
 
@@ -70,15 +71,11 @@ export function createParsePool(options: ParsePoolOptions): ParsePool {
   });
   let closed = false;
 
-  async function run<K extends TaskName>(task: K, input: TaskInput<K>, opts: RunOptions = {}): Promise<TaskOutput<K>> {
-    if (closed) throw new AppError(503, 'unavailable', 'The service is shutting down', true);
-    const budget = opts.timeoutMs ?? options.timeoutMs;
-    const queueMs = opts.queueMs ?? Math.max(3 * budget, 30_000);
-    const startedAt = performance.now();
+  /** One task handed to a thread alone, with its own budget watch; answers what the thread answered, or throws the refusal. */
+  async function alone(task: string, input: unknown, budget: number, queueMs: number): Promise<WorkerAnswer> {
     const watch = watchTask(task, budget, queueMs);
-    let answer: WorkerAnswer;
     try {
-      answer = await piscina.run({ task, input, handedAt: watch.handedAt, started: watch.started }, { signal: watch.signal });
+      return await piscina.run({ task, input, handedAt: watch.handedAt, started: watch.started }, { signal: watch.signal });
     } catch (err) {
       if (watch.refusal) {
         if (watch.refusal.code === 'parse_budget_exceeded') parseTasksOverBudget.inc({ task, budget: 'time' });
@@ -91,6 +88,21 @@ export function createParsePool(options: ParsePoolOptions): ParsePool {
       throw err;
     } finally {
       watch.stop();
+    }
+  }
+  const batcher = createBatcher({ piscina, alone, overBudget, busy, counted: (task) => parseTasksOverBudget.inc({ task, budget: 'time' }) });
+
+  async function run<K extends TaskName>(task: K, input: TaskInput<K>, opts: RunOptions = {}): Promise<TaskOutput<K>> {
+    if (closed) throw new AppError(503, 'unavailable', 'The service is shutting down', true);
+    const budget = opts.timeoutMs ?? options.timeoutMs;
+    const queueMs = opts.queueMs ?? Math.max(3 * budget, 30_000);
+    const startedAt = performance.now();
+    // A small mail goes with the others of this turn (batch.ts); anything else alone.
+    const batched = task === 'parseMail' && (input as Uint8Array).length <= BATCH_BYTES;
+    let answer: WorkerAnswer;
+    try {
+      answer = await (batched ? batcher.add(task, input, budget, queueMs) : alone(task, input, budget, queueMs));
+    } finally {
       parseTaskDuration.observe({ task }, (performance.now() - startedAt) / 1000);
     }
     if (answer.ok) return answer.value as TaskOutput<K>;
@@ -145,6 +157,8 @@ export function runParse<K extends TaskName>(task: K, input: TaskInput<K>, opts?
 
 /** Outside bytes below this size may be handled on the calling loop when their parser is linear (see docs/configuration.md). */
 export const INLINE_BYTES = 64 * 1024;
+/** Mail up to this size is parsed in batches with the other small mail of the same turn (batch.ts). */
+const BATCH_BYTES = 64 * 1024;
 
 /** A Uint8Array that came back through structured clone, as the Buffer it was. */
 export const toBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
