@@ -315,4 +315,33 @@ describe('the dashboard in a real browser', () => {
     await heading('Overview').waitFor();
     expect(pageErrors, 'uncaught errors in the page').toEqual([]);
   });
+
+  it('a sign-in link on an address never proven lists what it revokes, ticked; the one the owner unticks keeps working', async () => {
+    // Someone signed up with an address that is not theirs: a password, and the account key they read.
+    const email = 'squatted@example.com';
+    const made = await stack.api('POST', '/api/auth/signup', { body: { email, password: 'the squatter password' } });
+    expect(made.body.token).toEqual(expect.any(String));
+    const squatterKey: string = (await stack.api('GET', '/api/keys', { token: made.body.token })).body.key;
+    await context.clearCookies();
+    await page.evaluate(() => sessionStorage.clear());
+    // The owner of the mailbox asks for a link to the dashboard and opens it.
+    expect((await stack.api('POST', '/api/auth/signin-link', { body: { email, linkTo: 'app' } })).status).toBeLessThan(300);
+    const mail = await waitForMail(stack, email, /sign-in link/);
+    await page.goto(`${app}/signin?token=${tokenFromMail(mail.raw)}`);
+    const revoke = page.getByRole('group', { name: 'Revoke when you continue' });
+    await revoke.waitFor();
+    await audit('sign-in link of an unproven address');
+    const keyBox = revoke.getByRole('checkbox', { name: /account API key/ });
+    const passwordBox = revoke.getByRole('checkbox', { name: 'The password' });
+    expect([await keyBox.isChecked(), await passwordBox.isChecked()]).toEqual([true, true]);
+    // Pretend the owner recognises the key (say, their own script provisioned it): untick it.
+    await keyBox.uncheck();
+    await page.getByRole('button', { name: 'Continue' }).click();
+    await heading('Signed in').waitFor();
+    expect((await stack.api('GET', '/v1/me', { token: squatterKey })).status).toBe(200);
+    // What stayed ticked is revoked: the password signs nobody in, the earlier session has ended.
+    expect((await stack.api('POST', '/api/auth/login', { body: { email, password: 'the squatter password' } })).status).toBe(401);
+    expect((await stack.api('GET', '/api/keys', { token: made.body.token })).status).toBe(401);
+    expect(pageErrors, 'uncaught errors in the page').toEqual([]);
+  });
 });

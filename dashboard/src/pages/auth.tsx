@@ -77,8 +77,28 @@ export function SignIn() {
 type LinkDetails = Awaited<ReturnType<typeof api.auth.linkDetails.query>>;
 const when = (ms: number) => new Date(ms).toLocaleString();
 
+/**
+ * A sign-in link on an account whose address was never proven: what following it revokes (anything made
+ * before the owner had the mailbox may be a stranger's), each ticked; unticking one keeps it.
+ */
+function Revocations({ d, kept, toggle }: { d: LinkDetails; kept: Set<string>; toggle: (id: string) => void }) {
+  const list = d.credentials ?? [];
+  if (list.length === 0) return null;
+  return (
+    <fieldset>
+      <legend>Revoke when you continue</legend>
+      <p>These were made before this address was proven yours. Untick one only if you made it yourself.</p>
+      {list.map((c) => (
+        <label key={c.id} className="check">
+          <input type="checkbox" checked={!kept.has(c.id)} onChange={() => toggle(c.id)} /> {c.label}
+        </label>
+      ))}
+    </fieldset>
+  );
+}
+
 /** How the account of a mailed link was made and what it holds: shown before the person confirms it is theirs. */
-function AccountOrigin({ d }: { d: LinkDetails }) {
+function AccountOrigin({ d, kind }: { d: LinkDetails; kind: 'verify' | 'signin' }) {
   const o = d.origin;
   const how = o.via === 'provision' ? `from the email address alone${o.channel ? ` (channel ${o.channel})` : ''}`
     : o.via === 'consent' ? `on the page where the app “${o.app?.name ?? 'without a name'}” asks to link to an account`
@@ -98,7 +118,7 @@ function AccountOrigin({ d }: { d: LinkDetails }) {
       <p>An account for <strong>{d.email}</strong> was created {how} on {when(o.createdAt)}{o.clientIp ? ` from the client address ${o.clientIp}` : ''}.</p>
       <h3>What it holds now</h3>
       {items.length ? <ul>{items.map((t, i) => <li key={i}>{t}</li>)}</ul> : <p>Nothing yet.</p>}
-      <p>Continuing confirms the address is yours and keeps all of it working. If you did not make this account, choose “I did not ask for this”: it is deleted with everything it holds.</p>
+      <p>{kind === 'verify' ? 'Continuing confirms the address is yours and keeps all of it working.' : 'Continuing signs you in and revokes what is ticked below.'} If you did not make this account, choose “I did not ask for this”: it is deleted with everything it holds.</p>
     </section>
   );
 }
@@ -112,10 +132,12 @@ export function RedeemLink({ kind }: { kind: 'verify' | 'signin' }) {
   const { query } = useLocation();
   const [token] = useState(() => query.get('token') ?? '');
   const [password, setPassword] = useState('');
+  const [kept, setKept] = useState<Set<string>>(() => new Set());
+  const toggle = (id: string) => setKept((k) => { const n = new Set(k); if (n.has(id)) n.delete(id); else n.add(id); return n; });
   const details = useQuery({ queryKey: ['link', token], queryFn: () => api.auth.linkDetails.query({ token }), enabled: token !== '' });
   const done = () => history.replaceState(null, '', `${location.pathname}?done`); // the token is spent: keep it out of the address bar
   const redeem = useMutation({
-    mutationFn: () => api.auth.redeemLink.mutate({ token }),
+    mutationFn: () => api.auth.redeemLink.mutate(kind === 'signin' ? { token, keep: [...kept] } : { token }),
     onSuccess: (s) => {
       keep(s);
       done();
@@ -137,7 +159,8 @@ export function RedeemLink({ kind }: { kind: 'verify' | 'signin' }) {
     return (
       <Page title={kind === 'verify' ? 'Verify your email address' : 'Sign in'}>
         <ErrorBox error={details.error} />
-        {unverified && <AccountOrigin d={details.data} />}
+        {unverified && <AccountOrigin d={details.data} kind={kind} />}
+        {unverified && kind === 'signin' && <Revocations d={details.data} kept={kept} toggle={toggle} />}
         <p>Continue to {kind === 'verify' ? 'verify your address and sign in' : 'sign in'} with this one-time link.</p>
         <ErrorBox error={redeem.error ?? disown.error} />
         <button type="button" onClick={() => redeem.mutate()} disabled={redeem.isPending || details.isPending}>Continue</button>
