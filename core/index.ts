@@ -181,7 +181,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
   const mailboxes: MailboxService = createMailboxService({ db, store: mailboxStore, passwords: appPasswords, guard: createLoginGuard(db, config.login) });
   const forwarder = createForwarder({ db, attachments, queue, gate });
   const inbound = createInboundService({
-    db, sealer, resolver, serviceDomain: config.serviceDomain, attachments, encryption, routes, deliveries: deliveryStore, usage, workflows: deps.workflows, reports, starts: inboundStarts,
+    db, sealer, resolver, serviceDomain: config.serviceDomain, attachments, encryption, routes, deliveries: deliveryStore, workflows: deps.workflows, reports, starts: inboundStarts,
     mailboxStore, forwarder, door: createInboundDoor({ db, storage, unverifiedDaily: config.unverifiedInboundDaily }), touchContacts: (userId, emails) => contacts.touch(userId, emails, { subscribed: false }),
     unsubscribe: async (token) => {
       const contactId = unsubscribe.contactOf(token);

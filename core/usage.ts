@@ -5,6 +5,12 @@ import type { Plan } from './plans.js';
 
 const iso = (now: Date) => now.toISOString();
 export const monthKey = (now = new Date()) => `m:${iso(now).slice(0, 7)}`;
+/**
+ * The statement that counts `n` messages in the account's bucket of this month (SPEC.md: inbound and outbound
+ * share it); a builder, so the inbound door can run it inside its own statement (as a CTE).
+ */
+export const billMonth = (q: Pick<Db, 'insert'>, userId: string, n: number) => q.insert(schema.usageCounters).values({ userId, period: monthKey(), count: n })
+  .onConflictDoUpdate({ target: [schema.usageCounters.userId, schema.usageCounters.period], set: { count: sql`${schema.usageCounters.count} + excluded.count` } });
 export const dayKey = (now = new Date()) => `d:${iso(now).slice(0, 10)}`;
 /** Seconds until the next UTC midnight, for Retry-After on the daily cap. */
 export const secondsToMidnight = (now = new Date()) =>
@@ -96,8 +102,7 @@ export function createUsageService(deps: { db: Db; plans: Record<string, Plan>; 
     async consume(tx: Tx, userId: string, n: number, opts: { outbound: boolean }): Promise<void> {
       if (n <= 0) return;
       if (opts.outbound) return void (await bump(tx, userId, n, new Date()));
-      await tx.insert(c).values({ userId, period: monthKey(), count: n })
-        .onConflictDoUpdate({ target: [c.userId, c.period], set: { count: sql`${c.count} + excluded.count` } });
+      await billMonth(tx, userId, n);
     },
 
     async usage(user: { id: string; plan: string }) {

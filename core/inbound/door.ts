@@ -3,7 +3,7 @@ import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { AppError } from '../errors.js';
 import type { StorageQuota } from '../storage-quota.js';
-import { monthKey } from '../usage.js';
+import { billMonth } from '../usage.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Tx = Db | Parameters<Parameters<Db['transaction']>[0]>[0] | any;
@@ -46,9 +46,6 @@ export function createInboundDoor(deps: { db: Db; storage: StorageQuota; unverif
   async function read(q: Tx, userId: string, admitting?: number): Promise<View> {
     const day = Date.now() - (Date.now() % DAY_MS);
     const u = schema.users, t = schema.inboundDaily, s = schema.storageUsage, f = schema.storedFiles;
-    const counted = q.$with('counted').as(q.insert(t).values({ userId, day, messages: 1, bytes: admitting ?? 0 })
-      .onConflictDoUpdate({ target: [t.userId, t.day], set: { messages: sql`${t.messages} + 1`, bytes: sql`${t.bytes} + excluded.bytes` } })
-      .returning({ messages: t.messages, bytes: t.bytes }));
     const today = admitting === undefined
       ? { messages: sql<string>`coalesce((select ${t.messages} from ${t} where ${t.userId} = ${u.id} and ${t.day} = ${day}), 0)`,
         bytes: sql<string>`coalesce((select ${t.bytes} from ${t} where ${t.userId} = ${u.id} and ${t.day} = ${day}), 0)` }
@@ -59,11 +56,15 @@ export function createInboundDoor(deps: { db: Db; storage: StorageQuota; unverif
       files: sql<string>`coalesce((select sum(${f.size}) from ${f} where ${f.userId} = ${u.id} and ${f.expiresAt} > ${Date.now()}), 0)`,
       todayMessages: today.messages, todayBytes: today.bytes,
     };
-    // Admitting also bills the message to the month's usage (SPEC.md: inbound and outbound share the bucket).
-    const c = schema.usageCounters;
-    const billed = q.$with('billed').as(q.insert(c).values({ userId, period: monthKey(), count: 1 })
-      .onConflictDoUpdate({ target: [c.userId, c.period], set: { count: sql`${c.count} + excluded.count` } }).returning({ count: c.count }));
-    const [row] = await (admitting === undefined ? q.select(fields) : q.with(counted, billed).select(fields)).from(u).where(eq(u.id, userId));
+    const admit = () => {
+      // Admitting also bills the message to the month's usage (SPEC.md: inbound and outbound share the bucket).
+      const counted = q.$with('counted').as(q.insert(t).values({ userId, day, messages: 1, bytes: admitting! })
+        .onConflictDoUpdate({ target: [t.userId, t.day], set: { messages: sql`${t.messages} + 1`, bytes: sql`${t.bytes} + excluded.bytes` } })
+        .returning({ messages: t.messages, bytes: t.bytes }));
+      const billed = q.$with('billed').as(billMonth(q, userId, 1).returning({ count: schema.usageCounters.count }));
+      return q.with(counted, billed);
+    };
+    const [row] = await (admitting === undefined ? q : admit()).select(fields).from(u).where(eq(u.id, userId));
     return {
       verified: Boolean(row?.verified), used: Number(row?.mail ?? 0) + Number(row?.files ?? 0),
       today: { messages: Number(row?.todayMessages ?? 0), bytes: Number(row?.todayBytes ?? 0) },

@@ -9,7 +9,6 @@ import type { DomainRow } from '../domains/dto.js';
 import { AppError } from '../errors.js';
 import type { WorkflowPort } from '../ports.js';
 import type { Sealer } from '../secrets.js';
-import type { UsageService } from '../usage.js';
 import type { DeliveryStore, NewDelivery } from '../webhooks/deliveries.js';
 import { bestRoute, type RouteRow, type RouteService } from '../webhooks/routes.js';
 import { scoreMessage } from './auth.js';
@@ -40,7 +39,7 @@ export type Envelope = { from: string; rcpts: string[]; ip: string; helo: string
 /** Inbound mail: who may receive, storing what arrives, and turning it into webhook deliveries. */
 export function createInboundService(deps: {
   db: Db; sealer: Sealer; resolver: Resolver; serviceDomain: string; attachments: AttachmentService; encryption: EncryptionService;
-  routes: RouteService; deliveries: DeliveryStore; usage: UsageService; workflows: WorkflowPort; reports: ReportService; starts: { enqueue(ids: string[], account: string): void };
+  routes: RouteService; deliveries: DeliveryStore; workflows: WorkflowPort; reports: ReportService; starts: { enqueue(ids: string[], account: string): void };
   mailboxStore: MailboxStore; forwarder: Forwarder;
   /** Storage counted at the door: the quota and the daily allowance of unverified accounts (RCPT and DATA). */
   door: InboundDoor;
