@@ -9,9 +9,15 @@ import { watchHealth } from './helpers/health-probe.js';
  * and then time a fast answer, which is what the in-process probe did before.
  */
 let server: Server;
+/** Health requests the server has answered: the probe's progress, waited on instead of a fixed time. */
+let hits = 0;
+const answered = async (n: number) => { while (hits < n) await new Promise((r) => setImmediate(r)); };
 let base: string;
 beforeAll(async () => {
-  server = createServer((req, res) => res.writeHead(req.url === '/api/health' ? 200 : 404).end('{"ok":true}'));
+  server = createServer((req, res) => {
+    if (req.url === '/api/health') hits += 1;
+    res.writeHead(req.url === '/api/health' ? 200 : 404).end('{"ok":true}');
+  });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 });
@@ -21,10 +27,11 @@ describe('the out-of-process health probe', () => {
   it('sees a 1.5 s stall of the serving loop as one sample of about 1.5 s', async () => {
     const health = await watchHealth(base, 20);
     // Let a few probes answer, then block this process's loop as a super-linear regex would.
-    await new Promise((r) => setTimeout(r, 200));
+    await answered(hits + 3);
     const blockedUntil = performance.now() + 1500;
     while (performance.now() < blockedUntil) { /* the service's loop is frozen */ }
-    await new Promise((r) => setTimeout(r, 200));
+    // The probe that waited through the stall, and two after it.
+    await answered(hits + 3);
     const samples = await health.stop();
     expect(samples.length).toBeGreaterThan(3);
     expect(samples.every((s) => s.status === 200)).toBe(true);
