@@ -1,6 +1,6 @@
 import type { DkimRotation } from '../core/domains/rotation.js';
 import type { DomainService } from '../core/domains/service.js';
-import type { WorkflowPort } from '../core/ports.js';
+import type { WorkflowPort } from '../core/ports/index.js';
 
 /** Domain activities: the DNS check of the verification loop and the steps of a DKIM rotation (each idempotent). */
 export function domainActivities(deps: { domains: DomainService; dkimRotation: DkimRotation; workflows: WorkflowPort }) {

@@ -1,7 +1,7 @@
 import { lt } from 'drizzle-orm';
 import type { Db } from '../db/index.js';
 import { schema } from '../db/index.js';
-import type { WorkflowPort } from '../core/ports.js';
+import type { WorkflowPort } from '../core/ports/index.js';
 import type { EngagementService } from '../core/webhooks/engagement.js';
 import { withProgress } from './progress.js';
 

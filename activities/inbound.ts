@@ -1,4 +1,4 @@
-import type { WorkflowPort } from '../core/ports.js';
+import type { WorkflowPort } from '../core/ports/index.js';
 import type { InboundService } from '../core/inbound/service.js';
 import type { DeliveryStore } from '../core/webhooks/deliveries.js';
 import { deliverInboundBatch } from '../core/inbound/batch.js';

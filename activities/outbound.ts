@@ -1,5 +1,5 @@
-import type { DeliveryService } from '../core/sending/delivery.js';
-import type { WorkflowPort } from '../core/ports.js';
+import type { DeliveryService } from '../core/outbound/delivery.js';
+import type { WorkflowPort } from '../core/ports/index.js';
 import { withProgress } from './progress.js';
 
 /** Outbound activities: thin wrappers over the delivery service (claims and recorded outcomes make each safe to run twice). */

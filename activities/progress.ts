@@ -1,5 +1,5 @@
 import { Context } from '@temporalio/activity';
-import type { Progress } from '../core/sending/delivery.js';
+import type { Progress } from '../core/mail/progress.js';
 
 /** Heartbeat interval while an item is in flight, well inside the workflows' 30 s heartbeat timeout. */
 const BEAT_EVERY_MS = 5_000;

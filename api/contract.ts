@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { CredentialKind, Principal } from '../core/auth.js';
+import type { CredentialKind, Principal } from '../core/tenancy.js';
 import { IDEMPOTENCY_KEY_MAX, IDEMPOTENCY_KEY_PATTERN } from '../core/idempotency.js';
 import type { Core } from '../core/index.js';
 

@@ -1,5 +1,5 @@
 import type { Express } from 'express';
-import type { Principal } from '../core/auth.js';
+import type { Principal } from '../core/tenancy.js';
 import type { Core } from '../core/index.js';
 import { rawMailboxMessage } from './ops/mailbox.js';
 import { contextFor } from './rest.js';

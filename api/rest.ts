@@ -1,5 +1,6 @@
 import type { Express, Request } from 'express';
-import { requireKind, type Principal } from '../core/auth.js';
+import { requireKind } from '../core/auth.js';
+import type { Principal } from '../core/tenancy.js';
 import type { Core } from '../core/index.js';
 import type { Operation, OpContext } from './contract.js';
 import { validationError } from './errors.js';

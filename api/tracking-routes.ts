@@ -1,7 +1,7 @@
 import type { Express } from 'express';
 import { forbidden, notFound } from '../core/errors.js';
 import type { Core } from '../core/index.js';
-import { PIXEL_GIF } from '../core/sending/tracking.js';
+import { PIXEL_GIF } from '../core/render/tracking.js';
 
 /** Open pixel and click redirect: verify the signature, record the event, answer the GIF or a 302. */
 export function mountTrackingRoutes(app: Express, core: Core): void {

@@ -2,7 +2,7 @@ import { eq, sql } from 'drizzle-orm';
 import type { Db } from '../db/index.js';
 import { schema } from '../db/index.js';
 import { describeError, log } from './log.js';
-import type { WorkflowPort } from './ports.js';
+import type { WorkflowPort } from './ports/index.js';
 
 type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
 const rowsOf = <T>(res: unknown): T[] => ((res as { rows?: T[] }).rows ?? (res as T[]));

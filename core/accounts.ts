@@ -6,7 +6,7 @@ import type { AccountRemoval } from './account-removal.js';
 import { badRequest, conflict, unauthorized } from './errors.js';
 import { newId, randomToken } from './ids.js';
 import type { KeyService } from './keys.js';
-import type { SystemMailer } from './outbound/system-mail.js';
+import type { SystemMailer } from './transport/system-mail.js';
 import { createSharedRateLimiter } from './rate-limit.js';
 import { credentialHash, hashPassword, verifyPassword } from './secrets.js';
 import type { TokenService } from './tokens.js';

@@ -1,22 +1,8 @@
 import type { AccountService } from './accounts.js';
 import { forbidden, unauthorized } from './errors.js';
+import { KIND_LABEL, type CredentialKind, type MailboxScope, type Principal } from './tenancy.js';
 import { KEY_PREFIX, type KeyService } from './keys.js';
-import type { MailboxScope } from './mailboxes/scope.js';
 import { looksLikeJwt, type TokenService } from './tokens.js';
-
-/** Who is calling, as told apart from the one `Authorization: Bearer` header (DESIGN.md, wire conventions). */
-export type Principal =
-  | { kind: 'session'; userId: string }
-  | { kind: 'oauth'; userId: string; clientId?: string; grantId: string; audience?: string }
-  | { kind: 'account_key'; userId: string; keyId: string }
-  | { kind: 'scoped_key'; userId: string; keyId: string; domainId: string }
-  | { kind: 'app_password'; userId: string; scope: MailboxScope };
-export type CredentialKind = Principal['kind'];
-
-export const KIND_LABEL: Record<CredentialKind, string> = {
-  session: 'a session token', oauth: 'an OAuth access token', account_key: 'the account key',
-  scoped_key: 'a domain-scoped key', app_password: 'an app password',
-};
 
 /** Answers whether an OAuth grant still stands (not revoked); checked on every OAuth-token request. */
 export type GrantCheck = { isActive(grantId: string, userId: string): Promise<boolean> };

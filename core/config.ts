@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { parseTrustProxy, type TrustProxy } from './net/client-address.js';
 import { PARSE_DEFAULTS } from './parsing/options.js';
 import { parsePlans, type Plan } from './plans.js';
-import { loadBounceRules, type BounceRules } from './sending/bounce-class.js';
+import { loadBounceRules, type BounceRules } from './mail/bounce-class.js';
 import { loadShapingFile, type ShapingConfig } from './shaping/config.js';
 
 /** The shaping file shipped at the repository root (docs/deliverability.md). */

@@ -1,7 +1,8 @@
 import { and, desc, eq } from 'drizzle-orm';
 import type { Db } from '../db/index.js';
 import { schema } from '../db/index.js';
-import type { Actor, DomainService } from './domains/service.js';
+import type { DomainService } from './domains/service.js';
+import type { Actor } from './tenancy.js';
 import { forbidden, notFound } from './errors.js';
 import { newId } from './ids.js';
 import { newKeyMaterial } from './keys.js';

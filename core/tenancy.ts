@@ -1,6 +1,25 @@
 import { and, eq, type SQL } from 'drizzle-orm';
 import type { PgColumn } from 'drizzle-orm/pg-core';
-import type { Principal } from './auth.js';
+
+/** The protocols an app password can grant. */
+export type Protocol = 'imap' | 'api';
+
+/** What a password may open: the account, one domain (null for legacy), and a local-part pattern. */
+export type MailboxScope = { passwordId: string; secretHash: string; userId: string; domainId: string | null; domain: string; pattern: string; protocols: Protocol[]; legacy: boolean };
+
+/** Who is calling, as told apart from the one `Authorization: Bearer` header (DESIGN.md, wire conventions). */
+export type Principal =
+  | { kind: 'session'; userId: string }
+  | { kind: 'oauth'; userId: string; clientId?: string; grantId: string; audience?: string }
+  | { kind: 'account_key'; userId: string; keyId: string }
+  | { kind: 'scoped_key'; userId: string; keyId: string; domainId: string }
+  | { kind: 'app_password'; userId: string; scope: MailboxScope };
+export type CredentialKind = Principal['kind'];
+
+export const KIND_LABEL: Record<CredentialKind, string> = {
+  session: 'a session token', oauth: 'an OAuth access token', account_key: 'the account key',
+  scoped_key: 'a domain-scoped key', app_password: 'an app password',
+};
 
 /**
  * Who acts: an account, or a domain-scoped key that sees only its one domain. Every loader takes one.

@@ -3,7 +3,6 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import * as schema from './schema/index.js';
-import { log } from '../core/log.js';
 
 export { schema };
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -22,8 +21,11 @@ const MIGRATIONS = join(dirname(fileURLToPath(import.meta.url)), 'migrations');
 const MIGRATION_LOCK = 7_301_501;
 
 /** Opens PostgreSQL at `databaseUrl`, or embedded PGlite under `dataDir/pglite`, and applies migrations. */
-export async function openDatabase(opts: { databaseUrl?: string; dataDir: string }): Promise<Database> {
-  const database = opts.databaseUrl ? await openPostgres(opts.databaseUrl) : await openPglite(join(opts.dataDir, 'pglite'));
+/** Where the pool reports an idle client's error (the service passes its logger; db/ imports nothing from core/). */
+export type PoolErrorLog = { error(fields: Record<string, unknown>, message: string): void };
+
+export async function openDatabase(opts: { databaseUrl?: string; dataDir: string; log?: PoolErrorLog }): Promise<Database> {
+  const database = opts.databaseUrl ? await openPostgres(opts.databaseUrl, opts.log) : await openPglite(join(opts.dataDir, 'pglite'));
   try {
     await migrateDatabase(database);
   } catch (err) {
@@ -33,7 +35,9 @@ export async function openDatabase(opts: { databaseUrl?: string; dataDir: string
   return database;
 }
 
-async function openPostgres(url: string): Promise<Database> {
+const consoleLog: PoolErrorLog = { error: (fields, message) => console.error(message, fields) };
+
+async function openPostgres(url: string, log: PoolErrorLog = consoleLog): Promise<Database> {
   const { default: pg } = await import('pg');
   const { drizzle } = await import('drizzle-orm/node-postgres');
   const pool = new pg.Pool({ connectionString: url, max: 10 });

@@ -63,7 +63,7 @@ export async function startService(config: Config, roles: Role[], opts: { workfl
       cleanups.push(() => devServer!.stop());
       address = devServer.address;
     }
-    const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+    const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, log });
     cleanups.push(() => database.close());
     say(`[db] ${database.kind === 'postgres' ? 'PostgreSQL' : `embedded PGlite in ${config.dataDir}`} ready, migrations applied`);
     const tracing = await startTracing(config.otlpEndpoint, roles.join('+'));

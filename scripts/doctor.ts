@@ -7,7 +7,7 @@ import { Connection } from '@temporalio/client';
 import { ConfigError, loadConfig, type Config } from '../core/config.js';
 import { failures, formatReport, within } from '../core/operator/checks.js';
 import { runDoctor, type DoctorDeps } from '../core/operator/doctor.js';
-import { serviceDomainRecords } from '../core/operator/service-domain.js';
+import { serviceDomainRecords } from '../core/domains/service-domain.js';
 import { openDatabase, schema, type Database } from '../db/index.js';
 import { namespaceRetentionMs } from '../temporal/client.js';
 

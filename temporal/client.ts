@@ -1,7 +1,7 @@
 import { type ApplicationFailure, Client, type WorkflowClientInterceptor, Connection, WorkflowNotFoundError, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError } from '@temporalio/client';
 import type { QueryDefinition } from '@temporalio/common';
 import proto from '@temporalio/proto';
-import type { WorkflowPort } from '../core/ports.js';
+import type { WorkflowPort } from '../core/ports/index.js';
 import { deferredDeliveryWorkflow } from '../workflows/deferred-delivery.js';
 import { deliverOutboundWorkflow } from '../workflows/deliver-outbound.js';
 import { broadcastWorkflow, cancelSignal, progressQuery, type BroadcastInput } from '../workflows/broadcast.js';
@@ -15,7 +15,7 @@ import { cancelUpdate, scheduledSendWorkflow } from '../workflows/scheduled-send
 import { SvcAccountId, SvcBroadcastId, SvcBroadcastStatus, SvcDeliveryId, SvcContactId, SvcDomain, SvcDomainId, SvcDomainStatus, SvcMessageId, SvcSequenceId, SvcSequenceStep } from '../workflows/search-attributes.js';
 import { checkNowSignal, verifyDomainWorkflow } from '../workflows/verify-domain.js';
 import { dkimCheckNowSignal, dkimRotationWorkflow } from '../workflows/dkim-rotation.js';
-import { SIGNING_KEY_CACHE_MS } from '../core/outbound/dkim.js';
+import { SIGNING_KEY_CACHE_MS } from '../core/transport/dkim.js';
 import { webhookDeliveryWorkflow } from '../workflows/webhook-delivery.js';
 import { SEARCH_ATTRIBUTES } from './search-attributes.js';
 

@@ -4,7 +4,7 @@ import nodemailer from 'nodemailer';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { operations } from '../api/ops/index.js';
 import type { Operation } from '../api/contract.js';
-import type { CredentialKind } from '../core/auth.js';
+import type { CredentialKind } from '../core/tenancy.js';
 import { schema } from '../db/index.js';
 import { approveOverHttp, authorizeUrl, pkce, registerClient, tokenRequest } from './helpers/oauth.js';
 import { eventually, startStack, type TestStack } from './helpers/stack.js';

@@ -4,8 +4,8 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../core/config.js';
 import { classifyReported } from '../core/inbound/report-service.js';
-import { parseReport } from '../core/inbound/reports.js';
-import { BOUNCE_CLASSES, classifyBounce, findEnhancedCode, loadBounceRules, parseBounceRules, suppresses, type BounceClass } from '../core/sending/bounce-class.js';
+import { parseReport } from '../core/parsing/reports.js';
+import { BOUNCE_CLASSES, classifyBounce, findEnhancedCode, loadBounceRules, parseBounceRules, suppresses, type BounceClass } from '../core/mail/bounce-class.js';
 
 /**
  * Bounce classification over the answers and DSNs the large providers and common MTAs send (public

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { failures } from '../core/operator/checks.js';
 import { runDoctor } from '../core/operator/doctor.js';
 import { checkTlsCertificate } from '../core/operator/host-checks.js';
-import { createServiceDomain } from '../core/operator/service-domain.js';
+import { createServiceDomain } from '../core/domains/service-domain.js';
 import { schema } from '../db/index.js';
 import { resolverFor, startTestDns } from './helpers/dns.js';
 import { freePort } from './helpers/ports.js';

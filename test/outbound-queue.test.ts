@@ -1,7 +1,7 @@
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { schema } from '../db/index.js';
-import { createOutboundQueue } from '../core/outbound/queue.js';
+import { createOutboundQueue } from '../core/transport/queue.js';
 import { sweepOutboundScheduleId } from '../workflows/ids.js';
 import { eventually, startStack, type TestStack } from './helpers/stack.js';
 import { connectTemporal } from '../temporal/client.js';

@@ -1,8 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { renderForRecipient, type BroadcastContent } from '../core/broadcasts/content.js';
-import { parseReport, withoutTrailingBlanks } from '../core/inbound/reports.js';
-import { bareAddress } from '../core/sending/recipients.js';
+import { renderForRecipient, type BroadcastContent } from '../core/render/broadcast.js';
+import { parseReport, withoutTrailingBlanks } from '../core/parsing/reports.js';
+import { bareAddress } from '../core/mail/recipients.js';
 import { looksLikeAddress } from '../core/webhooks/routes.js';
 import { createStaticZone } from '../dns/static-zone.js';
 import { decodeWords } from '../smtp/imap/search.js';

@@ -3,7 +3,7 @@ import { simpleParser } from 'mailparser';
 import MailComposer from 'nodemailer/lib/mail-composer/index.js';
 import MimeNode from 'nodemailer/lib/mime-node/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseReport, type ParsedReport } from '../core/inbound/reports.js';
+import { parseReport, type ParsedReport } from '../core/parsing/reports.js';
 import { newId } from '../core/ids.js';
 import { schema } from '../db/index.js';
 import { eventually, startStack, type TestStack } from './helpers/stack.js';

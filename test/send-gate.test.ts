@@ -23,7 +23,7 @@ describe('one gate', () => {
   it('every module that inserts an outbound message row reserves through the send gate; system mail alone is exempt', () => {
     const inserting = walk('core').filter((f) => f.endsWith('.ts') && readFileSync(f, 'utf8').includes("direction: 'outbound'")).sort();
     expect(inserting).toEqual([
-      'core/broadcasts/fanout-batch.ts', 'core/mailboxes/forward.ts', 'core/outbound/system-mail.ts', 'core/sending/service.ts', 'core/sequences/enrolments.ts',
+      'core/broadcasts/fanout-batch.ts', 'core/mailboxes/forward.ts', 'core/sending/service.ts', 'core/sequences/enrolments.ts', 'core/transport/system-mail.ts',
     ]);
     for (const f of inserting.filter((x) => !x.endsWith('system-mail.ts'))) expect(readFileSync(f, 'utf8'), f).toMatch(/deps\.gate\.(reserve|reserveUpTo)\(/);
   });

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BASE_TEMPLATES } from '../core/templates/base.js';
-import { fillMergeTags, mergeData } from '../core/templates/merge.js';
+import { fillMergeTags, mergeData } from '../core/render/merge.js';
 import { startStack, type TestStack } from './helpers/stack.js';
 
 describe('fillMergeTags', () => {

@@ -1,7 +1,7 @@
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import { continueAsNew, ParentClosePolicy, proxyActivities, sleep, startChild, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
-import type { DeliveryResult } from '../core/sending/delivery.js';
+import type { DeliveryResult } from '../core/outbound/delivery.js';
 import { HEARTBEAT_TIMEOUT, sizedTimeoutMs, UNLIMITED_RETRY } from './activity-options.js';
 import { deferredDeliveryWorkflow } from './deferred-delivery.js';
 import { deferredDeliveryWorkflowId } from './ids.js';

@@ -1,7 +1,7 @@
 import { condition, defineQuery, defineSignal, proxyActivities, proxyLocalActivities, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import type { SequenceStep } from '../core/sequences/definition.js';
-import type { EnrolmentEvent, EnrolmentStart, EnrolmentState } from '../core/sequences/enrolment-types.js';
+import type { EnrolmentEvent, EnrolmentStart, EnrolmentState } from '../core/ports/sequences.js';
 import { UNLIMITED_RETRY } from './activity-options.js';
 import { SvcSequenceStep } from './search-attributes.js';
 

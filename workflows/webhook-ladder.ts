@@ -1,6 +1,6 @@
 import { proxyActivities, proxyLocalActivities, sleep } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
-import { ladderEnds } from './ladder-ends.js';
+import { ladderEnds } from '../core/mail/ladder-ends.js';
 import { HEARTBEAT_TIMEOUT, UNLIMITED_RETRY } from './activity-options.js';
 
 const { attemptWebhookDelivery } = proxyActivities<Activities>({

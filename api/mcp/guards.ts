@@ -1,5 +1,5 @@
 import express, { type RequestHandler } from 'express';
-import type { CredentialKind } from '../../core/auth.js';
+import type { CredentialKind } from '../../core/tenancy.js';
 import { AppError } from '../../core/errors.js';
 import type { Core } from '../../core/index.js';
 import { bodySizeOf, IMPORT_BODY_LIMIT, LARGE_JSON_LIMIT, SMALL_JSON_LIMIT, TEMPLATE_JSON_LIMIT } from '../body-limits.js';

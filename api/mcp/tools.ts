@@ -1,6 +1,6 @@
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
-import type { CredentialKind } from '../../core/auth.js';
+import type { CredentialKind } from '../../core/tenancy.js';
 import { combinedObject, type Operation } from '../contract.js';
 
 /** One operation as an MCP tool: its definition (what tools/list answers) and the zod input that checks a call. */

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { actorOf } from '../../core/domains/service.js';
+import { actorOf } from '../../core/tenancy.js';
 import { defineOperation, okSchema } from '../contract.js';
 
 const MANAGE = ['session', 'oauth', 'account_key'] as const;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { actorOf } from '../../core/domains/service.js';
+import { actorOf } from '../../core/tenancy.js';
 import { defineOperation } from '../contract.js';
 
 const AUTH = ['session', 'oauth', 'account_key', 'scoped_key'] as const;

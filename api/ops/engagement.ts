@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { actorOf } from '../../core/domains/service.js';
-import { ENGAGEMENT_TYPES } from '../../core/webhooks/engagement.js';
+import { actorOf } from '../../core/tenancy.js';
+import { ENGAGEMENT_TYPES } from '../../core/mail/event-types.js';
 import { defineOperation, okSchema } from '../contract.js';
 import { domainIdParams, domainRow } from './domain-schemas.js';
 import { DOMAIN_AUTH } from './domains.js';

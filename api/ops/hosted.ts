@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { actorOf } from '../../core/domains/service.js';
+import { actorOf } from '../../core/tenancy.js';
 import { defineOperation } from '../contract.js';
 import { dnsRecord, domainRow } from './domain-schemas.js';
 import { DOMAIN_AUTH } from './domains.js';

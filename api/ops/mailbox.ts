@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { Principal } from '../../core/auth.js';
+import type { Principal } from '../../core/tenancy.js';
 import { defineOperation, okSchema } from '../contract.js';
 
 const AUTH = ['app_password'] as const;

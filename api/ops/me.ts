@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { unauthorized } from '../../core/errors.js';
-import { actorOf } from '../../core/domains/service.js';
+import { actorOf } from '../../core/tenancy.js';
 import { defineOperation } from '../contract.js';
 
 export const me = defineOperation({

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { actorOf } from '../../core/domains/service.js';
-import { BOUNCE_CLASSES } from '../../core/sending/bounce-classes.js';
+import { actorOf } from '../../core/tenancy.js';
+import { BOUNCE_CLASSES } from '../../core/mail/bounce-classes.js';
 import { defineOperation } from '../contract.js';
 import { deliverySchema } from './deliveries.js';
 

@@ -5,7 +5,7 @@ import { badRequest, forbidden, gone } from '../errors.js';
 import { randomToken } from '../ids.js';
 import { deriveKey, hmacHex, safeEqual } from '../secrets.js';
 import { attachmentTooLarge, fetchRemote, parseHttpUrl } from './fetch-remote.js';
-import type { StorageQuota } from '../storage-quota.js';
+import type { StorageQuota } from '../storage/quota.js';
 
 /** SPEC.md, Limits: 25 MB for any one file, from any source, and for all attachments of one send. */
 export const MAX_ATTACHMENT_BYTES = 25 * 1024 * 1024;

@@ -3,11 +3,11 @@ import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import type { AppError } from '../errors.js';
 import { newId } from '../ids.js';
-import { domainOf, formatMailbox, type Mailbox } from '../sending/addresses.js';
-import type { Admitted, SendGate } from '../sending/gate.js';
+import { domainOf, formatMailbox, type Mailbox } from '../mail/addresses.js';
+import type { Admitted, SendGate } from '../gate/gate.js';
 import type { TemplateService } from '../templates/service.js';
 import { runParse } from '../parsing/pool.js';
-import { unsubscribeHeaders, type UnsubscribeTokens } from './unsubscribe.js';
+import { unsubscribeHeaders, type UnsubscribeTokens } from '../contacts/unsubscribe.js';
 
 const r = schema.broadcastRecipients;
 const c = schema.contacts;

@@ -2,13 +2,13 @@ import { and, eq, inArray, sql } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { AppError } from '../errors.js';
-import { domainOf, parseMailbox } from '../sending/addresses.js';
-import type { SendGate } from '../sending/gate.js';
+import { domainOf, parseMailbox } from '../mail/addresses.js';
+import type { SendGate } from '../gate/gate.js';
 import type { TemplateService } from '../templates/service.js';
 import type { Audience } from './audience.js';
 import { snapshotAudience } from './audience.js';
 import { createBatchQueuer, earlier, failRest, ledgerBatch } from './fanout-batch.js';
-import type { UnsubscribeTokens } from './unsubscribe.js';
+import type { UnsubscribeTokens } from '../contacts/unsubscribe.js';
 import { log } from '../log.js';
 
 const b = schema.broadcasts;

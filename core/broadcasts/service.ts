@@ -3,15 +3,15 @@ import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { AppError, badRequest, conflict, notFound } from '../errors.js';
 import { newId } from '../ids.js';
-import type { WorkflowPort } from '../ports.js';
-import { domainOf, formatMailbox, parseMailbox } from '../sending/addresses.js';
-import { capRefusal, type SendGate } from '../sending/gate.js';
-import { parseScheduledAt } from '../sending/schedule-time.js';
+import type { WorkflowPort } from '../ports/index.js';
+import { domainOf, formatMailbox, parseMailbox } from '../mail/addresses.js';
+import { capRefusal, type SendGate } from '../gate/gate.js';
+import { parseScheduledAt } from '../mail/schedule-time.js';
 import type { TemplateService } from '../templates/service.js';
 import type { UsageService } from '../usage.js';
 import { checkAudience, countAudience, type Audience } from './audience.js';
 import { runParse } from '../parsing/pool.js';
-import type { BroadcastContent } from './content.js';
+import type { BroadcastContent } from '../render/broadcast.js';
 
 type Row = typeof schema.broadcasts.$inferSelect;
 export type BroadcastFields = {

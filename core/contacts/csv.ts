@@ -2,12 +2,12 @@ import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { runParse } from '../parsing/pool.js';
 
-export { IMPORT_LIMITS } from './csv-rows.js';
+export { IMPORT_LIMITS } from '../parsing/csv-rows.js';
 const INSERT_ROWS = 1000;
 type Tx = Pick<Db, 'insert'>;
 
 /**
- * Parses a CSV once, in the parse pool (core/contacts/csv-rows.ts; a CSV past its time or memory budget is
+ * Parses a CSV once, in the parse pool (core/parsing/csv-rows.ts; a CSV past its time or memory budget is
  * refused 422), and stages each record as a row of `contact_import_rows` from `fromSeq` on, a thousand per
  * insert. A CSV that does not parse is refused 400 `invalid_csv`; answers the number of records.
  */

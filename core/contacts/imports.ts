@@ -3,7 +3,7 @@ import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { AppError, isAppError, notFound } from '../errors.js';
 import { newId } from '../ids.js';
-import type { ImportProgress, WorkflowPort } from '../ports.js';
+import type { ImportProgress, WorkflowPort } from '../ports/index.js';
 import { IMPORT_LIMITS, stageCsv } from './csv.js';
 import { addToList } from './lists.js';
 import { upsertContacts, type ContactInput } from './service.js';

@@ -7,7 +7,8 @@ import { newId } from '../ids.js';
 import { domainDto, type DomainRow } from './dto.js';
 import { isWithin } from './names.js';
 import { MX_LABEL, type DnsRecordOut } from './records.js';
-import type { Actor, DomainService } from './service.js';
+import type { Actor } from '../tenancy.js';
+import type { DomainService } from './service.js';
 
 const RESERVED = new Set([
   'www', 'mail', 'smtp', 'imap', 'pop', 'pop3', 'mx', 'ns', 'ns1', 'ns2', 'dns', 'api', 'app', 'admin', 'root', 'postmaster',

@@ -7,7 +7,8 @@ import { domainDto } from './dto.js';
 import type { HostedZoneService } from './hosted.js';
 import { normalizeDomainName } from './names.js';
 import type { Contact, Registrar } from './registrar.js';
-import type { Actor, DomainService } from './service.js';
+import type { Actor } from '../tenancy.js';
+import type { DomainService } from './service.js';
 
 /** Buying a domain: availability and price, then register + host its mail DNS + add it, in one call. */
 export function createRegistrationService(deps: {

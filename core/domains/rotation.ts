@@ -7,10 +7,10 @@ import { dkimKeyPublished } from './check.js';
 import { generateDkimKey } from './dkim.js';
 import type { DomainRow, EnrichedDomain } from './dto.js';
 import type { DnsRecordOut } from './records.js';
-import type { WorkflowPort } from '../ports.js';
+import type { WorkflowPort } from '../ports/index.js';
 import type { Actor } from '../tenancy.js';
 import { conflict, notFound } from '../errors.js';
-import { SERVICE_ROTATION_ID, type ServiceDomain } from '../operator/service-domain.js';
+import { SERVICE_ROTATION_ID, type ServiceDomain } from './service-domain.js';
 import { nextSelector, type RotationStep } from './rotation-steps.js';
 
 export { nextSelector, type RotationStep } from './rotation-steps.js';

@@ -5,12 +5,12 @@ import { schema } from '../../db/index.js';
 import type { Actor } from '../tenancy.js';
 import { badRequest, conflict, forbidden, notFound } from '../errors.js';
 import { newId } from '../ids.js';
-import type { WorkflowPort } from '../ports.js';
+import type { WorkflowPort } from '../ports/index.js';
 import type { Plan } from '../plans.js';
 import type { Sealer } from '../secrets.js';
 import { checkDomainRecords, type DnsObservation, type DomainChecks } from './check.js';
 import { generateDkimKey } from './dkim.js';
-import { deleteMailboxMessages } from '../mailboxes/store.js';
+import { deleteMailboxMessages } from '../storage/mailbox-rows.js';
 import { domainDto, type DomainRow, type EnrichedDomain } from './dto.js';
 import { normalizeDomainName } from './names.js';
 import type { OwnershipTokens } from './ownership.js';
@@ -22,7 +22,6 @@ export const DKIM_SELECTOR = 'svc1';
 /** PostgreSQL unique_violation (drizzle wraps the driver's error in `cause`). */
 export const isUniqueViolation = (err: unknown): boolean =>
   (err as { code?: string })?.code === '23505' || (err as { cause?: { code?: string } })?.cause?.code === '23505';
-export { actorOf, type Actor } from '../tenancy.js';
 
 export type DomainDeps = {
   db: Db; sealer: Sealer; resolver: Resolver; serviceDomain: string; providers: ProviderRegistry; workflows: WorkflowPort; ownership: OwnershipTokens;

@@ -3,7 +3,8 @@ import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { badRequest, notFound } from '../errors.js';
 import { domainDto } from './dto.js';
-import type { Actor, DomainService } from './service.js';
+import type { Actor } from '../tenancy.js';
+import type { DomainService } from './service.js';
 
 /** The domain flags a caller may set (SPEC.md Domain): 0/1 as stored, or a boolean. */
 export type DomainSettings = { zero_retention?: 0 | 1 | boolean; track_opens?: 0 | 1 | boolean };

@@ -1,7 +1,7 @@
 import { forEachLimit } from '../concurrency.js';
-import type { Progress } from '../sending/delivery.js';
+import type { Progress } from '../mail/progress.js';
 import type { DeliveryStore } from '../webhooks/deliveries.js';
-import { ladderEnds } from '../../workflows/ladder-ends.js';
+import { ladderEnds } from '../mail/ladder-ends.js';
 import type { InboundService } from './service.js';
 
 /** A message whose first attempt failed with attempts left: its own inbound run takes the ladder on. */

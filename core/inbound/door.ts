@@ -2,7 +2,7 @@ import { eq, lt, sql } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { AppError } from '../errors.js';
-import type { StorageQuota } from '../storage-quota.js';
+import type { StorageQuota } from '../storage/quota.js';
 import { billMonth } from '../usage.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any

@@ -3,7 +3,8 @@ import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { AppError, notFound } from '../errors.js';
 import { domainDto, type DomainRow } from '../domains/dto.js';
-import type { Actor, DomainService } from '../domains/service.js';
+import type { DomainService } from '../domains/service.js';
+import type { Actor } from '../tenancy.js';
 import { encryptForStorage, isEncKeyAlg, parseEncryptionKey } from './encryption.js';
 
 /** What the inbound path writes to `inbound_raw`: sealed bytes when the domain has a key, the raw bytes otherwise. */

@@ -1,11 +1,11 @@
 import { and, eq, inArray, sql } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
-import { classifyBounce, defaultBounceRules, suppresses, type BounceRules } from '../sending/bounce-class.js';
-import type { EventService } from '../sending/events.js';
-import type { RecipientStates } from '../sending/recipients.js';
-import type { SuppressionService } from '../sending/suppressions.js';
-import type { BounceRecipient, ParsedReport } from './reports.js';
+import { classifyBounce, defaultBounceRules, suppresses, type BounceRules } from '../mail/bounce-class.js';
+import type { EventService } from '../message-events.js';
+import type { RecipientStates } from '../mail/recipients.js';
+import type { SuppressionService } from '../gate/suppressions.js';
+import type { BounceRecipient, ParsedReport } from '../parsing/reports.js';
 
 type MessageRow = typeof schema.messages.$inferSelect & { userId: string };
 type Tx = Pick<Db, 'select' | 'insert' | 'update'>;

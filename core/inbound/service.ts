@@ -7,19 +7,20 @@ import { schema } from '../../db/index.js';
 import type { AttachmentService } from '../attachments/service.js';
 import type { DomainRow } from '../domains/dto.js';
 import { AppError } from '../errors.js';
-import type { WorkflowPort } from '../ports.js';
+import type { WorkflowPort } from '../ports/index.js';
 import type { Sealer } from '../secrets.js';
 import type { DeliveryStore, NewDelivery } from '../webhooks/deliveries.js';
 import { bestRoute, type RouteRow, type RouteService } from '../webhooks/routes.js';
 import { scoreMessage } from './auth.js';
-import { FORWARD_HEADER, type Forwarder } from '../mailboxes/forward.js';
+import { FORWARD_HEADER } from '../mail/headers.js';
+import type { Forwarder } from '../mailboxes/forward.js';
 import type { MailboxStore } from '../mailboxes/store.js';
 import type { InboundDoor } from './door.js';
 import type { EncryptionService } from './encryption-service.js';
 import type { ReportService } from './report-service.js';
 import { parseMail, runParse } from '../parsing/pool.js';
 import { receivedPayload, type InboundAttachment } from './payload.js';
-import { unsubscribeTokenOf } from '../broadcasts/unsubscribe.js';
+import { unsubscribeTokenOf } from '../contacts/unsubscribe.js';
 import { log } from '../log.js';
 
 const hashId = (prefix: string, ...parts: (string | Buffer)[]) => {

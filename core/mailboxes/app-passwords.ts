@@ -1,14 +1,15 @@
 import { and, desc, eq, sql } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
-import type { Actor, DomainService } from '../domains/service.js';
+import type { DomainService } from '../domains/service.js';
+import type { Actor } from '../tenancy.js';
 import { badRequest, forbidden, notFound } from '../errors.js';
 import { newId, randomToken } from '../ids.js';
 import { credentialHash } from '../secrets.js';
-import { patternScore } from '../webhooks/routes.js';
-import type { MailboxScope, Protocol } from './scope.js';
+import { patternScore } from '../mail/patterns.js';
+import type { MailboxScope, Protocol } from '../tenancy.js';
 
-export type { MailboxScope, Protocol } from './scope.js';
+export type { MailboxScope, Protocol } from '../tenancy.js';
 
 export const APP_PASSWORD_PREFIX = 'svc_pw_';
 export const LEGACY_PREFIX = 'svc_imap_';

@@ -4,11 +4,10 @@ import { schema } from '../../db/index.js';
 import type { AttachmentService } from '../attachments/service.js';
 import { AppError } from '../errors.js';
 import { newId } from '../ids.js';
-import type { OutboundQueue } from '../outbound/queue.js';
-import { refusalNote, type SendGate } from '../sending/gate.js';
+import { FORWARD_HEADER } from '../mail/headers.js';
+import type { OutboundQueue } from '../transport/queue.js';
+import { refusalNote, type SendGate } from '../gate/gate.js';
 
-/** Header marking a forward, so it is not filed into the forwarding address's Sent folder. */
-export const FORWARD_HEADER = 'X-Svc-Forwarded-For';
 type Forward = { userId: string; domainId: string; rcpt: string; destination: string; raw: Buffer; mail: ParsedMail; envelopeFrom: string };
 
 /**

@@ -1,9 +1,10 @@
 import { EventEmitter } from 'node:events';
-import { and, asc, eq, inArray, sql, type SQL } from 'drizzle-orm';
+import { and, asc, eq, inArray, sql } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { newId } from '../ids.js';
-import type { StorageQuota } from '../storage-quota.js';
+import { deleteMailboxMessages } from '../storage/mailbox-rows.js';
+import type { StorageQuota } from '../storage/quota.js';
 
 export type MailboxRow = typeof schema.mailboxes.$inferSelect;
 /** A filed message without its bytes (listings, FLAGS, SIZE). */
@@ -29,21 +30,6 @@ const bodies = schema.mailboxBodies;
 /** Columns without the raw bytes, for listings. */
 const META = { uid: mm.uid, mailboxId: mm.mailboxId, messageId: mm.messageId, flags: mm.flags, fromAddr: mm.fromAddr, toAddr: mm.toAddr, subject: mm.subject, size: mm.size, internalDate: mm.internalDate };
 const FULL = { ...META, raw: bodies.raw };
-
-/**
- * Deletes mailbox rows inside `tx`, and each body whose last row this was. The bodies are locked first
- * (in id order): two transactions deleting the last two rows of one body then run their check one after
- * the other, and the second sees the first's delete, so a body is never left behind by a race.
- */
-export async function deleteMailboxMessages(tx: Tx, where: SQL | undefined): Promise<{ uid: number }[]> {
-  const gone: { uid: number; bodyId: string }[] = await tx.delete(mm).where(where).returning({ uid: mm.uid, bodyId: mm.bodyId });
-  const ids = [...new Set(gone.map((g) => g.bodyId))].sort();
-  if (ids.length > 0) {
-    await tx.select({ id: bodies.id }).from(bodies).where(inArray(bodies.id, ids)).orderBy(asc(bodies.id)).for('update');
-    await tx.delete(bodies).where(and(inArray(bodies.id, ids), sql`not exists (select 1 from ${mm} where ${mm.bodyId} = ${bodies.id})`));
-  }
-  return gone;
-}
 
 /**
  * Mailbox storage shared by the mailbox API and IMAP: folders per address, messages with UIDs from

@@ -1,7 +1,7 @@
 import type { Resolver } from 'node:dns/promises';
 import { BOUNCE_LABEL, MX_LABEL } from '../domains/records.js';
 import { check, within, type CheckResult } from './checks.js';
-import { SERVICE_DKIM_SELECTOR, serviceDomainRecords, serviceSpf } from './service-domain.js';
+import { SERVICE_DKIM_SELECTOR, serviceDomainRecords, serviceSpf } from '../domains/service-domain.js';
 
 const DNS_LIMIT_MS = 8_000;
 const stripDot = (s: string) => s.toLowerCase().replace(/\.$/, '');

@@ -5,13 +5,13 @@
  * and import only pure modules.
  */
 import { simpleParser, type ParsedMail } from 'mailparser';
-import { renderForRecipient, type BroadcastContent, type Recipient } from '../broadcasts/content.js';
-import { parseCsvRows } from '../contacts/csv-rows.js';
+import { renderForRecipient, type BroadcastContent, type Recipient } from '../render/broadcast.js';
+import { parseCsvRows } from './csv-rows.js';
 import { AppError } from '../errors.js';
-import { parseReport } from '../inbound/reports.js';
-import { composeContent } from '../sending/compose.js';
-import { createTracking } from '../sending/tracking.js';
-import type { MergeData } from '../templates/merge.js';
+import { parseReport } from './reports.js';
+import { composeContent } from '../render/compose.js';
+import { createTracking } from '../render/tracking.js';
+import type { MergeData } from '../render/merge.js';
 
 const asBuffer = (bytes: Uint8Array) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 

@@ -3,7 +3,7 @@ import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { ownedBy, type Actor } from '../tenancy.js';
 import { notFound } from '../errors.js';
-import type { EventService } from './events.js';
+import type { EventService } from '../message-events.js';
 import { deliveryDto } from '../webhooks/deliveries.js';
 
 type Row = typeof schema.messages.$inferSelect;

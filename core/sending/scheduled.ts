@@ -1,14 +1,14 @@
 import { and, desc, eq, inArray, lt } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
-import type { Actor } from '../domains/service.js';
+import type { Actor } from '../tenancy.js';
 import { conflict, notFound, unavailable, type AppError } from '../errors.js';
 import { newId } from '../ids.js';
-import type { WorkflowPort } from '../ports.js';
+import type { WorkflowPort } from '../ports/index.js';
 import type { UsageService } from '../usage.js';
-import { failedEvent, refusalsAtDeparture } from './departure.js';
-import type { EventService } from './events.js';
-import { refusalNote } from './gate.js';
+import { failedEvent, refusalsAtDeparture } from '../gate/departure.js';
+import type { EventService } from '../message-events.js';
+import { refusalNote } from '../gate/gate.js';
 
 type Tx = Pick<Db, 'insert'>;
 export type ScheduledStart = { id: string; messageId: string; userId: string; scheduledAt: number };

@@ -1,9 +1,9 @@
 import { and, asc, eq, inArray, lt } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
-import type { EnrolmentEvent, EnrolmentStart, Scalar } from './enrolment-types.js';
+import type { EnrolmentEvent, EnrolmentStart, Scalar } from '../ports/sequences.js';
 import type { SequenceDefinition } from './definition.js';
-import type { EnrolmentSignalPort } from '../ports.js';
+import type { EnrolmentSignalPort } from '../ports/index.js';
 
 /** An outbox row of kind `event`: an application event of a known contact. */
 export type EventJob = { eventId: string; name: string; contactId: string; email: string; payload: Record<string, unknown> | null; createdAt: number };

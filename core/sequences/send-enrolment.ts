@@ -5,7 +5,7 @@ import { badRequest, conflict, notFound } from '../errors.js';
 import { newId } from '../ids.js';
 import { upsertContacts } from '../contacts/service.js';
 import { checkInput, type SequenceDefinition } from './definition.js';
-import type { Scalar } from './enrolment-types.js';
+import type { Scalar } from '../ports/sequences.js';
 import type { SendJob, SequenceDispatcher } from './dispatch.js';
 
 export type SendEnrolment = { sequenceId: string; version: number; input: Record<string, Scalar> };

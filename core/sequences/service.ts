@@ -3,11 +3,11 @@ import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { badRequest, conflict, forbidden, notFound } from '../errors.js';
 import { newId } from '../ids.js';
-import { domainOf, parseMailbox } from '../sending/addresses.js';
+import { domainOf, parseMailbox } from '../mail/addresses.js';
 import type { TemplateService } from '../templates/service.js';
 import { olderThan } from '../contacts/service.js';
 import { checkBranches, waitedEvents, type SequenceDefinition } from './definition.js';
-import type { EnrolmentPort } from '../ports.js';
+import type { EnrolmentPort } from '../ports/index.js';
 import type { Actor } from '../tenancy.js';
 
 export type SequenceStatus = 'draft' | 'active' | 'paused' | 'archived';

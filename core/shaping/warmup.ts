@@ -2,7 +2,7 @@ import { and, eq, sql } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { notFound } from '../errors.js';
-import type { Actor, DomainService } from '../domains/service.js';
+import type { Actor } from '../tenancy.js';
 import type { Throttled } from './connections.js';
 
 const plans = schema.warmupPlans;
@@ -28,8 +28,11 @@ export const warmupWorkflowId = (domainId: string) => `warmup-${domainId}`;
  * grows on a schedule. Mail past the day's volume to a site is throttled until the next day (it waits
  * on its run's timer, it does not fail). One workflow per warming domain moves the plan's day.
  */
+/** Loads a domain the actor may see (404 otherwise): the domain service's `load`. */
+export type DomainLoader = { load(actor: Actor, domainId: string): Promise<{ userId: string }> };
+
 export function createWarmupService(deps: {
-  db: Db; domains?: DomainService; dayMs: number;
+  db: Db; domains?: DomainLoader; dayMs: number;
   workflows?: { startWarmup(w: { domainId: string; userId: string; days: number; dayMs: number }): Promise<void>; stopWarmup(domainId: string): Promise<void> };
 }) {
   const { db } = deps;

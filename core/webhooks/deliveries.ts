@@ -4,11 +4,12 @@ import { schema } from '../../db/index.js';
 import { forEachLimit } from '../concurrency.js';
 import { newId } from '../ids.js';
 import { retryTransient } from '../retry.js';
-import type { Progress } from '../sending/delivery.js';
+import type { Progress } from '../mail/progress.js';
 import type { Sealer } from '../secrets.js';
 import { markRunning, recordHealth, RUNNING_AFTER_MS } from './health.js';
 import { postWebhook, type AttemptCapture } from './post.js';
-import { TRACKING_PATTERN, type RouteService } from './routes.js';
+import { TRACKING_PATTERN } from '../mail/patterns.js';
+import type { RouteService } from './routes.js';
 import type { NetPolicy } from './url.js';
 import { log } from '../log.js';
 

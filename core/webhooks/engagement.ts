@@ -6,23 +6,23 @@ import type { DomainService } from '../domains/service.js';
 import type { Actor } from '../tenancy.js';
 import { badRequest } from '../errors.js';
 import { describeError, log } from '../log.js';
-import type { WorkflowPort } from '../ports.js';
+import type { WorkflowPort } from '../ports/index.js';
 import type { AccountSecretService } from './account-secret.js';
 import type { DeliveryStore } from './deliveries.js';
 import { engagementPayload, type EngagementPayload } from './payload-schemas.js';
 import { postWebhook } from './post.js';
-import { TRACKING_PATTERN, type RouteService } from './routes.js';
+import { TRACKING_PATTERN } from '../mail/patterns.js';
+import type { RouteService } from './routes.js';
 import { checkWebhookDestination, type NetPolicy } from './url.js';
 import { derivedId } from '../ids.js';
 import { retryTransient } from '../retry.js';
-import type { Progress } from '../sending/delivery.js';
+import type { Progress } from '../mail/progress.js';
 
 /** A claim older than this belongs to a dispatcher that died (a batch is time-boxed to a minute). */
 const STALE_CLAIM_MS = 5 * 60_000;
 const idle: Progress = { beat() {}, stopped: () => false };
 
-export { ENGAGEMENT_TYPES } from '../sending/events.js';
-import { ENGAGEMENT_TYPES } from '../sending/events.js';
+import { ENGAGEMENT_TYPES } from '../mail/event-types.js';
 type Target = { routeId: string; url: string; ackMode: 'lenient' | 'ack'; secret: string };
 
 /**

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { BOUNCE_CLASSES } from '../sending/bounce-classes.js';
+import { BOUNCE_CLASSES } from '../mail/bounce-classes.js';
 
 /**
  * Every payload the service POSTs to a webhook, defined once: the builders are typed by these schemas

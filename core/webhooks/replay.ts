@@ -1,9 +1,9 @@
 import { and, asc, desc, eq, inArray } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
-import type { Actor } from '../domains/service.js';
+import type { Actor } from '../tenancy.js';
 import { conflict, notFound } from '../errors.js';
-import type { WorkflowPort } from '../ports.js';
+import type { WorkflowPort } from '../ports/index.js';
 import { deliveryDto, type DeliveryRow, type DeliveryStore } from './deliveries.js';
 import { failureClass } from './post.js';
 

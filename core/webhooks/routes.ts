@@ -2,22 +2,22 @@ import { and, eq, inArray, ne } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { domainDto, type DomainRow } from '../domains/dto.js';
-import type { Actor, DomainService } from '../domains/service.js';
+import type { DomainService } from '../domains/service.js';
+import type { Actor } from '../tenancy.js';
 import { badRequest, conflict, notFound } from '../errors.js';
 import { newId } from '../ids.js';
 import type { Sealer } from '../secrets.js';
+import { patternScore, TRACKING_PATTERN } from '../mail/patterns.js';
 import { newWebhookSecret } from './sign.js';
 import { checkWebhookDestination, type NetPolicy } from './url.js';
 
 export type RouteRow = typeof schema.routes.$inferSelect;
 /** Route of a domain's tracking webhook: never matched by an address, signed with the account secret. */
-export const TRACKING_PATTERN = '@tracking';
 export type RouteAction = 'webhook' | 'forward' | 'store' | 'drop';
 const ACTIONS: RouteAction[] = ['webhook', 'forward', 'store', 'drop'];
 export type RouteInput = { domainId?: string; address?: string; url?: string; ackMode?: 'lenient' | 'ack'; match?: string; action?: string; destination?: string };
 const PATTERN = /^(\*|[a-z0-9._+-]+|[a-z0-9._+-]+\*|\*[a-z0-9._+-]+)$/;
 
-/** How specific a pattern is for `local`: -1 no match; exact beats wildcards (longer literal first) beats `*`. */
 /** The most specific of a domain's routes for a local part (a higher pattern score wins). */
 export function bestRoute<T extends { pattern: string }>(rows: T[], local: string): T | undefined {
   let best: { row: T; score: number } | undefined;
@@ -26,15 +26,6 @@ export function bestRoute<T extends { pattern: string }>(rows: T[], local: strin
     if (score >= 0 && (!best || score > best.score)) best = { row, score };
   }
   return best?.row;
-}
-
-export function patternScore(pattern: string, local: string): number {
-  if (pattern === TRACKING_PATTERN) return -1;
-  if (pattern === '*') return 0;
-  if (!pattern.includes('*')) return pattern === local ? 10_000 : -1;
-  const literal = pattern.replace('*', '');
-  const hit = pattern.endsWith('*') ? local.startsWith(literal) : local.endsWith(literal);
-  return hit && local.length > literal.length ? 1 + literal.length * 2 + (pattern.endsWith('*') ? 1 : 0) : -1;
 }
 
 /** Routes: the catch-all webhook of a domain and address routes; the most specific match wins. */

@@ -1,4 +1,4 @@
-import type { Actor } from '../domains/service.js';
+import type { Actor } from '../tenancy.js';
 import { newId } from '../ids.js';
 import type { WebhookTestPayload } from './payload-schemas.js';
 import { postWebhook } from './post.js';

@@ -1,8 +1,8 @@
-import type { BounceClass } from '../../core/sending/bounce-classes.js';
+import type { BounceClass } from './bounce-classes.js';
 import { boolean, index, integer, jsonb, pgTable, text, uniqueIndex } from 'drizzle-orm/pg-core';
 import { ms } from './columns.js';
 
-/** Per-recipient outcome of an outbound message (core/sending/recipients.ts). */
+/** Per-recipient outcome of an outbound message (core/mail/recipients.ts). */
 type RecipientState = { status: 'pending' | 'sent' | 'deferred' | 'bounced'; attempts: number; response?: string; at?: number; bounceClass?: BounceClass };
 /** One SMTP transaction of a message: the run, the recipients, the answer. */
 type TrailEntry = { at: number; workflowId: string; to: string[]; status: 'sent' | 'deferred' | 'bounced' | 'mixed' | 'throttled'; response: string };

@@ -1,6 +1,6 @@
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useMemo, useState } from 'react';
-import { fillMergeTags, type MergeData } from '../../../core/templates/merge.js';
+import { fillMergeTags, type MergeData } from '../../../core/render/merge.js';
 import { api, type Outputs } from '../api.js';
 import { Area, ErrorBox, Field, Loading, Notice, Page, Table, usePaged, when } from '../ui.js';
 

@@ -5,7 +5,7 @@ import { str } from '../parser.js';
 import { bad, withinQuota, type Handler } from '../session.js';
 import { sync } from '../view.js';
 import { boxOf } from './mailbox.js';
-import { bareAddress } from '../../../core/sending/recipients.js';
+import { bareAddress } from '../../../core/mail/recipients.js';
 
 const MONTHS = ['jan', 'feb', 'mar', 'apr', 'may', 'jun', 'jul', 'aug', 'sep', 'oct', 'nov', 'dec'];
 /** `" 1-Feb-2024 10:00:00 +0100"` → ms. */

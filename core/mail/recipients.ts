@@ -1,5 +1,9 @@
-import type { RecipientResult } from '../outbound/transport.js';
 import type { BounceClass } from './bounce-classes.js';
+
+/** What became of one recipient in one SMTP transaction: 250 (sent), 4xx/network (deferred), 5xx (bounced). */
+export type RecipientStatus = 'sent' | 'deferred' | 'bounced';
+/** `site`: the shaping site (MX rollup) the transaction went to, for metrics; MX delivery only. */
+export type RecipientResult = { address: string; status: RecipientStatus; response: string; bounceClass?: BounceClass; site?: string };
 
 /** Where one recipient of an outbound message stands (kept on the message row, shown by GET /api/messages/:id). */
 export type RecipientState = {
@@ -11,7 +15,7 @@ export type RecipientStates = Record<string, RecipientState>;
 /** One SMTP transaction of a message (the delivery trail): which run, which recipients, what the server answered. */
 /**
  * `throttled`: no transaction, its recipients' site could not take it yet (shaping); `response` says what it waits for.
- * `refused`: no transaction, the send gate refused the message as it left (core/sending/departure.ts); `response` says why.
+ * `refused`: no transaction, the send gate refused the message as it left (core/gate/departure.ts); `response` says why.
  */
 export type TrailEntry = { at: number; workflowId: string; to: string[]; status: 'sent' | 'deferred' | 'bounced' | 'mixed' | 'throttled' | 'refused'; response: string };
 export type MessageStatus = 'sent' | 'deferred' | 'bounced';

@@ -2,8 +2,8 @@ import { sql } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { retryTransient } from '../retry.js';
-import type { EventService } from './events.js';
-import type { MessageStatus, RecipientStates, TrailEntry } from './recipients.js';
+import type { EventService } from '../message-events.js';
+import type { MessageStatus, RecipientStates, TrailEntry } from '../mail/recipients.js';
 
 /** One transaction's outcome for one message; `final` also moves the message's status (its last transaction). */
 export type Outcome = {

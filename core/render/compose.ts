@@ -1,5 +1,5 @@
 import { badRequest } from '../errors.js';
-import { fillMergeTags, mergeData, type MergeData } from '../templates/merge.js';
+import { fillMergeTags, mergeData, type MergeData } from './merge.js';
 
 export type Content = { subject: string; html: string | null; text: string | null };
 

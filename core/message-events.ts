@@ -1,9 +1,10 @@
 import { and, desc, eq, lt, sql, type SQL } from 'drizzle-orm';
-import type { Db } from '../../db/index.js';
-import { schema } from '../../db/index.js';
-import { newId } from '../ids.js';
-import { TRACKING_PATTERN } from '../webhooks/routes.js';
-import { ownedBy, type Actor } from '../tenancy.js';
+import type { Db } from '../db/index.js';
+import { schema } from '../db/index.js';
+import { newId } from './ids.js';
+import { ENGAGEMENT_TYPES } from './mail/event-types.js';
+import { TRACKING_PATTERN } from './mail/patterns.js';
+import { ownedBy, type Actor } from './tenancy.js';
 
 /**
  * `email.failed`: the send gate, judged again as the message left, refused it (docs/sending.md); its `data.reason` is the
@@ -14,8 +15,6 @@ type Tx = Pick<Db, 'insert'>;
 type NewEvent = { userId: string; messageId?: string | null; domainId?: string | null; type: EventType; recipient?: string | null; data?: Record<string, unknown> };
 /** Wakes the engagement dispatcher of a domain that has events routed to a webhook. */
 export type EngagementRouter = { nudge(domainId: string, userId: string): void };
-/** The types that can go to an engagement webhook (SPEC.md Events). */
-export const ENGAGEMENT_TYPES = ['email.sent', 'email.bounced', 'email.complained', 'email.opened', 'email.clicked'] as const;
 
 /**
  * Whether the domain routes `type` to a webhook, decided by the database inside the insert itself (no

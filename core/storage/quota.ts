@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
-import type { Db } from '../db/index.js';
-import { schema } from '../db/index.js';
-import { AppError } from './errors.js';
+import type { Db } from '../../db/index.js';
+import { schema } from '../../db/index.js';
+import { AppError } from '../errors.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Tx = Db | Parameters<Parameters<Db['transaction']>[0]>[0] | any;

@@ -2,23 +2,24 @@ import { and, asc, eq, getTableColumns, inArray, isNotNull, isNull, lt, or } fro
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import type { AttachmentService } from '../attachments/service.js';
-import { parsePrivateKey, signDkim, SIGNING_KEY_CACHE_MS, type DkimKey } from '../outbound/dkim.js';
-import { renderMessage } from '../outbound/render.js';
-import { isThrottled, type OutboundTransport, type RecipientResult } from '../outbound/transport.js';
+import { parsePrivateKey, signDkim, SIGNING_KEY_CACHE_MS, type DkimKey } from '../transport/dkim.js';
+import { renderMessage } from '../transport/render.js';
+import { isThrottled, type OutboundTransport, type RecipientResult } from '../transport/transport.js';
 import type { Sealer } from '../secrets.js';
-import type { ServiceSigner } from '../operator/service-domain.js';
+import type { ServiceSigner } from '../domains/service-domain.js';
 import { AppError } from '../errors.js';
 import { log } from '../log.js';
+import { idle, type Progress } from '../mail/progress.js';
 import { BOUNCE_LABEL } from '../domains/records.js';
 import type { SentMessage } from '../mailboxes/service.js';
-import { classifyBounce, defaultBounceRules, suppresses, type BounceRules } from './bounce-class.js';
-import type { EventService } from './events.js';
-import type { SuppressionService } from './suppressions.js';
+import { classifyBounce, defaultBounceRules, suppresses, type BounceRules } from '../mail/bounce-class.js';
+import type { EventService } from '../message-events.js';
+import type { SuppressionService } from '../gate/suppressions.js';
 import type { WarmupService } from '../shaping/warmup.js';
 import { createOutcomeWriter, type Outcome } from './outcome-writer.js';
-import { failedEvent, judgeClaimed, standingColumn } from './departure.js';
-import { refusalNote } from './gate.js';
-import { applyResults, messageStatus, owed, recipientsOf, type MessageStatus, type RecipientStates, type TrailEntry } from './recipients.js';
+import { failedEvent, judgeClaimed, standingColumn } from '../gate/departure.js';
+import { refusalNote } from '../gate/gate.js';
+import { applyResults, messageStatus, owed, recipientsOf, type MessageStatus, type RecipientStates, type TrailEntry } from '../mail/recipients.js';
 
 type MessageRow = typeof schema.messages.$inferSelect;
 /** Messages in flight at once in one batch: each waits mostly on its SMTP round trip; the transport pools connections. */
@@ -30,9 +31,6 @@ export const DELIVERY_CONCURRENCY = 20;
 export type DeliveryResult = { sent: number; bounced: number; skipped: number; deferred: string[]; throttled: { id: string; waitMs: number }[]; failed?: number };
 /** A message none of whose owed recipients' sites could take it now: try again after `waitMs` (not an attempt of the ladder). */
 export type Throttle = { waitMs: number; site?: string; spacingMs?: number };
-/** How an activity follows the work: a heartbeat per message, and whether it was asked to stop. */
-export type Progress = { beat(): void; stopped(): boolean };
-const idle: Progress = { beat() {}, stopped: () => false };
 /** `ladder`: an attempt of the deferred ladder (a throttled message stays `deferred`); else a first delivery (it goes back to `queued`). */
 type Attempt = { workflowId: string; final: boolean; nextAttemptAt: number | null; progress: Progress; ladder?: boolean };
 
@@ -205,7 +203,7 @@ export function createDeliveryService(deps: {
   }
 
   /**
-   * Ends a row the send gate refused as it was about to leave (core/sending/departure.ts), through the same
+   * Ends a row the send gate refused as it was about to leave (core/gate/departure.ts), through the same
    * write as every outcome: `failed`, `last_error` and a `refused` trail entry saying why, and its
    * `email.failed` event (webhooks as engagement events); nothing is built or sent. A send that named a
    * sequence enrols none of its recipients.

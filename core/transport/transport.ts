@@ -9,16 +9,14 @@ import { isNoRecord } from '../dns.js';
 import { isAppError } from '../errors.js';
 import { resolveAllowed } from '../net/address-guard.js';
 import { newId } from '../ids.js';
-import type { BounceClass } from '../sending/bounce-classes.js';
 import type { Throttled } from '../shaping/connections.js';
 import { createShaper, type Shaper } from '../shaping/shaper.js';
 import type { ShapingConfig } from '../shaping/config.js';
 import type { WarmupGate } from '../shaping/warmup.js';
 
-/** What became of one recipient in one SMTP transaction: 250 (sent), 4xx/network (deferred), 5xx (bounced). */
-export type RecipientStatus = 'sent' | 'deferred' | 'bounced';
-/** `site`: the shaping site (MX rollup) the transaction went to, for metrics; MX delivery only. */
-export type RecipientResult = { address: string; status: RecipientStatus; response: string; bounceClass?: BounceClass; site?: string };
+import type { RecipientResult, RecipientStatus } from '../mail/recipients.js';
+
+export type { RecipientResult, RecipientStatus };
 export type Envelope = { from: string; to: string[] };
 export type { Throttled };
 /** What the sender adds to a transaction: a warming domain's per-site daily volume (MX delivery only). */

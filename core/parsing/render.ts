@@ -1,6 +1,6 @@
-import { INLINE_BYTES, runParse } from '../parsing/pool.js';
-import { tasks, type TaskInput } from '../parsing/tasks.js';
-import type { Content } from './compose.js';
+import { INLINE_BYTES, runParse } from './pool.js';
+import { tasks, type TaskInput } from './tasks.js';
+import type { Content } from '../render/compose.js';
 
 type RenderInput = TaskInput<'renderSend'>;
 

@@ -1,5 +1,5 @@
-import { composeContent } from '../sending/compose.js';
-import { escapeHtml, mergeData, type MergeData } from '../templates/merge.js';
+import { composeContent } from './compose.js';
+import { escapeHtml, mergeData, type MergeData } from './merge.js';
 
 export type BroadcastContent = {
   subject: string; preview: string | null; html: string | null; text: string | null; footerAddress: string | null;

@@ -1,10 +1,10 @@
 import { inArray, sql } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
-import { FORWARD_HEADER } from '../mailboxes/forward.js';
+import { FORWARD_HEADER } from '../mail/headers.js';
 import { forbidden, type AppError } from '../errors.js';
-import { domainOf } from './addresses.js';
-import { bareAddress } from './recipients.js';
+import { domainOf } from '../mail/addresses.js';
+import { bareAddress } from '../mail/recipients.js';
 import { accountRefusal, senderRefusal } from './gate.js';
 
 /**

@@ -1,4 +1,4 @@
-import type { EnrolmentEvent, EnrolmentStart, EnrolmentState } from './sequences/enrolment-types.js';
+import type { EnrolmentEvent, EnrolmentStart, EnrolmentState } from './sequences.js';
 
 /** Starts and signals sequence enrolments (the dispatcher's side). */
 export type EnrolmentSignalPort = {

@@ -2,11 +2,11 @@ import type { Resolver } from 'node:dns/promises';
 import { and, eq, isNull } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
-import { dkimKeyPublished } from '../domains/check.js';
-import { dkimRecordValue, generateDkimKey } from '../domains/dkim.js';
-import { nextSelector, type RotationStep } from '../domains/rotation-steps.js';
-import { SIGNING_KEY_CACHE_MS } from '../outbound/dkim.js';
-import { BOUNCE_LABEL, MX_LABEL, type DnsRecordOut } from '../domains/records.js';
+import { dkimKeyPublished } from './check.js';
+import { dkimRecordValue, generateDkimKey } from './dkim.js';
+import { nextSelector, type RotationStep } from './rotation-steps.js';
+import { SIGNING_KEY_CACHE_MS } from '../transport/dkim.js';
+import { BOUNCE_LABEL, MX_LABEL, type DnsRecordOut } from './records.js';
 import type { Sealer } from '../secrets.js';
 
 /** Selector of the service domain's DKIM key (`svc1._domainkey.<SERVICE_DOMAIN>`), the same as customer domains use. */

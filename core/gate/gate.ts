@@ -13,7 +13,7 @@ import { secondsToMidnight, type CapHit, type UsageService } from '../usage.js';
  * plan's daily cap and blocking monthly bucket, reserved atomically in the transaction that inserts the
  * message. Every path that inserts an outbound row calls it: `/v1/send` and batches, scheduled releases,
  * broadcast fan-out, sequence steps and route forwards. System mail (verification and sign-in links from
- * the service domain, core/outbound/system-mail.ts) is the one exception: it is how an account gets verified.
+ * the service domain, core/transport/system-mail.ts) is the one exception: it is how an account gets verified.
  */
 
 /** The account columns the gate judges. */
