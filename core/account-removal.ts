@@ -20,12 +20,16 @@ const CHILDREN: [string, string, string][] = [
   ['list_members', 'list_id', 'lists'],
   ['sequence_versions', 'sequence_id', 'sequences'],
   ['hosted_dns_records', 'domain_id', 'domains'],
+  ['warmup_counts', 'domain_id', 'domains'],
+  ['contact_import_rows', 'import_id', 'contact_imports'],
 ];
 
 /**
  * Deletes an account that was never verified, with everything it holds: keys, app passwords, routes,
- * domains and their hosted records, OAuth grants (their tokens cascade), mail, contacts, files, and every
- * other row of a table with a `user_id` column (found in the catalog, so a table added later is covered).
+ * domains with their hosted records and warm-up counts, OAuth grants (their tokens cascade), mail, contacts,
+ * imports with their staged rows, files, and every other row of a table with a `user_id` column (found in
+ * the catalog, so such a table added later is covered; a table without one belongs in CHILDREN, and
+ * test/account-removal.test.ts counts every table to find one that is not).
  * Sessions end with it: session tokens and the consent page's cookie name an account that no longer exists.
  * The database part is one transaction that re-checks, under a row lock, that the account is unverified;
  * afterwards the account's workflows are stopped (best effort: each one also finds its rows gone).

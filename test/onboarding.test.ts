@@ -192,7 +192,10 @@ describe('an account made on an app\'s consent page', () => {
   });
 });
 
-/** Every table with a user_id column that still has a row of the account (the removal reads the same catalog). */
+/**
+ * Every table with a user_id column that still has a row of the account. The removal reads the same catalog,
+ * so this cannot see a table without that column: test/account-removal.test.ts counts every table instead.
+ */
 async function rowsLeftOf(userId: string): Promise<string[]> {
   const { db } = stack.service.core;
   const rows = (res: unknown) => ((res as { rows?: unknown[] }).rows ?? (res as unknown[]));
