@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { schema } from '../db/index.js';
 import { connectTemporal } from '../temporal/client.js';
 import { inboundDeliveryWorkflow } from '../workflows/inbound-delivery.js';
+import { inboundBatchWorkflowId } from '../workflows/ids.js';
 import { signatureHeaders } from '../core/webhooks/sign.js';
 import { startTestDns } from './helpers/dns.js';
 import { eventually, startStack, type TestStack } from './helpers/stack.js';
@@ -245,13 +246,47 @@ describe('SMTP ingress', () => {
 
   it('a retried SMTP transaction (same bytes) never delivers twice', async () => {
     await setHook('/once');
-    const raw = `From: d@sender.example\r\nTo: once@${DOMAIN}\r\nSubject: once\r\nMessage-ID: <once-1@sender.example>\r\n\r\nbody\r\n`;
-    const t = smtp();
-    await t.sendMail({ envelope: { from: 'd@sender.example', to: [`once@${DOMAIN}`] }, raw });
-    await t.sendMail({ envelope: { from: 'd@sender.example', to: [`once@${DOMAIN}`] }, raw });
-    await hooks.waitFor('/once');
-    await new Promise((r) => setTimeout(r, 1500));
-    expect(hooks.hitsOn('/once')).toHaveLength(1);
+    // Every run the two transactions start is recorded, so the test can wait for each one's result.
+    const port = stack.service.core.workflows;
+    const startBatch = port.startInboundBatch;
+    const starts: { ids: string[]; started: Promise<void> }[] = [];
+    port.startInboundBatch = (ids, account) => {
+      const started = startBatch.call(port, ids, account);
+      starts.push({ ids, started });
+      return started;
+    };
+    const tc = await connectTemporal({ address: stack.service.temporalAddress, namespace: 'default', taskQueue: stack.config.temporal.taskQueue });
+    try {
+      const raw = `From: d@sender.example\r\nTo: once@${DOMAIN}\r\nSubject: once\r\nMessage-ID: <once-1@sender.example>\r\n\r\nbody\r\n`;
+      const t = smtp();
+      await t.sendMail({ envelope: { from: 'd@sender.example', to: [`once@${DOMAIN}`] }, raw });
+      await t.sendMail({ envelope: { from: 'd@sender.example', to: [`once@${DOMAIN}`] }, raw });
+      const [hit] = await hooks.waitFor('/once');
+      const messageId = hit!.json.id as string;
+      // Both transactions were accepted, so the message was handed to a run twice (maybe in one start): wait for
+      // both hand-overs, then for the result of every run they started.
+      const mine = await eventually(async () => {
+        const found = starts.filter((s) => s.ids.includes(messageId));
+        return found.flatMap((s) => s.ids).filter((id) => id === messageId).length === 2 ? found : undefined;
+      });
+      for (const s of mine) {
+        await s.started;
+        await tc.client.workflow.getHandle(inboundBatchWorkflowId(s.ids[0]!)).result();
+      }
+      // One message, one delivery row, delivered by one successful attempt, and one POST at the receiver.
+      const db = stack.service.core.db;
+      const rows = await db.select({ id: schema.messages.id }).from(schema.messages).where(eq(schema.messages.subject, 'once'));
+      expect(rows.map((r) => r.id)).toEqual([messageId]);
+      const dlvs = await db.select().from(schema.deliveries).where(eq(schema.deliveries.messageId, messageId));
+      expect(dlvs).toHaveLength(1);
+      expect(dlvs[0]).toMatchObject({ status: 'delivered', attempts: 1 });
+      const attempts = await db.select().from(schema.deliveryAttempts).where(eq(schema.deliveryAttempts.messageId, messageId));
+      expect(attempts.map((a) => a.ok)).toEqual([1]);
+      expect(hooks.hitsOn('/once')).toHaveLength(1);
+    } finally {
+      port.startInboundBatch = startBatch;
+      await tc.connection.close();
+    }
   });
 
   it('a bare LF before a dot does not split a message (no smuggling)', async () => {
