@@ -2,14 +2,14 @@ import nodemailer from 'nodemailer';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../scripts/build-app.js';
-import { dashboardPage, launchChromium } from './helpers/browser.js';
+import { dashboardPage, hasChromium, launchChromium } from './helpers/browser.js';
 import { freePort } from './helpers/ports.js';
 import { tokenFromMail, waitForMail } from './helpers/outbox.js';
 import { startStack, type TestStack } from './helpers/stack.js';
 import { startWebhookReceiver } from './helpers/webhook-receiver.js';
 
 /**
- * The dashboard in a real browser (Debian's Chromium, headless), against the whole service: a new user
+ * The dashboard in a real browser (Chromium, headless: test/helpers/browser.ts), against the whole service: a new user
  * signs up, verifies by the mailed link, claims a hosted subdomain, finds an API-sent message with its
  * delivery trail, sets a webhook and tests it, rotates the account key and creates an app password.
  * axe-core checks every page it opens (no serious or critical violation), under the app's own CSP.
@@ -56,7 +56,7 @@ let key1: string;
 let key2: string;
 const domain = `${LABEL}.${BASE}`;
 
-describe('the dashboard in a real browser', () => {
+describe.skipIf(!hasChromium())('the dashboard in a real browser', () => {
   it('is served at /app with its security headers; app paths load index.html; a missing asset is a JSON 404', async () => {
     const res = await fetch(`${app}/messages/msg_anything`);
     expect(res.status).toBe(200);

@@ -1,12 +1,12 @@
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../scripts/build-app.js';
-import { dashboardPage, launchChromium } from './helpers/browser.js';
+import { dashboardPage, hasChromium, launchChromium } from './helpers/browser.js';
 import { sequenceHelpers } from './helpers/sequences.js';
 import { FROM_DOMAIN, startSendingStack, type SendingStack } from './helpers/sending.js';
 
 /**
- * The dashboard's sequence pages in a real browser (Debian's Chromium, headless), against the whole
+ * The dashboard's sequence pages in a real browser (Chromium, headless: test/helpers/browser.ts), against the whole
  * service with real mail delivery: a sequence made in the dashboard enrolls a contact on an event, its
  * enrolment shows where it waits and moves on without a reload when the awaited event is posted; a
  * second enrolment is cancelled from the page; events are listed. axe-core checks every page it opens.
@@ -53,7 +53,7 @@ const GOOD = [
 const mark = () => page.evaluate(() => { (window as any).__noReload = true; });
 const notReloaded = async () => expect(await page.evaluate(() => (window as any).__noReload)).toBe(true);
 
-describe('sequences in the dashboard', () => {
+describe.skipIf(!hasChromium())('sequences in the dashboard', () => {
   it('creates a sequence, showing the API\'s message for a bad definition, and shows its steps readably', async () => {
     await page.goto(`${app}/sequences`);
     await heading('Sequences').waitFor();

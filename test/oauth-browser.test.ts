@@ -2,16 +2,16 @@ import { eq } from 'drizzle-orm';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { schema } from '../db/index.js';
-import { launchChromium } from './helpers/browser.js';
+import { hasChromium, launchChromium, startRedirectCatcher } from './helpers/browser.js';
 import { waitForMail } from './helpers/outbox.js';
 import { authorizeUrl, pkce, registerClient, startOAuthStack, tokenRequest } from './helpers/oauth.js';
-import { freePort } from './helpers/ports.js';
 import type { TestStack } from './helpers/stack.js';
 
-/** A real browser (Debian's Chromium, headless) walks the consent page as a person would. */
+/** A real browser (Chromium, headless: test/helpers/browser.ts) walks the consent page as a person would. */
 let stack: TestStack;
 let browser: Browser;
 let redirect: string;
+let app: Awaited<ReturnType<typeof startRedirectCatcher>>;
 let clientId: string;
 const EMAIL = 'browser-user@example.com';
 const PASSWORD = 'a browser password';
@@ -21,26 +21,23 @@ beforeAll(async () => {
     startOAuthStack(),
     launchChromium(),
   ]);
-  redirect = `http://127.0.0.1:${await freePort()}/browser/cb`;
+  app = await startRedirectCatcher('/browser/cb');
+  redirect = app.url;
   clientId = (await registerClient(stack, [redirect], 'Browser Linked App')).client_id;
 });
 afterAll(async () => {
   await browser?.close();
   await stack?.stop();
+  await app?.close();
 });
 
-/** Opens the authorize page of a new browser context; the app's redirect is caught and answered in the browser. */
+/** Opens the authorize page of a new browser context; the app's redirect lands on its loopback listener. */
 async function openConsent(viewport = { width: 1024, height: 800 }) {
   const context = await browser.newContext({ viewport });
   const page = await context.newPage();
   const { verifier, challenge } = pkce();
   const state = `s-${Math.random().toString(36).slice(2)}`;
-  const returned = new Promise<URL>((resolve) => {
-    void page.route(`${redirect}**`, async (route) => {
-      resolve(new URL(route.request().url()));
-      await route.fulfill({ status: 200, contentType: 'text/plain', body: 'back at the app' });
-    });
-  });
+  const returned = app.next();
   await page.goto(authorizeUrl(stack, { clientId, redirectUri: redirect, challenge, state }));
   return { context, page, verifier, state, returned };
 }
@@ -70,7 +67,7 @@ async function approveAndLink(page: Page, returned: Promise<URL>, verifier: stri
 
 let firstKey: string;
 
-describe('linking in a real browser', () => {
+describe.skipIf(!hasChromium())('linking in a real browser', () => {
   it('creates an account on the page, verifies it by the emailed link, approves, and the app reads the account key', async () => {
     const { context, page, verifier, state, returned } = await openConsent();
     await page.getByRole('heading', { name: 'Link an app to your account' }).waitFor();
