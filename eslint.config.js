@@ -25,6 +25,19 @@ export default tseslint.config(
     },
   },
   {
+    // A promise nobody awaits loses its error and its ordering: await it, return it, or mark it `void` on purpose.
+    files: ['**/*.ts', '**/*.tsx'],
+    languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
+    rules: { '@typescript-eslint/no-floating-promises': 'error' },
+  },
+  {
+    // Configuration is read in one place (core/config.ts); tests and benchmarks set up their own processes.
+    ignores: ['core/config.ts', 'test/**', 'bench/**'],
+    rules: {
+      'no-restricted-properties': ['error', { object: 'process', property: 'env', message: 'Read configuration through core/config.ts (loadConfig), not process.env.' }],
+    },
+  },
+  {
     // Regexes over outside input must be linear: no backtracking blow-up, no quadratic /g scan.
     // Not the plugin's recommended set: its style rules are not wanted.
     plugins: { regexp },

@@ -2,13 +2,12 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities } from './activities/index.js';
-import { createDeliveryService } from './core/outbound/delivery.js';
 import type { Config } from './core/config.js';
 import { createResolver } from './core/dns.js';
 import { instrumentTransport } from './core/transport/instrumented.js';
 import { captureTransport, mxTransport, relayTransport, type OutboundTransport } from './core/transport/transport.js';
 import type { Database } from './db/index.js';
-import type { Core } from './core/index.js';
+import type { Composition } from './core/index.js';
 import { prebuiltBundle, WORKFLOW_INTERCEPTORS } from './temporal/bundle.js';
 import type { Tracing } from './temporal/tracing.js';
 import { logScopeInterceptor } from './temporal/log-scope.js';
@@ -16,8 +15,8 @@ import { logScopeInterceptor } from './temporal/log-scope.js';
 export const WORKFLOWS_PATH = fileURLToPath(new URL('./workflows/index.ts', import.meta.url));
 
 /** The bundle a worker runs: SVC_WORKFLOW_BUNDLE (tests hand theirs in), else the prebuilt one when fresh, else none (bundle now). */
-function bundleToRun(): WorkerOptions['workflowBundle'] | undefined {
-  const path = process.env.SVC_WORKFLOW_BUNDLE || prebuiltBundle();
+function bundleToRun(configured: string | undefined): WorkerOptions['workflowBundle'] | undefined {
+  const path = configured || prebuiltBundle();
   return path ? { codePath: path } : undefined;
 }
 
@@ -39,12 +38,12 @@ export function createTransport(config: Config, database: Database): OutboundTra
  * registered workflows (the workflows/index.ts barrel). `workflowBundle` lets tests bundle once.
  */
 export async function startWorker(opts: {
-  core: Core; address: string; workflowBundle?: WorkerOptions['workflowBundle']; tracing?: Tracing;
+  core: Composition; address: string; workflowBundle?: WorkerOptions['workflowBundle']; tracing?: Tracing;
 }): Promise<RunningWorker> {
   const { config, database } = opts.core;
   const transport = instrumentTransport(createTransport(config, database));
   const connection = await NativeConnection.connect({ address: opts.address });
-  const bundle = opts.workflowBundle ?? bundleToRun();
+  const bundle = opts.workflowBundle ?? bundleToRun(config.workflowBundle);
   const worker = await Worker.create({
     connection,
     namespace: config.temporal.namespace,
@@ -54,15 +53,7 @@ export async function startWorker(opts: {
       inbound: opts.core.inbound, deliveryStore: opts.core.deliveryStore, engagement: opts.core.engagement,
       fanout: opts.core.fanout, imports: opts.core.imports, enrolmentStore: opts.core.enrolmentStore, dispatcher: opts.core.dispatcher,
       sendEnrolments: opts.core.sendEnrolments, warmup: opts.core.warmup,
-      delivery: createDeliveryService({
-        db: database.db, transport, sealer: opts.core.sealer, serviceDomain: config.serviceDomain,
-        attachments: opts.core.attachments, events: opts.core.events, suppressions: opts.core.suppressions,
-        fileSent: (m) => opts.core.mailboxes.fileSent(m),
-        settleEnrolments: (messageId, outcome) => opts.core.sendEnrolments.settle(messageId, outcome),
-        serviceSigner: () => opts.core.serviceDomain.signer(),
-        bounceRules: config.bounceRules,
-        warmup: opts.core.warmup,
-      }),
+      delivery: opts.core.delivery(transport),
     }),
     ...(bundle ? { workflowBundle: bundle } : { workflowsPath: WORKFLOWS_PATH }),
     interceptors: { activity: [logScopeInterceptor, ...(opts.tracing?.worker.activityInterceptors ?? [])], ...(bundle ? {} : { workflowModules: [WORKFLOW_INTERCEPTORS] }) },

@@ -85,6 +85,9 @@ const envSchema = z.object({
   BROADCAST_FOOTER_ADDRESS: z.string().max(500).optional(),
   IMPORT_CHUNK_ROWS: z.coerce.number().int().min(1).max(10_000).default(1000),
   LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
+  // Test and benchmark plumbing (docs/configuration.md, "Internal"): a prebuilt workflow bundle, the statement counter's file.
+  SVC_WORKFLOW_BUNDLE: z.string().min(1).optional(),
+  SVC_QUERY_STATS_FILE: z.string().min(1).optional(),
   PARSE_THREADS: z.coerce.number().int().min(1).max(64).optional(),
   PARSE_TIMEOUT_MS: z.coerce.number().int().min(50).max(300_000).default(PARSE_DEFAULTS.timeoutMs),
   PARSE_MEMORY_MB: z.coerce.number().int().min(64).max(16_384).default(PARSE_DEFAULTS.memoryMb),
@@ -170,6 +173,10 @@ export type Config = {
   plans: Record<string, Plan>;
   defaultPlan: string;
   logLevel: 'debug' | 'info' | 'warn' | 'error';
+  /** SVC_WORKFLOW_BUNDLE: the workflow bundle a worker runs (tests hand theirs in); unset: the prebuilt one when fresh. */
+  workflowBundle: string | undefined;
+  /** SVC_QUERY_STATS_FILE: where the benchmarks' statement counter writes (db/index.ts); unset: not counted. */
+  queryStatsFile: string | undefined;
   /** Broadcast fan-out: recipients per batch (one delivery run each), batches in flight, recipients/s per recipient domain (0 = no limit), batches per run before continue-as-new, footer default. */
   broadcast: { batchSize: number; concurrency: number; domainRate: number; batchesPerRun: number; footerAddress: string | undefined; importChunkRows: number };
   /** The public address outbound mail leaves from: published in SPF and A, checked for reverse DNS by the doctor. */
@@ -274,6 +281,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     plans,
     defaultPlan: e.DEFAULT_PLAN,
     logLevel: e.LOG_LEVEL,
+    workflowBundle: e.SVC_WORKFLOW_BUNDLE,
+    queryStatsFile: e.SVC_QUERY_STATS_FILE,
     broadcast: {
       batchSize: e.BROADCAST_BATCH_SIZE, concurrency: e.BROADCAST_CONCURRENCY, domainRate: e.BROADCAST_DOMAIN_RATE,
       batchesPerRun: e.BROADCAST_BATCHES_PER_RUN, footerAddress: e.BROADCAST_FOOTER_ADDRESS, importChunkRows: e.IMPORT_CHUNK_ROWS,

@@ -58,9 +58,8 @@ function createLogger(opts: { level: LogLevel; role?: string; pretty?: boolean }
   return opts.pretty ? pino(options, pretty({ colorize: true, sync: true })) : pino(options, pino.destination({ dest: 1, sync: false }));
 }
 
-const envLevel = (process.env.LOG_LEVEL ?? 'info') as LogLevel;
-/** The process's logger; `configureLogging` replaces it once the roles are known. */
-export let log: Logger = createLogger({ level: ['debug', 'info', 'warn', 'error'].includes(envLevel) ? envLevel : 'info', pretty: Boolean(process.stdout.isTTY) });
+/** The process's logger (at `info` until boot); `configureLogging` replaces it with LOG_LEVEL once config is read. */
+export let log: Logger = createLogger({ level: 'info', pretty: Boolean(process.stdout.isTTY) });
 
 /** Sets the level and the role every line carries (runtime/service.ts, at boot). */
 export function configureLogging(opts: { level: LogLevel; role: string }): Logger {

@@ -24,8 +24,8 @@ const MIGRATION_LOCK = 7_301_501;
 /** Where the pool reports an idle client's error (the service passes its logger; db/ imports nothing from core/). */
 export type PoolErrorLog = { error(fields: Record<string, unknown>, message: string): void };
 
-export async function openDatabase(opts: { databaseUrl?: string; dataDir: string; log?: PoolErrorLog }): Promise<Database> {
-  const database = opts.databaseUrl ? await openPostgres(opts.databaseUrl, opts.log) : await openPglite(join(opts.dataDir, 'pglite'));
+export async function openDatabase(opts: { databaseUrl?: string; dataDir: string; log?: PoolErrorLog; queryStatsFile?: string }): Promise<Database> {
+  const database = opts.databaseUrl ? await openPostgres(opts.databaseUrl, opts.log, opts.queryStatsFile) : await openPglite(join(opts.dataDir, 'pglite'));
   try {
     await migrateDatabase(database);
   } catch (err) {
@@ -37,12 +37,12 @@ export async function openDatabase(opts: { databaseUrl?: string; dataDir: string
 
 const consoleLog: PoolErrorLog = { error: (fields, message) => console.error(message, fields) };
 
-async function openPostgres(url: string, log: PoolErrorLog = consoleLog): Promise<Database> {
+async function openPostgres(url: string, log: PoolErrorLog = consoleLog, queryStatsFile?: string): Promise<Database> {
   const { default: pg } = await import('pg');
   const { drizzle } = await import('drizzle-orm/node-postgres');
   const pool = new pg.Pool({ connectionString: url, max: 10 });
   pool.on('error', (err) => log.error({ error: err.message }, '[db] idle client error'));
-  const db = drizzle(pool, { schema, ...queryCounter() }) as unknown as Db;
+  const db = drizzle(pool, { schema, ...queryCounter(queryStatsFile) }) as unknown as Db;
   const withLock = async <T>(lockId: number, fn: () => Promise<T>): Promise<T> => {
     const client = await pool.connect();
     try {
@@ -57,11 +57,10 @@ async function openPostgres(url: string, log: PoolErrorLog = consoleLog): Promis
 }
 
 /**
- * With SVC_QUERY_STATS_FILE set (the benchmarks' cost model), counts the statements this process sends
+ * With `file` set (SVC_QUERY_STATS_FILE, the benchmarks' cost model), counts the statements this process sends
  * and writes `{"queries": n, "byStatement": {…}}` there every half second. Off by default: no cost on the hot path.
  */
-function queryCounter(): { logger?: { logQuery(query: string): void } } {
-  const file = process.env.SVC_QUERY_STATS_FILE;
+function queryCounter(file: string | undefined): { logger?: { logQuery(query: string): void } } {
   if (!file) return {};
   let queries = 0;
   // The statements by their first words, to tell which ones a path sends (bench output, not production).

@@ -5,7 +5,7 @@ import type { WorkerOptions } from '@temporalio/worker';
 import type { SMTPServer } from 'smtp-server';
 import { createApp } from '../api/app.js';
 import { ConfigError, loadConfig, type Config } from '../core/config.js';
-import { createCore, type Core } from '../core/index.js';
+import { createCore, servicesOf, type Composition } from '../core/index.js';
 import { openDatabase } from '../db/index.js';
 import { startDnsServer } from '../dns/server.js';
 import { startImap } from '../smtp/imap/server.js';
@@ -26,7 +26,8 @@ export type Role = 'api' | 'smtp' | 'imap' | 'worker';
 export const ALL_ROLES: Role[] = ['api', 'smtp', 'imap', 'worker'];
 
 export type Service = {
-  core: Core;
+  /** The whole composition (the worker's part, the database): the transports get `servicesOf(core)`. */
+  core: Composition;
   apiPort?: number;
   /** The API's HTTP server (the abuse suite counts what it reads per connection). */
   apiServer?: Server;
@@ -63,7 +64,7 @@ export async function startService(config: Config, roles: Role[], opts: { workfl
       cleanups.push(() => devServer!.stop());
       address = devServer.address;
     }
-    const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, log });
+    const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, log, queryStatsFile: config.queryStatsFile });
     cleanups.push(() => database.close());
     say(`[db] ${database.kind === 'postgres' ? 'PostgreSQL' : `embedded PGlite in ${config.dataDir}`} ready, migrations applied`);
     const tracing = await startTracing(config.otlpEndpoint, roles.join('+'));
@@ -78,6 +79,8 @@ export async function startService(config: Config, roles: Role[], opts: { workfl
     cleanups.push(() => core.close());
     // First boot creates the service domain's DKIM key (idempotent; roles starting together agree on one key).
     await core.serviceDomain.ensure();
+    // What the transports (SMTP, IMAP, DNS, the API) get: the services, not the database or the workflow port.
+    const services = servicesOf(core);
     const service: Service = { core, temporalAddress: address, stop };
     const stopQueueDepth = collectQueueDepth(database.db);
     cleanups.push(async () => stopQueueDepth());
@@ -95,26 +98,26 @@ export async function startService(config: Config, roles: Role[], opts: { workfl
       say(`[worker] polling task queue ${config.temporal.taskQueue}`);
     }
     if (roles.includes('smtp')) {
-      const smtp: SMTPServer = createSmtpServer(core);
+      const smtp: SMTPServer = createSmtpServer(services);
       service.smtpPort = await listenSmtp(smtp, config.smtpPort);
       cleanups.push(() => new Promise<void>((resolve) => smtp.close(() => resolve())));
       say(`[smtp] inbound SMTP on port ${service.smtpPort}`);
     }
     if (roles.includes('imap')) {
-      const imap = await startImap(core, { port: config.imap.port, tlsPort: config.imap.tlsPort });
+      const imap = await startImap(services, { port: config.imap.port, tlsPort: config.imap.tlsPort });
       service.imapPort = imap.port;
       service.imapsPort = imap.tlsPort;
       cleanups.push(() => imap.close());
       say(`[imap] IMAP on port ${imap.port} (STARTTLS), IMAPS on port ${imap.tlsPort}`);
     }
     if (roles.includes('api') && config.dnsPort !== undefined) {
-      const dns = await startDnsServer({ port: config.dnsPort, host: '0.0.0.0', lookup: (name, type) => core.hosted.lookup(name, type) });
+      const dns = await startDnsServer({ port: config.dnsPort, host: '0.0.0.0', lookup: (name, type) => services.hosted.lookup(name, type) });
       service.dnsPort = dns.port;
       cleanups.push(() => dns.close());
       say(`[dns] authoritative for ${config.serviceDomain} and hosted domains on port ${dns.port} (UDP and TCP)`);
     }
     if (roles.includes('api')) {
-      const server: Server = createApp(core).listen(config.port);
+      const server: Server = createApp(services).listen(config.port);
       await new Promise<void>((resolve, reject) => server.once('listening', resolve).once('error', reject));
       service.apiPort = (server.address() as AddressInfo).port;
       service.apiServer = server;
