@@ -1,9 +1,9 @@
 import type { DkimRotation } from '../core/domains/rotation.js';
 import type { DomainService } from '../core/domains/service.js';
-import type { WorkflowPort } from '../core/ports/index.js';
+import type { DkimRotationWorkflows } from '../core/ports/domains.js';
 
 /** Domain activities: the DNS check of the verification loop and the steps of a DKIM rotation (each idempotent). */
-export function domainActivities(deps: { domains: DomainService; dkimRotation: DkimRotation; workflows: WorkflowPort }) {
+export function domainActivities(deps: { domains: DomainService; dkimRotation: DkimRotation; workflows: DkimRotationWorkflows }) {
   return {
     async checkDomainDns(input: { domainId: string }) {
       const r = await deps.domains.checkById(input.domainId);

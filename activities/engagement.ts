@@ -1,12 +1,12 @@
 import { lt } from 'drizzle-orm';
 import type { Db } from '../db/index.js';
 import { schema } from '../db/index.js';
-import type { WorkflowPort } from '../core/ports/index.js';
+import type { EngagementWorkflows } from '../core/ports/inbound.js';
 import type { EngagementService } from '../core/webhooks/engagement.js';
 import { withProgress } from './progress.js';
 
 /** Engagement and retention activities. Dispatch claims events and writes each outcome, so a retried batch skips what it sent. */
-export function engagementActivities(deps: { db: Db; engagement: EngagementService; workflows: WorkflowPort }) {
+export function engagementActivities(deps: { db: Db; engagement: EngagementService; workflows: EngagementWorkflows }) {
   return {
     /** One claimed, time-boxed batch of a domain's events; heartbeats per event and stops when cancelled. */
     dispatchEngagementBatch: (input: { domainId: string; limit: number }) =>

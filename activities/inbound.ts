@@ -1,11 +1,11 @@
-import type { WorkflowPort } from '../core/ports/index.js';
+import type { InboundBatchWorkflows } from '../core/ports/inbound.js';
 import type { InboundService } from '../core/inbound/service.js';
 import type { DeliveryStore } from '../core/webhooks/deliveries.js';
 import { deliverInboundBatch } from '../core/inbound/batch.js';
 import { withProgress } from './progress.js';
 
 /** Inbound activities: deliveries for a message, one captured webhook attempt, and the retention step. All idempotent. */
-export function inboundActivities(deps: { inbound: InboundService; deliveryStore: DeliveryStore; workflows: WorkflowPort }) {
+export function inboundActivities(deps: { inbound: InboundService; deliveryStore: DeliveryStore; workflows: InboundBatchWorkflows }) {
   return {
     /** Claims the message for its own run (or takes it over from the batch that handed it on) and creates its deliveries. */
     prepareInboundDeliveries: (input: { messageId: string; takeOverFrom?: string }) =>

@@ -7,7 +7,9 @@ import type { DeliveryStore } from '../core/webhooks/deliveries.js';
 import type { DeliveryService } from '../core/outbound/delivery.js';
 import type { ScheduledSendService } from '../core/sending/scheduled.js';
 import type { Db } from '../db/index.js';
-import type { WorkflowPort } from '../core/ports/index.js';
+import type { DkimRotationWorkflows } from '../core/ports/domains.js';
+import type { EngagementWorkflows, InboundBatchWorkflows } from '../core/ports/inbound.js';
+import type { OutboundWorkflows } from '../core/ports/sending.js';
 import { withFailureMapping } from './failures.js';
 import type { FanoutService } from '../core/broadcasts/fanout.js';
 import type { ImportService } from '../core/contacts/imports.js';
@@ -26,7 +28,10 @@ import type { SequenceDispatcher } from '../core/sequences/dispatch.js';
 import type { EnrolmentStore } from '../core/sequences/enrolments.js';
 import type { SendEnrolments } from '../core/sequences/send-enrolment.js';
 
-export type ActivityDeps = { workflows: WorkflowPort; engagement: EngagementService; inbound: InboundService; deliveryStore: DeliveryStore; db: Db; delivery: DeliveryService; domains: DomainService; dkimRotation: DkimRotation; scheduled: ScheduledSendService; attachments: AttachmentService; fanout: FanoutService; imports: ImportService;
+/** The workflows the activities start: deferred ladders, DKIM rotations, inbound batches, engagement dispatch. */
+type ActivityWorkflows = OutboundWorkflows & DkimRotationWorkflows & InboundBatchWorkflows & EngagementWorkflows;
+
+export type ActivityDeps = { workflows: ActivityWorkflows; engagement: EngagementService; inbound: InboundService; deliveryStore: DeliveryStore; db: Db; delivery: DeliveryService; domains: DomainService; dkimRotation: DkimRotation; scheduled: ScheduledSendService; attachments: AttachmentService; fanout: FanoutService; imports: ImportService;
   enrolmentStore: EnrolmentStore; dispatcher: SequenceDispatcher; sendEnrolments: SendEnrolments; warmup: WarmupService };
 
 /** Every activity the worker registers, built from its real dependencies (the composition root passes them). */

@@ -1,9 +1,9 @@
 import type { DeliveryService } from '../core/outbound/delivery.js';
-import type { WorkflowPort } from '../core/ports/index.js';
+import type { OutboundWorkflows } from '../core/ports/sending.js';
 import { withProgress } from './progress.js';
 
 /** Outbound activities: thin wrappers over the delivery service (claims and recorded outcomes make each safe to run twice). */
-export function outboundActivities(deps: { delivery: DeliveryService; workflows: WorkflowPort }) {
+export function outboundActivities(deps: { delivery: DeliveryService; workflows: OutboundWorkflows }) {
   return {
     /** Claims and delivers a batch of queued messages for this run; records each outcome as its server answers; heartbeats per message. */
     sendQueuedMessages: (input: { messageIds: string[]; workflowId: string; nextAttemptAt?: number | null }) =>

@@ -1,14 +1,16 @@
 import type { Express } from 'express';
 import type { Core } from '../core/index.js';
 import { bearerMatches } from '../core/secrets.js';
-import { shapingReport } from '../core/shaping/report.js';
+
+/** What the operator's deliverability routes call. */
+type DeliverabilityDeps = Pick<Core, 'config' | 'dkimRotation' | 'shaping'>;
 
 /**
  * GET /api/deliverability/sites (operator credential: Authorization: Bearer OPERATOR_TOKEN, as
  * /api/health?detail=1): destination sites, their limits in force, open connections, suspensions and
  * their causes, and the latest automation actions (docs/deliverability.md).
  */
-export function mountDeliverability(app: Express, core: Core): void {
+export function mountDeliverability(app: Express, core: DeliverabilityDeps): void {
   /**
    * POST /api/service-domain/dkim/rotate (operator credential): rotates SERVICE_DOMAIN's own DKIM key,
    * the one that signs system mail, through the rotation workflow `dkim-rotate-service` (docs/domains.md).
@@ -29,7 +31,7 @@ export function mountDeliverability(app: Express, core: Core): void {
     if (!expected) return void res.status(404).json({ error: 'Deliverability reports are off: set OPERATOR_TOKEN to enable them', code: 'not_found' });
     if (!bearerMatches(req.headers.authorization, expected)) return void res.status(401).json({ error: 'Deliverability reports need Authorization: Bearer <OPERATOR_TOKEN>', code: 'unauthorized' });
     try {
-      res.json({ shapingFile: core.config.shaping.file, ...(await shapingReport(core.db)) });
+      res.json({ shapingFile: core.config.shaping.file, ...(await core.shaping.report()) });
     } catch (err) {
       next(err);
     }

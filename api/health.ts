@@ -2,10 +2,12 @@ import type { Express, Response } from 'express';
 import { z } from 'zod';
 import type { Core } from '../core/index.js';
 import { failures } from '../core/operator/checks.js';
-import { runDoctor } from '../core/operator/doctor.js';
 import { log } from '../core/log.js';
 import { bearerMatches } from '../core/secrets.js';
 import type { SchemaEntry } from './schemas.js';
+
+/** What the health routes call: the health service, the service domain's records, the operator token. */
+type HealthDeps = Pick<Core, 'config' | 'health' | 'serviceDomain'>;
 
 export const healthSchema: SchemaEntry = {
   name: 'health-response', title: 'GET /api/health response body', io: 'output',
@@ -47,28 +49,25 @@ async function probe(fn: () => Promise<void>, timeoutMs = 2000): Promise<{ ok: b
  * answer says only ok or not per component: a raw error names hosts, ports and driver messages. Those go
  * to the log, and to the operator's own request (`Authorization: Bearer OPERATOR_TOKEN`).
  */
-export function mountHealth(app: Express, core: Core): void {
+export function mountHealth(app: Express, core: HealthDeps): void {
   app.get('/api/health', async (req, res) => {
     if (req.query.detail !== undefined && req.query.detail !== '0') return void (await detail(core, req.headers.authorization, res));
-    const [database, temporal] = await Promise.all([probe(() => core.database.ping()), probe(() => core.workflows.ping())]);
+    const [database, temporal] = await Promise.all([probe(() => core.health.pingDatabase()), probe(() => core.health.pingTemporal())]);
     const ok = database.ok && temporal.ok;
     if (!ok) log.warn({ database: database.error, temporal: temporal.error }, 'health check failed');
     const token = core.config.operatorToken;
     const operator = token ? bearerMatches(req.headers.authorization, token) : false;
     const shown = (p: { ok: boolean; error?: string }) => (operator ? p : { ok: p.ok });
-    res.status(ok ? 200 : 503).json({ ok, database: { ...shown(database), kind: core.database.kind }, temporal: shown(temporal) });
+    res.status(ok ? 200 : 503).json({ ok, database: { ...shown(database), kind: core.health.databaseKind }, temporal: shown(temporal) });
   });
 }
 
 /** The doctor over HTTP, for the operator credential only: it names hosts, addresses and configuration. */
-async function detail(core: Core, authorization: string | undefined, res: Response): Promise<void> {
+async function detail(core: HealthDeps, authorization: string | undefined, res: Response): Promise<void> {
   const expected = core.config.operatorToken;
   if (!expected) return void res.status(404).json({ error: 'Detailed health is off: set OPERATOR_TOKEN to enable it', code: 'not_found' });
   if (!bearerMatches(authorization, expected)) return void res.status(401).json({ error: 'Detailed health needs Authorization: Bearer <OPERATOR_TOKEN>', code: 'unauthorized' });
-  const checks = await runDoctor({
-    config: core.config, database: { db: core.db, ping: () => core.database.ping() },
-    temporal: { ping: () => core.workflows.ping(), retentionMs: () => core.workflows.retentionMs() },
-  });
+  const checks = await core.health.doctor();
   const records = await core.serviceDomain.records().catch(() => []);
   const failed = failures(checks).map((c) => c.id);
   res.status(failed.length ? 503 : 200).json({ ok: failed.length === 0, failed, checks, records });

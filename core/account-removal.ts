@@ -2,7 +2,8 @@ import { eq, sql } from 'drizzle-orm';
 import type { Db } from '../db/index.js';
 import { schema } from '../db/index.js';
 import { describeError, log } from './log.js';
-import type { WorkflowPort } from './ports/index.js';
+import type { VerificationWorkflows } from './ports/domains.js';
+import type { EnrolmentPort } from './ports/sequences.js';
 
 type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
 const rowsOf = <T>(res: unknown): T[] => ((res as { rows?: T[] }).rows ?? (res as T[]));
@@ -34,7 +35,7 @@ const CHILDREN: [string, string, string][] = [
  * The database part is one transaction that re-checks, under a row lock, that the account is unverified;
  * afterwards the account's workflows are stopped (best effort: each one also finds its rows gone).
  */
-export function createAccountRemoval(deps: { db: Db; workflows: WorkflowPort }) {
+export function createAccountRemoval(deps: { db: Db; workflows: VerificationWorkflows & EnrolmentPort }) {
   const { db } = deps;
 
   async function deleteRows(tx: Tx, userId: string): Promise<{ domainIds: string[]; enrolments: string[] }> {

@@ -59,6 +59,10 @@ import { createContactService } from './contacts/service.js';
 import { createUsageService } from './usage.js';
 import type { WorkflowPort } from './ports/index.js';
 import { openParsePool } from './parsing/pool.js';
+import { createDeliveryService, type DeliveryService } from './outbound/delivery.js';
+import type { OutboundTransport } from './transport/transport.js';
+import { createHealthService } from './operator/health.js';
+import { shapingReport } from './shaping/report.js';
 
 export type { WorkflowPort } from './ports/index.js';
 import { createSequenceDispatcher } from './sequences/dispatch.js';
@@ -67,7 +71,10 @@ import { createEnrolmentStore } from './sequences/enrolments.js';
 import { createSendEnrolments } from './sequences/send-enrolment.js';
 import { createSequenceService } from './sequences/service.js';
 
-/** Composition of every core service from its dependencies. Transports receive this object. */
+/**
+ * Composition of every core service from its dependencies. Each service gets the part of the workflow port
+ * it uses; transports receive the services (`Core`, `servicesOf`), the worker the delivery service built here.
+ */
 export function createCore(deps: { database: Database; config: Config; workflows: WorkflowPort }) {
   const { config } = deps;
   const db = deps.database.db;
@@ -181,7 +188,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
   const mailboxes: MailboxService = createMailboxService({ db, store: mailboxStore, passwords: appPasswords, guard: createLoginGuard(db, config.login) });
   const forwarder = createForwarder({ db, attachments, queue, gate });
   const inbound = createInboundService({
-    db, sealer, resolver, serviceDomain: config.serviceDomain, attachments, encryption, routes, deliveries: deliveryStore, workflows: deps.workflows, reports, starts: inboundStarts,
+    db, sealer, resolver, serviceDomain: config.serviceDomain, attachments, encryption, routes, deliveries: deliveryStore, reports, starts: inboundStarts,
     mailboxStore, forwarder, door: createInboundDoor({ db, storage, unverifiedDaily: config.unverifiedInboundDaily }), touchContacts: (userId, emails) => contacts.touch(userId, emails, { subscribed: false }),
     unsubscribe: async (token) => {
       const contactId = unsubscribe.contactOf(token);
@@ -189,8 +196,21 @@ export function createCore(deps: { database: Database; config: Config; workflows
     },
   });
 
+  /** The worker's delivery service, sending through `transport` (the worker opens it and closes it when it stops). */
+  const delivery = (transport: OutboundTransport): DeliveryService => createDeliveryService({
+    db, transport, sealer, serviceDomain: config.serviceDomain, attachments, events, suppressions,
+    fileSent: (m) => mailboxes.fileSent(m),
+    settleEnrolments: (messageId, outcome) => sendEnrolments.settle(messageId, outcome),
+    serviceSigner: () => serviceDomain.signer(),
+    bounceRules: config.bounceRules,
+    warmup,
+  });
+  const health = createHealthService({ config, database: deps.database, temporal: deps.workflows });
+  /** GET /api/deliverability/sites: each destination site's limits, connections and suspension (core/shaping/report.ts). */
+  const shaping = { report: () => shapingReport(db) };
+
   return {
-    config, db, database: deps.database, workflows: deps.workflows, sealer, serviceDomain, tokens, queue, mailer, keys, accounts, auth, oauth, usage, gate, idempotency,
+    config, db, database: deps.database, workflows: deps.workflows, delivery, health, shaping, sealer, serviceDomain, tokens, queue, mailer, keys, accounts, auth, oauth, usage, gate, idempotency,
     inbound, outbox, attachments, providers, domains, dkimRotation, hosted, registration, scopedKeys, encryption, domainSettings, warmup, resolver, templates, suppressions, events, reports, tracking, scheduled, sending, messages, accountSecret, routes, deliveryStore, replay, webhookTests, engagement,
     mailboxStore, appPasswords, mailboxes, forwarder, storage,
     contacts, lists, imports, unsubscribe, broadcasts, fanout, sequences, appEvents, dispatcher, enrolmentStore, sendEnrolments,
@@ -203,4 +223,17 @@ export function createCore(deps: { database: Database; config: Config; workflows
     },
   };
 }
-export type Core = ReturnType<typeof createCore>;
+/** Everything the composition builds: what runtime/service.ts and the worker hold (tests reach the database here). */
+export type Composition = ReturnType<typeof createCore>;
+
+/** What the composition keeps from transports: the database, the workflow port, the worker's part, its lifecycle. */
+type Internal = 'db' | 'database' | 'workflows' | 'delivery' | 'close';
+
+/** What transports (API, SMTP, IMAP, the operations) receive: the services, never the database. */
+export type Core = Omit<Composition, Internal>;
+
+/** The transports' view of a composition: the same services, without what `Internal` names. */
+export function servicesOf(c: Composition): Core {
+  const { db: _db, database: _database, workflows: _workflows, delivery: _delivery, close: _close, ...services } = c;
+  return services;
+}

@@ -70,7 +70,7 @@ const ignoreNotFound = (err: unknown) => {
 /** How long an API call waits on a workflow update before answering 503 (no worker polling, say). */
 const UPDATE_DEADLINE_MS = 5_000;
 
-/** The WorkflowPort core uses, backed by a real Temporal client. */
+/** The timings and sizes the workflows are started with (from the config). */
 export type WorkflowSettings = {
   domainVerify: DomainVerifyTiming; outboundRetrySchedule: number[]; webhookRetrySchedule: number[]; dkimRotation: { graceMs: number };
   broadcast: { batchSize: number; concurrency: number; domainRate: number; batchesPerRun: number; importChunkRows: number };
@@ -87,6 +87,7 @@ async function quickQuery<T>(t: TemporalHandle, workflowId: string, query: Query
   }
 }
 
+/** Every area's workflow port core uses (core/ports/), backed by a real Temporal client. */
 export function createWorkflowPort(t: TemporalHandle, settings: WorkflowSettings): WorkflowPort {
   const timing = settings.domainVerify;
   const retrySchedule = settings.outboundRetrySchedule;

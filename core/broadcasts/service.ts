@@ -3,7 +3,7 @@ import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { AppError, badRequest, conflict, notFound } from '../errors.js';
 import { newId } from '../ids.js';
-import type { WorkflowPort } from '../ports/index.js';
+import type { BroadcastWorkflows } from '../ports/broadcasts.js';
 import { domainOf, formatMailbox, parseMailbox } from '../mail/addresses.js';
 import { capRefusal, type SendGate } from '../gate/gate.js';
 import { parseScheduledAt } from '../mail/schedule-time.js';
@@ -36,7 +36,7 @@ export const broadcastDto = (r: Row) => ({
 
 /** Broadcasts: drafts (only they may change), sending now or at a time, cancel, and progress from the running workflow. */
 export function createBroadcastService(deps: {
-  db: Db; workflows: WorkflowPort; templates: TemplateService; defaultFooterAddress: string | undefined; gate: SendGate; usage: UsageService;
+  db: Db; workflows: BroadcastWorkflows; templates: TemplateService; defaultFooterAddress: string | undefined; gate: SendGate; usage: UsageService;
 }) {
   const { db } = deps;
 

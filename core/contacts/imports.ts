@@ -3,7 +3,7 @@ import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { AppError, isAppError, notFound } from '../errors.js';
 import { newId } from '../ids.js';
-import type { ImportProgress, WorkflowPort } from '../ports/index.js';
+import type { ImportProgress, ImportWorkflows } from '../ports/contacts.js';
 import { IMPORT_LIMITS, stageCsv } from './csv.js';
 import { addToList } from './lists.js';
 import { upsertContacts, type ContactInput } from './service.js';
@@ -26,7 +26,7 @@ const progressOf = (r: Row): ImportProgress => ({ status: r.status, rowsRead: r.
  * a workflow then applies them in chunks, each chunk committing its contacts, its offset checkpoint and
  * the deletion of its staged rows in one transaction.
  */
-export function createImportService(deps: { db: Db; workflows: WorkflowPort; contactCap?: number }) {
+export function createImportService(deps: { db: Db; workflows: ImportWorkflows; contactCap?: number }) {
   const { db } = deps;
 
   async function load(userId: string, listId: string, id: string): Promise<Row> {

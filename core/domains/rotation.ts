@@ -7,7 +7,7 @@ import { dkimKeyPublished } from './check.js';
 import { generateDkimKey } from './dkim.js';
 import type { DomainRow, EnrichedDomain } from './dto.js';
 import type { DnsRecordOut } from './records.js';
-import type { WorkflowPort } from '../ports/index.js';
+import type { DkimRotationWorkflows } from '../ports/domains.js';
 import type { Actor } from '../tenancy.js';
 import { conflict, notFound } from '../errors.js';
 import { SERVICE_ROTATION_ID, type ServiceDomain } from './service-domain.js';
@@ -21,7 +21,7 @@ export { nextSelector, type RotationStep } from './rotation-steps.js';
  * published), retire the old key. `republish` rewrites a hosted zone's records from the row.
  */
 export function createDkimRotation(deps: {
-  db: Db; sealer: Sealer; resolver: Resolver; workflows: WorkflowPort; republish(row: DomainRow): Promise<void>;
+  db: Db; sealer: Sealer; resolver: Resolver; workflows: DkimRotationWorkflows; republish(row: DomainRow): Promise<void>;
   /** The domain service's tenant-scoped read (404 for anything the actor may not see) and its detail view. */
   load(actor: Actor, id: string): Promise<DomainRow>;
   get(actor: Actor, id: string): Promise<{ domain: EnrichedDomain; dns: DnsRecordOut[] }>;

@@ -5,7 +5,7 @@ import { schema } from '../../db/index.js';
 import type { Actor } from '../tenancy.js';
 import { badRequest, conflict, forbidden, notFound } from '../errors.js';
 import { newId } from '../ids.js';
-import type { WorkflowPort } from '../ports/index.js';
+import type { DkimRotationWorkflows, VerificationWorkflows } from '../ports/domains.js';
 import type { Plan } from '../plans.js';
 import type { Sealer } from '../secrets.js';
 import { checkDomainRecords, type DnsObservation, type DomainChecks } from './check.js';
@@ -24,7 +24,7 @@ export const isUniqueViolation = (err: unknown): boolean =>
   (err as { code?: string })?.code === '23505' || (err as { cause?: { code?: string } })?.cause?.code === '23505';
 
 export type DomainDeps = {
-  db: Db; sealer: Sealer; resolver: Resolver; serviceDomain: string; providers: ProviderRegistry; workflows: WorkflowPort; ownership: OwnershipTokens;
+  db: Db; sealer: Sealer; resolver: Resolver; serviceDomain: string; providers: ProviderRegistry; workflows: VerificationWorkflows & DkimRotationWorkflows; ownership: OwnershipTokens;
   planOf(userId: string): Promise<Plan>;
   enrich(rows: DomainRow[], userId: string): Promise<EnrichedDomain[]>;
   cleanupHosted(domainId: string): Promise<number>;

@@ -7,7 +7,6 @@ import { schema } from '../../db/index.js';
 import type { AttachmentService } from '../attachments/service.js';
 import type { DomainRow } from '../domains/dto.js';
 import { AppError } from '../errors.js';
-import type { WorkflowPort } from '../ports/index.js';
 import type { Sealer } from '../secrets.js';
 import type { DeliveryStore, NewDelivery } from '../webhooks/deliveries.js';
 import { bestRoute, type RouteRow, type RouteService } from '../webhooks/routes.js';
@@ -40,7 +39,7 @@ export type Envelope = { from: string; rcpts: string[]; ip: string; helo: string
 /** Inbound mail: who may receive, storing what arrives, and turning it into webhook deliveries. */
 export function createInboundService(deps: {
   db: Db; sealer: Sealer; resolver: Resolver; serviceDomain: string; attachments: AttachmentService; encryption: EncryptionService;
-  routes: RouteService; deliveries: DeliveryStore; workflows: WorkflowPort; reports: ReportService; starts: { enqueue(ids: string[], account: string): void };
+  routes: RouteService; deliveries: DeliveryStore; reports: ReportService; starts: { enqueue(ids: string[], account: string): void };
   mailboxStore: MailboxStore; forwarder: Forwarder;
   /** Storage counted at the door: the quota and the daily allowance of unverified accounts (RCPT and DATA). */
   door: InboundDoor;

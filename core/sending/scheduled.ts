@@ -4,7 +4,7 @@ import { schema } from '../../db/index.js';
 import type { Actor } from '../tenancy.js';
 import { conflict, notFound, unavailable, type AppError } from '../errors.js';
 import { newId } from '../ids.js';
-import type { WorkflowPort } from '../ports/index.js';
+import type { ScheduledSendWorkflows } from '../ports/sending.js';
 import type { UsageService } from '../usage.js';
 import { failedEvent, refusalsAtDeparture } from '../gate/departure.js';
 import type { EventService } from '../message-events.js';
@@ -18,7 +18,7 @@ export type ScheduledStart = { id: string; messageId: string; userId: string; sc
  * path reserved the message's recipients against the caps of the day it is scheduled for; a send that
  * ends without going out (canceled, refused at release, never started) gives that reservation back.
  */
-export function createScheduledSendService(deps: { db: Db; workflows: WorkflowPort; usage: UsageService; events: EventService }) {
+export function createScheduledSendService(deps: { db: Db; workflows: ScheduledSendWorkflows; usage: UsageService; events: EventService }) {
   const { db } = deps;
   const s = schema.scheduledSends;
   const m = schema.messages;

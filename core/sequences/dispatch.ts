@@ -3,7 +3,7 @@ import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import type { EnrolmentEvent, EnrolmentStart, Scalar } from '../ports/sequences.js';
 import type { SequenceDefinition } from './definition.js';
-import type { EnrolmentSignalPort } from '../ports/index.js';
+import type { EnrolmentSignalPort } from '../ports/sequences.js';
 
 /** An outbox row of kind `event`: an application event of a known contact. */
 export type EventJob = { eventId: string; name: string; contactId: string; email: string; payload: Record<string, unknown> | null; createdAt: number };

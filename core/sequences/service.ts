@@ -7,7 +7,7 @@ import { domainOf, parseMailbox } from '../mail/addresses.js';
 import type { TemplateService } from '../templates/service.js';
 import { olderThan } from '../contacts/service.js';
 import { checkBranches, waitedEvents, type SequenceDefinition } from './definition.js';
-import type { EnrolmentPort } from '../ports/index.js';
+import type { EnrolmentPort } from '../ports/sequences.js';
 import type { Actor } from '../tenancy.js';
 
 export type SequenceStatus = 'draft' | 'active' | 'paused' | 'archived';

@@ -4,6 +4,7 @@ import { schema } from '../../db/index.js';
 import { notFound } from '../errors.js';
 import type { Actor } from '../tenancy.js';
 import type { Throttled } from './connections.js';
+import type { WarmupWorkflows } from '../ports/domains.js';
 
 const plans = schema.warmupPlans;
 const counts = schema.warmupCounts;
@@ -33,7 +34,7 @@ export type DomainLoader = { load(actor: Actor, domainId: string): Promise<{ use
 
 export function createWarmupService(deps: {
   db: Db; domains?: DomainLoader; dayMs: number;
-  workflows?: { startWarmup(w: { domainId: string; userId: string; days: number; dayMs: number }): Promise<void>; stopWarmup(domainId: string): Promise<void> };
+  workflows?: WarmupWorkflows;
 }) {
   const { db } = deps;
   const cache = new Map<string, { at: number; plan: Plan | undefined }>();

@@ -6,7 +6,7 @@ import type { DomainService } from '../domains/service.js';
 import type { Actor } from '../tenancy.js';
 import { badRequest } from '../errors.js';
 import { describeError, log } from '../log.js';
-import type { WorkflowPort } from '../ports/index.js';
+import type { EngagementWorkflows, WebhookDeliveryWorkflows } from '../ports/inbound.js';
 import type { AccountSecretService } from './account-secret.js';
 import type { DeliveryStore } from './deliveries.js';
 import { engagementPayload, type EngagementPayload } from './payload-schemas.js';
@@ -31,7 +31,7 @@ type Target = { routeId: string; url: string; ackMode: 'lenient' | 'ack'; secret
  * `pending` first and delivered in batches; only an event whose first POST fails gets a workflow.
  */
 export function createEngagementService(deps: {
-  db: Db; domains: DomainService; routes: RouteService; accountSecret: AccountSecretService; deliveries: DeliveryStore; workflows: WorkflowPort; retrySchedule: number[]; net: NetPolicy;
+  db: Db; domains: DomainService; routes: RouteService; accountSecret: AccountSecretService; deliveries: DeliveryStore; workflows: WebhookDeliveryWorkflows & EngagementWorkflows; retrySchedule: number[]; net: NetPolicy;
 }) {
   const { db } = deps;
   const d = schema.domains;

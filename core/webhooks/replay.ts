@@ -3,7 +3,7 @@ import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import type { Actor } from '../tenancy.js';
 import { conflict, notFound } from '../errors.js';
-import type { WorkflowPort } from '../ports/index.js';
+import type { WebhookDeliveryWorkflows } from '../ports/inbound.js';
 import { deliveryDto, type DeliveryRow, type DeliveryStore } from './deliveries.js';
 import { failureClass } from './post.js';
 
@@ -21,7 +21,7 @@ const skip = (ids: { messageId?: string; routeId?: string; deliveryId?: string; 
 });
 
 /** Manual replay: a new delivery row per replay (history is append-only), first attempt now, the ladder after. */
-export function createReplayService(deps: { db: Db; deliveries: DeliveryStore; workflows: WorkflowPort; retrySchedule: number[] }) {
+export function createReplayService(deps: { db: Db; deliveries: DeliveryStore; workflows: WebhookDeliveryWorkflows; retrySchedule: number[] }) {
   const { db } = deps;
   const dl = schema.deliveries;
 
