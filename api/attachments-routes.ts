@@ -4,12 +4,11 @@ import { z } from 'zod';
 import { MAX_ATTACHMENT_BYTES, RETENTION_DAYS } from '../core/attachments/service.js';
 import { badRequest } from '../core/errors.js';
 import type { Core } from '../core/index.js';
-import type { OpContext } from './contract.js';
+import type { ContextOf } from './contract.js';
 import { validationError } from './errors.js';
 import { uploadAttachment } from './ops/attachments.js';
 import { contextFor } from './rest.js';
 import { headerKey, REPLAYED_HEADER, requestFingerprint } from './idempotency.js';
-import { actorOf } from '../core/tenancy.js';
 
 /** The types the JSON body parser takes; those requests belong to the `attachments.upload` operation. */
 const JSON_TYPES = ['application/json', 'application/*+json'];
@@ -44,7 +43,7 @@ export function mountAttachmentRoutes(app: Express, core: Core): void {
     res.locals.key = headerKey(req);
     next();
   }, rawBody, async (req, res) => {
-    const { principal } = res.locals.ctx as OpContext;
+    const { actor } = res.locals.ctx as ContextOf<typeof uploadAttachment.auth>;
     const query = res.locals.query as z.infer<typeof rawQuery> & { filename: string };
     const raw = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
     if (raw.length === 0) throw badRequest('The request body is empty: send the file bytes as the body', 'empty_body');
@@ -52,7 +51,7 @@ export function mountAttachmentRoutes(app: Express, core: Core): void {
     const contentType = query.contentType ?? (header && !UNTYPED.test(header) ? header : undefined);
     const upload = async () => ({
       status: uploadAttachment.status ?? 200,
-      body: await core.attachments.upload(principal!.userId, {
+      body: await core.attachments.upload(actor.userId, {
         raw, filename: query.filename, ...(contentType ? { contentType } : {}), ...(query.retentionDays ? { retentionDays: query.retentionDays } : {}),
       }),
     });
@@ -60,7 +59,7 @@ export function mountAttachmentRoutes(app: Express, core: Core): void {
     const key = res.locals.key as string | undefined;
     const request = { raw: createHash('sha256').update(raw).digest('hex'), filename: query.filename, contentType: contentType ?? null, retentionDays: query.retentionDays ?? null };
     const answer = key === undefined ? { ...(await upload()), replayed: false } : await core.idempotency.run({
-      userId: principal!.userId, key, operation: `${uploadAttachment.name}.raw`, fingerprint: requestFingerprint(`${uploadAttachment.name}.raw`, actorOf(principal!), request),
+      userId: actor.userId, key, operation: `${uploadAttachment.name}.raw`, fingerprint: requestFingerprint(`${uploadAttachment.name}.raw`, actor, request),
     }, upload);
     if (answer.replayed) res.set(REPLAYED_HEADER, 'true');
     res.status(answer.status).json(answer.body);

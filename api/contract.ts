@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { CredentialKind, Principal } from '../core/tenancy.js';
+import type { Actor, CredentialKind, Principal } from '../core/tenancy.js';
 import { IDEMPOTENCY_KEY_MAX, IDEMPOTENCY_KEY_PATTERN } from '../core/idempotency.js';
 import type { Core } from '../core/index.js';
 
@@ -25,8 +25,27 @@ export type McpToolMeta = {
   openWorld?: boolean;
 };
 
-/** What a handler receives besides its input: the caller, core services and the request's origin. */
-export type OpContext = { core: Core; principal: Principal | undefined; clientIp: string };
+/** Who may call an operation: the credential kinds accepted, or `public` (no credential needed; one may still be sent). */
+export type OpAuth = readonly CredentialKind[] | 'public';
+
+/** What every handler receives besides its input: core services and the request's origin. */
+type BaseContext = { core: Core; clientIp: string };
+
+/**
+ * The context of an operation that takes a credential: who acts (built once with `actorOf` where the
+ * credential is resolved) and the credential itself, narrowed to the kinds the operation accepts (for the
+ * few that need more than the actor: a mailbox scope, an OAuth grant).
+ */
+export type AuthedContext<K extends CredentialKind = CredentialKind> = BaseContext & { actor: Actor; principal: Extract<Principal, { kind: K }> };
+
+/** The context of a `public` operation: no actor. */
+export type PublicContext = BaseContext & { principal?: undefined };
+
+/** What a handler receives besides its input, by its `auth`: a credential list gives an actor, `public` none. */
+export type ContextOf<A extends OpAuth> = A extends readonly (infer K extends CredentialKind)[] ? AuthedContext<K> : PublicContext;
+
+/** The context of any operation (what transports build and pass on). */
+export type OpContext = AuthedContext | PublicContext;
 
 /**
  * One operation, defined once: its REST route (method + SPEC.md path), its tRPC procedure (`name`),
@@ -34,7 +53,7 @@ export type OpContext = { core: Core; principal: Principal | undefined; clientIp
  */
 export type Operation<
   P extends AnyObject = AnyObject, Q extends AnyObject = AnyObject, B extends AnyObject = AnyObject, O extends z.ZodType = z.ZodType,
-  N extends string = string, M extends Method = Method, K extends boolean | undefined = boolean | undefined,
+  N extends string = string, M extends Method = Method, K extends boolean | undefined = boolean | undefined, A extends OpAuth = OpAuth,
 > = {
   /** tRPC procedure name, `<resource>.<verb>` (kept as a literal type: the typed router `AppRouter` is built from it). */
   name: N;
@@ -43,7 +62,7 @@ export type Operation<
   path: string;
   summary: string;
   /** Credential kinds accepted; `public` = no credential needed (one may still be sent). */
-  auth: readonly CredentialKind[] | 'public';
+  auth: A;
   params?: P;
   query?: Q;
   body?: B;
@@ -56,12 +75,17 @@ export type Operation<
   idempotencyKey?: K;
   /** Exposed as an MCP tool (api/mcp) when set. */
   mcp?: McpToolMeta;
-  handler: (input: z.output<P> & z.output<Q> & z.output<B>, ctx: OpContext) => Promise<z.input<O>>;
+  /**
+   * The operation itself. A method signature on purpose: its context parameter is then compared both ways,
+   * so an operation of one `auth` is also an `Operation` (transports pass it the context its `auth` gets).
+   */
+  handler(input: z.output<P> & z.output<Q> & z.output<B>, ctx: ContextOf<A>): Promise<z.input<O>>;
 };
 
 export function defineOperation<
-  P extends AnyObject, Q extends AnyObject, B extends AnyObject, O extends z.ZodType, const N extends string, M extends Method, const K extends boolean | undefined = undefined,
->(op: Operation<P, Q, B, O, N, M, K>): Operation<P, Q, B, O, N, M, K> {
+  P extends AnyObject, Q extends AnyObject, B extends AnyObject, O extends z.ZodType, const N extends string, M extends Method,
+  const K extends boolean | undefined = undefined, const A extends OpAuth = OpAuth,
+>(op: Operation<P, Q, B, O, N, M, K, A>): Operation<P, Q, B, O, N, M, K, A> {
   return op;
 }
 

@@ -1,7 +1,7 @@
 import type { Request } from 'express';
 import { badRequest } from '../core/errors.js';
 import { fingerprintOf, type IdempotentAnswer, type StoredAnswer } from '../core/idempotency.js';
-import { actorOf, type Actor } from '../core/tenancy.js';
+import type { Actor } from '../core/tenancy.js';
 import { idempotencyKeyField, type Operation, type OpContext } from './contract.js';
 import { outputOf } from './output.js';
 
@@ -40,8 +40,8 @@ export async function runOperation(op: Operation, input: Record<string, unknown>
     const result = await op.handler(input as never, ctx);
     return { status: op.status ?? 200, body: outputOf(op.output, result, { strict: opts.strictOutput, operation: op.name }) };
   };
-  if (opts.key === undefined || !op.idempotencyKey || !ctx.principal) return { ...(await call()), replayed: false };
-  const actor = actorOf(ctx.principal);
+  const actor = 'actor' in ctx ? ctx.actor : undefined;
+  if (opts.key === undefined || !op.idempotencyKey || !actor) return { ...(await call()), replayed: false };
   const answer = await ctx.core.idempotency.run(
     { userId: actor.userId, key: opts.key, operation: op.name, fingerprint: requestFingerprint(op.name, actor, input) },
     call,

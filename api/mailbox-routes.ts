@@ -1,5 +1,4 @@
 import type { Express } from 'express';
-import type { Principal } from '../core/tenancy.js';
 import type { Core } from '../core/index.js';
 import { rawMailboxMessage } from './ops/mailbox.js';
 import { contextFor } from './rest.js';
@@ -11,7 +10,7 @@ export function mountMailboxRaw(app: Express, core: Core): void {
     const parsed = rawMailboxMessage.params!.safeParse(req.params);
     if (!parsed.success) return next();
     const { principal } = await contextFor(rawMailboxMessage, req, core);
-    const { row } = await core.mailboxes.message((principal as Extract<Principal, { kind: 'app_password' }>).scope, parsed.data.uid);
+    const { row } = await core.mailboxes.message(principal.scope, parsed.data.uid);
     res.status(200).type('message/rfc822').send(row.raw);
   });
 }

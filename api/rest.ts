@@ -1,8 +1,8 @@
 import type { Express, Request } from 'express';
 import { requireKind } from '../core/auth.js';
-import type { Principal } from '../core/tenancy.js';
+import { actorOf, type Principal } from '../core/tenancy.js';
 import type { Core } from '../core/index.js';
-import type { Operation, OpContext } from './contract.js';
+import type { ContextOf, OpAuth, Operation, OpContext } from './contract.js';
 import { validationError } from './errors.js';
 import { headerKey, REPLAYED_HEADER, runOperation } from './idempotency.js';
 
@@ -51,13 +51,22 @@ export async function authenticateEarly(req: Request, core: Core): Promise<void>
 
 const clientIpOf = (req: Request) => req.ip ?? req.socket.remoteAddress ?? '';
 
-export async function contextFor(op: Operation, req: Request, core: Core): Promise<OpContext> {
+/**
+ * The context of one call of `op`: for an operation that takes a credential, the credential checked
+ * against its kinds and the actor built from it (here, once); for a `public` one, no actor.
+ */
+export async function contextFor<A extends OpAuth>(op: { auth: A }, req: Request, core: Core): Promise<ContextOf<A>> {
+  return (await resolveContext(op, req, core)) as ContextOf<A>;
+}
+
+async function resolveContext(op: { auth: OpAuth }, req: Request, core: Core): Promise<OpContext> {
   const clientIp = clientIpOf(req);
-  if (op.auth === 'public') return { core, principal: undefined, clientIp };
+  if (op.auth === 'public') return { core, clientIp };
   const appPasswords = op.auth.includes('app_password');
   const checked = early.get(req);
-  const principal = checked && !appPasswords && checked.authorization === (req.get('authorization') ?? '')
+  const found = checked && !appPasswords && checked.authorization === (req.get('authorization') ?? '')
     ? checked.principal
     : await core.auth.authenticate(req.get('authorization'), { appPasswords, ip: clientIp });
-  return { core, principal: requireKind(principal, op.auth), clientIp };
+  const principal = requireKind(found, op.auth);
+  return { core, principal, actor: actorOf(principal), clientIp };
 }

@@ -1,11 +1,12 @@
 import { and, desc, eq, lt } from 'drizzle-orm';
 import type { Db } from '../db/index.js';
 import { schema } from '../db/index.js';
+import type { Actor } from './tenancy.js';
 
 /** Reads the capture-mode outbox: the messages of one account, newest first. */
 export function createOutboxService(deps: { db: Db }) {
   return {
-    async list(userId: string, opts: { limit: number; before?: number }) {
+    async list({ userId }: Actor, opts: { limit: number; before?: number }) {
       const o = schema.outbox;
       const m = schema.messages;
       return deps.db.select({

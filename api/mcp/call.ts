@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { requireKind } from '../../core/auth.js';
 import { AppError } from '../../core/errors.js';
 import { logError } from '../../core/log.js';
-import type { OpContext } from '../contract.js';
+import type { AuthedContext } from '../contract.js';
 import { validationError } from '../errors.js';
 import { runOperation, splitKeyField } from '../idempotency.js';
 import type { McpTool } from './tools.js';
@@ -13,7 +13,7 @@ import type { McpTool } from './tools.js';
  * handler called through the same actor and idempotency path, the answer checked against the output
  * schema. Every failure is a tool error (`isError`) whose text is the API's `{"error", "code"}`.
  */
-export async function callTool(tool: McpTool, args: unknown, ctx: OpContext): Promise<CallToolResult> {
+export async function callTool(tool: McpTool, args: unknown, ctx: AuthedContext): Promise<CallToolResult> {
   try {
     const principal = requireKind(ctx.principal, tool.op.auth === 'public' ? [] : tool.op.auth);
     const parsed = tool.input.safeParse(args ?? {});

@@ -3,11 +3,11 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 import type { Express, Request, RequestHandler, Response } from 'express';
 import { requireKind } from '../../core/auth.js';
-import type { CredentialKind, Principal } from '../../core/tenancy.js';
+import { actorOf, type CredentialKind, type Principal } from '../../core/tenancy.js';
 import { AppError } from '../../core/errors.js';
 import type { Core } from '../../core/index.js';
 import { mcpBody, mcpOrigin } from './guards.js';
-import type { Operation, OpContext } from '../contract.js';
+import type { AuthedContext, Operation } from '../contract.js';
 import { callTool } from './call.js';
 import { buildTools, toolsFor, type McpTool } from './tools.js';
 
@@ -84,7 +84,7 @@ export function mountMcp(app: Express, core: Core, ops: readonly Operation[]): v
       return void res.status(405).set('Allow', 'POST, OPTIONS')
         .json({ jsonrpc: '2.0', error: { code: -32000, message: 'Method not allowed: this server is stateless, POST each message' }, id: null });
     }
-    const ctx: OpContext = { core, principal, clientIp: req.ip ?? req.socket.remoteAddress ?? '' };
+    const ctx: AuthedContext = { core, principal, actor: actorOf(principal), clientIp: req.ip ?? req.socket.remoteAddress ?? '' };
     const server = serverFor(byKind.get(principal.kind) ?? [], ctx);
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     res.on('close', () => {
@@ -100,7 +100,7 @@ export function mountMcp(app: Express, core: Core, ops: readonly Operation[]): v
  * One MCP server per request, for one caller. The low-level Server (the SDK keeps it for advanced use):
  * the tool list is prebuilt JSON Schema, and errors must carry the API's code rather than a bare message.
  */
-function serverFor(tools: readonly McpTool[], ctx: OpContext): Server {
+function serverFor(tools: readonly McpTool[], ctx: AuthedContext): Server {
   const server = new Server({ name: 'svc-mail', version: '1.0.0' }, { capabilities: { tools: { listChanged: false } }, instructions: INSTRUCTIONS });
   const byName = new Map(tools.map((t) => [t.definition.name, t]));
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: tools.map((t) => t.definition) }));

@@ -85,7 +85,7 @@ export const signOut = defineOperation({
   summary: 'Sign out: ends every session of the account (session tokens carry one version, which this bumps).',
   body: z.strictObject({}),
   output: z.object({ ok: z.literal(true) }),
-  handler: (_input, { core, principal }) => core.accounts.signOutEverywhere(principal!.userId),
+  handler: (_input, { core, actor }) => core.accounts.signOutEverywhere(actor.userId),
 });
 
 export const verifyEmail = defineOperation({
@@ -137,7 +137,7 @@ export const resendVerification = defineOperation({
   summary: 'Mail a fresh verification link to the account address.',
   body: z.strictObject({}),
   output: z.object({ ok: z.literal(true), alreadyVerified: z.boolean() }),
-  handler: (_input, { core, principal }) => core.accounts.resendVerification(principal!.userId),
+  handler: (_input, { core, actor }) => core.accounts.resendVerification(actor.userId),
 });
 
 export const changePassword = defineOperation({
@@ -145,7 +145,7 @@ export const changePassword = defineOperation({
   summary: 'Change the password (currentPassword needed when one is set); every other session is signed out, a new one is answered.',
   body: z.strictObject({ currentPassword: z.string().max(200).optional(), password }),
   output: session,
-  handler: (input, { core, principal }) => core.accounts.changePassword(principal!.userId, input),
+  handler: (input, { core, actor }) => core.accounts.changePassword(actor.userId, input),
 });
 
 export const forgotPassword = defineOperation({

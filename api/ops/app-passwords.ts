@@ -1,5 +1,4 @@
 import { z } from 'zod';
-import { actorOf } from '../../core/tenancy.js';
 import { defineOperation, okSchema } from '../contract.js';
 
 const MANAGE = ['session', 'oauth', 'account_key'] as const;
@@ -18,7 +17,7 @@ export const listAppPasswords = defineOperation({
   name: 'appPasswords.list', method: 'GET', path: '/api/app-passwords', auth: MANAGE,
   summary: 'App passwords of the account (without secrets).',
   output: z.array(appPassword),
-  handler: (_i, { core, principal }) => core.appPasswords.list(actorOf(principal!)),
+  handler: (_i, { core, actor }) => core.appPasswords.list(actor),
 });
 
 export const createAppPassword = defineOperation({
@@ -31,7 +30,7 @@ export const createAppPassword = defineOperation({
     address: address.optional().describe('Default *'), protocols: protocols.optional().describe('Default ["imap"]'), label: z.string().min(1).max(100).optional(),
   }),
   output: withSecret,
-  handler: (input, { core, principal }) => core.appPasswords.create(actorOf(principal!), input),
+  handler: (input, { core, actor }) => core.appPasswords.create(actor, input),
 });
 
 export const updateAppPassword = defineOperation({
@@ -40,7 +39,7 @@ export const updateAppPassword = defineOperation({
   params: idParam,
   body: z.strictObject({ address: address.optional(), protocols: protocols.optional(), label: z.string().min(1).max(100).optional() }),
   output: appPassword,
-  handler: ({ id, ...input }, { core, principal }) => core.appPasswords.update(actorOf(principal!), id, input),
+  handler: ({ id, ...input }, { core, actor }) => core.appPasswords.update(actor, id, input),
 });
 
 export const rotateAppPassword = defineOperation({
@@ -48,7 +47,7 @@ export const rotateAppPassword = defineOperation({
   summary: 'New secret, same scope; the old secret and its open IMAP sessions stop at once.',
   params: idParam,
   output: withSecret,
-  handler: ({ id }, { core, principal }) => core.appPasswords.rotate(actorOf(principal!), id),
+  handler: ({ id }, { core, actor }) => core.appPasswords.rotate(actor, id),
 });
 
 export const deleteAppPassword = defineOperation({
@@ -56,5 +55,5 @@ export const deleteAppPassword = defineOperation({
   summary: 'Delete an app password; IMAP sessions and API calls using it stop at once.',
   params: idParam,
   output: okSchema,
-  handler: ({ id }, { core, principal }) => core.appPasswords.remove(actorOf(principal!), id),
+  handler: ({ id }, { core, actor }) => core.appPasswords.remove(actor, id),
 });

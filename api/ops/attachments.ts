@@ -33,5 +33,5 @@ export const uploadAttachment = defineOperation({
     size: z.number().int().describe('Stored bytes').optional(),
     expiresAt: z.iso.datetime().describe('When the file is deleted and the URL stops working (ISO 8601)').optional(),
   }),
-  handler: (input, { core, principal }) => core.attachments.upload(principal!.userId, input),
+  handler: (input, { core, actor }) => core.attachments.upload(actor.userId, input),
 });

@@ -36,7 +36,7 @@ export const listBroadcasts = defineOperation({
   mcp: { title: 'List broadcasts' },
   summary: 'The account\'s broadcasts, newest first.',
   output: z.array(broadcast),
-  handler: (_i, { core, principal }) => core.broadcasts.list(principal!.userId),
+  handler: (_i, { core, actor }) => core.broadcasts.list(actor),
 });
 
 export const createBroadcast = defineOperation({
@@ -45,7 +45,7 @@ export const createBroadcast = defineOperation({
   summary: 'Create a draft broadcast (audience defaults to all subscribed contacts).',
   body: z.strictObject({ from: str(320).describe('Sender on a verified sending domain; may carry a display name'), ...fields }),
   output: broadcast,
-  handler: (input, { core, principal }) => core.broadcasts.create(principal!.userId, input),
+  handler: (input, { core, actor }) => core.broadcasts.create(actor, input),
 });
 
 export const readBroadcast = defineOperation({
@@ -54,7 +54,7 @@ export const readBroadcast = defineOperation({
   summary: 'A broadcast with its status and recipient summary (live from the workflow while it runs).',
   params: idParams,
   output: broadcast.extend({ progress }),
-  handler: (input, { core, principal }) => core.broadcasts.get(principal!.userId, input.id),
+  handler: (input, { core, actor }) => core.broadcasts.get(actor, input.id),
 });
 
 export const updateBroadcast = defineOperation({
@@ -63,7 +63,7 @@ export const updateBroadcast = defineOperation({
   params: idParams,
   body: z.strictObject({ from: str(320).optional(), ...fields }),
   output: broadcast,
-  handler: ({ id, ...patch }, { core, principal }) => core.broadcasts.update(principal!.userId, id, patch),
+  handler: ({ id, ...patch }, { core, actor }) => core.broadcasts.update(actor, id, patch),
 });
 
 export const deleteBroadcast = defineOperation({
@@ -71,7 +71,7 @@ export const deleteBroadcast = defineOperation({
   summary: 'Delete a draft; 409 not_draft otherwise.',
   params: idParams,
   output: okSchema,
-  handler: (input, { core, principal }) => core.broadcasts.remove(principal!.userId, input.id),
+  handler: (input, { core, actor }) => core.broadcasts.remove(actor, input.id),
 });
 
 export const sendBroadcast = defineOperation({
@@ -84,7 +84,7 @@ export const sendBroadcast = defineOperation({
     id: z.string(), status: z.enum(['scheduled', 'sending']), scheduledAt: z.number().int().optional().describe('ms epoch, when scheduled'),
     audienceCount: z.number().int(),
   }),
-  handler: ({ id, scheduledAt }, { core, principal }) => core.broadcasts.send(principal!.userId, id, scheduledAt),
+  handler: ({ id, scheduledAt }, { core, actor }) => core.broadcasts.send(actor, id, scheduledAt),
 });
 
 export const cancelBroadcast = defineOperation({
@@ -92,5 +92,5 @@ export const cancelBroadcast = defineOperation({
   summary: 'Cancel a scheduled or sending broadcast (cancelSignal to its run): no batch starts after it; 409 not_cancelable otherwise.',
   params: idParams,
   output: broadcast,
-  handler: (input, { core, principal }) => core.broadcasts.cancel(principal!.userId, input.id),
+  handler: (input, { core, actor }) => core.broadcasts.cancel(actor, input.id),
 });

@@ -11,7 +11,7 @@ export const listContacts = defineOperation({
   summary: 'Contacts, newest first; page with `before` (the last id seen), filter with `search` (email or name).',
   query: pageQuery(500, 100).extend({ search: z.string().max(200).optional().describe('Substring of the email or name') }),
   output: z.array(contactSchema),
-  handler: (input, { core, principal }) => core.contacts.list(principal!.userId, input),
+  handler: (input, { core, actor }) => core.contacts.list(actor, input),
 });
 
 export const createContact = defineOperation({
@@ -20,7 +20,7 @@ export const createContact = defineOperation({
   summary: 'Create a contact; 409 contact_exists when the address is one already, 403 contacts_limit past the account\'s contact cap (CONTACTS_PER_ACCOUNT).',
   body: contactInput.extend({ subscribed: z.boolean().optional() }),
   output: contactSchema,
-  handler: (input, { core, principal }) => core.contacts.create(principal!.userId, input),
+  handler: (input, { core, actor }) => core.contacts.create(actor, input),
 });
 
 export const readContact = defineOperation({
@@ -29,7 +29,7 @@ export const readContact = defineOperation({
   summary: 'One contact.',
   params: idParams,
   output: contactSchema,
-  handler: (input, { core, principal }) => core.contacts.get(principal!.userId, input.id),
+  handler: (input, { core, actor }) => core.contacts.get(actor, input.id),
 });
 
 export const updateContact = defineOperation({
@@ -41,7 +41,7 @@ export const updateContact = defineOperation({
     subscribed: z.boolean().optional().describe('false unsubscribes the contact from broadcasts; true resubscribes'),
   }),
   output: contactSchema,
-  handler: ({ id, ...patch }, { core, principal }) => core.contacts.update(principal!.userId, id, patch),
+  handler: ({ id, ...patch }, { core, actor }) => core.contacts.update(actor, id, patch),
 });
 
 export const deleteContact = defineOperation({
@@ -49,5 +49,5 @@ export const deleteContact = defineOperation({
   summary: 'Delete a contact and its list memberships.',
   params: idParams,
   output: okSchema,
-  handler: (input, { core, principal }) => core.contacts.remove(principal!.userId, input.id),
+  handler: (input, { core, actor }) => core.contacts.remove(actor, input.id),
 });

@@ -1,5 +1,4 @@
 import { z } from 'zod';
-import { actorOf } from '../../core/tenancy.js';
 import { defineOperation } from '../contract.js';
 
 const AUTH = ['session', 'oauth', 'account_key', 'scoped_key'] as const;
@@ -16,7 +15,7 @@ export const retryDelivery = defineOperation({
   summary: 'Replay one delivery: appends a new delivery row and attempts it now.',
   params: z.object({ id: z.string().min(1).max(100) }),
   output: z.object({ ok: z.boolean(), status: z.number().int().describe('0 when no response'), delivery: deliverySchema }),
-  handler: (input, { core, principal }) => core.replay.retryOne(actorOf(principal!), input.id),
+  handler: (input, { core, actor }) => core.replay.retryOne(actor, input.id),
 });
 
 export const retryDeliveries = defineOperation({
@@ -34,7 +33,7 @@ export const retryDeliveries = defineOperation({
       threadId: z.string().optional().describe('Only on the result of a thread id that expanded to no message (not_found) or was not reached (too_many_ids)'),
     })).describe('One per id (a thread: one per message it expanded to); no guaranteed order'),
   }),
-  handler: (input, { core, principal }) => core.replay.retryMany(actorOf(principal!), input),
+  handler: (input, { core, actor }) => core.replay.retryMany(actor, input),
 });
 
 export const listAttempts = defineOperation({
@@ -47,5 +46,5 @@ export const listAttempts = defineOperation({
     response_headers: z.string().nullable(), response_body: z.string().nullable(), duration_ms: z.number().int().nullable(),
     requested_at: z.number().int(), created_at: z.number().int(),
   })) }),
-  handler: (input, { core, principal }) => core.replay.attempts(actorOf(principal!), input.id),
+  handler: (input, { core, actor }) => core.replay.attempts(actor, input.id),
 });

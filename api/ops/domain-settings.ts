@@ -1,5 +1,4 @@
 import { z } from 'zod';
-import { actorOf } from '../../core/tenancy.js';
 import { defineOperation } from '../contract.js';
 import { domainIdParams, domainRow } from './domain-schemas.js';
 import { DOMAIN_AUTH } from './domains.js';
@@ -15,5 +14,5 @@ export const updateDomain = defineOperation({
     track_opens: flag.optional().describe('Domain-wide default for open tracking; a per-send trackOpens overrides it'),
   }).refine((b) => b.zero_retention !== undefined || b.track_opens !== undefined, 'give zero_retention and/or track_opens'),
   output: z.object({ domain: domainRow }),
-  handler: ({ id, ...input }, { core, principal }) => core.domainSettings.update(actorOf(principal!), id, input),
+  handler: ({ id, ...input }, { core, actor }) => core.domainSettings.update(actor, id, input),
 });

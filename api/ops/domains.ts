@@ -1,5 +1,4 @@
 import { z } from 'zod';
-import { actorOf } from '../../core/tenancy.js';
 import { defineOperation, okSchema } from '../contract.js';
 import { dnsRecord, domainIdParams, domainRow, enrichedDomain } from './domain-schemas.js';
 import { warmupView } from './warmup-schemas.js';
@@ -12,7 +11,7 @@ export const listDomains = defineOperation({
   mcp: { title: 'List domains' },
   summary: 'The account\'s domains with enrichment (a scoped key sees its one domain).',
   output: z.array(enrichedDomain),
-  handler: (_i, { core, principal }) => core.domains.list(actorOf(principal!)),
+  handler: (_i, { core, actor }) => core.domains.list(actor),
 });
 
 export const addDomain = defineOperation({
@@ -24,7 +23,7 @@ export const addDomain = defineOperation({
     email_provider_id: z.string().min(1).max(64).optional().describe('Paid plans: the sending provider instance; free plans are pinned to the platform default (the value is ignored)'),
   }),
   output: z.object({ domain: domainRow, dns: z.array(dnsRecord), warnings: z.array(z.string()).optional() }),
-  handler: (input, { core, principal }) => core.domains.add(actorOf(principal!), input),
+  handler: (input, { core, actor }) => core.domains.add(actor, input),
 });
 
 export const getDomain = defineOperation({
@@ -33,8 +32,8 @@ export const getDomain = defineOperation({
   summary: 'One domain with enrichment and its DNS records.',
   params: domainIdParams,
   output: z.object({ domain: enrichedDomain.extend({ warmup: warmupView.nullable().optional().describe('The warm-up plan, when the domain has one (PUT /api/domains/:id/warmup)') }), dns: z.array(dnsRecord) }),
-  handler: async (input, { core, principal }) => {
-    const found = await core.domains.get(actorOf(principal!), input.id);
+  handler: async (input, { core, actor }) => {
+    const found = await core.domains.get(actor, input.id);
     return { ...found, domain: { ...found.domain, warmup: await core.warmup.viewOf(input.id) } };
   },
 });
@@ -46,7 +45,7 @@ export const deleteDomain = defineOperation({
   output: okSchema.extend({
     cleanup: z.object({ deregistered: z.array(z.string()), dnsDeleted: z.number().int(), warnings: z.array(z.string()) }),
   }),
-  handler: (input, { core, principal }) => core.domains.remove(actorOf(principal!), input.id),
+  handler: (input, { core, actor }) => core.domains.remove(actor, input.id),
 });
 
 export const verifyDomain = defineOperation({
@@ -66,7 +65,7 @@ export const verifyDomain = defineOperation({
       providerId: z.string().optional(), error: z.string().optional(),
     }),
   }),
-  handler: (input, { core, principal }) => core.domains.verifyNow(actorOf(principal!), input.id),
+  handler: (input, { core, actor }) => core.domains.verifyNow(actor, input.id),
 });
 
 export const rotateDkim = defineOperation({
@@ -82,5 +81,5 @@ export const rotateDkim = defineOperation({
       published: z.boolean().describe('True for a hosted zone (published at once); false: publish the new record listed in dns'),
     }),
   }),
-  handler: (input, { core, principal }) => core.dkimRotation.request(actorOf(principal!), input.id),
+  handler: (input, { core, actor }) => core.dkimRotation.request(actor, input.id),
 });

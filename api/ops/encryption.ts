@@ -1,5 +1,4 @@
 import { z } from 'zod';
-import { actorOf } from '../../core/tenancy.js';
 import { defineOperation, okSchema } from '../contract.js';
 import { domainIdParams, domainRow } from './domain-schemas.js';
 import { DOMAIN_AUTH } from './domains.js';
@@ -13,7 +12,7 @@ export const setEncryption = defineOperation({
       .describe('PEM SPKI RSA public key (≥ 2048 bits, RSA-OAEP-256 envelope), armored OpenPGP public key (PGP), or PEM X.509 certificate with an RSA key (S/MIME)'),
   }),
   output: z.object({ domain: domainRow }),
-  handler: async (input, { core, principal }) => ({ domain: await core.encryption.setKey(actorOf(principal!), input.id, input.publicKey) }),
+  handler: async (input, { core, actor }) => ({ domain: await core.encryption.setKey(actor, input.id, input.publicKey) }),
 });
 
 export const clearEncryption = defineOperation({
@@ -21,5 +20,5 @@ export const clearEncryption = defineOperation({
   summary: 'Clear the domain\'s encryption key: messages received afterwards are stored unencrypted.',
   params: domainIdParams,
   output: okSchema,
-  handler: (input, { core, principal }) => core.encryption.clearKey(actorOf(principal!), input.id),
+  handler: (input, { core, actor }) => core.encryption.clearKey(actor, input.id),
 });

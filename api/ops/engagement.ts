@@ -1,5 +1,4 @@
 import { z } from 'zod';
-import { actorOf } from '../../core/tenancy.js';
 import { ENGAGEMENT_TYPES } from '../../core/mail/event-types.js';
 import { defineOperation, okSchema } from '../contract.js';
 import { domainIdParams, domainRow } from './domain-schemas.js';
@@ -11,7 +10,7 @@ export const setTrackingWebhook = defineOperation({
   params: domainIdParams,
   body: z.strictObject({ url: z.string().min(1).max(2048).describe('https (http only for localhost)') }),
   output: z.object({ domain: domainRow, signingSecret: z.string().describe('The account secret (whsec_…): signs the tracking webhook\'s events') }),
-  handler: ({ id, url }, { core, principal }) => core.engagement.setTrackingWebhook(actorOf(principal!), id, url),
+  handler: ({ id, url }, { core, actor }) => core.engagement.setTrackingWebhook(actor, id, url),
 });
 
 export const clearTrackingWebhook = defineOperation({
@@ -19,7 +18,7 @@ export const clearTrackingWebhook = defineOperation({
   summary: 'Stop engagement events to the tracking webhook.',
   params: domainIdParams,
   output: okSchema,
-  handler: (input, { core, principal }) => core.engagement.clearTrackingWebhook(actorOf(principal!), input.id),
+  handler: (input, { core, actor }) => core.engagement.clearTrackingWebhook(actor, input.id),
 });
 
 export const setWebhookEvents = defineOperation({
@@ -28,7 +27,7 @@ export const setWebhookEvents = defineOperation({
   params: domainIdParams,
   body: z.strictObject({ events: z.union([z.literal('all'), z.array(z.enum(ENGAGEMENT_TYPES)).min(1)]) }),
   output: z.object({ domain: domainRow, signingSecret: z.string().describe('The account secret (whsec_…): the fallback key of engagement events at the inbound webhook') }),
-  handler: ({ id, events }, { core, principal }) => core.engagement.setWebhookEvents(actorOf(principal!), id, events),
+  handler: ({ id, events }, { core, actor }) => core.engagement.setWebhookEvents(actor, id, events),
 });
 
 export const clearWebhookEvents = defineOperation({
@@ -36,5 +35,5 @@ export const clearWebhookEvents = defineOperation({
   summary: 'Back to inbound email.received only.',
   params: domainIdParams,
   output: okSchema,
-  handler: (input, { core, principal }) => core.engagement.clearWebhookEvents(actorOf(principal!), input.id),
+  handler: (input, { core, actor }) => core.engagement.clearWebhookEvents(actor, input.id),
 });

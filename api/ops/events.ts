@@ -31,7 +31,7 @@ export const postEvent = defineOperation({
     id: z.string().describe('cev_…'), object: z.literal('event'), name: z.string(), email: z.string(),
     duplicate: z.boolean().describe('true when the dedupeKey was seen: the original event is answered'),
   }),
-  handler: (b, { core, principal }) => core.appEvents.record(principal!.userId, {
+  handler: (b, { core, actor }) => core.appEvents.record(actor, {
     name: b.name ?? b.event ?? '', email: b.email, contactId: b.contactId, payload: b.payload, dedupeKey: b.dedupeKey,
   }),
 });
@@ -45,7 +45,7 @@ export const listEvents = defineOperation({
     before: z.string().regex(/^cev_[A-Za-z0-9_-]{20,}$/, 'an event id (cev_…)').optional(), limit: z.coerce.number().int().min(1).max(500).default(100),
   }),
   output: z.object({ events: z.array(customEvent) }),
-  handler: (q, { core, principal }) => core.appEvents.list(principal!.userId, q),
+  handler: (q, { core, actor }) => core.appEvents.list(actor, q),
 });
 
 export const eventNames = defineOperation({
@@ -57,5 +57,5 @@ export const eventNames = defineOperation({
       usedBy: z.array(z.string()).describe('Names of sequences that trigger on or wait for it'),
     })),
   }),
-  handler: (_i, { core, principal }) => core.appEvents.names(principal!.userId),
+  handler: (_i, { core, actor }) => core.appEvents.names(actor),
 });

@@ -1,5 +1,4 @@
 import { z } from 'zod';
-import { actorOf } from '../../core/tenancy.js';
 import { defineOperation } from '../contract.js';
 import { dnsRecord, domainRow } from './domain-schemas.js';
 import { DOMAIN_AUTH } from './domains.js';
@@ -25,5 +24,5 @@ export const claimSubdomain = defineOperation({
   summary: 'Claim a hosted subdomain: created verified with all four checks passing; its records are hosted by the service.',
   body: z.strictObject({ subdomain: z.string().min(1).max(300).describe('3 to 32 of a-z, 0-9 and hyphens; <label>.<base> also accepted') }),
   output: z.object({ domain: domainRow, dns: z.array(dnsRecord).max(0) }),
-  handler: (input, { core, principal }) => core.hosted.claim(actorOf(principal!), input.subdomain),
+  handler: (input, { core, actor }) => core.hosted.claim(actor, input.subdomain),
 });

@@ -8,12 +8,12 @@ export const getAccountKey = defineOperation({
   name: 'keys.get', method: 'GET', path: '/api/keys', auth: MANAGE,
   summary: 'Read the account key, minting it on the first call.',
   output: accountKey,
-  handler: async (_input, { core, principal }) => ({ key: await core.keys.getOrCreateAccountKey(principal!.userId) }),
+  handler: async (_input, { core, actor }) => ({ key: await core.keys.getOrCreateAccountKey(actor.userId) }),
 });
 
 export const rotateAccountKey = defineOperation({
   name: 'keys.rotate', method: 'POST', path: '/api/keys/rotate', auth: MANAGE,
   summary: 'Replace the account key; the old key stops working immediately.',
   output: accountKey,
-  handler: async (_input, { core, principal }) => ({ key: await core.keys.rotateAccountKey(principal!.userId) }),
+  handler: async (_input, { core, actor }) => ({ key: await core.keys.rotateAccountKey(actor.userId) }),
 });

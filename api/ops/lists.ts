@@ -21,7 +21,7 @@ export const listLists = defineOperation({
   mcp: { title: 'List contact lists' },
   summary: 'The account\'s lists with their sizes, newest first.',
   output: z.array(list),
-  handler: (_i, { core, principal }) => core.lists.list(principal!.userId),
+  handler: (_i, { core, actor }) => core.lists.list(actor),
 });
 
 export const createList = defineOperation({
@@ -30,7 +30,7 @@ export const createList = defineOperation({
   summary: 'Create a list.',
   body: z.strictObject({ name: nameField }),
   output: list,
-  handler: (input, { core, principal }) => core.lists.create(principal!.userId, input.name),
+  handler: (input, { core, actor }) => core.lists.create(actor, input.name),
 });
 
 export const readList = defineOperation({
@@ -38,7 +38,7 @@ export const readList = defineOperation({
   summary: 'One list with its size.',
   params: idParams,
   output: list,
-  handler: (input, { core, principal }) => core.lists.get(principal!.userId, input.id),
+  handler: (input, { core, actor }) => core.lists.get(actor, input.id),
 });
 
 export const updateList = defineOperation({
@@ -47,7 +47,7 @@ export const updateList = defineOperation({
   params: idParams,
   body: z.strictObject({ name: nameField }),
   output: list,
-  handler: (input, { core, principal }) => core.lists.rename(principal!.userId, input.id, input.name),
+  handler: (input, { core, actor }) => core.lists.rename(actor, input.id, input.name),
 });
 
 export const deleteList = defineOperation({
@@ -55,7 +55,7 @@ export const deleteList = defineOperation({
   summary: 'Delete a list (its contacts stay).',
   params: idParams,
   output: okSchema,
-  handler: (input, { core, principal }) => core.lists.remove(principal!.userId, input.id),
+  handler: (input, { core, actor }) => core.lists.remove(actor, input.id),
 });
 
 export const listMembers = defineOperation({
@@ -65,7 +65,7 @@ export const listMembers = defineOperation({
   params: idParams,
   query: pageQuery(500, 100),
   output: z.array(contactSchema),
-  handler: ({ id, ...q }, { core, principal }) => core.lists.members(principal!.userId, id, q),
+  handler: ({ id, ...q }, { core, actor }) => core.lists.members(actor, id, q),
 });
 
 export const addMembers = defineOperation({
@@ -79,7 +79,7 @@ export const addMembers = defineOperation({
     contacts: z.array(contactInput).max(1000).optional().describe('Contacts upserted by address (name and attributes merged in)'),
   }).refine((b) => (b.contactIds?.length ?? 0) + (b.emails?.length ?? 0) + (b.contacts?.length ?? 0) > 0, 'give contactIds, emails or contacts'),
   output: z.object({ added: z.number().int().describe('Contacts that were not in the list before'), created: z.number().int().describe('Contacts created by this call') }),
-  handler: ({ id, ...body }, { core, principal }) => core.lists.addMembers(principal!.userId, id, body),
+  handler: ({ id, ...body }, { core, actor }) => core.lists.addMembers(actor, id, body),
 });
 
 export const removeMember = defineOperation({
@@ -87,7 +87,7 @@ export const removeMember = defineOperation({
   summary: 'Take a contact out of a list (the contact stays).',
   params: z.object({ id: listIdField, cid: contactIdField }),
   output: okSchema,
-  handler: (input, { core, principal }) => core.lists.removeMember(principal!.userId, input.id, input.cid),
+  handler: (input, { core, actor }) => core.lists.removeMember(actor, input.id, input.cid),
 });
 
 export const importContacts = defineOperation({
@@ -97,10 +97,7 @@ export const importContacts = defineOperation({
   params: idParams,
   body: z.strictObject({ csv: z.string().min(1).max(IMPORT_LIMITS.bytes).describe(`CSV text, at most ${IMPORT_LIMITS.bytes / 1024 / 1024} MB`) }),
   output: importSchema,
-  handler: async (input, { core, principal }) => {
-    await core.lists.load(principal!.userId, input.id);
-    return core.imports.start(principal!.userId, input.id, input.csv);
-  },
+  handler: (input, { core, actor }) => core.imports.start(actor, input.id, input.csv),
 });
 
 export const readImport = defineOperation({
@@ -108,5 +105,5 @@ export const readImport = defineOperation({
   summary: 'Progress of a CSV import: rows read, created, updated, rejected (with reasons); live from the workflow while it runs.',
   params: z.object({ id: listIdField, importId: z.string().regex(/^imp_[A-Za-z0-9_-]{20,}$/).describe('imp_…') }),
   output: importSchema,
-  handler: (input, { core, principal }) => core.imports.get(principal!.userId, input.id, input.importId),
+  handler: (input, { core, actor }) => core.imports.get(actor, input.id, input.importId),
 });

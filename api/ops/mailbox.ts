@@ -1,9 +1,7 @@
 import { z } from 'zod';
-import type { Principal } from '../../core/tenancy.js';
 import { defineOperation, okSchema } from '../contract.js';
 
 const AUTH = ['app_password'] as const;
-const scopeOf = (p: Principal | undefined) => (p as Extract<Principal, { kind: 'app_password' }>).scope;
 const uidParam = z.object({ uid: z.coerce.number().int().min(1).max(2 ** 32 - 1) });
 
 const message = z.object({
@@ -23,7 +21,7 @@ export const listMailboxMessages = defineOperation({
     mailbox: z.enum(['INBOX', 'Sent']).optional().describe('Default INBOX'),
   }),
   output: z.object({ messages: z.array(message), nextBefore: z.number().int().nullable() }),
-  handler: (q, { core, principal }) => core.mailboxes.list(scopeOf(principal), q),
+  handler: (q, { core, principal }) => core.mailboxes.list(principal.scope, q),
 });
 
 export const rawMailboxMessage = defineOperation({
@@ -33,7 +31,7 @@ export const rawMailboxMessage = defineOperation({
   params: uidParam,
   output: z.object({ uid: z.number().int(), raw: z.string() }),
   handler: async ({ uid }, { core, principal }) => {
-    const { row } = await core.mailboxes.message(scopeOf(principal), uid);
+    const { row } = await core.mailboxes.message(principal.scope, uid);
     return { uid, raw: row.raw.toString('utf8') };
   },
 });
@@ -44,5 +42,5 @@ export const setMailboxFlags = defineOperation({
   params: uidParam,
   body: z.strictObject({ flags: z.string().max(2000).describe('The complete space-separated set, no leading backslashes: "Seen Flagged"') }),
   output: okSchema,
-  handler: ({ uid, flags }, { core, principal }) => core.mailboxes.replaceFlags(scopeOf(principal), uid, flags),
+  handler: ({ uid, flags }, { core, principal }) => core.mailboxes.replaceFlags(principal.scope, uid, flags),
 });

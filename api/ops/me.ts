@@ -1,6 +1,5 @@
 import { z } from 'zod';
 import { unauthorized } from '../../core/errors.js';
-import { actorOf } from '../../core/tenancy.js';
 import { defineOperation } from '../contract.js';
 
 export const me = defineOperation({
@@ -13,10 +12,10 @@ export const me = defineOperation({
     plan: z.string(),
     sendingDomains: z.array(z.string()).describe('Outbound-verified domains this credential may use in From'),
   }),
-  handler: async (_input, { core, principal }) => {
-    const user = await core.accounts.getUser(principal!.userId);
+  handler: async (_input, { core, actor }) => {
+    const user = await core.accounts.getUser(actor.userId);
     if (!user) throw unauthorized();
-    return { email: user.email, emailVerified: user.emailVerified, plan: user.plan, sendingDomains: await core.domains.sendingDomains(actorOf(principal!)) };
+    return { email: user.email, emailVerified: user.emailVerified, plan: user.plan, sendingDomains: await core.domains.sendingDomains(actor) };
   },
 });
 
@@ -40,8 +39,8 @@ export const usage = defineOperation({
       quota: z.number().describe('STORAGE_QUOTA_BYTES; IMAP APPEND/COPY answer NO [OVERQUOTA], uploads 413 storage_quota_exceeded and inbound SMTP 452 4.2.2 past it'),
     }),
   }),
-  handler: async (_input, { core, principal }) => {
-    const user = await core.accounts.getUser(principal!.userId);
+  handler: async (_input, { core, actor }) => {
+    const user = await core.accounts.getUser(actor.userId);
     if (!user) throw unauthorized();
     return { ...(await core.usage.usage(user)), storage: await core.storage.usage(user.id) };
   },
@@ -55,7 +54,7 @@ export const getSettings = defineOperation({
   name: 'account.settings', method: 'GET', path: '/api/account/settings', auth: ['session', 'oauth', 'account_key'],
   summary: 'Account settings that prefill new records (the CAN-SPAM footer address of broadcasts).',
   output: settings,
-  handler: async (_input, { core, principal }) => ({ footerAddress: await core.accounts.footerAddress(principal!.userId) }),
+  handler: async (_input, { core, actor }) => ({ footerAddress: await core.accounts.footerAddress(actor.userId) }),
 });
 
 export const updateSettings = defineOperation({
@@ -63,5 +62,5 @@ export const updateSettings = defineOperation({
   summary: 'Set the account\'s CAN-SPAM footer address (null or an empty string clears it); drafts created afterwards are prefilled with it.',
   body: z.strictObject({ footerAddress: z.string().max(500).nullable() }),
   output: settings,
-  handler: async (input, { core, principal }) => ({ footerAddress: await core.accounts.setFooterAddress(principal!.userId, input.footerAddress) }),
+  handler: async (input, { core, actor }) => ({ footerAddress: await core.accounts.setFooterAddress(actor.userId, input.footerAddress) }),
 });

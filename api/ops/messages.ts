@@ -1,5 +1,4 @@
 import { z } from 'zod';
-import { actorOf } from '../../core/tenancy.js';
 import { BOUNCE_CLASSES } from '../../core/mail/bounce-classes.js';
 import { defineOperation } from '../contract.js';
 import { deliverySchema } from './deliveries.js';
@@ -30,7 +29,7 @@ export const listMessages = defineOperation({
     direction: z.enum(['outbound', 'inbound']).optional().describe('Only outbound or only inbound messages'),
   }),
   output: z.array(message),
-  handler: (input, { core, principal }) => core.messages.list(actorOf(principal!), input),
+  handler: (input, { core, actor }) => core.messages.list(actor, input),
 });
 
 export const getMessage = defineOperation({
@@ -59,7 +58,7 @@ export const getMessage = defineOperation({
     runs: z.array(z.object({ workflowId: z.string(), url: z.string().nullable().describe('The run in the Temporal UI (TEMPORAL_UI_URL)') }))
       .describe('The workflow runs that touched the message'),
   }),
-  handler: (input, { core, principal }) => core.messages.get(actorOf(principal!), input.id),
+  handler: (input, { core, actor }) => core.messages.get(actor, input.id),
 });
 
 export const listEvents = defineOperation({
@@ -73,5 +72,5 @@ export const listEvents = defineOperation({
     type: z.string().max(50).optional(),
   }),
   output: z.array(eventSchema),
-  handler: (input, { core, principal }) => core.events.list(actorOf(principal!), input),
+  handler: (input, { core, actor }) => core.events.list(actor, input),
 });

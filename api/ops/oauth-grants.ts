@@ -17,7 +17,7 @@ export const listGrants = defineOperation({
   name: 'oauthGrants.list', method: 'GET', path: '/api/oauth/grants', auth: MANAGE,
   summary: 'The apps linked to the account over OAuth, newest first.',
   output: z.array(grant),
-  handler: (_input, { core, principal }) => core.oauth.grants.list(principal!.userId),
+  handler: (_input, { core, actor }) => core.oauth.grants.list(actor),
 });
 
 export const revokeGrant = defineOperation({
@@ -25,5 +25,5 @@ export const revokeGrant = defineOperation({
   summary: 'Unlink an app: its access and refresh tokens stop working at once.',
   params: z.object({ id: z.string().min(1).max(100) }),
   output: okSchema,
-  handler: (input, { core, principal }) => core.oauth.grants.revokeForUser(principal!.userId, input.id),
+  handler: (input, { core, actor }) => core.oauth.grants.revokeForUser(actor, input.id),
 });

@@ -15,5 +15,5 @@ export const listOutbox = defineOperation({
     raw: z.string().describe('RFC 5322 source as it would have been sent'),
     capturedAt: z.number().int(),
   })),
-  handler: (input, { core, principal }) => core.outbox.list(principal!.userId, input),
+  handler: (input, { core, actor }) => core.outbox.list(actor, input),
 });

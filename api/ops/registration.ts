@@ -1,5 +1,4 @@
 import { z } from 'zod';
-import { actorOf } from '../../core/tenancy.js';
 import { defineOperation } from '../contract.js';
 import { dnsRecord, domainRow } from './domain-schemas.js';
 import { DOMAIN_AUTH } from './domains.js';
@@ -56,5 +55,5 @@ export const register = defineOperation({
       charge: z.object({ amount: z.number(), currency: z.string(), years: z.number().int() }),
     }),
   ]),
-  handler: (input, { core, principal }) => core.registration.register(actorOf(principal!), input),
+  handler: (input, { core, actor }) => core.registration.register(actor, input),
 });

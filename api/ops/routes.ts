@@ -1,5 +1,4 @@
 import { z } from 'zod';
-import { actorOf } from '../../core/tenancy.js';
 import { defineOperation, okSchema } from '../contract.js';
 import { DOMAIN_AUTH } from './domains.js';
 
@@ -16,7 +15,7 @@ export const listRoutes = defineOperation({
   mcp: { title: 'List inbound routes' },
   summary: 'Routes (the catch-all `*` and address routes) with their action and destination.',
   output: z.array(route),
-  handler: (_i, { core, principal }) => core.routes.list(actorOf(principal!)),
+  handler: (_i, { core, actor }) => core.routes.list(actor),
 });
 
 export const createRoute = defineOperation({
@@ -34,7 +33,7 @@ export const createRoute = defineOperation({
     ackMode: z.enum(['lenient', 'ack']).optional(),
   }),
   output: route.extend({ signingSecret: z.string() }),
-  handler: (input, { core, principal }) => core.routes.create(actorOf(principal!), input),
+  handler: (input, { core, actor }) => core.routes.create(actor, input),
 });
 
 export const deleteRoute = defineOperation({
@@ -43,5 +42,5 @@ export const deleteRoute = defineOperation({
   summary: 'Delete a route.',
   params: z.object({ id: z.string().min(1).max(100) }),
   output: okSchema,
-  handler: (input, { core, principal }) => core.routes.remove(actorOf(principal!), input.id),
+  handler: (input, { core, actor }) => core.routes.remove(actor, input.id),
 });

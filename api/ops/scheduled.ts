@@ -1,5 +1,4 @@
 import { z } from 'zod';
-import { actorOf } from '../../core/tenancy.js';
 import { defineOperation } from '../contract.js';
 import { SEND_AUTH } from './send.js';
 
@@ -17,7 +16,7 @@ export const listScheduled = defineOperation({
   summary: 'Scheduled sends, latest time first.',
   query: z.object({ limit: z.coerce.number().int().min(1).max(200).default(50), status: z.enum(['scheduled', 'sending', 'sent', 'canceled', 'failed']).optional() }),
   output: z.array(scheduled),
-  handler: (input, { core, principal }) => core.scheduled.list(actorOf(principal!), input),
+  handler: (input, { core, actor }) => core.scheduled.list(actor, input),
 });
 
 export const getScheduled = defineOperation({
@@ -26,7 +25,7 @@ export const getScheduled = defineOperation({
   summary: 'One scheduled send.',
   params: idParams,
   output: scheduled,
-  handler: (input, { core, principal }) => core.scheduled.get(actorOf(principal!), input.id),
+  handler: (input, { core, actor }) => core.scheduled.get(actor, input.id),
 });
 
 export const cancelScheduled = defineOperation({
@@ -35,5 +34,5 @@ export const cancelScheduled = defineOperation({
   summary: 'Cancel a scheduled send: canceled, or 409 too_late once sending has started.',
   params: idParams,
   output: z.object({ ok: z.literal(true), id: z.string(), status: z.literal('canceled') }),
-  handler: (input, { core, principal }) => core.scheduled.cancel(actorOf(principal!), input.id),
+  handler: (input, { core, actor }) => core.scheduled.cancel(actor, input.id),
 });

@@ -1,5 +1,4 @@
 import { z } from 'zod';
-import { actorOf } from '../../core/tenancy.js';
 import { defineOperation, okSchema } from '../contract.js';
 
 const MANAGE = ['session', 'oauth', 'account_key'] as const;
@@ -13,7 +12,7 @@ export const listScopedKeys = defineOperation({
   name: 'scopedKeys.list', method: 'GET', path: '/api/keys/scoped', auth: MANAGE,
   summary: 'Domain-scoped keys of the account.',
   output: z.array(scopedKey),
-  handler: (_i, { core, principal }) => core.scopedKeys.list(actorOf(principal!)),
+  handler: (_i, { core, actor }) => core.scopedKeys.list(actor),
 });
 
 export const createScopedKey = defineOperation({
@@ -22,7 +21,7 @@ export const createScopedKey = defineOperation({
   summary: 'Create a key that can send from and manage only one domain of the account.',
   body: z.strictObject({ domainId: z.string().regex(/^dom_/, 'must be a domain id (dom_…)'), name: z.string().min(1).max(100).optional() }),
   output: scopedKey,
-  handler: (input, { core, principal }) => core.scopedKeys.create(actorOf(principal!), input),
+  handler: (input, { core, actor }) => core.scopedKeys.create(actor, input),
 });
 
 export const revokeScopedKey = defineOperation({
@@ -30,5 +29,5 @@ export const revokeScopedKey = defineOperation({
   summary: 'Revoke a scoped key; effective immediately.',
   params: z.object({ id: z.string().min(1).max(100) }),
   output: okSchema,
-  handler: (input, { core, principal }) => core.scopedKeys.revoke(actorOf(principal!), input.id),
+  handler: (input, { core, actor }) => core.scopedKeys.revoke(actor, input.id),
 });

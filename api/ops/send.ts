@@ -1,5 +1,4 @@
 import { z } from 'zod';
-import { actorOf } from '../../core/tenancy.js';
 import { defineOperation } from '../contract.js';
 
 export const SEND_AUTH = ['account_key', 'scoped_key', 'oauth'] as const;
@@ -50,7 +49,7 @@ export const send = defineOperation({
     status: z.enum(['queued', 'scheduled']),
     scheduledAt: z.number().int().optional().describe('ms epoch; scheduled sends only'),
   }),
-  handler: (input, { core, principal }) => core.sending.send(actorOf(principal!), input),
+  handler: (input, { core, actor }) => core.sending.send(actor, input),
 });
 
 export const sendBatch = defineOperation({
@@ -84,5 +83,5 @@ export const sendBatch = defineOperation({
     })),
     sent: z.number().int(), scheduled: z.number().int(), failed: z.number().int(),
   }),
-  handler: (input, { core, principal }) => core.sending.sendBatch(actorOf(principal!), input),
+  handler: (input, { core, actor }) => core.sending.sendBatch(actor, input),
 });

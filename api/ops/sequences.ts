@@ -38,7 +38,7 @@ export const listSequences = defineOperation({
   name: 'sequences.list', method: 'GET', path: '/api/sequences', auth: AUTH,
   summary: 'The account\'s sequences, newest first, each with its current version.',
   output: z.array(sequence),
-  handler: (_i, { core, principal }) => core.sequences.list(principal!.userId),
+  handler: (_i, { core, actor }) => core.sequences.list(actor),
 });
 
 export const createSequence = defineOperation({
@@ -47,7 +47,7 @@ export const createSequence = defineOperation({
   summary: 'Create a sequence (draft unless `status` says active).',
   body: z.strictObject({ name: z.string().min(1).max(200).refine((n) => !n.startsWith('seq_'), 'names cannot look like an id (seq_…)'), status: status.optional(), from, replyTo, input, trigger, steps }),
   output: sequence,
-  handler: (i, { core, principal }) => core.sequences.create(principal!.userId, i),
+  handler: (i, { core, actor }) => core.sequences.create(actor, i),
 });
 
 export const readSequence = defineOperation({
@@ -55,7 +55,7 @@ export const readSequence = defineOperation({
   summary: 'One sequence (by id or name) with its current version.',
   params: z.object({ id: sequenceRef }),
   output: sequence,
-  handler: (i, { core, principal }) => core.sequences.get(principal!.userId, i.id),
+  handler: (i, { core, actor }) => core.sequences.get(actor, i.id),
 });
 
 export const updateSequence = defineOperation({
@@ -64,7 +64,7 @@ export const updateSequence = defineOperation({
   params: z.object({ id: sequenceRef }),
   body: z.strictObject({ name: z.string().min(1).max(200).refine((n) => !n.startsWith('seq_'), 'names cannot look like an id (seq_…)').optional(), status: status.optional(), from: from.optional(), replyTo, input, trigger: trigger.optional(), steps: steps.optional() }),
   output: sequence,
-  handler: ({ id, ...patch }, { core, principal }) => core.sequences.update(principal!.userId, id, patch),
+  handler: ({ id, ...patch }, { core, actor }) => core.sequences.update(actor, id, patch),
 });
 
 export const deleteSequence = defineOperation({
@@ -72,7 +72,7 @@ export const deleteSequence = defineOperation({
   summary: 'Delete a draft; other sequences are archived (PATCH status archived).',
   params: z.object({ id: sequenceRef }),
   output: okSchema,
-  handler: (i, { core, principal }) => core.sequences.remove(principal!.userId, i.id),
+  handler: (i, { core, actor }) => core.sequences.remove(actor, i.id),
 });
 
 export const listEnrolments = defineOperation({
@@ -83,7 +83,7 @@ export const listEnrolments = defineOperation({
     status: enrolment.shape.status.optional(), before: enrolmentId.optional(), limit: z.coerce.number().int().min(1).max(500).default(100),
   }),
   output: z.array(enrolment),
-  handler: ({ id, ...q }, { core, principal }) => core.sequences.listEnrolments(principal!.userId, id, q),
+  handler: ({ id, ...q }, { core, actor }) => core.sequences.listEnrolments(actor, id, q),
 });
 
 export const readEnrolment = defineOperation({
@@ -91,7 +91,7 @@ export const readEnrolment = defineOperation({
   summary: 'One enrolment: steps done with times, and the current step (live from the workflow while it runs).',
   params: z.object({ id: enrolmentId }),
   output: enrolmentDetail,
-  handler: (i, { core, principal }) => core.sequences.getEnrolment(principal!.userId, i.id),
+  handler: (i, { core, actor }) => core.sequences.getEnrolment(actor, i.id),
 });
 
 export const cancelEnrolment = defineOperation({
@@ -99,5 +99,5 @@ export const cancelEnrolment = defineOperation({
   summary: 'Stop a running enrolment; answers it once closed. 409 not_running when it has ended.',
   params: z.object({ id: enrolmentId }),
   output: enrolment,
-  handler: (i, { core, principal }) => core.sequences.cancelEnrolment(principal!.userId, i.id),
+  handler: (i, { core, actor }) => core.sequences.cancelEnrolment(actor, i.id),
 });

@@ -12,7 +12,7 @@ export const listSuppressions = defineOperation({
   mcp: { title: 'List suppressed addresses' },
   summary: 'Addresses sends to which are refused, newest first.',
   output: z.array(suppression),
-  handler: (_i, { core, principal }) => core.suppressions.list(principal!.userId),
+  handler: (_i, { core, actor }) => core.suppressions.list(actor),
 });
 
 export const addSuppression = defineOperation({
@@ -21,8 +21,8 @@ export const addSuppression = defineOperation({
   summary: 'Suppress an address by hand (idempotent).',
   body: z.strictObject({ email: emailField, reason: z.string().min(1).max(50).default('manual') }),
   output: okSchema,
-  handler: async (input, { core, principal }) => {
-    await core.suppressions.add(principal!.userId, input.email, input.reason);
+  handler: async (input, { core, actor }) => {
+    await core.suppressions.add(actor.userId, input.email, input.reason);
     return { ok: true as const };
   },
 });
@@ -33,5 +33,5 @@ export const removeSuppression = defineOperation({
   summary: 'Allow sending to an address again.',
   params: z.object({ email: emailField }),
   output: okSchema,
-  handler: (input, { core, principal }) => core.suppressions.remove(principal!.userId, input.email),
+  handler: (input, { core, actor }) => core.suppressions.remove(actor, input.email),
 });

@@ -39,7 +39,7 @@ export const listTemplates = defineOperation({
   mcp: { title: 'List templates' },
   summary: 'The account\'s templates, newest first.',
   output: z.array(template),
-  handler: (_i, { core, principal }) => core.templates.list(principal!.userId),
+  handler: (_i, { core, actor }) => core.templates.list(actor),
 });
 
 export const createTemplate = defineOperation({
@@ -48,7 +48,7 @@ export const createTemplate = defineOperation({
   summary: 'Create a template; at least one of subject, html or text is required.',
   body: z.strictObject({ name: nameField, subject: subjectField.optional(), html: htmlField.optional(), text: textField.optional() }),
   output: template,
-  handler: (input, { core, principal }) => core.templates.create(principal!.userId, input),
+  handler: (input, { core, actor }) => core.templates.create(actor, input),
 });
 
 export const readTemplate = defineOperation({
@@ -56,7 +56,7 @@ export const readTemplate = defineOperation({
   summary: 'One of the account\'s templates (tpl_…) or a built-in one (base_…).',
   params: templateIdParams,
   output: template,
-  handler: (input, { core, principal }) => core.templates.get(principal!.userId, input.id),
+  handler: (input, { core, actor }) => core.templates.get(actor, input.id),
 });
 
 export const updateTemplate = defineOperation({
@@ -70,7 +70,7 @@ export const updateTemplate = defineOperation({
     text: textField.nullable().optional().describe('New plain-text body (at most 512 KB); null clears it'),
   }),
   output: template,
-  handler: ({ id, ...patch }, { core, principal }) => core.templates.update(principal!.userId, id, patch),
+  handler: ({ id, ...patch }, { core, actor }) => core.templates.update(actor, id, patch),
 });
 
 export const deleteTemplate = defineOperation({
@@ -78,5 +78,5 @@ export const deleteTemplate = defineOperation({
   summary: 'Delete one of the account\'s templates. Built-in templates are read-only.',
   params: templateIdParams,
   output: okSchema,
-  handler: (input, { core, principal }) => core.templates.remove(principal!.userId, input.id),
+  handler: (input, { core, actor }) => core.templates.remove(actor, input.id),
 });

@@ -1,5 +1,4 @@
 import { z } from 'zod';
-import { actorOf } from '../../core/tenancy.js';
 import { defineOperation, okSchema } from '../contract.js';
 import { domainIdParams } from './domain-schemas.js';
 import { DOMAIN_AUTH } from './domains.js';
@@ -14,7 +13,7 @@ export const startWarmup = defineOperation({
       .describe('Messages per destination site on each day (default: 50, 100, 200, 400, 800, 1500, 3000, 6000, 12000, 25000, 50000, 100000)'),
   }),
   output: z.object({ warmup: warmupView }),
-  handler: ({ id, ...input }, { core, principal }) => core.warmup.start(actorOf(principal!), id, input),
+  handler: ({ id, ...input }, { core, actor }) => core.warmup.start(actor, id, input),
 });
 
 export const stopWarmup = defineOperation({
@@ -22,5 +21,5 @@ export const stopWarmup = defineOperation({
   summary: 'End a domain\'s warm-up plan: its mail is no longer held to a daily volume.',
   params: domainIdParams,
   output: okSchema,
-  handler: (input, { core, principal }) => core.warmup.stop(actorOf(principal!), input.id),
+  handler: (input, { core, actor }) => core.warmup.stop(actor, input.id),
 });

@@ -1,5 +1,4 @@
 import { z } from 'zod';
-import { actorOf } from '../../core/tenancy.js';
 import { defineOperation, okSchema } from '../contract.js';
 import { domainIdParams, domainRow } from './domain-schemas.js';
 import { DOMAIN_AUTH } from './domains.js';
@@ -12,7 +11,7 @@ export const setWebhook = defineOperation({
   params: domainIdParams,
   body: z.strictObject({ url: z.string().min(1).max(2048), ackMode: ackMode.optional() }),
   output: z.object({ domain: domainRow, webhookUrl: z.string(), ackMode, routeId: z.string(), signingSecret: z.string().describe('whsec_…') }),
-  handler: ({ id, ...input }, { core, principal }) => core.routes.setCatchAll(actorOf(principal!), id, input),
+  handler: ({ id, ...input }, { core, actor }) => core.routes.setCatchAll(actor, id, input),
 });
 
 export const deleteWebhook = defineOperation({
@@ -20,7 +19,7 @@ export const deleteWebhook = defineOperation({
   summary: 'Remove the catch-all webhook.',
   params: domainIdParams,
   output: okSchema,
-  handler: (input, { core, principal }) => core.routes.deleteCatchAll(actorOf(principal!), input.id),
+  handler: (input, { core, actor }) => core.routes.deleteCatchAll(actor, input.id),
 });
 
 export const webhookSecret = defineOperation({
@@ -28,7 +27,7 @@ export const webhookSecret = defineOperation({
   summary: 'The signing secret of the catch-all webhook. Server-side use only.',
   params: domainIdParams,
   output: z.object({ secret: z.string() }),
-  handler: async (input, { core, principal }) => ({ secret: core.routes.secretOf((await core.routes.catchAllOf(actorOf(principal!), input.id)).route) }),
+  handler: async (input, { core, actor }) => ({ secret: core.routes.secretOf((await core.routes.catchAllOf(actor, input.id)).route) }),
 });
 
 export const testWebhook = defineOperation({
@@ -37,19 +36,19 @@ export const testWebhook = defineOperation({
   summary: 'Send a signed test event to the catch-all webhook.',
   params: domainIdParams,
   output: z.object({ ok: z.boolean(), status: z.number().int().describe('HTTP status; 0 when no response') }),
-  handler: (input, { core, principal }) => core.webhookTests.test(actorOf(principal!), input.id),
+  handler: (input, { core, actor }) => core.webhookTests.test(actor, input.id),
 });
 
 export const accountSecret = defineOperation({
   name: 'webhooks.accountSecret', method: 'GET', path: '/api/webhooks/secret', auth: ['session', 'oauth', 'account_key'],
   summary: 'The account webhook secret: signs tracking-webhook events and is the fallback key.',
   output: z.object({ secret: z.string() }),
-  handler: async (_i, { core, principal }) => ({ secret: await core.accountSecret.get(principal!.userId) }),
+  handler: async (_i, { core, actor }) => ({ secret: await core.accountSecret.get(actor.userId) }),
 });
 
 export const rotateAccountSecret = defineOperation({
   name: 'webhooks.rotateAccountSecret', method: 'POST', path: '/api/webhooks/secret/rotate', auth: ['session', 'oauth', 'account_key'],
   summary: 'Replace the account webhook secret.',
   output: z.object({ secret: z.string() }),
-  handler: async (_i, { core, principal }) => ({ secret: await core.accountSecret.rotate(principal!.userId) }),
+  handler: async (_i, { core, actor }) => ({ secret: await core.accountSecret.rotate(actor.userId) }),
 });

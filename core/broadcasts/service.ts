@@ -12,6 +12,7 @@ import type { UsageService } from '../usage.js';
 import { checkAudience, countAudience, type Audience } from './audience.js';
 import { runParse } from '../parsing/pool.js';
 import type { BroadcastContent } from '../render/broadcast.js';
+import type { Actor } from '../tenancy.js';
 
 type Row = typeof schema.broadcasts.$inferSelect;
 export type BroadcastFields = {
@@ -87,11 +88,11 @@ export function createBroadcastService(deps: {
   }
 
   return {
-    async list(userId: string) {
+    async list({ userId }: Actor) {
       return (await db.select().from(b).where(eq(b.userId, userId)).orderBy(desc(b.createdAt), desc(b.id))).map(broadcastDto);
     },
 
-    async create(userId: string, f: BroadcastFields & { from: string }) {
+    async create({ userId }: Actor, f: BroadcastFields & { from: string }) {
       const values = await fields(userId, { audience: { type: 'all' }, ...f });
       const [user] = await db.select({ footer: schema.users.footerAddress }).from(schema.users).where(eq(schema.users.id, userId));
       const now = Date.now();
@@ -104,7 +105,7 @@ export function createBroadcastService(deps: {
     },
 
     /** The row, with live counts from the running workflow's `progressQuery` (the row's when it is closed or does not answer). */
-    async get(userId: string, id: string) {
+    async get({ userId }: Actor, id: string) {
       const row = await load(userId, id);
       const live = (OPEN as readonly string[]).includes(row.status) ? await deps.workflows.broadcastProgress(id).catch(() => undefined) : undefined;
       const dto = broadcastDto(row);
@@ -118,7 +119,7 @@ export function createBroadcastService(deps: {
       };
     },
 
-    async update(userId: string, id: string, f: BroadcastFields) {
+    async update({ userId }: Actor, id: string, f: BroadcastFields) {
       draftOnly(await load(userId, id), 'edited');
       const values = await fields(userId, f);
       const [row] = await db.update(b).set({ ...values, updatedAt: Date.now() }).where(and(eq(b.id, id), eq(b.status, 'draft'))).returning();
@@ -126,7 +127,7 @@ export function createBroadcastService(deps: {
       return broadcastDto(row);
     },
 
-    async remove(userId: string, id: string) {
+    async remove({ userId }: Actor, id: string) {
       draftOnly(await load(userId, id), 'deleted');
       const gone = await db.delete(b).where(and(eq(b.id, id), eq(b.status, 'draft'))).returning({ id: b.id });
       if (gone.length === 0) throw conflict('Only drafts can be deleted', 'not_draft');
@@ -134,7 +135,7 @@ export function createBroadcastService(deps: {
     },
 
     /** draft → scheduled (future `scheduledAt`) or sending: counts the audience and starts the fan-out workflow. */
-    async send(userId: string, id: string, scheduledAt?: string | number) {
+    async send({ userId }: Actor, id: string, scheduledAt?: string | number) {
       const row = await load(userId, id);
       if (row.status !== 'draft') throw conflict(`This broadcast is ${row.status} already; only drafts can be sent`, 'not_draft');
       const { plan, audience } = await checkSendable(row);
@@ -156,7 +157,7 @@ export function createBroadcastService(deps: {
     },
 
     /** Sends `cancelSignal` to the run; answers once the broadcast is closed (or after a few seconds, still closing). */
-    async cancel(userId: string, id: string) {
+    async cancel({ userId }: Actor, id: string) {
       const row = await load(userId, id);
       if (!(OPEN as readonly string[]).includes(row.status)) throw conflict(`A ${row.status} broadcast cannot be canceled`, 'not_cancelable');
       const running = await deps.workflows.cancelBroadcast(id);

@@ -3,9 +3,10 @@ import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { AppError, isAppError, notFound } from '../errors.js';
 import { newId } from '../ids.js';
+import type { Actor } from '../tenancy.js';
 import type { ImportProgress, ImportWorkflows } from '../ports/contacts.js';
 import { IMPORT_LIMITS, stageCsv } from './csv.js';
-import { addToList } from './lists.js';
+import { addToList, ownedList } from './lists.js';
 import { upsertContacts, type ContactInput } from './service.js';
 
 export { IMPORT_LIMITS } from './csv.js';
@@ -29,7 +30,7 @@ const progressOf = (r: Row): ImportProgress => ({ status: r.status, rowsRead: r.
 export function createImportService(deps: { db: Db; workflows: ImportWorkflows; contactCap?: number }) {
   const { db } = deps;
 
-  async function load(userId: string, listId: string, id: string): Promise<Row> {
+  async function load({ userId }: Actor, listId: string, id: string): Promise<Row> {
     const [row] = await db.select().from(ci).where(and(eq(ci.userId, userId), eq(ci.listId, listId), eq(ci.id, id)));
     if (!row) throw notFound('Import not found');
     return row;
@@ -73,8 +74,13 @@ export function createImportService(deps: { db: Db; workflows: ImportWorkflows; 
   }
 
   return {
-    /** Parses the CSV once (size, header, attribute columns, rows), stages its rows with the import, and starts the import workflow. */
-    async start(userId: string, listId: string, csv: string) {
+    /**
+     * Into the actor's list (404 when it is not theirs): parses the CSV once (size, header, attribute columns,
+     * rows), stages its rows with the import, and starts the import workflow.
+     */
+    async start(actor: Actor, listId: string, csv: string) {
+      await ownedList(db, actor, listId);
+      const { userId } = actor;
       if (Buffer.byteLength(csv, 'utf8') > IMPORT_LIMITS.bytes) throw new AppError(413, 'payload_too_large', `CSV imports are limited to ${IMPORT_LIMITS.bytes / 1024 / 1024} MB`);
       const id = newId('imp');
       const row = await db.transaction(async (tx) => {
@@ -87,8 +93,8 @@ export function createImportService(deps: { db: Db; workflows: ImportWorkflows; 
     },
 
     /** The import, with live counts from the running workflow when it answers. */
-    async get(userId: string, listId: string, id: string) {
-      const row = await load(userId, listId, id);
+    async get(actor: Actor, listId: string, id: string) {
+      const row = await load(actor, listId, id);
       const live = row.status === 'running' ? await deps.workflows.contactImportProgress(id).catch(() => undefined) : undefined;
       if (!live) return importDto(row);
       return { ...importDto(row), status: live.status, rows_read: live.rowsRead, created: live.created, updated: live.updated, rejected: live.rejected, rejections: live.rejections };

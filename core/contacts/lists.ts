@@ -3,6 +3,7 @@ import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { badRequest, notFound } from '../errors.js';
 import { newId } from '../ids.js';
+import type { Actor } from '../tenancy.js';
 import { contactDto, olderThan, upsertContacts, type ContactInput } from './service.js';
 
 type ListRow = typeof schema.lists.$inferSelect;
@@ -12,18 +13,21 @@ const c = schema.contacts;
 
 export type MembersInput = { contactIds?: string[]; emails?: string[]; contacts?: ContactInput[] };
 
+/** The actor's list, or 404 `not_found`: the ownership check of everything done to a list (its members, its imports). */
+export async function ownedList(db: Db, { userId }: Actor, id: string): Promise<ListRow> {
+  const [row] = await db.select().from(l).where(and(eq(l.userId, userId), eq(l.id, id)));
+  if (!row) throw notFound('List not found');
+  return row;
+}
+
 /** Lists of contacts: CRUD, paged membership, and adding members by id, address or full contact (upserting). */
 export function createListService(deps: { db: Db; contactCap?: number }) {
   const { db } = deps;
   const dto = (r: ListRow, count: number) => ({ id: r.id, name: r.name, contact_count: count, created_at: r.createdAt, updated_at: r.updatedAt });
   const memberCount = sql<number>`(select count(*)::int from ${lm} where ${lm.listId} = ${l.id})`;
 
-  async function load(userId: string, id: string): Promise<ListRow> {
-    const [row] = await db.select().from(l).where(and(eq(l.userId, userId), eq(l.id, id)));
-    if (!row) throw notFound('List not found');
-    return row;
-  }
-  async function withCount(userId: string, id: string) {
+  const load = (actor: Actor, id: string) => ownedList(db, actor, id);
+  async function withCount({ userId }: Actor, id: string) {
     const [row] = await db.select({ list: l, count: memberCount }).from(l).where(and(eq(l.userId, userId), eq(l.id, id)));
     if (!row) throw notFound('List not found');
     return dto(row.list, Number(row.count));
@@ -31,23 +35,23 @@ export function createListService(deps: { db: Db; contactCap?: number }) {
 
   return {
     load,
-    async list(userId: string) {
+    async list({ userId }: Actor) {
       const rows = await db.select({ list: l, count: memberCount }).from(l).where(eq(l.userId, userId)).orderBy(desc(l.createdAt), desc(l.id));
       return rows.map((r) => dto(r.list, Number(r.count)));
     },
     get: withCount,
-    async create(userId: string, name: string) {
+    async create({ userId }: Actor, name: string) {
       const now = Date.now();
       const [row] = await db.insert(l).values({ id: newId('lst'), userId, name, createdAt: now, updatedAt: now }).returning();
       return dto(row!, 0);
     },
-    async rename(userId: string, id: string, name: string) {
-      await load(userId, id);
+    async rename(actor: Actor, id: string, name: string) {
+      await load(actor, id);
       await db.update(l).set({ name, updatedAt: Date.now() }).where(eq(l.id, id));
-      return withCount(userId, id);
+      return withCount(actor, id);
     },
-    async remove(userId: string, id: string) {
-      await load(userId, id);
+    async remove(actor: Actor, id: string) {
+      await load(actor, id);
       await db.transaction(async (tx) => {
         await tx.delete(lm).where(eq(lm.listId, id));
         await tx.delete(l).where(eq(l.id, id));
@@ -55,8 +59,8 @@ export function createListService(deps: { db: Db; contactCap?: number }) {
       return { ok: true as const };
     },
     /** Members newest first; `before` is a contact id of the previous page (keyset on the time it was added). */
-    async members(userId: string, id: string, q: { before?: string; limit: number }) {
-      await load(userId, id);
+    async members(actor: Actor, id: string, q: { before?: string; limit: number }) {
+      await load(actor, id);
       let anchor: { at: number; id: string } | undefined;
       if (q.before) {
         const [m] = await db.select({ at: lm.addedAt }).from(lm).where(and(eq(lm.listId, id), eq(lm.contactId, q.before)));
@@ -69,8 +73,9 @@ export function createListService(deps: { db: Db; contactCap?: number }) {
       return rows.map((r) => contactDto(r.contact));
     },
     /** Adds contacts (ids of the account's contacts, or addresses/contacts upserted first); answers how many joined now. */
-    async addMembers(userId: string, id: string, input: MembersInput) {
-      await load(userId, id);
+    async addMembers(actor: Actor, id: string, input: MembersInput) {
+      const { userId } = actor;
+      await load(actor, id);
       const upserts: ContactInput[] = [...(input.emails ?? []).map((email) => ({ email })), ...(input.contacts ?? [])];
       return db.transaction(async (tx) => {
         const ids = new Set(input.contactIds ?? []);
@@ -84,8 +89,8 @@ export function createListService(deps: { db: Db; contactCap?: number }) {
         return { added, created: upserted.filter((u) => u.created).length };
       });
     },
-    async removeMember(userId: string, id: string, contactId: string) {
-      await load(userId, id);
+    async removeMember(actor: Actor, id: string, contactId: string) {
+      await load(actor, id);
       const gone = await db.delete(lm).where(and(eq(lm.listId, id), eq(lm.contactId, contactId))).returning({ id: lm.contactId });
       if (gone.length === 0) throw notFound('Contact is not in this list');
       return { ok: true as const };

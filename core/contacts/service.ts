@@ -4,6 +4,7 @@ import { schema } from '../../db/index.js';
 import { badRequest, conflict, notFound } from '../errors.js';
 import { newId } from '../ids.js';
 import { assertContactRoom, withinContactCap } from './cap.js';
+import type { Actor } from '../tenancy.js';
 
 export type Attributes = Record<string, string | number | boolean | null>;
 export type ContactInput = { email: string; name?: string | null; attributes?: Attributes; subscribed?: boolean };
@@ -73,12 +74,12 @@ export function createContactService(deps: { db: Db; touchWindowMs?: number; onU
   }
 
   return {
-    load,
+    load: ({ userId }: Actor, id: string) => load(userId, id),
     /** A contact by id alone (the unsubscribe page, whose signed token names it). */
     async byId(id: string): Promise<Row | undefined> {
       return (await db.select().from(c).where(eq(c.id, id)))[0];
     },
-    async list(userId: string, q: { before?: string; limit: number; search?: string }) {
+    async list({ userId }: Actor, q: { before?: string; limit: number; search?: string }) {
       const anchor = q.before ? await load(userId, q.before).then((r) => ({ at: r.createdAt, id: r.id })) : undefined;
       const like = q.search ? `%${q.search.replace(/[%_\\]/g, '\\$&')}%` : undefined;
       const rows = await db.select().from(c).where(and(
@@ -86,10 +87,10 @@ export function createContactService(deps: { db: Db; touchWindowMs?: number; onU
       )).orderBy(desc(c.createdAt), desc(c.id)).limit(q.limit);
       return rows.map(contactDto);
     },
-    async get(userId: string, id: string) {
+    async get({ userId }: Actor, id: string) {
       return contactDto(await load(userId, id));
     },
-    async create(userId: string, input: ContactInput) {
+    async create({ userId }: Actor, input: ContactInput) {
       const now = Date.now();
       const [row] = await db.transaction(async (tx) => {
         await assertContactRoom(tx, userId, [input.email], cap);
@@ -102,7 +103,7 @@ export function createContactService(deps: { db: Db; touchWindowMs?: number; onU
       return contactDto(row);
     },
     /** Changes name, attributes (replaced as a whole) or the subscription; `email` too, unless taken. */
-    async update(userId: string, id: string, patch: Partial<ContactInput>) {
+    async update({ userId }: Actor, id: string, patch: Partial<ContactInput>) {
       await load(userId, id);
       const now = Date.now();
       const set: Partial<typeof c.$inferInsert> = { updatedAt: now };
@@ -122,7 +123,7 @@ export function createContactService(deps: { db: Db; touchWindowMs?: number; onU
         throw err;
       }
     },
-    async remove(userId: string, id: string) {
+    async remove({ userId }: Actor, id: string) {
       await load(userId, id);
       await db.transaction(async (tx) => {
         await tx.delete(schema.listMembers).where(eq(schema.listMembers.contactId, id));

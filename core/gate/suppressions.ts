@@ -3,6 +3,7 @@ import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { notFound } from '../errors.js';
 import { newId } from '../ids.js';
+import type { Actor } from '../tenancy.js';
 
 type Tx = Pick<Db, 'insert'>;
 
@@ -13,7 +14,7 @@ export function createSuppressionService(deps: { db: Db; onSuppressed?: (userId:
   const dto = (r: typeof s.$inferSelect) => ({ id: r.id, email: r.email, reason: r.reason, messageId: r.messageId, detail: r.detail, createdAt: r.createdAt });
 
   return {
-    async list(userId: string) {
+    async list({ userId }: Actor) {
       return (await db.select().from(s).where(eq(s.userId, userId)).orderBy(desc(s.createdAt))).map(dto);
     },
     /** Adds (or keeps) a suppression; idempotent per address. */
@@ -25,7 +26,7 @@ export function createSuppressionService(deps: { db: Db; onSuppressed?: (userId:
       // Inside a caller's transaction this runs before the commit; the enrolment's next step re-checks anyway.
       deps.onSuppressed?.(userId, email.toLowerCase());
     },
-    async remove(userId: string, email: string) {
+    async remove({ userId }: Actor, email: string) {
       const gone = await db.delete(s).where(and(eq(s.userId, userId), eq(s.email, email.toLowerCase()))).returning({ id: s.id });
       if (gone.length === 0) throw notFound(`${email} is not suppressed`);
       return { ok: true as const };

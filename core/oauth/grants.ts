@@ -2,6 +2,7 @@ import { and, desc, eq, gt, isNull, sql } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { AppError, notFound } from '../errors.js';
+import type { Actor } from '../tenancy.js';
 
 /** Why a grant stopped: the user unlinked it, the app revoked it, or a replay showed a token had leaked. */
 export type RevokeReason = 'user' | 'revocation_endpoint' | 'code_replay' | 'refresh_reuse';
@@ -39,7 +40,7 @@ export function createGrantStore(deps: { db: Db; cap?: number }) {
     },
 
     /** The apps linked to the account, newest first (revoked grants are gone from the list). */
-    async list(userId: string) {
+    async list({ userId }: Actor) {
       const c = schema.oauthClients;
       const rows = await db.select({ grant: g, clientName: c.name, redirectUris: c.redirectUris }).from(g)
         .innerJoin(c, eq(c.id, g.clientId))
@@ -52,7 +53,7 @@ export function createGrantStore(deps: { db: Db; cap?: number }) {
     },
 
     /** Unlinks one app of the account; its access and refresh tokens stop working at once. */
-    async revokeForUser(userId: string, grantId: string) {
+    async revokeForUser({ userId }: Actor, grantId: string) {
       const [row] = await db.update(g).set({ revokedAt: Date.now(), revokedReason: 'user' })
         .where(and(eq(g.id, grantId), eq(g.userId, userId), isNull(g.revokedAt))).returning({ id: g.id });
       if (!row) throw notFound('No linked app with this id', 'grant_not_found');

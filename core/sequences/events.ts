@@ -6,6 +6,7 @@ import { newId } from '../ids.js';
 import { olderThan } from '../contacts/service.js';
 import type { SequenceDefinition } from './definition.js';
 import type { EventJob, SequenceDispatcher } from './dispatch.js';
+import type { Actor } from '../tenancy.js';
 
 const ev = schema.appEvents;
 type Row = typeof ev.$inferSelect;
@@ -47,7 +48,7 @@ export function createAppEventService(deps: { db: Db; dispatcher: SequenceDispat
   }
 
   return {
-    async record(userId: string, input: PostEventInput) {
+    async record({ userId }: Actor, input: PostEventInput) {
       if (!input.name) throw badRequest('name is required', 'validation_error');
       if ((input.email === undefined) === (input.contactId === undefined)) throw badRequest('Give exactly one of email and contactId', 'invalid_target');
       if (input.dedupeKey !== undefined) {
@@ -91,7 +92,7 @@ export function createAppEventService(deps: { db: Db; dispatcher: SequenceDispat
       return accepted(row, false);
     },
 
-    async list(userId: string, q: { name?: string; email?: string; before?: string; limit: number }) {
+    async list({ userId }: Actor, q: { name?: string; email?: string; before?: string; limit: number }) {
       const anchor = q.before ? (await db.select().from(ev).where(and(eq(ev.userId, userId), eq(ev.id, q.before))))[0] : undefined;
       if (q.before && !anchor) throw notFound('No event with the id given as before', 'event_not_found');
       const rows = await db.select().from(ev).where(and(
@@ -102,7 +103,7 @@ export function createAppEventService(deps: { db: Db; dispatcher: SequenceDispat
     },
 
     /** Names seen (most recent first), then names only sequences declare (alphabetically); `usedBy` names the sequences. */
-    async names(userId: string) {
+    async names({ userId }: Actor) {
       const seen = await db.select({ name: ev.name, count: sql<number>`count(*)::int`, lastSeenAt: max(ev.createdAt) })
         .from(ev).where(eq(ev.userId, userId)).groupBy(ev.name);
       const seqs = await db.select({ name: schema.sequences.name, definition: schema.sequenceVersions.definition }).from(schema.sequences)

@@ -71,7 +71,7 @@ export function createSequenceService(deps: { db: Db; templates: TemplateService
   }
 
   return {
-    load,
+    load: ({ userId }: Actor, idOrName: string) => load(userId, idOrName),
     definitionOf,
     /**
      * A domain-scoped key reaches only the sequences that send from its own domain; any other answers the
@@ -84,16 +84,16 @@ export function createSequenceService(deps: { db: Db; templates: TemplateService
         .where(and(eq(schema.domains.userId, actor.userId), eq(schema.domains.domain, sender)));
       if (dom?.id !== actor.domainId) throw notFound(`No sequence named "${requested}"`, 'sequence_not_found');
     },
-    async list(userId: string) {
+    async list({ userId }: Actor) {
       const rows = await db.select({ s, d: v.definition }).from(s).innerJoin(v, and(eq(v.sequenceId, s.id), eq(v.version, s.version)))
         .where(eq(s.userId, userId)).orderBy(desc(s.createdAt), desc(s.id));
       return rows.map((r) => sequenceDto(r.s, r.d as unknown as SequenceDefinition));
     },
-    async get(userId: string, id: string) {
+    async get({ userId }: Actor, id: string) {
       const row = await load(userId, id);
       return sequenceDto(row, await definitionOf(row.id, row.version));
     },
-    async create(userId: string, input: SequenceDefinition & { name: string; status?: SequenceStatus }) {
+    async create({ userId }: Actor, input: SequenceDefinition & { name: string; status?: SequenceStatus }) {
       const { name, status = 'draft', ...d } = input;
       await check(userId, d, status);
       const now = Date.now();
@@ -108,7 +108,7 @@ export function createSequenceService(deps: { db: Db; templates: TemplateService
       return sequenceDto(row, d);
     },
     /** Changes name, status or definition; a definition change on a non-draft adds a version. */
-    async update(userId: string, id: string, patch: SequencePatch) {
+    async update({ userId }: Actor, id: string, patch: SequencePatch) {
       const row = await load(userId, id);
       const { name, status, ...fields } = patch;
       const current = await definitionOf(row.id, row.version);
@@ -134,7 +134,7 @@ export function createSequenceService(deps: { db: Db; templates: TemplateService
       return sequenceDto(updated, d);
     },
     /** Deletes a draft that never enrolled anyone; other sequences are archived instead. */
-    async remove(userId: string, id: string) {
+    async remove({ userId }: Actor, id: string) {
       const row = await load(userId, id);
       if (row.status !== 'draft') throw conflict('Only drafts can be deleted; archive the sequence instead', 'not_draft');
       await db.transaction(async (tx) => {
@@ -144,7 +144,7 @@ export function createSequenceService(deps: { db: Db; templates: TemplateService
       return { ok: true as const };
     },
 
-    async listEnrolments(userId: string, sequenceId: string, q: { status?: EnrolmentRow['status']; before?: string; limit: number }) {
+    async listEnrolments({ userId }: Actor, sequenceId: string, q: { status?: EnrolmentRow['status']; before?: string; limit: number }) {
       const seq = await load(userId, sequenceId);
       const anchor = q.before ? await loadEnrolment(userId, q.before).then((r) => ({ at: r.createdAt, id: r.id })) : undefined;
       const rows = await db.select().from(e).where(and(eq(e.userId, userId), eq(e.sequenceId, seq.id), q.status ? eq(e.status, q.status) : undefined,
@@ -152,14 +152,14 @@ export function createSequenceService(deps: { db: Db; templates: TemplateService
       return rows.map(enrolmentDto);
     },
     /** One enrolment; while it runs, the current step and what it waits for come from its `stateQuery`. */
-    async getEnrolment(userId: string, id: string) {
+    async getEnrolment({ userId }: Actor, id: string) {
       const row = await loadEnrolment(userId, id);
       const dto = enrolmentDto(row);
       const live = row.status === 'running' ? await deps.workflows.enrolmentState(row.workflowId).catch(() => undefined) : undefined;
       if (!live || live.enrolmentId !== row.id) return { ...dto, live: false };
       return { ...dto, currentStep: live.step, waitingFor: live.waitingFor, waitUntil: live.waitUntil, live: true };
     },
-    async cancelEnrolment(userId: string, id: string) {
+    async cancelEnrolment({ userId }: Actor, id: string) {
       const row = await loadEnrolment(userId, id);
       if (row.status !== 'running') throw conflict(`This enrolment is ${row.status} already`, 'not_running');
       const running = await deps.workflows.cancelEnrolment(row.workflowId);

@@ -4,6 +4,7 @@ import { schema } from '../../db/index.js';
 import { badRequest, forbidden, notFound } from '../errors.js';
 import { newId } from '../ids.js';
 import { BASE_TEMPLATES, findBaseTemplate, type BaseTemplate } from './base.js';
+import type { Actor } from '../tenancy.js';
 
 /** Limits of a user template; the API schema states the same ones so they show in the JSON Schema. */
 export const TEMPLATE_LIMITS = { name: 100, subject: 998, bodyBytes: 512 * 1024 } as const;
@@ -53,7 +54,7 @@ export function createTemplateService(deps: { db: Db }) {
 
   return {
     /** The account's templates, newest first. */
-    async list(userId: string): Promise<Template[]> {
+    async list({ userId }: Actor): Promise<Template[]> {
       const rows = await db.select().from(t).where(eq(t.userId, userId)).orderBy(desc(t.createdAt), desc(t.id));
       return rows.map(rowDto);
     },
@@ -62,9 +63,9 @@ export function createTemplateService(deps: { db: Db }) {
       return BASE_TEMPLATES.map(baseDto);
     },
     /** One of the account's templates or a built-in one. */
-    get,
+    get: ({ userId }: Actor, id: string) => get(userId, id),
     /** Stores a new `tpl_` template for the account. */
-    async create(userId: string, input: CreateTemplateInput): Promise<Template> {
+    async create({ userId }: Actor, input: CreateTemplateInput): Promise<Template> {
       checkName(input.name);
       const content = { subject: input.subject ?? null, html: input.html ?? null, text: input.text ?? null };
       checkContent(content);
@@ -73,7 +74,7 @@ export function createTemplateService(deps: { db: Db }) {
       return rowDto(row!);
     },
     /** Applies a partial change; built-in templates are read-only (403), other ids 404. */
-    async update(userId: string, id: string, patch: UpdateTemplatePatch): Promise<Template> {
+    async update({ userId }: Actor, id: string, patch: UpdateTemplatePatch): Promise<Template> {
       refuseBase(id);
       const current = await load(userId, id);
       const changes = definedOnly(patch);
@@ -87,7 +88,7 @@ export function createTemplateService(deps: { db: Db }) {
       return rowDto(row);
     },
     /** Deletes one of the account's templates; built-in templates are read-only (403). */
-    async remove(userId: string, id: string): Promise<{ ok: true }> {
+    async remove({ userId }: Actor, id: string): Promise<{ ok: true }> {
       refuseBase(id);
       const gone = await db.delete(t).where(and(eq(t.id, id), eq(t.userId, userId))).returning({ id: t.id });
       if (gone.length === 0) throw notFoundError();
