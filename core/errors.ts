@@ -1,8 +1,10 @@
 import { rateLimitRefusals } from './metrics.js';
 /**
- * The one error family of the service. Core throws these; each edge maps them:
- * REST to {error, code} with `status`, tRPC to TRPCError, SMTP to a reply code,
- * activities to a non-retryable ApplicationFailure when `retryable` is false.
+ * The one error family of the service. Core throws these with an HTTP status (never a protocol's own
+ * reply code), a stable machine `code` and whether trying again may help (`retryable`); each edge maps
+ * them: REST to {error, code} with `status`, tRPC to TRPCError, SMTP by `code` and `retryable` in
+ * smtp/replies.ts, IMAP in smtp/imap/answers.ts, activities to a non-retryable ApplicationFailure when
+ * `retryable` is false.
  */
 export class AppError extends Error {
   constructor(

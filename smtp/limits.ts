@@ -1,9 +1,11 @@
 import type { SMTPServer, SMTPServerSession } from 'smtp-server';
+import { AppError, tooMany } from '../core/errors.js';
 import { rateLimitRefusals } from '../core/metrics.js';
 import { clientKey } from '../core/net/client-address.js';
+import { replyText, smtpError, smtpReplyOf } from './replies.js';
 
-type Reply = Error & { responseCode?: number };
-const reply = (code: number, message: string): Reply => Object.assign(new Error(message), { responseCode: code });
+/** A client past the command rate (counted once per window, below, not at each refused command). */
+const tooFast = new AppError(429, 'smtp_commands', 'Too many commands, slow down', true);
 
 /** What the connection guard needs from the server (smtp-server keeps its live connections in a Set). */
 type Connection = { id: string; send(code: number, message: string): void };
@@ -11,7 +13,7 @@ type Connection = { id: string; send(code: number, message: string): void };
 /**
  * Per-IP connection cap and per-connection command rate for the inbound SMTP server. smtp-server has no
  * per-command hook, but it logs every command (`tnx: 'command'`) to the logger it is given, so the
- * rate is counted there and a client over it gets 421 and is disconnected.
+ * rate is counted there and a client over it is answered `smtp_commands` (smtp/replies.ts) and disconnected.
  */
 export function createSmtpGuard(opts: { maxPerIp: number; commandsPerMinute: number }) {
   const perIp = new Map<string, number>();
@@ -26,7 +28,8 @@ export function createSmtpGuard(opts: { maxPerIp: number; commandsPerMinute: num
     if (w.count <= opts.commandsPerMinute) return;
     if (w.count === opts.commandsPerMinute + 1) rateLimitRefusals.inc({ code: 'smtp_commands' });
     const connections = (server as unknown as { connections?: Set<Connection> } | undefined)?.connections;
-    for (const c of connections ?? []) if (c.id === cid) c.send(421, '4.7.0 Too many commands, slow down');
+    const r = smtpReplyOf(tooFast, 'command');
+    for (const c of connections ?? []) if (c.id === cid) c.send(r.code, replyText(r));
   }
 
   return {
@@ -45,8 +48,10 @@ export function createSmtpGuard(opts: { maxPerIp: number; commandsPerMinute: num
       const ip = session.remoteAddress;
       const key = clientKey(ip); // an IPv6 client counts by its /64
       const open = perIp.get(key) ?? 0;
-      if (open >= opts.maxPerIp) rateLimitRefusals.inc({ code: 'smtp_connections' });
-      if (open >= opts.maxPerIp) return callback(reply(421, `4.7.0 Too many connections from ${ip}, try again later`));
+      // tooMany counts the refusal in svc_rate_limit_refusals_total.
+      if (open >= opts.maxPerIp) {
+        return callback(smtpError(tooMany(`Too many connections from ${ip}, try again later`, 'smtp_connections'), 'connect'));
+      }
       perIp.set(key, open + 1);
       (session as SMTPServerSession & { counted?: boolean }).counted = true;
       callback();

@@ -1,17 +1,15 @@
 import type { Readable } from 'node:stream';
 import { SpanKind } from '@opentelemetry/api';
 import type { SMTPServerDataStream, SMTPServerSession } from 'smtp-server';
-import { isAppError } from '../core/errors.js';
+import { AppError } from '../core/errors.js';
 import type { Core } from '../core/index.js';
 import { log, logError } from '../core/log.js';
 import { inSpan } from '../core/tracing.js';
 import { acceptDuration, messagesAccepted, since } from '../core/metrics.js';
+import { isFault, smtpError } from './replies.js';
 
-type Reply = Error & { responseCode?: number };
-/** Statuses core throws that are SMTP reply codes already (and no HTTP status core uses). */
-const SMTP_ANSWERS = new Set([452, 552]);
-const PARSE_REFUSALS = new Set(['parse_budget_exceeded', 'parse_memory_exceeded', 'unparseable_message']);
-const reply = (code: number, message: string): Reply => Object.assign(new Error(message), { responseCode: code });
+/** DATA past the size limit: the rest of the stream was drained and dropped. */
+const tooBig = (maxBytes: number) => new AppError(413, 'message_too_large', `Message too big: the limit is ${maxBytes} bytes`);
 
 /**
  * Reads the DATA stream, keeping at most `maxBytes`: past the limit the rest is drained and dropped, so
@@ -35,7 +33,7 @@ export function onData(core: Core, maxBytes: number) {
   return (stream: SMTPServerDataStream, session: SMTPServerSession, callback: (err?: Error | null, message?: string) => void) => {
     const started = performance.now();
     readMessage(stream, maxBytes).then(async (raw) => {
-      if (!raw || stream.sizeExceeded) return callback(reply(552, `5.3.4 Message too big: the limit is ${maxBytes} bytes`));
+      if (!raw || stream.sizeExceeded) return callback(smtpError(tooBig(maxBytes), 'data'));
       const rcpts = session.envelope.rcptTo.map((r) => r.address);
       const from = session.envelope.mailFrom ? session.envelope.mailFrom.address : '';
       const ids = await inSpan('smtp receive', { 'svc.recipients': rcpts.length, 'svc.bytes': raw.length }, () =>
@@ -46,13 +44,9 @@ export function onData(core: Core, maxBytes: number) {
       log.info({ messageIds: ids, recipients: rcpts.length, client: session.remoteAddress }, 'inbound message accepted');
       callback(null, `2.0.0 Ok: queued${ids.length ? ` as ${ids.join(',')}` : ''}`);
     }).catch((err: unknown) => {
-      // Content the parse pool gave up on (time or memory budget, or the parser refused it): the same bytes would fail again, so permanent.
-      if (isAppError(err) && PARSE_REFUSALS.has(err.code)) return callback(reply(554, `5.6.0 ${err.message}`));
-      // Core's SMTP answers (the storage door: 452 4.2.2 mailbox full, 552 5.2.2) go out as they are.
-      if (isAppError(err) && SMTP_ANSWERS.has(err.status)) return callback(reply(err.status, err.message));
-      if (isAppError(err) && err.status >= 400 && err.status < 600 && !err.retryable) return callback(reply(err.status === 413 ? 552 : 554, err.message));
-      logError('[smtp] DATA failed', err);
-      callback(reply(451, '4.3.0 Temporary failure storing the message, try again later'));
+      // Core's refusals (the storage door, the parse pool's) and faults alike: smtp/replies.ts answers them.
+      if (isFault(err)) logError('[smtp] DATA failed', err);
+      callback(smtpError(err, 'data'));
     });
   };
 }

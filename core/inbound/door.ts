@@ -18,12 +18,12 @@ const PRUNE_EVERY = 1000;
 const RCPT_VIEW_MS = 1000;
 
 /**
- * 452 4.2.2 (RFC 5321 §4.2.2, RFC 3463 X.2.2 "mailbox full"): a temporary refusal, so the sending MTA
- * keeps the message and tries again once the owner made room (or the next day for the allowance).
+ * The account is past its storage quota or its daily allowance: a temporary refusal (507 Insufficient
+ * Storage), so the sender tries again once the owner made room (or the next day for the allowance).
  */
-const full = (why: string) => new AppError(452, 'mailbox_full', `4.2.2 ${why}`, true);
-/** 552 5.2.2: this message is larger than everything the account may ever hold, so retrying cannot help. */
-const never = (why: string) => new AppError(552, 'mailbox_full', `5.2.2 ${why}`);
+const full = (why: string) => new AppError(507, 'mailbox_full', why, true);
+/** This message is larger than everything the account may ever hold (413), so retrying cannot help. */
+const never = (why: string) => new AppError(413, 'mailbox_full', why);
 
 type View = { verified: boolean; used: number; today: { messages: number; bytes: number } };
 
@@ -33,7 +33,7 @@ type View = { verified: boolean; used: number; today: { messages: number; bytes:
  * account already past either (from a view at most 1 s old); DATA refuses a message that would pass
  * either, checked early from that view and then last in the accepting transaction, under the account's
  * running-total row lock. (A view that counted a message whose transaction then failed errs toward refusing, for
- * at most a second, with a temporary 452.)
+ * at most a second, with a temporary refusal.) smtp/replies.ts says what each refusal answers.
  */
 export function createInboundDoor(deps: { db: Db; storage: StorageQuota; unverifiedDaily: InboundAllowance }) {
   const views = new Map<string, { at: number; view: Promise<View> }>();
@@ -71,7 +71,7 @@ export function createInboundDoor(deps: { db: Db; storage: StorageQuota; unverif
     };
   }
 
-  /** Throws the SMTP refusal for `bytes` more (0 at RCPT: is the account already past a limit?). */
+  /** Throws the refusal for `bytes` more (0 at RCPT: is the account already past a limit?). */
   function judge(v: View, bytes: number, keepsCopy: boolean, address: string): void {
     const quota = deps.storage.quotaBytes;
     if (keepsCopy) {
@@ -103,7 +103,7 @@ export function createInboundDoor(deps: { db: Db; storage: StorageQuota; unverif
     /** Inside the accepting `tx`: an encrypted domain's sealed copy, stored instead of a mailbox body, counts in the running total. */
     storedSealed: (tx: Tx, userId: string, bytes: number) => deps.storage.add(tx, userId, bytes),
 
-    /** RCPT TO for a mailbox of `userId`: 452 4.2.2 when the account is already over its quota or allowance. */
+    /** RCPT TO for a mailbox of `userId`: refused, for now, when the account is already over its quota or allowance. */
     async atRcpt(userId: string, address: string, keepsCopy: boolean): Promise<void> {
       judge(await viewOf(userId), 0, keepsCopy, address);
     },

@@ -131,7 +131,7 @@ export function createInboundService(deps: {
         }
         // The account's counters last (today's inbound and the month's usage, in the door's one statement): each
         // holds its row locked until commit, so concurrent messages of one account queue only for that statement.
-        // A message that passes the quota or the allowance is refused (452/552) and everything above rolls back.
+        // A message that passes the quota or the allowance is refused and everything above rolls back.
         await deps.door.atData(tx, domain.userId, rcpts[0]!, raw.length, !keepNothing, storedBytes);
       });
       filed.forEach(deps.mailboxStore.notify);
@@ -216,9 +216,9 @@ export function createInboundService(deps: {
   return {
     /**
      * RCPT TO: a mailbox on the verified domain with verified MX, or a return path of a domain that is
-     * verified or sends; 451 (try later) when the domain is known but its last DNS check could not read
-     * its records; 550 otherwise. A mailbox of an account already over its storage quota or its daily
-     * allowance (unverified accounts) is 452 4.2.2.
+     * verified or sends; `dns_unavailable` (retryable) when the domain is known but its last DNS check could
+     * not read its records; `unknown_domain` otherwise. A mailbox of an account already over its storage
+     * quota or its daily allowance (unverified accounts) is `mailbox_full`, retryable.
      */
     async checkRecipient(address: string): Promise<void> {
       const { domain } = split(address);
@@ -233,8 +233,10 @@ export function createInboundService(deps: {
         rememberAtRcpt(name, verified.userId, verified.zeroRetention !== 1);
         return deps.door.atRcpt(verified.userId, address, verified.zeroRetention !== 1);
       }
-      if (rows.some((r) => r.error)) throw new AppError(451, 'dns_unavailable', `4.4.3 <${address}>: cannot check ${name} right now, try again later`, true);
-      throw new AppError(550, 'unknown_domain', `5.1.2 <${address}>: ${name} is not a verified domain here`);
+      if (rows.some((r) => r.error)) {
+        throw new AppError(503, 'dns_unavailable', `<${address}>: cannot check ${name} right now, try again later`, true);
+      }
+      throw new AppError(404, 'unknown_domain', `<${address}>: ${name} is not a verified domain here`);
     },
 
     /**
@@ -246,12 +248,12 @@ export function createInboundService(deps: {
       for (const token of env.rcpts.map(unsubscribeTokenOf)) if (token) await deps.unsubscribe(token);
       const returnPaths = env.rcpts.filter((a) => isReturnPath(a) && !unsubscribeTokenOf(a));
       if (returnPaths.length > 0) {
-        // In the parse pool, as every parse of outside bytes (a report past its budget is refused: 554 5.6.0).
+        // In the parse pool, as every parse of outside bytes (a report past its budget is refused for good).
         const report = await runParse('parseReport', { raw, envelopeTo: returnPaths, serviceDomain: deps.serviceDomain });
         if (report) await deps.reports.apply(report);
       }
       if (env.rcpts.every(isReturnPath)) return [];
-      // Room first: a message refused at the door (452/552) costs no parse and is stored for no domain.
+      // Room first: a message refused at the door (`mailbox_full`) costs no parse and is stored for no domain.
       await admitAll(raw.length, env.rcpts.filter((a) => !isReturnPath(a)));
       const mail = await parseMail(raw);
       const auth = await scoreMessage(raw, { ip: env.ip, helo: env.helo, sender: env.from, mta: deps.serviceDomain, resolver: deps.resolver });

@@ -37,7 +37,7 @@ const busy = (task: string, ms: number) =>
 /**
  * The budget of one task, counted from when a thread starts it (the thread writes, into `started`, the
  * milliseconds from hand-in to its start, plus one): a task that waited behind a hostile one is not
- * refused for the wait. A task no thread starts within `queueMs` is refused as busy, retryable (SMTP 451).
+ * refused for the wait. A task no thread starts within `queueMs` is refused as busy, retryable (503 `parse_busy`).
  */
 function watchTask(task: string, budget: number, queueMs: number) {
   const handedAt = Date.now();

@@ -32,7 +32,7 @@ type Template = { subject: string | null; html: string | null; text: string | nu
 
 /**
  * mailparser's refusals of a message (more than its child parts, a header block past its size): the input's
- * doing, so a permanent 422 `unparseable_message` (SMTP 554 5.6.0), not a failure to retry. V8's own limits
+ * doing, so a permanent 422 `unparseable_message`, not a failure to retry. V8's own limits
  * (RangeError) are answered by worker.ts.
  */
 const unparseable = (err: unknown): never => {
