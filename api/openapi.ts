@@ -35,7 +35,7 @@ function operationObject(op: Operation): Json {
     ...(op.body ? { requestBody: { required: true, content: { 'application/json': { schema: jsonSchema(op.body, 'input') } } } } : {}),
     responses: {
       [status]: { description: 'Success', content: { 'application/json': { schema: jsonSchema(op.output, 'output') } } },
-      default: { description: 'Error: {"error", "code"} with the HTTP status (DESIGN.md wire conventions)', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } },
+      default: { description: 'Error: {"error", "code"} with the HTTP status (docs/api.md, Errors)', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } },
     },
     security: op.auth === 'public' ? [] : [{ bearer: [] }],
     'x-credential-kinds': op.auth === 'public' ? ['public'] : [...op.auth],
