@@ -119,7 +119,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
     }));
   };
   // The domain and hosted-zone services refer to each other (delete cleans hosted records; claims insert domains).
-  const serviceDomain = createServiceDomain({ db, sealer, domain: config.serviceDomain, publicIp: config.publicIp, resolver, servesZone: config.dnsPort !== undefined });
+  const serviceDomain = createServiceDomain({ db, sealer, domain: config.serviceDomain, publicIp: config.publicIp, servesZone: config.dnsPort !== undefined });
   const hosted = createHostedZoneService({ db, base: config.serviceDomain, domains: () => domains, ownRecords: () => serviceDomain.records() });
   const domains: DomainService = createDomainService({
     db, sealer, resolver, serviceDomain: config.serviceDomain, providers, workflows: deps.workflows, planOf, enrich, ownership: createOwnershipTokens(config.secretKey),

@@ -3,25 +3,28 @@ import { and, asc, eq, isNull, lt, or } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import type { Sealer } from '../secrets.js';
-import { dkimKeyPublished } from './check.js';
-import { generateDkimKey } from './dkim.js';
+import { rotationUnderWay, type KeyOwner } from './dkim.js';
 import type { DomainRow, EnrichedDomain } from './dto.js';
 import type { DnsRecordOut } from './records.js';
 import type { DkimRotationWorkflows } from '../ports/domains.js';
 import type { Actor } from '../tenancy.js';
 import { conflict, notFound } from '../errors.js';
 import { SERVICE_ROTATION_ID, type ServiceDomain } from './service-domain.js';
-import { nextSelector, type RotationStep } from './rotation-steps.js';
+import { rotationSteps } from './rotation-steps.js';
 
-export { nextSelector, type RotationStep } from './rotation-steps.js';
+export type { RotationStep } from './rotation-steps.js';
 
 /**
- * The steps of a DKIM key rotation (docs/domains.md), each idempotent so the rotation workflow can retry
- * any of them: create the next key and publish it, see it resolve, switch signing to it (the old key stays
- * published), retire the old key. `republish` rewrites a hosted zone's records from the row.
+ * DKIM key rotation (docs/domains.md): the steps of core/domains/rotation-steps.ts run with a domain's id over
+ * that domain's row, and with the id `service` over SERVICE_DOMAIN's own key; each is idempotent so the rotation
+ * workflow can retry any of them. `republish` rewrites a hosted zone's records from the row.
  */
 export function createDkimRotation(deps: {
-  db: Db; sealer: Sealer; resolver: Resolver; workflows: DkimRotationWorkflows; republish(row: DomainRow): Promise<void>;
+  db: Db;
+  sealer: Sealer;
+  resolver: Resolver;
+  workflows: DkimRotationWorkflows;
+  republish(row: DomainRow): Promise<void>;
   /** The domain service's tenant-scoped read (404 for anything the actor may not see) and its detail view. */
   load(actor: Actor, id: string): Promise<DomainRow>;
   get(actor: Actor, id: string): Promise<{ domain: EnrichedDomain; dns: DnsRecordOut[] }>;
@@ -30,77 +33,67 @@ export function createDkimRotation(deps: {
 }) {
   const { db } = deps;
   const d = schema.domains;
-  const load = async (id: string) => (await db.select().from(d).where(eq(d.id, id)))[0];
-  async function update(id: string, values: Partial<typeof d.$inferInsert>): Promise<DomainRow | undefined> {
-    const [row] = await db.update(d).set({ ...values, updatedAt: Date.now() }).where(eq(d.id, id)).returning();
-    if (row?.hosted) await deps.republish(row);
-    return row;
+
+  /** A domain row's key as a rotation's owner: each write stamps `updated_at`; a hosted zone is rewritten from it. */
+  const domainKeys = (id: string): KeyOwner<DomainRow> => ({
+    read: async () => (await db.select().from(d).where(eq(d.id, id)))[0],
+    async write(values, ifNoNext) {
+      const where = ifNoNext ? and(eq(d.id, id), isNull(d.dkimNextSelector)) : eq(d.id, id);
+      return (
+        await db
+          .update(d)
+          .set({ ...values, updatedAt: Date.now() })
+          .where(where)
+          .returning()
+      )[0];
+    },
+    async publish(row) {
+      if (row.hosted) await deps.republish(row);
+    },
+  });
+  const stepsOf = (id: string) =>
+    id === SERVICE_ROTATION_ID && deps.service
+      ? rotationSteps(deps.service.keys, deps)
+      : rotationSteps(domainKeys(id), deps);
+
+  /** SERVICE_DOMAIN's key is due: older than `olderThanMs` (this process's copy of its row), no rotation under way. */
+  async function serviceDue(olderThanMs: number): Promise<boolean> {
+    if (!deps.service) return false;
+    const row = await deps.service.ensure();
+    return !rotationUnderWay(row) && (row.dkimRotatedAt ?? row.createdAt) < Date.now() - olderThanMs;
   }
 
   const steps = {
-    /** Creates the next key under a new selector (kept when one is already waiting) and publishes it in a hosted zone. */
-    async begin(domainId: string): Promise<RotationStep> {
-      if (domainId === SERVICE_ROTATION_ID && deps.service) return deps.service.rotation.begin();
-      let row = await load(domainId);
-      if (!row) return { state: 'gone' };
-      if (!row.dkimNextSelector) {
-        const key = await generateDkimKey();
-        const selector = nextSelector(row.dkimSelector, row.dkimPrevSelector);
-        // Only the first writer's key counts (a retried activity keeps it).
-        const [won] = await db.update(d).set({
-          dkimNextSelector: selector, dkimNextPublicKey: key.publicKeyB64, dkimNextPrivateKeySealed: deps.sealer.seal(key.privateKeyPem), updatedAt: Date.now(),
-        }).where(and(eq(d.id, domainId), isNull(d.dkimNextSelector))).returning();
-        row = won ?? (await load(domainId));
-        if (!row) return { state: 'gone' };
-      }
-      if (row.hosted) await deps.republish(row);
-      return { state: 'ready', selector: row.dkimNextSelector!, hosted: row.hosted };
-    },
-
+    /** Creates the next key under a new selector (kept when one is already waiting), publishes it in a hosted zone. */
+    begin: (domainId: string) => stepsOf(domainId).begin(),
     /** Whether the next key resolves (a hosted zone serves it at once); false while it does not, or DNS failed. */
-    async nextPublished(domainId: string): Promise<boolean | 'gone'> {
-      if (domainId === SERVICE_ROTATION_ID && deps.service) return deps.service.rotation.nextPublished();
-      const row = await load(domainId);
-      if (!row) return 'gone';
-      if (!row.dkimNextSelector || !row.dkimNextPublicKey) return true; // already switched (a retried step)
-      if (row.hosted) return true;
-      return (await dkimKeyPublished(deps.resolver, { domain: row.domain, selector: row.dkimNextSelector, publicKeyB64: row.dkimNextPublicKey })) === true;
-    },
-
+    nextPublished: (domainId: string) => stepsOf(domainId).nextPublished(),
     /** Signing moves to the next key; the old one stays published as the previous key. Idempotent. */
-    async switchKey(domainId: string): Promise<{ selector: string } | undefined> {
-      if (domainId === SERVICE_ROTATION_ID && deps.service) return deps.service.rotation.switchKey();
-      const row = await load(domainId);
-      if (!row) return undefined;
-      if (!row.dkimNextSelector || !row.dkimNextPublicKey || !row.dkimNextPrivateKeySealed) return { selector: row.dkimSelector };
-      const done = await update(domainId, {
-        dkimPrevSelector: row.dkimSelector, dkimPrevPublicKey: row.dkimPublicKey,
-        dkimSelector: row.dkimNextSelector, dkimPublicKey: row.dkimNextPublicKey, dkimPrivateKeySealed: row.dkimNextPrivateKeySealed,
-        dkimNextSelector: null, dkimNextPublicKey: null, dkimNextPrivateKeySealed: null, dkimRotatedAt: Date.now(),
-      });
-      return done && { selector: done.dkimSelector };
-    },
-
+    switchKey: (domainId: string) => stepsOf(domainId).switchKey(),
     /** The grace period is over: the previous key is no longer published. */
-    async retire(domainId: string): Promise<void> {
-      if (domainId === SERVICE_ROTATION_ID && deps.service) return deps.service.rotation.retire();
-      await update(domainId, { dkimPrevSelector: null, dkimPrevPublicKey: null });
-    },
-
+    retire: (domainId: string) => stepsOf(domainId).retire(),
     /** A next key that never resolved before the deadline is dropped; signing never moved. */
-    async abandon(domainId: string): Promise<void> {
-      if (domainId === SERVICE_ROTATION_ID && deps.service) return deps.service.rotation.abandon();
-      await update(domainId, { dkimNextSelector: null, dkimNextPublicKey: null, dkimNextPrivateKeySealed: null });
-    },
+    abandon: (domainId: string) => stepsOf(domainId).abandon(),
 
-    /** Domains whose signing key is older than `olderThanMs` and sending (and `service`, SERVICE_DOMAIN's own key): due for the scheduled rotation. */
+    /**
+     * Domains whose signing key is older than `olderThanMs` and sending (and `service`, SERVICE_DOMAIN's own key):
+     * due for the scheduled rotation.
+     */
     async due(olderThanMs: number, limit: number): Promise<string[]> {
-      const service = deps.service && (await deps.service.rotation.due(olderThanMs)) ? [SERVICE_ROTATION_ID] : [];
+      const service = (await serviceDue(olderThanMs)) ? [SERVICE_ROTATION_ID] : [];
       const before = Date.now() - olderThanMs;
-      const rows = await db.select({ id: d.id }).from(d).where(and(
-        eq(d.sendingEnabled, true), isNull(d.dkimNextSelector),
-        or(lt(d.dkimRotatedAt, before), and(isNull(d.dkimRotatedAt), lt(d.createdAt, before))),
-      )).orderBy(asc(d.createdAt)).limit(limit);
+      const rows = await db
+        .select({ id: d.id })
+        .from(d)
+        .where(
+          and(
+            eq(d.sendingEnabled, true),
+            isNull(d.dkimNextSelector),
+            or(lt(d.dkimRotatedAt, before), and(isNull(d.dkimRotatedAt), lt(d.createdAt, before))),
+          ),
+        )
+        .orderBy(asc(d.createdAt))
+        .limit(limit);
       return [...service, ...rows.map((r) => r.id)];
     },
   };
@@ -113,7 +106,8 @@ export function createDkimRotation(deps: {
      */
     async request(actor: Actor, id: string) {
       const row = await deps.load(actor, id);
-      if (row.dkimNextSelector || row.dkimPrevSelector) throw conflict(`A DKIM rotation of ${row.domain} is already under way`, 'dkim_rotation_in_progress');
+      if (rotationUnderWay(row))
+        throw conflict(`A DKIM rotation of ${row.domain} is already under way`, 'dkim_rotation_in_progress');
       const step = await steps.begin(row.id);
       if (step.state === 'gone') throw notFound('Domain not found');
       let started: boolean;
@@ -124,9 +118,13 @@ export function createDkimRotation(deps: {
         await steps.abandon(row.id);
         throw err;
       }
-      if (!started) throw conflict(`A DKIM rotation of ${row.domain} is already under way`, 'dkim_rotation_in_progress');
+      if (!started)
+        throw conflict(`A DKIM rotation of ${row.domain} is already under way`, 'dkim_rotation_in_progress');
       const view = await deps.get(actor, id);
-      return { ...view, rotation: { selector: step.selector, previousSelector: row.dkimSelector, published: step.hosted } };
+      return {
+        ...view,
+        rotation: { selector: step.selector, previousSelector: row.dkimSelector, published: step.hosted },
+      };
     },
 
     /**
@@ -136,20 +134,27 @@ export function createDkimRotation(deps: {
     async requestService() {
       const service = deps.service;
       if (!service) throw notFound('No service domain');
-      const inProgress = () => conflict(`A DKIM rotation of ${service.domain} is already under way`, 'dkim_rotation_in_progress');
-      if (await service.rotation.underWay()) throw inProgress();
+      const inProgress = () =>
+        conflict(`A DKIM rotation of ${service.domain} is already under way`, 'dkim_rotation_in_progress');
+      const keys = await service.keys.read();
+      if (keys && rotationUnderWay(keys)) throw inProgress();
       const current = await service.ensure();
-      const step = await service.rotation.begin();
+      const serviceSteps = rotationSteps(service.keys, deps);
+      const step = await serviceSteps.begin();
       if (step.state === 'gone') throw notFound('No service domain');
       let started: boolean;
       try {
         started = await deps.workflows.startDkimRotation(SERVICE_ROTATION_ID);
       } catch (err) {
-        await service.rotation.abandon();
+        await serviceSteps.abandon();
         throw err;
       }
       if (!started) throw inProgress();
-      return { domain: service.domain, dns: await service.records(), rotation: { selector: step.selector, previousSelector: current.dkimSelector, published: step.hosted } };
+      return {
+        domain: service.domain,
+        dns: await service.records(),
+        rotation: { selector: step.selector, previousSelector: current.dkimSelector, published: step.hosted },
+      };
     },
   };
 }

@@ -1,10 +1,7 @@
-import type { Resolver } from 'node:dns/promises';
 import { and, eq, isNull } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
-import { dkimKeyPublished } from './check.js';
-import { dkimRecordValue, generateDkimKey } from './dkim.js';
-import { nextSelector, type RotationStep } from './rotation-steps.js';
+import { dkimRecordValue, generateDkimKey, type KeyHolder, type KeyOwner } from './dkim.js';
 import { SIGNING_KEY_CACHE_MS } from '../transport/dkim.js';
 import { BOUNCE_LABEL, MX_LABEL, type DnsRecordOut } from './records.js';
 import type { Sealer } from '../secrets.js';
@@ -22,16 +19,36 @@ export const serviceSpf = (publicIp: string | undefined) =>
  * The records SERVICE_DOMAIN itself needs (the ones the doctor checks): the MX customers' MX points to
  * and its address, the SPF include target, the DKIM key of system mail, DMARC, and the `bounces.` return path.
  */
-export function serviceDomainRecords(domain: string, opts: { publicKeyB64: string; publicIp?: string; selector?: string; otherKeys?: { selector: string; publicKeyB64: string }[] }): DnsRecordOut[] {
+export function serviceDomainRecords(
+  domain: string,
+  opts: {
+    publicKeyB64: string;
+    publicIp?: string;
+    selector?: string;
+    otherKeys?: { selector: string; publicKeyB64: string }[];
+  },
+): DnsRecordOut[] {
   return [
     { type: 'MX', name: domain, value: domain, priority: 10 },
-    ...(opts.publicIp && !opts.publicIp.includes(':') ? [{ type: 'A' as const, name: domain, value: opts.publicIp }] : []),
+    ...(opts.publicIp && !opts.publicIp.includes(':')
+      ? [{ type: 'A' as const, name: domain, value: opts.publicIp }]
+      : []),
     // Each domain row's own MX host (<token>.mx.<domain>): one wildcard record (the built-in DNS server answers it itself).
-    ...(opts.publicIp && !opts.publicIp.includes(':') ? [{ type: 'A' as const, name: `*.${MX_LABEL}.${domain}`, value: opts.publicIp }] : []),
+    ...(opts.publicIp && !opts.publicIp.includes(':')
+      ? [{ type: 'A' as const, name: `*.${MX_LABEL}.${domain}`, value: opts.publicIp }]
+      : []),
     { type: 'TXT', name: domain, value: serviceSpf(opts.publicIp) },
-    { type: 'TXT', name: `${opts.selector ?? SERVICE_DKIM_SELECTOR}._domainkey.${domain}`, value: dkimRecordValue(opts.publicKeyB64) },
+    {
+      type: 'TXT',
+      name: `${opts.selector ?? SERVICE_DKIM_SELECTOR}._domainkey.${domain}`,
+      value: dkimRecordValue(opts.publicKeyB64),
+    },
     // During a rotation: the next key (published before it signs) and the previous one (its grace period).
-    ...(opts.otherKeys ?? []).map((k) => ({ type: 'TXT' as const, name: `${k.selector}._domainkey.${domain}`, value: dkimRecordValue(k.publicKeyB64) })),
+    ...(opts.otherKeys ?? []).map((k) => ({
+      type: 'TXT' as const,
+      name: `${k.selector}._domainkey.${domain}`,
+      value: dkimRecordValue(k.publicKeyB64),
+    })),
     { type: 'TXT', name: `_dmarc.${domain}`, value: 'v=DMARC1; p=quarantine; adkim=r; aspf=r' },
     { type: 'MX', name: `${BOUNCE_LABEL}.${domain}`, value: domain, priority: 10 },
     { type: 'TXT', name: `${BOUNCE_LABEL}.${domain}`, value: `v=spf1 include:${domain} ~all` },
@@ -44,12 +61,15 @@ export const SERVICE_ROTATION_ID = 'service';
 /**
  * The service domain as a first-class sending domain: its DKIM key is created once at first boot
  * (race-safe: roles starting together insert-or-ignore on the domain name, then all read the winner's row)
- * and rotated like a customer domain's (docs/domains.md, DKIM key rotation): `begin`, `nextPublished`,
- * `switchKey`, `retire`, `abandon` are the steps the rotation workflow runs with the id `service`. Each
- * process reads the row again after SIGNING_KEY_CACHE_MS, so a switch reaches every signer within it.
+ * and rotated like a customer domain's (docs/domains.md, DKIM key rotation): `keys` is its owner, over which
+ * the rotation workflow runs the same steps with the id `service`. Each process reads the row again after
+ * SIGNING_KEY_CACHE_MS, so a switch reaches every signer within it.
  */
 export function createServiceDomain(deps: {
-  db: Db; sealer: Sealer; domain: string; publicIp?: string; resolver?: Resolver;
+  db: Db;
+  sealer: Sealer;
+  domain: string;
+  publicIp?: string;
   /** The built-in DNS server answers SERVICE_DOMAIN's zone (DNS_PORT): a new key is published at once. */
   servesZone?: boolean;
 }) {
@@ -66,10 +86,16 @@ export function createServiceDomain(deps: {
     const existing = await load();
     if (existing) return existing;
     const key = await generateDkimKey();
-    await deps.db.insert(t).values({
-      domain: deps.domain, dkimSelector: SERVICE_DKIM_SELECTOR, dkimPublicKey: key.publicKeyB64,
-      dkimPrivateKeySealed: deps.sealer.seal(key.privateKeyPem), createdAt: Date.now(),
-    }).onConflictDoNothing();
+    await deps.db
+      .insert(t)
+      .values({
+        domain: deps.domain,
+        dkimSelector: SERVICE_DKIM_SELECTOR,
+        dkimPublicKey: key.publicKeyB64,
+        dkimPrivateKeySealed: deps.sealer.seal(key.privateKeyPem),
+        createdAt: Date.now(),
+      })
+      .onConflictDoNothing();
     const row = await load();
     if (!row) throw new Error(`the service domain ${deps.domain} could not be stored`);
     return row;
@@ -88,69 +114,34 @@ export function createServiceDomain(deps: {
     return row;
   }
 
-  async function update(values: Partial<typeof t.$inferInsert>, where = eq(t.domain, deps.domain)): Promise<Row | undefined> {
-    const [row] = await deps.db.update(t).set(values).where(where).returning();
-    cached = undefined;
-    return row;
-  }
+  const holder = (row: Row): Row & KeyHolder => ({ ...row, hosted: Boolean(deps.servesZone) });
 
-  const rotation = {
-    /** Creates the next key under a new selector (kept when one is already waiting). */
-    async begin(): Promise<RotationStep> {
-      // Read fresh, not from this process's copy: the next selector is derived from the current and previous ones.
-      let row = (await load()) ?? (await ensure());
-      if (!row.dkimNextSelector) {
-        const key = await generateDkimKey();
-        // Only the first writer's key counts (a retried activity keeps it).
-        row = (await update(
-          { dkimNextSelector: nextSelector(row.dkimSelector, row.dkimPrevSelector), dkimNextPublicKey: key.publicKeyB64, dkimNextPrivateKeySealed: deps.sealer.seal(key.privateKeyPem) },
-          and(eq(t.domain, deps.domain), isNull(t.dkimNextSelector)),
-        )) ?? (await load())!;
-      }
-      return { state: 'ready', selector: row.dkimNextSelector!, hosted: Boolean(deps.servesZone) };
+  /**
+   * SERVICE_DOMAIN's key as a rotation's owner (core/domains/rotation-steps.ts): its zone counts as served here
+   * when the built-in DNS server answers it, and its records are built from the row, so publishing adds nothing.
+   */
+  const keys: KeyOwner<Row & KeyHolder> = {
+    // Read fresh, not from this process's copy: a rotation's steps derive each write from the row as it is.
+    async read() {
+      return holder((await load()) ?? (await ensure()));
     },
-    /** Whether the next key resolves: at once when the built-in DNS server answers the zone, else looked up. */
-    async nextPublished(): Promise<boolean> {
-      const row = (await load())!;
-      if (!row.dkimNextSelector || !row.dkimNextPublicKey) return true; // already switched (a retried step)
-      if (deps.servesZone || !deps.resolver) return Boolean(deps.servesZone);
-      return (await dkimKeyPublished(deps.resolver, { domain: row.domain, selector: row.dkimNextSelector, publicKeyB64: row.dkimNextPublicKey })) === true;
+    async write(values, ifNoNext) {
+      const mine = eq(t.domain, deps.domain);
+      const [row] = await deps.db
+        .update(t)
+        .set(values)
+        .where(ifNoNext ? and(mine, isNull(t.dkimNextSelector)) : mine)
+        .returning();
+      cached = undefined;
+      return row && holder(row);
     },
-    /** Signing moves to the next key; the old one stays published as the previous key. Idempotent. */
-    async switchKey(): Promise<{ selector: string }> {
-      const row = (await load())!;
-      if (!row.dkimNextSelector || !row.dkimNextPublicKey || !row.dkimNextPrivateKeySealed) return { selector: row.dkimSelector };
-      const done = await update({
-        dkimPrevSelector: row.dkimSelector, dkimPrevPublicKey: row.dkimPublicKey,
-        dkimSelector: row.dkimNextSelector, dkimPublicKey: row.dkimNextPublicKey, dkimPrivateKeySealed: row.dkimNextPrivateKeySealed,
-        dkimNextSelector: null, dkimNextPublicKey: null, dkimNextPrivateKeySealed: null, dkimRotatedAt: Date.now(),
-      });
-      return { selector: done?.dkimSelector ?? row.dkimNextSelector };
-    },
-    /** The grace period is over: the previous key is no longer published. */
-    async retire(): Promise<void> {
-      await update({ dkimPrevSelector: null, dkimPrevPublicKey: null });
-    },
-    /** A next key that never resolved before the deadline is dropped; signing never moved. */
-    async abandon(): Promise<void> {
-      await update({ dkimNextSelector: null, dkimNextPublicKey: null, dkimNextPrivateKeySealed: null });
-    },
-    /** Due for the scheduled rotation: its key is older than `olderThanMs` and no rotation is under way. */
-    async due(olderThanMs: number): Promise<boolean> {
-      const row = await ensure();
-      return !row.dkimNextSelector && !row.dkimPrevSelector && (row.dkimRotatedAt ?? row.createdAt) < Date.now() - olderThanMs;
-    },
-    /** A rotation is under way: a key waiting to be published, or the old key in its grace period. */
-    async underWay(): Promise<boolean> {
-      const row = (await load()) ?? (await ensure());
-      return Boolean(row.dkimNextSelector || row.dkimPrevSelector);
-    },
+    publish: async () => undefined,
   };
 
   return {
     domain: deps.domain,
     ensure,
-    rotation,
+    keys,
     /** What signs system mail: the service domain, its selector and the opened private key. */
     async signer(): Promise<ServiceSigner> {
       const row = await ensure();
@@ -160,10 +151,19 @@ export function createServiceDomain(deps: {
     async records(): Promise<DnsRecordOut[]> {
       const row = await ensure();
       const otherKeys = [
-        ...(row.dkimNextSelector && row.dkimNextPublicKey ? [{ selector: row.dkimNextSelector, publicKeyB64: row.dkimNextPublicKey }] : []),
-        ...(row.dkimPrevSelector && row.dkimPrevPublicKey ? [{ selector: row.dkimPrevSelector, publicKeyB64: row.dkimPrevPublicKey }] : []),
+        ...(row.dkimNextSelector && row.dkimNextPublicKey
+          ? [{ selector: row.dkimNextSelector, publicKeyB64: row.dkimNextPublicKey }]
+          : []),
+        ...(row.dkimPrevSelector && row.dkimPrevPublicKey
+          ? [{ selector: row.dkimPrevSelector, publicKeyB64: row.dkimPrevPublicKey }]
+          : []),
       ];
-      return serviceDomainRecords(row.domain, { publicKeyB64: row.dkimPublicKey, selector: row.dkimSelector, publicIp: deps.publicIp, otherKeys });
+      return serviceDomainRecords(row.domain, {
+        publicKeyB64: row.dkimPublicKey,
+        selector: row.dkimSelector,
+        publicIp: deps.publicIp,
+        otherKeys,
+      });
     },
   };
 }

@@ -3,6 +3,25 @@ import { boolean, index, integer, jsonb, pgTable, text, uniqueIndex } from 'driz
 import { ms } from './columns.js';
 
 /**
+ * A DKIM key set as both key tables hold it (a domain's row and SERVICE_DOMAIN's row, `service_domains`):
+ * the key that signs, and during a rotation (docs/domains.md) the next key and the previous one.
+ */
+export const dkimKeyColumns = () => ({
+  dkimSelector: text('dkim_selector').notNull(),
+  dkimPublicKey: text('dkim_public_key').notNull(),
+  dkimPrivateKeySealed: text('dkim_private_key_sealed').notNull(),
+  /** The next key, published but not yet signing. */
+  dkimNextSelector: text('dkim_next_selector'),
+  dkimNextPublicKey: text('dkim_next_public_key'),
+  dkimNextPrivateKeySealed: text('dkim_next_private_key_sealed'),
+  /** The key signing stopped with at the last switch, still published for the grace period. */
+  dkimPrevSelector: text('dkim_prev_selector'),
+  dkimPrevPublicKey: text('dkim_prev_public_key'),
+  /** When signing last switched to a new key (the scheduled rotation counts from it, else from created_at). */
+  dkimRotatedAt: ms('dkim_rotated_at'),
+});
+
+/**
  * Domains (`dom_`). The SPEC.md row fields, plus internal ones never shown: the DKIM key pair (private
  * key sealed), whether outbound sending is enabled with the provider, and whether we host its DNS.
  */
@@ -29,18 +48,7 @@ export const domains = pgTable('domains', {
   updatedAt: ms('updated_at').notNull(),
   trackingWebhookUrl: text('tracking_webhook_url'),
   webhookEvents: text('webhook_events'),
-  dkimSelector: text('dkim_selector').notNull(),
-  dkimPublicKey: text('dkim_public_key').notNull(),
-  dkimPrivateKeySealed: text('dkim_private_key_sealed').notNull(),
-  /** DKIM rotation (docs/domains.md): the next key, published but not yet signing. */
-  dkimNextSelector: text('dkim_next_selector'),
-  dkimNextPublicKey: text('dkim_next_public_key'),
-  dkimNextPrivateKeySealed: text('dkim_next_private_key_sealed'),
-  /** The key signing stopped with at the last switch, still published for the grace period. */
-  dkimPrevSelector: text('dkim_prev_selector'),
-  dkimPrevPublicKey: text('dkim_prev_public_key'),
-  /** When signing last switched to a new key (the scheduled rotation counts from it, else from created_at). */
-  dkimRotatedAt: ms('dkim_rotated_at'),
+  ...dkimKeyColumns(),
   sendingEnabled: boolean('sending_enabled').notNull().default(false),
   hosted: boolean('hosted').notNull().default(false),
   /** Health streak of the latest webhook deliveries (SPEC.md webhookStatus). */

@@ -1,5 +1,6 @@
 import { pgTable, text } from 'drizzle-orm/pg-core';
 import { ms } from './columns.js';
+import { dkimKeyColumns } from './domains.js';
 
 /**
  * The service's own mail domain (SERVICE_DOMAIN): one row per domain name, created at first boot, holding
@@ -8,16 +9,6 @@ import { ms } from './columns.js';
  */
 export const serviceDomains = pgTable('service_domains', {
   domain: text('domain').primaryKey(),
-  dkimSelector: text('dkim_selector').notNull(),
-  dkimPublicKey: text('dkim_public_key').notNull(),
-  dkimPrivateKeySealed: text('dkim_private_key_sealed').notNull(),
   createdAt: ms('created_at').notNull(),
-  /** A rotation under way (docs/domains.md, DKIM key rotation): the next key, published before it signs. */
-  dkimNextSelector: text('dkim_next_selector'),
-  dkimNextPublicKey: text('dkim_next_public_key'),
-  dkimNextPrivateKeySealed: text('dkim_next_private_key_sealed'),
-  /** The key signing moved off, still published for the grace period. */
-  dkimPrevSelector: text('dkim_prev_selector'),
-  dkimPrevPublicKey: text('dkim_prev_public_key'),
-  dkimRotatedAt: ms('dkim_rotated_at'),
+  ...dkimKeyColumns(),
 });
