@@ -1,0 +1,50 @@
+/**
+ * The figures `npm run bench` holds the service to, in one place: docs/benchmarks.md (Current figures and
+ * floors) states the same values and names this file. A figure past its limit (a ratio below its floor, a
+ * latency above its ceiling) is printed as such and the benchmark exits 1, so a throughput regression fails
+ * somewhere. `BENCH_FLOOR_<NAME>=<value>` replaces one limit for a run (e.g. `BENCH_FLOOR_SEND_RATIO=99`).
+ * The ratios compare the service with a yardstick measured in the same run on the same machine, so they
+ * hold on any quiet machine; a busy one (other suites on the cores) can miss them.
+ */
+export const FLOORS = {
+  /** bench/send.ts (b)/(c): delivered end to end over pooled nodemailer + DKIM to the same sink. */
+  SEND_RATIO: { min: 0.5, what: 'sending: delivered end to end / pooled nodemailer ceiling, (b)/(c)' },
+  /** bench/send.ts (a'): accept latency p99 at a steady 100 sends/s, in ms. */
+  SEND_STEADY_P99_MS: { max: 50, what: "sending: accept latency p99 at a steady 100/s, (a') ms" },
+  /** bench/inbound.ts: accepted over SMTP with delivery on / the ingress alone. */
+  INBOUND_ACCEPTED_RATIO: { min: 0.8, what: 'inbound: accepted over SMTP / ingress alone, accepted/(a)' },
+  /** bench/inbound.ts: delivered to the webhook / workflows with two local activities on the same server. */
+  INBOUND_DELIVERED_RATIO: { min: 0.8, what: 'inbound: delivered to the webhook / reference workflows, delivered/(c)' },
+} satisfies Record<string, { min?: number; max?: number; what: string }>;
+
+export type FloorName = keyof typeof FLOORS;
+
+/** The limit of `name` for this run: the environment's `BENCH_FLOOR_<NAME>` when set, else FLOORS. */
+export function limitOf(name: FloorName): { min?: number; max?: number; what: string } {
+  const base: { min?: number; max?: number; what: string } = FLOORS[name];
+  const override = process.env[`BENCH_FLOOR_${name}`];
+  if (override === undefined || override === '') return base;
+  const value = Number(override);
+  if (!Number.isFinite(value)) throw new Error(`BENCH_FLOOR_${name}=${override} is not a number`);
+  return base.min !== undefined ? { ...base, min: value } : { ...base, max: value };
+}
+
+/**
+ * Prints each measured figure against its limit and sets the exit code to 1 when one is past it.
+ * Answers the names of the figures that missed.
+ */
+export function checkFloors(measured: Partial<Record<FloorName, number>>): FloorName[] {
+  const missed: FloorName[] = [];
+  for (const [name, value] of Object.entries(measured) as [FloorName, number][]) {
+    const limit = limitOf(name);
+    const ok = limit.min !== undefined ? value >= limit.min : value <= limit.max!;
+    const bound = limit.min !== undefined ? `floor ${limit.min}` : `ceiling ${limit.max}`;
+    console.log(`${ok ? 'ok    ' : 'MISSED'} ${name} = ${value.toFixed(2)} (${bound}): ${limit.what}`);
+    if (!ok) missed.push(name);
+  }
+  if (missed.length > 0) {
+    console.error(`benchmark figures past their limits (bench/floors.ts, docs/benchmarks.md): ${missed.join(', ')}`);
+    process.exitCode = 1;
+  }
+  return missed;
+}
