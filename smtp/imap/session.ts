@@ -1,9 +1,9 @@
 import type { Socket } from 'node:net';
 import { TLSSocket, type TlsOptions } from 'node:tls';
 import type { Core } from '../../core/index.js';
-import { isAppError } from '../../core/errors.js';
 import type { MailboxLogin } from '../../core/mailboxes/service.js';
 import type { MailboxRow } from '../../core/mailboxes/store.js';
+import { answerLine, bad, imapAnswerOf, SERVER_BUG } from './answers.js';
 import { Framer, type Frame } from './framer.js';
 import { parseCommand, ParseError, type Command } from './parser.js';
 
@@ -43,23 +43,8 @@ export const LIMITS = {
 const APPEND_HEAD = /^\S+ APPEND /i;
 const LOGIN_HEAD = /^\S+ (?:LOGIN|AUTHENTICATE)(?: |$)/i;
 
-/** Status responses a handler throws to end its command: `NO` or `BAD`, with an optional response code. */
-export class ImapReply extends Error {
-  constructor(readonly status: 'NO' | 'BAD', message: string, readonly code?: string) {
-    super(message);
-  }
-}
-export const no = (message: string, code?: string) => new ImapReply('NO', message, code);
-export const bad = (message: string, code?: string) => new ImapReply('BAD', message, code);
-/** Runs a write that may pass the storage quota; its 413 becomes `NO [OVERQUOTA]` (RFC 9208 §4.3). */
-export async function withinQuota<T>(write: () => Promise<T>): Promise<T> {
-  try {
-    return await write();
-  } catch (err) {
-    if (isAppError(err) && err.code === 'storage_quota_exceeded') throw no(err.message, 'OVERQUOTA');
-    throw err;
-  }
-}
+// What handlers throw to end a command; answers.ts turns any error into its tagged answer.
+export { bad, ImapReply, no } from './answers.js';
 
 /**
  * One IMAP connection: framing, the state machine of RFC 3501 §3, revocation checks before each
@@ -321,10 +306,9 @@ export class Session {
       if (!handler) throw bad(`Unknown command ${cmd.name}`);
       await handler(this, cmd);
     } catch (err) {
-      if (err instanceof ImapReply) return this.write(`${cmd.tag} ${err.status} ${err.code ? `[${err.code}] ` : ''}${err.message}`);
-      if (err instanceof ParseError) return this.write(`${cmd.tag} BAD ${err.message}`);
-      console.error(`[imap] ${cmd.name} failed:`, err);
-      this.write(`${cmd.tag} NO [SERVERBUG] Internal error, try again`);
+      const answer = imapAnswerOf(err, cmd.name);
+      if (answer === SERVER_BUG) console.error(`[imap] ${cmd.name} failed:`, err);
+      this.write(answerLine(cmd.tag, answer));
     }
   }
 

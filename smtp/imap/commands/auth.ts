@@ -1,18 +1,10 @@
-import { isAppError } from '../../../core/errors.js';
 import { str } from '../parser.js';
 import { bad, no, type Handler, type Session } from '../session.js';
 import { sync } from '../view.js';
 
-/** Logs the session in, or throws the RFC 5530 status a failed login deserves. */
+/** Logs the session in; a refusal is answered with the RFC 5530 status it deserves (answers.ts). */
 async function logIn(s: Session, user: string, secret: string): Promise<void> {
-  try {
-    s.login = await s.core.mailboxes.login(user, secret, s.ip);
-  } catch (err) {
-    if (!isAppError(err)) throw err;
-    if (err.status === 429) throw no('Too many failed logins from this address; try again later', 'UNAVAILABLE');
-    if (err.status === 403) throw no(err.message, 'AUTHORIZATIONFAILED');
-    throw no('Invalid credentials', 'AUTHENTICATIONFAILED');
-  }
+  s.login = await s.core.mailboxes.login(user, secret, s.ip);
   s.state = 'auth';
 }
 const notAuthOnly = (s: Session) => {

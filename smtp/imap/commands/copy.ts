@@ -1,6 +1,6 @@
 import { str, type Command, type Token } from '../parser.js';
 import { formatSet } from '../sequence.js';
-import { no, withinQuota, type Session, type View } from '../session.js';
+import { no, type Session, type View } from '../session.js';
 import { resolveSet, sync } from '../view.js';
 import { boxOf } from './mailbox.js';
 
@@ -23,7 +23,7 @@ export async function copy(s: Session, cmd: Command, args: Token[], byUid: boole
   const uids = resolveSet(view, str(args[0], 'sequence set'), byUid);
   const target = await boxOf(s, str(args[1], 'mailbox name'));
   // A copy takes storage (all of it or none, NO [OVERQUOTA] over the quota); a move shares the body and takes none.
-  const pairs = await withinQuota(() => s.core.mailboxStore.copy(view.box.id, uids, target, move ? { share: true } : { quota: true }));
+  const pairs = await s.core.mailboxStore.copy(view.box.id, uids, target, move ? { share: true } : { quota: true });
   const code = pairs.length ? `[COPYUID ${target.uidValidity} ${formatSet(pairs.map((p) => p[0]))} ${formatSet(pairs.map((p) => p[1]))}] ` : '';
   if (move) {
     if (code) s.untagged(`OK ${code}Moved`);
