@@ -1,7 +1,9 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { brotliDecompressSync } from 'node:zlib';
 
 /** A Chromium that started here: its path, where it came from, and the environment it needs. */
 export type FoundChromium = { path: string; from: string; env: Record<string, string> };
@@ -29,6 +31,20 @@ function sparticuzBin(entry: string): string | undefined {
   return undefined;
 }
 
+/** The NSS and expat libraries the package ships (bin/al2023.tar.br), unpacked once into the temp folder. */
+function shippedLibraries(bin: string | undefined): string | undefined {
+  const archive = bin && join(bin, 'al2023.tar.br');
+  if (!archive || !existsSync(archive)) return undefined;
+  const dir = join(tmpdir(), 'svc-chromium-libs');
+  if (!existsSync(join(dir, 'lib'))) {
+    mkdirSync(dir, { recursive: true });
+    const tar = join(dir, 'al2023.tar');
+    writeFileSync(tar, brotliDecompressSync(readFileSync(archive)));
+    if (spawnSync('tar', ['-xf', tar, '-C', dir]).status !== 0) return undefined;
+  }
+  return join(dir, 'lib');
+}
+
 /**
  * The npm package @sparticuz/chromium, when it is installed: it inflates its binary into the temp folder. Its
  * binary links against NSS and expat; where the system has none, the libraries it ships (al2023.tar.br) are used.
@@ -43,19 +59,17 @@ async function fromSparticuz(passedOver: string[]): Promise<FoundChromium | unde
   }
   // A name in a variable: the package is optional, so the type checker does not look for it.
   const name = SPARTICUZ;
-  let mod: { default: { executablePath(): Promise<string> }; inflate?: (file: string) => Promise<string> };
   let path: string;
   try {
-    mod = await import(name);
+    const mod = (await import(name)) as { default: { executablePath(): Promise<string> } };
     path = await mod.default.executablePath();
   } catch (err) {
     passedOver.push(`${SPARTICUZ}: ${(err as Error).message}`);
     return undefined;
   }
   if (starts(path)) return { path, from: SPARTICUZ, env: {} };
-  const bin = sparticuzBin(entry);
-  if (bin && typeof mod.inflate === 'function' && existsSync(join(bin, 'al2023.tar.br'))) {
-    const libs = join(await mod.inflate(join(bin, 'al2023.tar.br')), 'lib');
+  const libs = shippedLibraries(sparticuzBin(entry));
+  if (libs) {
     const env = { LD_LIBRARY_PATH: [libs, process.env.LD_LIBRARY_PATH].filter(Boolean).join(':') };
     if (starts(path, env)) return { path, from: `${SPARTICUZ} (its own libraries)`, env };
   }
