@@ -38,8 +38,8 @@ type BaseContext = { core: Core; clientIp: string };
  */
 export type AuthedContext<K extends CredentialKind = CredentialKind> = BaseContext & { actor: Actor; principal: Extract<Principal, { kind: K }> };
 
-/** The context of a `public` operation: no actor. */
-export type PublicContext = BaseContext & { principal?: undefined };
+/** The context of a `public` operation: no actor (REST and tRPC pass no credential to it either). */
+export type PublicContext = BaseContext & { principal?: Principal };
 
 /** What a handler receives besides its input, by its `auth`: a credential list gives an actor, `public` none. */
 export type ContextOf<A extends OpAuth> = A extends readonly (infer K extends CredentialKind)[] ? AuthedContext<K> : PublicContext;

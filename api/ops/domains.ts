@@ -34,7 +34,7 @@ export const getDomain = defineOperation({
   output: z.object({ domain: enrichedDomain.extend({ warmup: warmupView.nullable().optional().describe('The warm-up plan, when the domain has one (PUT /api/domains/:id/warmup)') }), dns: z.array(dnsRecord) }),
   handler: async (input, { core, actor }) => {
     const found = await core.domains.get(actor, input.id);
-    return { ...found, domain: { ...found.domain, warmup: await core.warmup.viewOf(input.id) } };
+    return { ...found, domain: { ...found.domain, warmup: await core.warmup.viewOf(actor, input.id) } };
   },
 });
 

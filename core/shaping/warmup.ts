@@ -2,7 +2,7 @@ import { and, eq, sql } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { notFound } from '../errors.js';
-import type { Actor } from '../tenancy.js';
+import { ownedBy, type Actor } from '../tenancy.js';
 import type { Throttled } from './connections.js';
 import type { WarmupWorkflows } from '../ports/domains.js';
 
@@ -81,9 +81,9 @@ export function createWarmupService(deps: {
       return { ok: true };
     },
 
-    /** Where the domain's plan stands (null: no plan). */
-    async viewOf(domainId: string): Promise<WarmupView | null> {
-      const [plan] = await db.select().from(plans).where(eq(plans.domainId, domainId));
+    /** Where the plan of a domain the actor may see stands (null: no plan, or not the actor's). */
+    async viewOf(actor: Actor, domainId: string): Promise<WarmupView | null> {
+      const [plan] = await db.select().from(plans).where(and(eq(plans.domainId, domainId), ownedBy(actor, plans)));
       return plan ? view(plan) : null;
     },
 
