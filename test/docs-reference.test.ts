@@ -71,12 +71,6 @@ describe('the committed API reference', () => {
   });
 });
 
-/**
- * Issue 30: docs/benchmarks.md is being rewritten in its own change (current figures first); its history still
- * names DESIGN.md once. Remove it from this list when that change lands.
- */
-const NAMES_DESIGN_FOR_NOW = ['docs/benchmarks.md'];
-
 describe('README.md and docs/ stand on their own', () => {
   const files = markdownFiles();
 
@@ -105,8 +99,8 @@ describe('README.md and docs/ stand on their own', () => {
     const outside: string[] = [];
     for (const file of files) {
       readFileSync(join(ROOT, file), 'utf8').split('\n').forEach((line, i) => {
-        const named = /\b(?:SPEC|DESIGN)\.md\b/.test(line) && !NAMES_DESIGN_FOR_NOW.includes(file);
-        if (line.includes('../shared') || named) outside.push(`${file}:${i + 1}: ${line.trim()}`);
+        const outsideTheRepo = line.includes('../shared') || /\b(?:SPEC|DESIGN)\.md\b/.test(line);
+        if (outsideTheRepo) outside.push(`${file}:${i + 1}: ${line.trim()}`);
       });
     }
     expect(outside).toEqual([]);
