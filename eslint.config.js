@@ -5,10 +5,29 @@ import regexp from 'eslint-plugin-regexp';
 
 /** Imports a workflow may never make: Node built-ins, the database, the network, our I/O layers. */
 const NOT_IN_WORKFLOWS = [
-  ...builtinModules, ...builtinModules.map((m) => `node:${m}`),
-  'pg', 'drizzle-orm', 'drizzle-orm/*', '@electric-sql/*', 'nodemailer', 'nodemailer/*', 'smtp-server', 'mailparser', 'mailauth',
-  'express', '@trpc/*', 'jose', '@temporalio/client', '@temporalio/worker', '@temporalio/activity',
-  '../db/*', '../core/*', '../api/*', '../smtp/*', '../temporal/*', '../runtime/*',
+  ...builtinModules,
+  ...builtinModules.map((m) => `node:${m}`),
+  'pg',
+  'drizzle-orm',
+  'drizzle-orm/*',
+  '@electric-sql/*',
+  'nodemailer',
+  'nodemailer/*',
+  'smtp-server',
+  'mailparser',
+  'mailauth',
+  'express',
+  '@trpc/*',
+  'jose',
+  '@temporalio/client',
+  '@temporalio/worker',
+  '@temporalio/activity',
+  '../db/*',
+  '../core/*',
+  '../api/*',
+  '../smtp/*',
+  '../temporal/*',
+  '../runtime/*',
   // The ground floor of core (pure rules such as the ladder's end) is shared with workflow code; the workflow
   // bundle still refuses Node built-ins in anything it pulls in from there.
   '!../core/mail',
@@ -34,7 +53,14 @@ export default tseslint.config(
     // Configuration is read in one place (core/config.ts); tests and benchmarks set up their own processes.
     ignores: ['core/config.ts', 'test/**', 'bench/**'],
     rules: {
-      'no-restricted-properties': ['error', { object: 'process', property: 'env', message: 'Read configuration through core/config.ts (loadConfig), not process.env.' }],
+      'no-restricted-properties': [
+        'error',
+        {
+          object: 'process',
+          property: 'env',
+          message: 'Read configuration through core/config.ts (loadConfig), not process.env.',
+        },
+      ],
     },
   },
   {
@@ -51,11 +77,28 @@ export default tseslint.config(
   {
     files: ['workflows/**/*.ts'],
     rules: {
-      '@typescript-eslint/no-restricted-imports': ['error', {
-        patterns: [{ group: NOT_IN_WORKFLOWS, message: 'Workflows are deterministic: no I/O imports. Reach I/O through activities (import type + proxyActivities).', allowTypeImports: true }],
-        paths: [{ name: '../activities/index.js', message: 'Import activities with "import type" and call them through proxyActivities.', allowTypeImports: true }],
-      }],
-      'no-restricted-globals': ['error',
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: NOT_IN_WORKFLOWS,
+              message:
+                'Workflows are deterministic: no I/O imports. Reach I/O through activities (import type + proxyActivities).',
+              allowTypeImports: true,
+            },
+          ],
+          paths: [
+            {
+              name: '../activities/index.js',
+              message: 'Import activities with "import type" and call them through proxyActivities.',
+              allowTypeImports: true,
+            },
+          ],
+        },
+      ],
+      'no-restricted-globals': [
+        'error',
         { name: 'setTimeout', message: 'Use sleep() from @temporalio/workflow.' },
         { name: 'setInterval', message: 'Use sleep() in a loop from @temporalio/workflow.' },
         { name: 'fetch', message: 'Network calls belong in activities.' },

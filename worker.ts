@@ -28,7 +28,11 @@ export function createTransport(config: Config, database: Database): OutboundTra
   const timeouts = { timeoutMs: config.outboundSmtpTimeoutMs };
   if (config.outboundMode === 'relay') return relayTransport(config.relayUrl!, timeouts);
   return mxTransport({
-    resolver: createResolver(config.dnsServers), port: config.mxPort, heloName: config.serviceDomain, timeouts, allowPrivate: config.allowPrivateNetworks,
+    resolver: createResolver(config.dnsServers),
+    port: config.mxPort,
+    heloName: config.serviceDomain,
+    timeouts,
+    allowPrivate: config.allowPrivateNetworks,
     shaping: { db: database.db, config: config.shaping },
   });
 }
@@ -38,7 +42,10 @@ export function createTransport(config: Config, database: Database): OutboundTra
  * registered workflows (the workflows/index.ts barrel). `workflowBundle` lets tests bundle once.
  */
 export async function startWorker(opts: {
-  core: Composition; address: string; workflowBundle?: WorkerOptions['workflowBundle']; tracing?: Tracing;
+  core: Composition;
+  address: string;
+  workflowBundle?: WorkerOptions['workflowBundle'];
+  tracing?: Tracing;
 }): Promise<RunningWorker> {
   const { config, database } = opts.core;
   const transport = instrumentTransport(createTransport(config, database));
@@ -49,14 +56,28 @@ export async function startWorker(opts: {
     namespace: config.temporal.namespace,
     taskQueue: config.temporal.taskQueue,
     activities: createActivities({
-      workflows: opts.core.workflows, db: database.db, domains: opts.core.domains, dkimRotation: opts.core.dkimRotation, scheduled: opts.core.scheduled, attachments: opts.core.attachments,
-      inbound: opts.core.inbound, deliveryStore: opts.core.deliveryStore, engagement: opts.core.engagement,
-      fanout: opts.core.fanout, imports: opts.core.imports, enrolmentStore: opts.core.enrolmentStore, dispatcher: opts.core.dispatcher,
-      sendEnrolments: opts.core.sendEnrolments, warmup: opts.core.warmup,
+      workflows: opts.core.workflows,
+      db: database.db,
+      domains: opts.core.domains,
+      dkimRotation: opts.core.dkimRotation,
+      scheduled: opts.core.scheduled,
+      attachments: opts.core.attachments,
+      inbound: opts.core.inbound,
+      deliveryStore: opts.core.deliveryStore,
+      engagement: opts.core.engagement,
+      fanout: opts.core.fanout,
+      imports: opts.core.imports,
+      enrolmentStore: opts.core.enrolmentStore,
+      dispatcher: opts.core.dispatcher,
+      sendEnrolments: opts.core.sendEnrolments,
+      warmup: opts.core.warmup,
       delivery: opts.core.delivery(transport),
     }),
     ...(bundle ? { workflowBundle: bundle } : { workflowsPath: WORKFLOWS_PATH }),
-    interceptors: { activity: [logScopeInterceptor, ...(opts.tracing?.worker.activityInterceptors ?? [])], ...(bundle ? {} : { workflowModules: [WORKFLOW_INTERCEPTORS] }) },
+    interceptors: {
+      activity: [logScopeInterceptor, ...(opts.tracing?.worker.activityInterceptors ?? [])],
+      ...(bundle ? {} : { workflowModules: [WORKFLOW_INTERCEPTORS] }),
+    },
     ...(opts.tracing ? { sinks: opts.tracing.worker.sinks } : {}),
     maxConcurrentActivityTaskExecutions: 200,
     maxConcurrentWorkflowTaskExecutions: 200,

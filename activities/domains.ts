@@ -3,7 +3,11 @@ import type { DomainService } from '../core/domains/service.js';
 import type { DkimRotationWorkflows } from '../core/ports/domains.js';
 
 /** Domain activities: the DNS check of the verification loop and the steps of a DKIM rotation (each idempotent). */
-export function domainActivities(deps: { domains: DomainService; dkimRotation: DkimRotation; workflows: DkimRotationWorkflows }) {
+export function domainActivities(deps: {
+  domains: DomainService;
+  dkimRotation: DkimRotation;
+  workflows: DkimRotationWorkflows;
+}) {
   return {
     async checkDomainDns(input: { domainId: string }) {
       const r = await deps.domains.checkById(input.domainId);

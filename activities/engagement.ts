@@ -20,7 +20,10 @@ export function engagementActivities(deps: { db: Db; engagement: EngagementServi
     /** Deletes attempt captures past retention, at most `limit` per call. */
     async pruneDeliveryAttempts(input: { olderThanMs: number; limit: number }): Promise<number> {
       const a = schema.deliveryAttempts;
-      const gone = await deps.db.delete(a).where(lt(a.createdAt, Date.now() - input.olderThanMs)).returning({ id: a.id });
+      const gone = await deps.db
+        .delete(a)
+        .where(lt(a.createdAt, Date.now() - input.olderThanMs))
+        .returning({ id: a.id });
       return gone.length;
     },
   };

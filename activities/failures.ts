@@ -10,7 +10,9 @@ import { cleanErrorMessage } from '../core/retry.js';
 export function toActivityFailure(err: unknown): Error {
   if (err instanceof CancelledFailure || err instanceof ApplicationFailure) return err;
   if (isAppError(err)) {
-    return err.retryable ? ApplicationFailure.retryable(err.message, err.code) : ApplicationFailure.nonRetryable(err.message, err.code);
+    return err.retryable
+      ? ApplicationFailure.retryable(err.message, err.code)
+      : ApplicationFailure.nonRetryable(err.message, err.code);
   }
   return ApplicationFailure.retryable(cleanErrorMessage(err), (err as Error)?.name ?? 'Error');
 }
@@ -20,11 +22,16 @@ type AnyFn = (...args: any[]) => Promise<any>;
 
 /** Wraps every activity once, so no activity can forget the mapping above. */
 export function withFailureMapping<T extends Record<string, AnyFn>>(activities: T): T {
-  return Object.fromEntries(Object.entries(activities).map(([name, fn]) => [name, async (...args: unknown[]) => {
-    try {
-      return await fn(...args);
-    } catch (err) {
-      throw toActivityFailure(err);
-    }
-  }])) as T;
+  return Object.fromEntries(
+    Object.entries(activities).map(([name, fn]) => [
+      name,
+      async (...args: unknown[]) => {
+        try {
+          return await fn(...args);
+        } catch (err) {
+          throw toActivityFailure(err);
+        }
+      },
+    ]),
+  ) as T;
 }

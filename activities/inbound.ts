@@ -5,18 +5,27 @@ import { deliverInboundBatch } from '../core/inbound/batch.js';
 import { withProgress } from './progress.js';
 
 /** Inbound activities: deliveries for a message, one captured webhook attempt, and the retention step. All idempotent. */
-export function inboundActivities(deps: { inbound: InboundService; deliveryStore: DeliveryStore; workflows: InboundBatchWorkflows }) {
+export function inboundActivities(deps: {
+  inbound: InboundService;
+  deliveryStore: DeliveryStore;
+  workflows: InboundBatchWorkflows;
+}) {
   return {
     /** Claims the message for its own run (or takes it over from the batch that handed it on) and creates its deliveries. */
     prepareInboundDeliveries: (input: { messageId: string; takeOverFrom?: string }) =>
       deps.inbound.prepareDeliveries(input.messageId, input.takeOverFrom ? { takeOverFrom: input.takeOverFrom } : {}),
     /** An inbound batch's first attempts; answers the messages whose ladder goes on in their own run. */
     deliverInboundBatch: (input: { batchId: string; messageIds: string[]; nextDelayMs: number | null }) =>
-      withProgress((progress) => deliverInboundBatch({ inbound: deps.inbound, deliveries: deps.deliveryStore }, input, progress)),
-    finishInboundBatch: (input: { batchId: string; messageIds: string[] }) => deps.inbound.finishClaimed(input.batchId, input.messageIds),
+      withProgress((progress) =>
+        deliverInboundBatch({ inbound: deps.inbound, deliveries: deps.deliveryStore }, input, progress),
+      ),
+    finishInboundBatch: (input: { batchId: string; messageIds: string[] }) =>
+      deps.inbound.finishClaimed(input.batchId, input.messageIds),
     /** One signed POST, captured as an att_ row; a repeated call for the same attempt answers the recorded outcome. */
     attemptWebhookDelivery: (input: { deliveryId: string; attemptNumber: number; nextDelayMs: number | null }) =>
-      withProgress((progress) => deps.deliveryStore.attempt(input.deliveryId, input.attemptNumber, input.nextDelayMs, progress)),
+      withProgress((progress) =>
+        deps.deliveryStore.attempt(input.deliveryId, input.attemptNumber, input.nextDelayMs, progress),
+      ),
     finishInboundMessage: (input: { messageId: string }) => deps.inbound.finish(input.messageId),
     /**
      * Starts batch runs for stored messages a crash (or a failed start) left unstarted, 100 per run and

@@ -31,8 +31,24 @@ import type { SendEnrolments } from '../core/sequences/send-enrolment.js';
 /** The workflows the activities start: deferred ladders, DKIM rotations, inbound batches, engagement dispatch. */
 type ActivityWorkflows = OutboundWorkflows & DkimRotationWorkflows & InboundBatchWorkflows & EngagementWorkflows;
 
-export type ActivityDeps = { workflows: ActivityWorkflows; engagement: EngagementService; inbound: InboundService; deliveryStore: DeliveryStore; db: Db; delivery: DeliveryService; domains: DomainService; dkimRotation: DkimRotation; scheduled: ScheduledSendService; attachments: AttachmentService; fanout: FanoutService; imports: ImportService;
-  enrolmentStore: EnrolmentStore; dispatcher: SequenceDispatcher; sendEnrolments: SendEnrolments; warmup: WarmupService };
+export type ActivityDeps = {
+  workflows: ActivityWorkflows;
+  engagement: EngagementService;
+  inbound: InboundService;
+  deliveryStore: DeliveryStore;
+  db: Db;
+  delivery: DeliveryService;
+  domains: DomainService;
+  dkimRotation: DkimRotation;
+  scheduled: ScheduledSendService;
+  attachments: AttachmentService;
+  fanout: FanoutService;
+  imports: ImportService;
+  enrolmentStore: EnrolmentStore;
+  dispatcher: SequenceDispatcher;
+  sendEnrolments: SendEnrolments;
+  warmup: WarmupService;
+};
 
 /** Every activity the worker registers, built from its real dependencies (the composition root passes them). */
 export function createActivities(deps: ActivityDeps) {

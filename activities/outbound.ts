@@ -10,14 +10,23 @@ export function outboundActivities(deps: { delivery: DeliveryService; workflows:
       withProgress((progress) => deps.delivery.sendQueued(input, progress)),
 
     /** One later attempt at a deferred message's owed recipients; `final` makes a temporary failure a hard bounce. */
-    retryDeferredMessage: (input: { messageId: string; workflowId: string; final: boolean; nextAttemptAt: number | null }) =>
-      withProgress((progress) => deps.delivery.retryDeferred(input, progress)),
+    retryDeferredMessage: (input: {
+      messageId: string;
+      workflowId: string;
+      final: boolean;
+      nextAttemptAt: number | null;
+    }) => withProgress((progress) => deps.delivery.retryDeferred(input, progress)),
 
     /** Ids of outbound rows still `queued` and unclaimed after `olderThanMs` (read-only). */
-    findStrandedMessages: (input: { olderThanMs: number; limit: number }) => deps.delivery.findStranded(input.olderThanMs, input.limit),
+    findStrandedMessages: (input: { olderThanMs: number; limit: number }) =>
+      deps.delivery.findStranded(input.olderThanMs, input.limit),
 
     /** Restarts the deferred ladder of rows no workflow will move (idempotent: a running ladder is kept). */
-    async restartAbandonedMessages(input: { deferredGraceMs: number; sendingGraceMs: number; limit: number }): Promise<number> {
+    async restartAbandonedMessages(input: {
+      deferredGraceMs: number;
+      sendingGraceMs: number;
+      limit: number;
+    }): Promise<number> {
       const ids = await deps.delivery.findAbandoned(input);
       for (const id of ids) await deps.workflows.startDeferredDelivery(id);
       return ids.length;

@@ -3,7 +3,11 @@ import type { EnrolmentStore } from '../core/sequences/enrolments.js';
 import type { SendEnrolments } from '../core/sequences/send-enrolment.js';
 
 /** Enrolment activities: database steps keyed by derived ids (a retry finds its own row or message), and the outbox sweep. */
-export function sequenceActivities(deps: { enrolmentStore: EnrolmentStore; dispatcher: SequenceDispatcher; sendEnrolments: SendEnrolments }) {
+export function sequenceActivities(deps: {
+  enrolmentStore: EnrolmentStore;
+  dispatcher: SequenceDispatcher;
+  sendEnrolments: SendEnrolments;
+}) {
   const store = deps.enrolmentStore;
   return {
     /** Inserts the enrolment record once per (sequence, contact, trigger); answers its definition version. */

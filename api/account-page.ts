@@ -2,16 +2,25 @@ import type { LinkDetails } from '../core/accounts.js';
 import type { UnprovenCredential } from '../core/unproven-credentials.js';
 import { esc } from './oauth/page.js';
 
-const when = (ms: number) => new Date(ms).toISOString().replace('T', ' ').replace(/\.\d+Z$/, ' UTC');
-const list = (items: string[], none: string) => (items.length ? `<ul>${items.map((i) => `<li>${i}</li>`).join('')}</ul>` : `<p class="muted">${none}</p>`);
+const when = (ms: number) =>
+  new Date(ms)
+    .toISOString()
+    .replace('T', ' ')
+    .replace(/\.\d+Z$/, ' UTC');
+const list = (items: string[], none: string) =>
+  items.length ? `<ul>${items.map((i) => `<li>${i}</li>`).join('')}</ul>` : `<p class="muted">${none}</p>`;
 
 /** One sentence on how the account was made: the channel, the app's consent page, when, from which client address. */
 export function originHtml(d: LinkDetails): string {
   const o = d.origin;
-  const how = o.via === 'provision' ? `was created from the email address alone (<code>POST /api/v1/provision</code>${o.channel ? `, channel <strong>${esc(o.channel)}</strong>` : ''})`
-    : o.via === 'consent' ? `was created on the page where <strong>${esc(o.app?.name ?? 'an app that gave no name')}</strong> asks to link to an account (the app chose that name itself)`
-      : o.via === 'signup' ? 'was created by signing up with a password'
-        : 'was created';
+  const how =
+    o.via === 'provision'
+      ? `was created from the email address alone (<code>POST /api/v1/provision</code>${o.channel ? `, channel <strong>${esc(o.channel)}</strong>` : ''})`
+      : o.via === 'consent'
+        ? `was created on the page where <strong>${esc(o.app?.name ?? 'an app that gave no name')}</strong> asks to link to an account (the app chose that name itself)`
+        : o.via === 'signup'
+          ? 'was created by signing up with a password'
+          : 'was created';
   const from = o.clientIp ? ` from the client address <span class="host">${esc(o.clientIp)}</span>` : '';
   return `<p>An account for <strong>${esc(d.email)}</strong> ${how}, on ${esc(when(o.createdAt))}${from}.</p>`;
 }
@@ -22,10 +31,17 @@ export function holdingsHtml(d: LinkDetails): string {
   const items = [
     ...(h.accountKey ? ['The account API key (<code>svc_live_…</code>)'] : []),
     ...(h.password ? ['A password'] : []),
-    ...h.scopedKeys.map((k) => `Domain-scoped key ${k.name ? `“${esc(k.name)}” ` : ''}for ${esc(k.domain ?? 'a removed domain')}`),
+    ...h.scopedKeys.map(
+      (k) => `Domain-scoped key ${k.name ? `“${esc(k.name)}” ` : ''}for ${esc(k.domain ?? 'a removed domain')}`,
+    ),
     ...h.appPasswords.map((p) => `App password “${esc(p.label)}” for ${esc(p.address)}@${esc(p.domain ?? '*')}`),
-    ...h.routes.map((r) => `Route ${esc(r.pattern)}@${esc(r.domain ?? '?')}: ${esc(r.action)}${r.destination ? ` to <span class="host">${esc(r.destination)}</span>` : ''}`),
-    ...h.linkedApps.map((a) => `Linked app ${a.name ? `<strong>${esc(a.name)}</strong>` : '(no name)'} since ${esc(when(a.since))}`),
+    ...h.routes.map(
+      (r) =>
+        `Route ${esc(r.pattern)}@${esc(r.domain ?? '?')}: ${esc(r.action)}${r.destination ? ` to <span class="host">${esc(r.destination)}</span>` : ''}`,
+    ),
+    ...h.linkedApps.map(
+      (a) => `Linked app ${a.name ? `<strong>${esc(a.name)}</strong>` : '(no name)'} since ${esc(when(a.since))}`,
+    ),
     ...h.domains.map((x) => `Domain ${esc(x.domain)} (${esc(x.status)})`),
   ];
   return `<section class="card" aria-labelledby="holds-h"><h2 id="holds-h">What it holds now</h2>
@@ -34,9 +50,17 @@ ${list(items, 'Nothing yet: no keys, passwords, routes, linked apps or domains.'
 }
 
 /** The form of one action on a mailed link: posted back to /auth/verify with the link's token and the CSRF token. */
-export function actionForm(action: 'confirm' | 'disown', token: string, csrf: string, label: string, cls: string, back?: string): string {
+export function actionForm(
+  action: 'confirm' | 'disown',
+  token: string,
+  csrf: string,
+  label: string,
+  cls: string,
+  back?: string,
+): string {
   const hidden = Object.entries({ token, csrf, action, ...(back ? { back } : {}) })
-    .map(([k, v]) => `<input type="hidden" name="${k}" value="${esc(v)}">`).join('');
+    .map(([k, v]) => `<input type="hidden" name="${k}" value="${esc(v)}">`)
+    .join('');
   return `<form method="post" action="/auth/verify" aria-label="${esc(label)}">${hidden}<button type="submit" class="${cls}">${esc(label)}</button></form>`;
 }
 
@@ -79,7 +103,12 @@ export function revokeChoices(credentials: UnprovenCredential[]): string {
   if (credentials.length === 0) return '';
   const shown = credentials.slice(0, MAX_CHOICES);
   const rest = credentials.length - shown.length;
-  const rows = shown.map((c) => `<li><label><input type="checkbox" name="revoke" value="${esc(c.id)}" checked> ${esc(c.label)}</label></li>`).join('');
+  const rows = shown
+    .map(
+      (c) =>
+        `<li><label><input type="checkbox" name="revoke" value="${esc(c.id)}" checked> ${esc(c.label)}</label></li>`,
+    )
+    .join('');
   return `<fieldset><legend>Revoked when you continue</legend>
 <p class="muted">This address was never confirmed, so anyone could have made these. Untick one only if you made it yourself.</p>
 <input type="hidden" name="listed" value="${esc(shown.map((c) => c.id).join(' '))}"><ul>${rows}</ul>
@@ -90,5 +119,8 @@ ${rest > 0 ? `<p class="muted">And ${rest} more, revoked too (keep them from the
 export function keptFrom(body: Record<string, unknown>): string[] {
   const values = (v: unknown) => (Array.isArray(v) ? v : [v]).filter((x): x is string => typeof x === 'string');
   const revoked = new Set(values(body.revoke));
-  return values(body.listed).join(' ').split(' ').filter((id) => id !== '' && !revoked.has(id));
+  return values(body.listed)
+    .join(' ')
+    .split(' ')
+    .filter((id) => id !== '' && !revoked.has(id));
 }

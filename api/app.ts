@@ -26,8 +26,18 @@ import { trpcMiddleware } from './trpc.js';
 
 /** Published besides the operations: every webhook payload, and the application event record (SPEC.md Custom event). */
 const payloadSchemas: SchemaEntry[] = [
-  ...Object.entries(WEBHOOK_PAYLOADS).map(([type, p]) => ({ name: p.name, title: `${type} webhook payload`, schema: p.schema, io: 'output' as const })),
-  { name: 'custom-event', title: 'Application event (cev_…) as GET /v1/events answers it', schema: customEvent, io: 'output' },
+  ...Object.entries(WEBHOOK_PAYLOADS).map(([type, p]) => ({
+    name: p.name,
+    title: `${type} webhook payload`,
+    schema: p.schema,
+    io: 'output' as const,
+  })),
+  {
+    name: 'custom-event',
+    title: 'Application event (cev_…) as GET /v1/events answers it',
+    schema: customEvent,
+    io: 'output',
+  },
 ];
 
 export const allSchemas = () => collectSchemas(operations, [healthSchema, healthDetailSchema, ...payloadSchemas]);

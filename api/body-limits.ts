@@ -14,20 +14,35 @@ export const SMALL_JSON_LIMIT = '100kb';
 
 type Size = 'large' | 'import' | 'template' | 'small';
 const REST: [RegExp, Size][] = [
-  [/^\/v1\/send(\/batch)?$/, 'large'], [/^\/v1\/attachments$/, 'large'], [/^\/api\/lists\/[^/]+\/import$/, 'import'], [/^\/api\/templates(\/[^/]+)?$/, 'template'],
+  [/^\/v1\/send(\/batch)?$/, 'large'],
+  [/^\/v1\/attachments$/, 'large'],
+  [/^\/api\/lists\/[^/]+\/import$/, 'import'],
+  [/^\/api\/templates(\/[^/]+)?$/, 'template'],
 ];
 const TRPC: Record<string, Size> = {
-  'send.single': 'large', 'send.batch': 'large', 'attachments.upload': 'large', 'lists.import': 'import', 'templates.create': 'template', 'templates.update': 'template',
+  'send.single': 'large',
+  'send.batch': 'large',
+  'attachments.upload': 'large',
+  'lists.import': 'import',
+  'templates.create': 'template',
+  'templates.update': 'template',
 };
 const ORDER: Size[] = ['small', 'template', 'import', 'large'];
-const LIMITS: Record<Size, string> = { large: LARGE_JSON_LIMIT, import: IMPORT_BODY_LIMIT, template: TEMPLATE_JSON_LIMIT, small: SMALL_JSON_LIMIT };
+const LIMITS: Record<Size, string> = {
+  large: LARGE_JSON_LIMIT,
+  import: IMPORT_BODY_LIMIT,
+  template: TEMPLATE_JSON_LIMIT,
+  small: SMALL_JSON_LIMIT,
+};
 
 /** The body size a route may take, over REST or tRPC (a batch takes the smallest of its calls' sizes). */
 export function bodySizeOf(path: string): Size {
   const rest = REST.find(([re]) => re.test(path));
   if (rest) return rest[1];
   if (!path.startsWith('/trpc/')) return 'small';
-  const sizes = decodeURIComponent(path.slice('/trpc/'.length)).split(',').map((p) => TRPC[p] ?? 'small');
+  const sizes = decodeURIComponent(path.slice('/trpc/'.length))
+    .split(',')
+    .map((p) => TRPC[p] ?? 'small');
   return ORDER[Math.min(...sizes.map((s) => ORDER.indexOf(s)))]!;
 }
 
@@ -44,7 +59,12 @@ const SELF_AUTHENTICATING = [/^\/mcp$/];
  */
 export function jsonBodyParser(core: Core): RequestHandler {
   const parser = (size: Size): RequestHandler => express.json({ limit: LIMITS[size], type: JSON_TYPES });
-  const parsers: Record<Size, RequestHandler> = { large: parser('large'), import: parser('import'), template: parser('template'), small: parser('small') };
+  const parsers: Record<Size, RequestHandler> = {
+    large: parser('large'),
+    import: parser('import'),
+    template: parser('template'),
+    small: parser('small'),
+  };
   return (req, res, next) => {
     if (SELF_AUTHENTICATING.some((re) => re.test(req.path))) return next();
     const size = req.get('authorization') && req.is(JSON_TYPES) ? bodySizeOf(req.path) : 'small';
@@ -59,11 +79,16 @@ export function jsonBodyParser(core: Core): RequestHandler {
  */
 export function mountImportBody(app: Express, core: Core): void {
   const isCsv = (req: Request) => Boolean(req.is(['text/csv', 'text/plain']));
-  app.post('/api/lists/:id/import', async (req, _res, next) => {
-    if (isCsv(req)) await contextFor(importContacts, req, core);
-    next();
-  }, express.text({ type: ['text/csv', 'text/plain'], limit: IMPORT_BODY_LIMIT }), (req, _res, next) => {
-    if (typeof req.body === 'string') req.body = { csv: req.body };
-    next();
-  });
+  app.post(
+    '/api/lists/:id/import',
+    async (req, _res, next) => {
+      if (isCsv(req)) await contextFor(importContacts, req, core);
+      next();
+    },
+    express.text({ type: ['text/csv', 'text/plain'], limit: IMPORT_BODY_LIMIT }),
+    (req, _res, next) => {
+      if (typeof req.body === 'string') req.body = { csv: req.body };
+      next();
+    },
+  );
 }

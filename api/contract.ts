@@ -36,13 +36,18 @@ type BaseContext = { core: Core; clientIp: string };
  * credential is resolved) and the credential itself, narrowed to the kinds the operation accepts (for the
  * few that need more than the actor: a mailbox scope, an OAuth grant).
  */
-export type AuthedContext<K extends CredentialKind = CredentialKind> = BaseContext & { actor: Actor; principal: Extract<Principal, { kind: K }> };
+export type AuthedContext<K extends CredentialKind = CredentialKind> = BaseContext & {
+  actor: Actor;
+  principal: Extract<Principal, { kind: K }>;
+};
 
 /** The context of a `public` operation: no actor (REST and tRPC pass no credential to it either). */
 export type PublicContext = BaseContext & { principal?: Principal };
 
 /** What a handler receives besides its input, by its `auth`: a credential list gives an actor, `public` none. */
-export type ContextOf<A extends OpAuth> = A extends readonly (infer K extends CredentialKind)[] ? AuthedContext<K> : PublicContext;
+export type ContextOf<A extends OpAuth> = A extends readonly (infer K extends CredentialKind)[]
+  ? AuthedContext<K>
+  : PublicContext;
 
 /** The context of any operation (what transports build and pass on). */
 export type OpContext = AuthedContext | PublicContext;
@@ -52,8 +57,14 @@ export type OpContext = AuthedContext | PublicContext;
  * and the JSON Schemas of its request and response all come from this definition.
  */
 export type Operation<
-  P extends AnyObject = AnyObject, Q extends AnyObject = AnyObject, B extends AnyObject = AnyObject, O extends z.ZodType = z.ZodType,
-  N extends string = string, M extends Method = Method, K extends boolean | undefined = boolean | undefined, A extends OpAuth = OpAuth,
+  P extends AnyObject = AnyObject,
+  Q extends AnyObject = AnyObject,
+  B extends AnyObject = AnyObject,
+  O extends z.ZodType = z.ZodType,
+  N extends string = string,
+  M extends Method = Method,
+  K extends boolean | undefined = boolean | undefined,
+  A extends OpAuth = OpAuth,
 > = {
   /** tRPC procedure name, `<resource>.<verb>` (kept as a literal type: the typed router `AppRouter` is built from it). */
   name: N;
@@ -83,23 +94,41 @@ export type Operation<
 };
 
 export function defineOperation<
-  P extends AnyObject, Q extends AnyObject, B extends AnyObject, O extends z.ZodType, const N extends string, M extends Method,
-  const K extends boolean | undefined = undefined, const A extends OpAuth = OpAuth,
+  P extends AnyObject,
+  Q extends AnyObject,
+  B extends AnyObject,
+  O extends z.ZodType,
+  const N extends string,
+  M extends Method,
+  const K extends boolean | undefined = undefined,
+  const A extends OpAuth = OpAuth,
 >(op: Operation<P, Q, B, O, N, M, K, A>): Operation<P, Q, B, O, N, M, K, A> {
   return op;
 }
 
-export const schemaBaseName = (op: Operation) => op.schemaName ?? op.name.replace(/\./g, '-').replace(/([a-z])([A-Z])/g, '$1-$2').toLowerCase();
+export const schemaBaseName = (op: Operation) =>
+  op.schemaName ??
+  op.name
+    .replace(/\./g, '-')
+    .replace(/([a-z])([A-Z])/g, '$1-$2')
+    .toLowerCase();
 
 /** An idempotency key as an input field (tRPC, MCP); REST takes the same value in the `Idempotency-Key` header. */
-export const idempotencyKeyField = z.string().min(1).max(IDEMPOTENCY_KEY_MAX)
+export const idempotencyKeyField = z
+  .string()
+  .min(1)
+  .max(IDEMPOTENCY_KEY_MAX)
   .regex(IDEMPOTENCY_KEY_PATTERN, 'must be printable ASCII without spaces')
-  .describe('Makes a retry safe: the same key with the same request within 24 hours answers the first result again and does nothing else (1-255 printable ASCII characters, e.g. a UUID)');
+  .describe(
+    'Makes a retry safe: the same key with the same request within 24 hours answers the first result again and does nothing else (1-255 printable ASCII characters, e.g. a UUID)',
+  );
 
 /** The fields of params, query and body as one object (plus `idempotencyKey` where the operation takes one): the tRPC and MCP input. */
 export function combinedObject(op: Operation): AnyObject {
   const shape = {
-    ...(op.params?.shape ?? {}), ...(op.query?.shape ?? {}), ...(op.body?.shape ?? {}),
+    ...(op.params?.shape ?? {}),
+    ...(op.query?.shape ?? {}),
+    ...(op.body?.shape ?? {}),
     ...(op.idempotencyKey ? { idempotencyKey: idempotencyKeyField.optional() } : {}),
   };
   return op.body && isStrict(op.body) ? z.strictObject(shape) : z.object(shape);
@@ -116,6 +145,10 @@ function isStrict(schema: AnyObject): boolean {
 }
 
 /** A bounded string of an email address (normalized later by core). */
-export const emailField = z.string().trim().max(254).pipe(z.email({ message: 'must be a valid email address' }))
+export const emailField = z
+  .string()
+  .trim()
+  .max(254)
+  .pipe(z.email({ message: 'must be a valid email address' }))
   .describe('Email address');
 export const okSchema = z.object({ ok: z.literal(true) });

@@ -16,7 +16,13 @@ export function readCookie(req: Request, name: string): string | undefined {
  * that is an HMAC of that cookie and of what the form acts on, so a form made elsewhere (or for another
  * link) is refused. The cookie is SameSite=Strict and limited to `path`.
  */
-export function createCsrf(opts: { secretKey: string; purpose: string; cookie: string; path: string; secure: boolean }) {
+export function createCsrf(opts: {
+  secretKey: string;
+  purpose: string;
+  cookie: string;
+  path: string;
+  secure: boolean;
+}) {
   const key = deriveKey(opts.secretKey, opts.purpose);
   const cookieOpts = { httpOnly: true, sameSite: 'strict' as const, secure: opts.secure, path: opts.path };
   return {

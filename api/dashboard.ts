@@ -8,11 +8,17 @@ export const DASHBOARD_DIR = fileURLToPath(new URL('../dist/app/', import.meta.u
 
 // The app's own files only: scripts and styles from this origin, API calls to this origin, nothing framed.
 // Template previews are sandboxed srcdoc frames (no scripts), so they stay under this policy too.
-const CSP = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; "
-  + "frame-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'; object-src 'none'";
+const CSP =
+  "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; " +
+  "frame-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'; object-src 'none'";
 
 function secure(res: Response): void {
-  res.set({ 'Content-Security-Policy': CSP, 'Referrer-Policy': 'no-referrer', 'X-Content-Type-Options': 'nosniff', 'X-Frame-Options': 'DENY' });
+  res.set({
+    'Content-Security-Policy': CSP,
+    'Referrer-Policy': 'no-referrer',
+    'X-Content-Type-Options': 'nosniff',
+    'X-Frame-Options': 'DENY',
+  });
 }
 
 /**
@@ -21,12 +27,19 @@ function secure(res: Response): void {
  */
 export function mountDashboard(app: Express, dir = DASHBOARD_DIR): void {
   const index = `${dir}index.html`;
-  app.use('/app/assets', express.static(`${dir}assets`, {
-    immutable: true, maxAge: '365d', index: false, fallthrough: false,
-    setHeaders: (res) => secure(res),
-  }));
+  app.use(
+    '/app/assets',
+    express.static(`${dir}assets`, {
+      immutable: true,
+      maxAge: '365d',
+      index: false,
+      fallthrough: false,
+      setHeaders: (res) => secure(res),
+    }),
+  );
   app.get(['/app', '/app/{*rest}'], (_req, res) => {
-    if (!existsSync(index)) throw new AppError(503, 'dashboard_not_built', 'The dashboard is not built: run `npm run build:app`');
+    if (!existsSync(index))
+      throw new AppError(503, 'dashboard_not_built', 'The dashboard is not built: run `npm run build:app`');
     secure(res);
     res.set('Cache-Control', 'no-cache').sendFile(index);
   });

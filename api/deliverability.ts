@@ -17,8 +17,17 @@ export function mountDeliverability(app: Express, core: DeliverabilityDeps): voi
    */
   app.post('/api/service-domain/dkim/rotate', async (req, res, next) => {
     const expected = core.config.operatorToken;
-    if (!expected) return void res.status(404).json({ error: 'Operator actions are off: set OPERATOR_TOKEN to enable them', code: 'not_found' });
-    if (!bearerMatches(req.headers.authorization, expected)) return void res.status(401).json({ error: 'Rotating the service domain\'s key needs Authorization: Bearer <OPERATOR_TOKEN>', code: 'unauthorized' });
+    if (!expected)
+      return void res
+        .status(404)
+        .json({ error: 'Operator actions are off: set OPERATOR_TOKEN to enable them', code: 'not_found' });
+    if (!bearerMatches(req.headers.authorization, expected))
+      return void res
+        .status(401)
+        .json({
+          error: "Rotating the service domain's key needs Authorization: Bearer <OPERATOR_TOKEN>",
+          code: 'unauthorized',
+        });
     try {
       res.json(await core.dkimRotation.requestService());
     } catch (err) {
@@ -28,8 +37,14 @@ export function mountDeliverability(app: Express, core: DeliverabilityDeps): voi
 
   app.get('/api/deliverability/sites', async (req, res, next) => {
     const expected = core.config.operatorToken;
-    if (!expected) return void res.status(404).json({ error: 'Deliverability reports are off: set OPERATOR_TOKEN to enable them', code: 'not_found' });
-    if (!bearerMatches(req.headers.authorization, expected)) return void res.status(401).json({ error: 'Deliverability reports need Authorization: Bearer <OPERATOR_TOKEN>', code: 'unauthorized' });
+    if (!expected)
+      return void res
+        .status(404)
+        .json({ error: 'Deliverability reports are off: set OPERATOR_TOKEN to enable them', code: 'not_found' });
+    if (!bearerMatches(req.headers.authorization, expected))
+      return void res
+        .status(401)
+        .json({ error: 'Deliverability reports need Authorization: Bearer <OPERATOR_TOKEN>', code: 'unauthorized' });
     try {
       res.json({ shapingFile: core.config.shaping.file, ...(await core.shaping.report()) });
     } catch (err) {

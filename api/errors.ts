@@ -5,11 +5,16 @@ import { logError } from '../core/log.js';
 
 /** Formats zod issues as one readable line: `field: message; other: message`. */
 export function describeIssues(issues: readonly z.core.$ZodIssue[], prefix?: string): string {
-  return issues.map((i) => {
-    const path = [prefix, ...i.path.map(String)].filter(Boolean).join('.');
-    const msg = i.code === 'unrecognized_keys' ? `unknown field(s) ${i.keys.map((k) => `"${k}"`).join(', ')} not allowed` : i.message;
-    return path ? `${path}: ${msg}` : msg;
-  }).join('; ');
+  return issues
+    .map((i) => {
+      const path = [prefix, ...i.path.map(String)].filter(Boolean).join('.');
+      const msg =
+        i.code === 'unrecognized_keys'
+          ? `unknown field(s) ${i.keys.map((k) => `"${k}"`).join(', ')} not allowed`
+          : i.message;
+      return path ? `${path}: ${msg}` : msg;
+    })
+    .join('; ');
 }
 
 export function validationError(issues: readonly z.core.$ZodIssue[], prefix?: string): AppError {
@@ -60,11 +65,14 @@ export const errorHandler: ErrorRequestHandler = (err, req, res, _next) => {
   if (err instanceof AppError) return sendError(res, err);
   const type = (err as { type?: string }).type;
   if (type === 'entity.parse.failed') return sendError(res, badRequest('Malformed JSON body', 'invalid_json'));
-  if (type === 'entity.too.large') return sendError(res, new AppError(413, 'payload_too_large', 'Request body is too large'));
-  if (type === 'encoding.unsupported' || type === 'charset.unsupported') return sendError(res, new AppError(415, 'unsupported_media_type', (err as Error).message));
+  if (type === 'entity.too.large')
+    return sendError(res, new AppError(413, 'payload_too_large', 'Request body is too large'));
+  if (type === 'encoding.unsupported' || type === 'charset.unsupported')
+    return sendError(res, new AppError(415, 'unsupported_media_type', (err as Error).message));
   if (err instanceof z.ZodError) return sendError(res, validationError(err.issues));
   const status = (err as { status?: number }).status;
-  if (typeof status === 'number' && status >= 400 && status < 500) return sendError(res, new AppError(status, 'bad_request', (err as Error).message));
+  if (typeof status === 'number' && status >= 400 && status < 500)
+    return sendError(res, new AppError(status, 'bad_request', (err as Error).message));
   logError(`[api] ${req.method} ${req.path} failed`, err);
   sendError(res, new AppError(500, 'internal_error', 'Internal server error'));
 };

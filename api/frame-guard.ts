@@ -14,7 +14,8 @@ export const denyFraming: RequestHandler = (_req, res, next) => {
     if (!this.headersSent) {
       const csp = this.getHeader('content-security-policy');
       const policy = Array.isArray(csp) ? csp.join(', ') : csp === undefined ? '' : String(csp);
-      if (!/frame-ancestors/i.test(policy)) this.setHeader('Content-Security-Policy', policy ? `${policy}; ${DENY}` : DENY);
+      if (!/frame-ancestors/i.test(policy))
+        this.setHeader('Content-Security-Policy', policy ? `${policy}; ${DENY}` : DENY);
       if (!this.hasHeader('x-frame-options')) this.setHeader('X-Frame-Options', 'DENY');
     }
     return writeHead.apply(this, args);

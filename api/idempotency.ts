@@ -14,7 +14,11 @@ export function headerKey(req: Request): string | undefined {
   const raw = req.get(IDEMPOTENCY_HEADER);
   if (raw === undefined) return undefined;
   const parsed = idempotencyKeyField.safeParse(raw);
-  if (!parsed.success) throw badRequest(`${IDEMPOTENCY_HEADER}: ${parsed.error.issues[0]?.message ?? 'invalid'} (1-255 printable ASCII characters)`, 'invalid_idempotency_key');
+  if (!parsed.success)
+    throw badRequest(
+      `${IDEMPOTENCY_HEADER}: ${parsed.error.issues[0]?.message ?? 'invalid'} (1-255 printable ASCII characters)`,
+      'invalid_idempotency_key',
+    );
   return parsed.data;
 }
 
@@ -35,10 +39,18 @@ export const requestFingerprint = (operation: string, actor: Actor, input: unkno
  * The answer is always parsed with the output schema (api/output.ts); `strictOutput` (outside
  * production) also fails an answer that carries a field the schema does not declare.
  */
-export async function runOperation(op: Operation, input: Record<string, unknown>, ctx: OpContext, opts: { key?: string; strictOutput: boolean }): Promise<IdempotentAnswer> {
+export async function runOperation(
+  op: Operation,
+  input: Record<string, unknown>,
+  ctx: OpContext,
+  opts: { key?: string; strictOutput: boolean },
+): Promise<IdempotentAnswer> {
   const call = async (): Promise<StoredAnswer> => {
     const result = await op.handler(input as never, ctx);
-    return { status: op.status ?? 200, body: outputOf(op.output, result, { strict: opts.strictOutput, operation: op.name }) };
+    return {
+      status: op.status ?? 200,
+      body: outputOf(op.output, result, { strict: opts.strictOutput, operation: op.name }),
+    };
   };
   const actor = 'actor' in ctx ? ctx.actor : undefined;
   if (opts.key === undefined || !op.idempotencyKey || !actor) return { ...(await call()), replayed: false };
@@ -47,5 +59,7 @@ export async function runOperation(op: Operation, input: Record<string, unknown>
     call,
   );
   // A replay is parsed again, not strictly: it may have been kept by an older version with other fields.
-  return answer.replayed ? { ...answer, body: outputOf(op.output, answer.body, { strict: false, operation: op.name }) } : answer;
+  return answer.replayed
+    ? { ...answer, body: outputOf(op.output, answer.body, { strict: false, operation: op.name }) }
+    : answer;
 }

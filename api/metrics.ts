@@ -9,17 +9,28 @@ import { metricsAllowed, registry } from '../core/metrics.js';
 export function mountMetrics(app: Express, core: Core): void {
   app.get('/metrics', (req: Request, res: Response) => {
     if (core.config.operatorToken) return void serveMetrics(core.config.operatorToken, req.headers.authorization, res);
-    res.status(404).json({ error: 'Metrics are not served on the API port without OPERATOR_TOKEN: set it, or scrape METRICS_PORT', code: 'not_found' });
+    res
+      .status(404)
+      .json({
+        error: 'Metrics are not served on the API port without OPERATOR_TOKEN: set it, or scrape METRICS_PORT',
+        code: 'not_found',
+      });
   });
 }
 
 /** Writes the exposition (or the 401) to an express or plain node response. */
-export async function serveMetrics(operatorToken: string | undefined, authorization: string | undefined, res: { statusCode: number; setHeader(n: string, v: string): unknown; end(b: string): unknown }): Promise<void> {
+export async function serveMetrics(
+  operatorToken: string | undefined,
+  authorization: string | undefined,
+  res: { statusCode: number; setHeader(n: string, v: string): unknown; end(b: string): unknown },
+): Promise<void> {
   if (!metricsAllowed(operatorToken, authorization)) {
     res.statusCode = 401;
     res.setHeader('content-type', 'application/json');
     res.setHeader('www-authenticate', 'Bearer');
-    return void res.end(JSON.stringify({ error: 'Metrics need Authorization: Bearer <OPERATOR_TOKEN>', code: 'unauthorized' }));
+    return void res.end(
+      JSON.stringify({ error: 'Metrics need Authorization: Bearer <OPERATOR_TOKEN>', code: 'unauthorized' }),
+    );
   }
   try {
     const body = await registry.metrics();
@@ -29,6 +40,8 @@ export async function serveMetrics(operatorToken: string | undefined, authorizat
   } catch {
     res.statusCode = 503;
     res.setHeader('content-type', 'application/json');
-    res.end(JSON.stringify({ error: 'Metrics could not be collected (the database did not answer)', code: 'unavailable' }));
+    res.end(
+      JSON.stringify({ error: 'Metrics could not be collected (the database did not answer)', code: 'unavailable' }),
+    );
   }
 }

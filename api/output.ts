@@ -13,10 +13,18 @@ import type { z } from 'zod';
 export function outputOf(schema: z.ZodType, result: unknown, opts: { strict: boolean; operation: string }): unknown {
   const parsed = schema.safeParse(result);
   // Not a ZodError: the errors module would answer it as the caller's 400 validation error.
-  if (!parsed.success) throw new OutputMismatchError(opts.operation, parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`));
+  if (!parsed.success)
+    throw new OutputMismatchError(
+      opts.operation,
+      parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`),
+    );
   if (opts.strict) {
     const extra = undeclaredPaths(result, parsed.data);
-    if (extra.length > 0) throw new OutputMismatchError(opts.operation, extra.map((p) => `${p}: not declared by the output schema`));
+    if (extra.length > 0)
+      throw new OutputMismatchError(
+        opts.operation,
+        extra.map((p) => `${p}: not declared by the output schema`),
+      );
   }
   return parsed.data;
 }

@@ -64,9 +64,10 @@ async function resolveContext(op: { auth: OpAuth }, req: Request, core: Core): P
   if (op.auth === 'public') return { core, clientIp };
   const appPasswords = op.auth.includes('app_password');
   const checked = early.get(req);
-  const found = checked && !appPasswords && checked.authorization === (req.get('authorization') ?? '')
-    ? checked.principal
-    : await core.auth.authenticate(req.get('authorization'), { appPasswords, ip: clientIp });
+  const found =
+    checked && !appPasswords && checked.authorization === (req.get('authorization') ?? '')
+      ? checked.principal
+      : await core.auth.authenticate(req.get('authorization'), { appPasswords, ip: clientIp });
   const principal = requireKind(found, op.auth);
   return { core, principal, actor: actorOf(principal), clientIp };
 }

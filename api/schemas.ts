@@ -12,7 +12,8 @@ export function collectSchemas(ops: readonly Operation[], extra: readonly Schema
     const base = schemaBaseName(op);
     const what = `${op.method} ${op.path}`;
     if (op.body) entries.push({ name: `${base}-request`, title: `${what} request body`, schema: op.body, io: 'input' });
-    if (op.query && Object.keys(op.query.shape).length > 0) entries.push({ name: `${base}-query`, title: `${what} query parameters`, schema: op.query, io: 'input' });
+    if (op.query && Object.keys(op.query.shape).length > 0)
+      entries.push({ name: `${base}-query`, title: `${what} query parameters`, schema: op.query, io: 'input' });
     entries.push({ name: `${base}-response`, title: `${what} response body`, schema: op.output, io: 'output' });
   }
   entries.push(...extra);
@@ -26,8 +27,16 @@ export function collectSchemas(ops: readonly Operation[], extra: readonly Schema
 
 /** draft-07 JSON Schema of one entry, with an absolute `$id` under PUBLIC_URL. */
 export function toJsonSchema(entry: SchemaEntry, publicUrl: string): Record<string, unknown> {
-  const json = z.toJSONSchema(entry.schema, { target: 'draft-07', io: entry.io, unrepresentable: 'any' }) as Record<string, unknown>;
-  return { $schema: 'http://json-schema.org/draft-07/schema#', $id: schemaUrl(entry.name, publicUrl), title: entry.title, ...withoutSchemaKey(json) };
+  const json = z.toJSONSchema(entry.schema, { target: 'draft-07', io: entry.io, unrepresentable: 'any' }) as Record<
+    string,
+    unknown
+  >;
+  return {
+    $schema: 'http://json-schema.org/draft-07/schema#',
+    $id: schemaUrl(entry.name, publicUrl),
+    title: entry.title,
+    ...withoutSchemaKey(json),
+  };
 }
 
 export const schemaUrl = (name: string, publicUrl: string) => `${publicUrl}/v1/schemas/${name}.json`;

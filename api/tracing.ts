@@ -13,7 +13,11 @@ const tracer = trace.getTracer('svc-mail');
 export function traceRequests(opts: { trustIncoming: boolean }) {
   return (req: Request, res: Response, next: NextFunction) => {
     const parent = opts.trustIncoming ? propagation.extract(context.active(), req.headers) : ROOT_CONTEXT;
-    const span = tracer.startSpan(`${req.method}`, { kind: SpanKind.SERVER, attributes: { 'http.request.method': req.method } }, parent);
+    const span = tracer.startSpan(
+      `${req.method}`,
+      { kind: SpanKind.SERVER, attributes: { 'http.request.method': req.method } },
+      parent,
+    );
     res.once('finish', () => {
       const route = req.route?.path as string | undefined;
       const name = route ? `${req.baseUrl}${route}` : req.baseUrl || 'unmatched';

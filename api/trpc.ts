@@ -1,4 +1,10 @@
-import { initTRPC, TRPCError, type TRPCBuiltRouter, type TRPCMutationProcedure, type TRPCQueryProcedure } from '@trpc/server';
+import {
+  initTRPC,
+  TRPCError,
+  type TRPCBuiltRouter,
+  type TRPCMutationProcedure,
+  type TRPCQueryProcedure,
+} from '@trpc/server';
 import { createExpressMiddleware } from '@trpc/server/adapters/express';
 import type { Request, RequestHandler, Response } from 'express';
 import { z } from 'zod';
@@ -14,9 +20,19 @@ import { REPLAYED_HEADER, runOperation, splitKeyField } from './idempotency.js';
 type TrpcContext = { req: Request; res: Response; core: Core };
 
 const TRPC_CODES: Record<number, TRPCError['code']> = {
-  400: 'BAD_REQUEST', 401: 'UNAUTHORIZED', 403: 'FORBIDDEN', 404: 'NOT_FOUND', 405: 'METHOD_NOT_SUPPORTED',
-  408: 'TIMEOUT', 409: 'CONFLICT', 410: 'NOT_FOUND', 412: 'PRECONDITION_FAILED', 413: 'PAYLOAD_TOO_LARGE',
-  422: 'UNPROCESSABLE_CONTENT', 429: 'TOO_MANY_REQUESTS', 503: 'SERVICE_UNAVAILABLE',
+  400: 'BAD_REQUEST',
+  401: 'UNAUTHORIZED',
+  403: 'FORBIDDEN',
+  404: 'NOT_FOUND',
+  405: 'METHOD_NOT_SUPPORTED',
+  408: 'TIMEOUT',
+  409: 'CONFLICT',
+  410: 'NOT_FOUND',
+  412: 'PRECONDITION_FAILED',
+  413: 'PAYLOAD_TOO_LARGE',
+  422: 'UNPROCESSABLE_CONTENT',
+  429: 'TOO_MANY_REQUESTS',
+  503: 'SERVICE_UNAVAILABLE',
 };
 
 /** Most calls one tRPC batch request may carry. */
@@ -25,28 +41,44 @@ export const TRPC_MAX_BATCH = 10;
 const t = initTRPC.context<TrpcContext>().create({
   errorFormatter({ shape, error }) {
     const cause = error.cause;
-    const appCode = cause instanceof AppError ? cause.code : cause instanceof z.ZodError ? 'validation_error' : undefined;
+    const appCode =
+      cause instanceof AppError ? cause.code : cause instanceof z.ZodError ? 'validation_error' : undefined;
     const message = cause instanceof z.ZodError ? describeIssues(cause.issues) : shape.message;
     return { ...shape, message, data: { ...shape.data, appCode, stack: undefined } };
   },
 });
 
 function toTrpcError(err: unknown): unknown {
-  if (err instanceof AppError) return new TRPCError({ code: TRPC_CODES[err.status] ?? 'INTERNAL_SERVER_ERROR', message: err.message, cause: err });
+  if (err instanceof AppError)
+    return new TRPCError({ code: TRPC_CODES[err.status] ?? 'INTERNAL_SERVER_ERROR', message: err.message, cause: err });
   return err;
 }
 
 // The router's type, built from the operation definitions: what a typed client (the dashboard) is checked against.
 type IsAny<T> = 0 extends 1 & T ? true : false;
 /** A part of the input that an operation does not define (params, query or body) contributes nothing. */
-type PartInput<S> = S extends z.ZodType & { shape: infer Shape } ? (IsAny<Shape> extends true ? unknown : z.input<S>) : unknown;
+type PartInput<S> = S extends z.ZodType & { shape: infer Shape }
+  ? IsAny<Shape> extends true
+    ? unknown
+    : z.input<S>
+  : unknown;
 type Simplify<T> = { [K in keyof T]: T[K] } & {};
 type RequiredKeys<T> = { [K in keyof T]-?: object extends Pick<T, K> ? never : K }[keyof T];
 /** The `idempotencyKey` field of an operation that takes one (`idempotencyKey: true` in its definition). */
-type KeyInput<Op> = Op extends { idempotencyKey?: infer K } ? (true extends K ? { idempotencyKey?: string } : unknown) : unknown;
+type KeyInput<Op> = Op extends { idempotencyKey?: infer K }
+  ? true extends K
+    ? { idempotencyKey?: string }
+    : unknown
+  : unknown;
 /** params, query and body merged as `combinedInput` merges them; optional altogether when no field is required. */
 type InputOf<Op> = Op extends { params?: infer P; query?: infer Q; body?: infer B }
-  ? Simplify<PartInput<NonNullable<P>> & PartInput<NonNullable<Q>> & PartInput<NonNullable<B>> & KeyInput<Op>> extends infer I ? (RequiredKeys<I> extends never ? I | void : I) : never
+  ? Simplify<
+      PartInput<NonNullable<P>> & PartInput<NonNullable<Q>> & PartInput<NonNullable<B>> & KeyInput<Op>
+    > extends infer I
+    ? RequiredKeys<I> extends never
+      ? I | void
+      : I
+    : never
   : never;
 type ProcedureOf<Op> = Op extends { method: infer M; output: infer O extends z.ZodType }
   ? M extends 'GET'
@@ -68,13 +100,15 @@ export function trpcMiddleware(ops: readonly Operation[], core: Core, opts: { st
   const tree: Record<string, any> = {};
   for (const op of ops) {
     // Authentication runs before input parsing, as on REST: no validation detail for anonymous callers.
-    const procedure = t.procedure.use(async ({ ctx, next }) => {
-      try {
-        return await next({ ctx: { ...ctx, op: await contextFor(op, ctx.req, ctx.core) } });
-      } catch (err) {
-        throw toTrpcError(err);
-      }
-    }).input(combinedInput(op));
+    const procedure = t.procedure
+      .use(async ({ ctx, next }) => {
+        try {
+          return await next({ ctx: { ...ctx, op: await contextFor(op, ctx.req, ctx.core) } });
+        } catch (err) {
+          throw toTrpcError(err);
+        }
+      })
+      .input(combinedInput(op));
     const resolver = async ({ ctx, input }: { ctx: TrpcContext & { op: OpContext }; input: unknown }) => {
       try {
         // As on REST: the answer is parsed with the declared output (api/output.ts), so the type holds.

@@ -3,8 +3,16 @@ import type { Core } from '../core/index.js';
 
 const escape = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 const page = (res: Response, status: number, title: string, body: string) =>
-  res.status(status).type('html').set({ 'Cache-Control': 'no-store', 'Content-Security-Policy': "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'", 'Referrer-Policy': 'no-referrer', 'X-Frame-Options': 'DENY' })
-    .send(`<!doctype html><html><head><meta charset="utf-8"><title>${title}</title></head>
+  res
+    .status(status)
+    .type('html')
+    .set({
+      'Cache-Control': 'no-store',
+      'Content-Security-Policy':
+        "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",
+      'Referrer-Policy': 'no-referrer',
+      'X-Frame-Options': 'DENY',
+    }).send(`<!doctype html><html><head><meta charset="utf-8"><title>${title}</title></head>
 <body style="font-family:sans-serif;max-width:32rem;margin:4rem auto"><h1>${title}</h1>${body}</body></html>`);
 
 /**
@@ -18,8 +26,13 @@ export function mountUnsubscribeRoutes(app: Express, core: Core): void {
     const contact = contactId ? await core.contacts.byId(contactId) : undefined;
     if (!contactId) return page(res, 404, 'Link not valid', '<p>This unsubscribe link is not valid.</p>');
     const who = contact ? ` for <b>${escape(contact.email)}</b>` : '';
-    page(res, 200, 'Unsubscribe', `<p>Stop receiving these emails${who}?</p>
-<form method="post"><input type="hidden" name="List-Unsubscribe" value="One-Click"><button type="submit">Unsubscribe</button></form>`);
+    page(
+      res,
+      200,
+      'Unsubscribe',
+      `<p>Stop receiving these emails${who}?</p>
+<form method="post"><input type="hidden" name="List-Unsubscribe" value="One-Click"><button type="submit">Unsubscribe</button></form>`,
+    );
   });
 
   app.post('/unsubscribe/:token', async (req, res) => {

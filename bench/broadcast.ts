@@ -37,7 +37,9 @@ const N = Number(process.env.BENCH_RECIPIENTS ?? 10_000);
 const CEILING_N = Math.min(N, Number(process.env.BENCH_CEILING ?? 20_000));
 const C = Number(process.env.BENCH_CONCURRENCY ?? 32);
 const TIMEOUT_MS = Number(process.env.BENCH_TIMEOUT_MS ?? Math.max(900_000, N * 5));
-const FIGURES = process.env.BENCH_FIGURES_FILE ?? join('.data', 'bench', `broadcast-${N}-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
+const FIGURES =
+  process.env.BENCH_FIGURES_FILE ??
+  join('.data', 'bench', `broadcast-${N}-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
 
 async function main() {
   const sink = await startCountingSink();
@@ -45,15 +47,30 @@ async function main() {
   dns.zone.set('rcpt.test', 'MX', [{ value: 'sink.rcpt.test', priority: 10 }]);
   dns.zone.set('sink.rcpt.test', 'A', [{ value: '127.0.0.1' }]);
   const pg = await createTestDatabase();
-  const temporal = process.env.TEMPORAL_ADDRESS ? undefined : await startDevServer({ port: await freePort(), namespace: 'default' });
+  const temporal = process.env.TEMPORAL_ADDRESS
+    ? undefined
+    : await startDevServer({ port: await freePort(), namespace: 'default' });
   const port = await freePort();
-  const passthrough = Object.fromEntries(Object.entries(process.env).filter(([k, v]) => k.startsWith('BROADCAST_') && v)) as Record<string, string>;
+  const passthrough = Object.fromEntries(
+    Object.entries(process.env).filter(([k, v]) => k.startsWith('BROADCAST_') && v),
+  ) as Record<string, string>;
   const env: Record<string, string> = {
-    PORT: String(port), SMTP_PORT: String(await freePort()), DATA_DIR: mkdtempSync(join(tmpdir(), 'svc-bench-')), DATABASE_URL: pg.url,
-    TEMPORAL_ADDRESS: process.env.TEMPORAL_ADDRESS ?? temporal!.address, SERVICE_DOMAIN: 'bench.svc.test', OUTBOUND_MODE: 'mx',
-    MX_PORT: String(sink.port), DNS_SERVERS: dns.server.address, SECRET_KEY: 'bench-secret-key-0123456789-abcdefghijklmnop', NODE_ENV: 'production', ALLOW_PRIVATE_NETWORKS: '1',
+    PORT: String(port),
+    SMTP_PORT: String(await freePort()),
+    DATA_DIR: mkdtempSync(join(tmpdir(), 'svc-bench-')),
+    DATABASE_URL: pg.url,
+    TEMPORAL_ADDRESS: process.env.TEMPORAL_ADDRESS ?? temporal!.address,
+    SERVICE_DOMAIN: 'bench.svc.test',
+    OUTBOUND_MODE: 'mx',
+    MX_PORT: String(sink.port),
+    DNS_SERVERS: dns.server.address,
+    SECRET_KEY: 'bench-secret-key-0123456789-abcdefghijklmnop',
+    NODE_ENV: 'production',
+    ALLOW_PRIVATE_NETWORKS: '1',
     PLANS: JSON.stringify({ free: { includedEmails: null, dailySendCap: null, overage: 'metered', paid: true } }),
-    TEMPORAL_TASK_QUEUE: `bench-${Date.now()}`, BROADCAST_FOOTER_ADDRESS: '1 Bench Road, Testville', ...passthrough,
+    TEMPORAL_TASK_QUEUE: `bench-${Date.now()}`,
+    BROADCAST_FOOTER_ADDRESS: '1 Bench Road, Testville',
+    ...passthrough,
   };
   const config = loadConfig(env);
   const split = process.env.BENCH_SPLIT !== '0';
@@ -61,12 +78,15 @@ async function main() {
   const roles = split ? [await spawnRole(['main.ts', 'api'], env, '[api] listening'), await spawnWorker(env)] : [];
   const api = apiClient(`http://127.0.0.1:${port}`);
   try {
-    const s = (await api('POST', '/api/auth/signup', { body: { email: 'bench@example.com', password: 'bench password' } })).body;
+    const s = (
+      await api('POST', '/api/auth/signup', { body: { email: 'bench@example.com', password: 'bench password' } })
+    ).body;
     await service.core.db.update(schema.users).set({ emailVerified: true }).where(eq(schema.users.id, s.user.id));
-    const dom = (await api('POST', '/api/domains/subdomain', { token: s.token, body: { subdomain: 'fast' } })).body.domain;
+    const dom = (await api('POST', '/api/domains/subdomain', { token: s.token, body: { subdomain: 'fast' } })).body
+      .domain;
     const key = (await api('GET', '/api/keys', { token: s.token })).body.key;
     const from = 'Bench <news@fast.bench.svc.test>';
-    const html = '<p>Hello <b>{{email}}</b>, here is this month\'s news.</p>';
+    const html = "<p>Hello <b>{{email}}</b>, here is this month's news.</p>";
 
     // The audience: N contacts in a list, added 1,000 per call.
     const list = (await api('POST', '/api/lists', { token: key, body: { name: 'bench' } })).body;
@@ -79,21 +99,49 @@ async function main() {
     // (b) the ceiling: the same number of messages, DKIM-signed and sent by a pooled nodemailer transport.
     const [row] = await service.core.db.select().from(schema.domains).where(eq(schema.domains.id, dom.id));
     const direct = nodemailer.createTransport({
-      host: '127.0.0.1', port: sink.port, pool: true, maxConnections: 5, secure: false, ignoreTLS: true,
-      dkim: { domainName: row!.domain, keySelector: row!.dkimSelector, privateKey: service.core.sealer.open(row!.dkimPrivateKeySealed) },
+      host: '127.0.0.1',
+      port: sink.port,
+      pool: true,
+      maxConnections: 5,
+      secure: false,
+      ignoreTLS: true,
+      dkim: {
+        domainName: row!.domain,
+        keySelector: row!.dkimSelector,
+        privateKey: service.core.sealer.open(row!.dkimPrivateKeySealed),
+      },
     });
     sink.reset();
     const t0 = performance.now();
-    await pool(CEILING_N, C, (i) => direct.sendMail({ from, to: `user${i}@rcpt.test`, subject: 'Monthly news', html: html.replace('{{email}}', `user${i}@rcpt.test`), text: 'Hello' }));
+    await pool(CEILING_N, C, (i) =>
+      direct.sendMail({
+        from,
+        to: `user${i}@rcpt.test`,
+        subject: 'Monthly news',
+        html: html.replace('{{email}}', `user${i}@rcpt.test`),
+        text: 'Hello',
+      }),
+    );
     const ceiling = CEILING_N / ((performance.now() - t0) / 1000);
     direct.close();
 
     // (a) the broadcast, from the send call to the last message in the sink.
-    const b = (await api('POST', '/api/broadcasts', { token: key, body: { from, subject: 'Monthly news', html, text: 'Hello {{email}}', audience: { type: 'list', id: list.id } } })).body;
+    const b = (
+      await api('POST', '/api/broadcasts', {
+        token: key,
+        body: { from, subject: 'Monthly news', html, text: 'Hello {{email}}', audience: { type: 'list', id: list.id } },
+      })
+    ).body;
     sink.reset();
     const groups = [
-      ...(split ? [{ name: 'api', pids: () => [roles[0]!.pid] }, { name: 'worker', pids: () => [roles[1]!.pid] }] : [{ name: 'service', pids: () => [process.pid] }]),
-      { name: 'temporal', pids: () => descendantsByComm(process.pid, 'temporal') }, { name: 'postgres', pids: () => pidsByComm('postgres') },
+      ...(split
+        ? [
+            { name: 'api', pids: () => [roles[0]!.pid] },
+            { name: 'worker', pids: () => [roles[1]!.pid] },
+          ]
+        : [{ name: 'service', pids: () => [process.pid] }]),
+      { name: 'temporal', pids: () => descendantsByComm(process.pid, 'temporal') },
+      { name: 'postgres', pids: () => pidsByComm('postgres') },
     ];
     const rss = sampleRss(groups, () => sink.count, Number(process.env.BENCH_RSS_EVERY_MS ?? 5_000));
     const start = performance.now();
@@ -107,21 +155,48 @@ async function main() {
       rss.stop();
       // Written even when (a) times out: the partial figures are figures too.
       mkdirSync(dirname(FIGURES), { recursive: true });
-      writeFileSync(FIGURES, JSON.stringify({
-        recipients: N, delivered: sink.count, seconds: secs, rate: sink.count / secs, ceiling: { messages: CEILING_N, rate: ceiling },
-        split, batchSize: config.broadcast.batchSize, concurrency: config.broadcast.concurrency, batchesPerRun: config.broadcast.batchesPerRun,
-        at: new Date().toISOString(), rssMib: rss.summary(), samples: rss.samples,
-      }, null, 1));
+      writeFileSync(
+        FIGURES,
+        JSON.stringify(
+          {
+            recipients: N,
+            delivered: sink.count,
+            seconds: secs,
+            rate: sink.count / secs,
+            ceiling: { messages: CEILING_N, rate: ceiling },
+            split,
+            batchSize: config.broadcast.batchSize,
+            concurrency: config.broadcast.concurrency,
+            batchesPerRun: config.broadcast.batchesPerRun,
+            at: new Date().toISOString(),
+            rssMib: rss.summary(),
+            samples: rss.samples,
+          },
+          null,
+          1,
+        ),
+      );
     }
     const rate = N / secs;
     const final = await waitClosed(api, key, b.id);
 
-    console.log(`recipients ${N}, ${split ? 'API and worker in separate processes' : 'one process'}, batch ${config.broadcast.batchSize}, ${config.broadcast.concurrency} batches in flight`);
-    console.log(`(a) broadcast: ${rate.toFixed(1)} recipients/s (${secs.toFixed(1)} s); final status ${final.status}, sent_count ${final.sent_count}, fail_count ${final.fail_count}`);
-    console.log(`(b) ceiling, pooled nodemailer + DKIM direct to the sink: ${ceiling.toFixed(1)}/s (${CEILING_N} messages)`);
+    console.log(
+      `recipients ${N}, ${split ? 'API and worker in separate processes' : 'one process'}, batch ${config.broadcast.batchSize}, ${config.broadcast.concurrency} batches in flight`,
+    );
+    console.log(
+      `(a) broadcast: ${rate.toFixed(1)} recipients/s (${secs.toFixed(1)} s); final status ${final.status}, sent_count ${final.sent_count}, fail_count ${final.fail_count}`,
+    );
+    console.log(
+      `(b) ceiling, pooled nodemailer + DKIM direct to the sink: ${ceiling.toFixed(1)}/s (${CEILING_N} messages)`,
+    );
     console.log(`(a)/(b) = ${(rate / ceiling).toFixed(2)}`);
-    console.log(`100,000 recipients at this rate: ${(100_000 / rate / 60).toFixed(1)} min (extrapolated from ${N}, not measured)`);
-    for (const [name, r] of Object.entries(rss.summary())) console.log(`RSS ${name}: min ${r.min} MiB, max ${r.max} MiB, after warm-up ${r.afterWarmup} MiB, last ${r.last} MiB`);
+    console.log(
+      `100,000 recipients at this rate: ${(100_000 / rate / 60).toFixed(1)} min (extrapolated from ${N}, not measured)`,
+    );
+    for (const [name, r] of Object.entries(rss.summary()))
+      console.log(
+        `RSS ${name}: min ${r.min} MiB, max ${r.max} MiB, after warm-up ${r.afterWarmup} MiB, last ${r.last} MiB`,
+      );
     console.log(`figures: ${FIGURES}`);
   } finally {
     for (const r of roles) await r.stop();

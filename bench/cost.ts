@@ -21,13 +21,16 @@ export function cpuMsOf(pid: number): number {
 
 /** Every process whose command name is `comm` (PostgreSQL backends: `postgres`; the Temporal dev server: `temporal`). */
 export function pidsByComm(comm: string): number[] {
-  return readdirSync('/proc').filter((d) => /^\d+$/.test(d)).map(Number).filter((pid) => {
-    try {
-      return readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === comm;
-    } catch {
-      return false;
-    }
-  });
+  return readdirSync('/proc')
+    .filter((d) => /^\d+$/.test(d))
+    .map(Number)
+    .filter((pid) => {
+      try {
+        return readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === comm;
+      } catch {
+        return false;
+      }
+    });
 }
 
 export type ProcessGroup = { name: string; pids: () => number[] };
@@ -51,7 +54,10 @@ export function cpuBetween(before: CpuSnapshot, after: CpuSnapshot): Map<string,
 
 /** Statements counted by the roles that write SVC_QUERY_STATS_FILE (db/index.ts). */
 export function queriesIn(files: string[]): number {
-  return files.reduce((n, f) => n + (existsSync(f) ? (JSON.parse(readFileSync(f, 'utf8')) as { queries: number }).queries : 0), 0);
+  return files.reduce(
+    (n, f) => n + (existsSync(f) ? (JSON.parse(readFileSync(f, 'utf8')) as { queries: number }).queries : 0),
+    0,
+  );
 }
 
 /** Statements by their first words, summed over the roles' files (BENCH_STATEMENTS=1 prints them per message). */
@@ -67,7 +73,10 @@ export function statementsIn(files: string[]): Map<string, number> {
 /** The statements of a phase per message, most frequent first, when BENCH_STATEMENTS=1. */
 export function printStatements(before: Map<string, number>, after: Map<string, number>, n: number): void {
   if (process.env.BENCH_STATEMENTS !== '1') return;
-  const rows = [...after].map(([head, count]) => [head, (count - (before.get(head) ?? 0)) / n] as const).filter(([, per]) => per > 0).sort((a, b) => b[1] - a[1]);
+  const rows = [...after]
+    .map(([head, count]) => [head, (count - (before.get(head) ?? 0)) / n] as const)
+    .filter(([, per]) => per > 0)
+    .sort((a, b) => b[1] - a[1]);
   for (const [head, per] of rows) console.log(`  ${per.toFixed(2).padStart(6)}  ${head}`);
 }
 
@@ -76,7 +85,11 @@ export function printStatements(before: Map<string, number>, after: Map<string, 
  * call; each workflow task and each (ordinary) activity task is two (poll and respond). Local
  * activities ride on workflow tasks and cost none.
  */
-export async function temporalCalls(client: Client, taskQueue: string, types: string[]): Promise<{ calls: number; workflows: number }> {
+export async function temporalCalls(
+  client: Client,
+  taskQueue: string,
+  types: string[],
+): Promise<{ calls: number; workflows: number }> {
   let calls = 0;
   let workflows = 0;
   const query = `TaskQueue = '${taskQueue}' AND WorkflowType IN (${types.map((t) => `'${t}'`).join(', ')})`;
@@ -85,14 +98,25 @@ export async function temporalCalls(client: Client, taskQueue: string, types: st
     const history = await client.workflow.getHandle(w.workflowId, w.runId).fetchHistory();
     for (const e of history.events ?? []) {
       if (e.workflowExecutionStartedEventAttributes || e.workflowExecutionSignaledEventAttributes) calls += 1;
-      if (e.workflowTaskCompletedEventAttributes || e.activityTaskCompletedEventAttributes || e.activityTaskFailedEventAttributes) calls += 2;
+      if (
+        e.workflowTaskCompletedEventAttributes ||
+        e.activityTaskCompletedEventAttributes ||
+        e.activityTaskFailedEventAttributes
+      )
+        calls += 2;
     }
   }
   return { calls, workflows };
 }
 
 /** Prints the cost table of one phase. */
-export function printCost(label: string, n: number, cpu: Map<string, number>, sql: number, temporal: { calls: number; workflows: number }): void {
+export function printCost(
+  label: string,
+  n: number,
+  cpu: Map<string, number>,
+  sql: number,
+  temporal: { calls: number; workflows: number },
+): void {
   const total = [...cpu.values()].reduce((a, b) => a + b, 0);
   console.log(`cost per message, ${label} (${n} messages):`);
   for (const [name, ms] of cpu) console.log(`  CPU ${name.padEnd(18)} ${(ms / n).toFixed(2)} ms`);

@@ -20,7 +20,17 @@ import { startTestDns } from '../test/helpers/dns.js';
 import { createTestDatabase } from '../test/helpers/pg.js';
 import { freePort } from '../test/helpers/ports.js';
 import { apiClient } from '../test/helpers/stack.js';
-import { cpuBetween, pidsByComm, printCost, printStatements, queriesIn, snapshotCpu, statementsIn, temporalCalls, type ProcessGroup } from './cost.js';
+import {
+  cpuBetween,
+  pidsByComm,
+  printCost,
+  printStatements,
+  queriesIn,
+  snapshotCpu,
+  statementsIn,
+  temporalCalls,
+  type ProcessGroup,
+} from './cost.js';
 import { checkFloors } from './floors.js';
 import { pool, spawnRole, spawnWorker } from './util.js';
 import { referenceWorkflow } from '../workflows/reference.js';
@@ -35,19 +45,35 @@ async function main() {
   const hooksBase = `http://127.0.0.1:${/listening (\d+)/.exec(hooks.output)![1]}`;
   const received = async () => Number(await (await fetch(`${hooksBase}/count`)).text());
   const pg = await createTestDatabase();
-  const temporal = process.env.TEMPORAL_ADDRESS ? undefined : await startDevServer({
-    port: await freePort(), namespace: 'default',
-    // BENCH_TEMPORAL_UNTUNED=1: the dev server without this project's dynamic config; BENCH_TEMPORAL_CONFIG adds key=value,key=value.
-    untuned: process.env.BENCH_TEMPORAL_UNTUNED === '1', dynamicConfig: process.env.BENCH_TEMPORAL_CONFIG?.split(',').filter(Boolean) ?? [],
-  });
+  const temporal = process.env.TEMPORAL_ADDRESS
+    ? undefined
+    : await startDevServer({
+        port: await freePort(),
+        namespace: 'default',
+        // BENCH_TEMPORAL_UNTUNED=1: the dev server without this project's dynamic config; BENCH_TEMPORAL_CONFIG adds key=value,key=value.
+        untuned: process.env.BENCH_TEMPORAL_UNTUNED === '1',
+        dynamicConfig: process.env.BENCH_TEMPORAL_CONFIG?.split(',').filter(Boolean) ?? [],
+      });
   const env: Record<string, string> = {
-    PORT: String(await freePort()), SMTP_PORT: String(await freePort()), DATA_DIR: mkdtempSync(join(tmpdir(), 'svc-bench-')), DATABASE_URL: pg.url,
-    TEMPORAL_ADDRESS: process.env.TEMPORAL_ADDRESS ?? temporal!.address, SERVICE_DOMAIN: 'bench.svc.test', DNS_SERVERS: dns.server.address,
-    SECRET_KEY: 'bench-secret-key-0123456789-abcdefghijklmnop', SIGNUP_LIMIT_PER_HOUR: '1000', NODE_ENV: 'production', SMTP_MAX_CLIENTS: '500', SMTP_MAX_CLIENTS_PER_IP: '500', SMTP_COMMANDS_PER_MINUTE: '1000000', ALLOW_PRIVATE_NETWORKS: '1',
+    PORT: String(await freePort()),
+    SMTP_PORT: String(await freePort()),
+    DATA_DIR: mkdtempSync(join(tmpdir(), 'svc-bench-')),
+    DATABASE_URL: pg.url,
+    TEMPORAL_ADDRESS: process.env.TEMPORAL_ADDRESS ?? temporal!.address,
+    SERVICE_DOMAIN: 'bench.svc.test',
+    DNS_SERVERS: dns.server.address,
+    SECRET_KEY: 'bench-secret-key-0123456789-abcdefghijklmnop',
+    SIGNUP_LIMIT_PER_HOUR: '1000',
+    NODE_ENV: 'production',
+    SMTP_MAX_CLIENTS: '500',
+    SMTP_MAX_CLIENTS_PER_IP: '500',
+    SMTP_COMMANDS_PER_MINUTE: '1000000',
+    ALLOW_PRIVATE_NETWORKS: '1',
     PLANS: JSON.stringify({ free: { includedEmails: null, dailySendCap: null, overage: 'metered', paid: true } }),
     TEMPORAL_TASK_QUEUE: `bench-${Date.now()}`,
     // The bench account is unverified and receives far more than the daily allowance of one.
-    UNVERIFIED_INBOUND_DAILY: '100000000', UNVERIFIED_INBOUND_DAILY_BYTES: String(1024 ** 4),
+    UNVERIFIED_INBOUND_DAILY: '100000000',
+    UNVERIFIED_INBOUND_DAILY_BYTES: String(1024 ** 4),
   };
   const config = loadConfig(env);
   // The ingress runs in this process: its statements are counted too (the load generator sends none).
@@ -55,7 +81,9 @@ async function main() {
   process.env.SVC_QUERY_STATS_FILE = ingressStats;
   // BENCH_SPLIT=0 runs every role in one process (npm start); the default runs the worker apart, like production.
   const split = process.env.BENCH_SPLIT !== '0';
-  const service = await startService(config, split ? ['api', 'smtp'] : ['api', 'smtp', 'worker'], { log: () => undefined });
+  const service = await startService(config, split ? ['api', 'smtp'] : ['api', 'smtp', 'worker'], {
+    log: () => undefined,
+  });
   const workerStats = join(env.DATA_DIR!, 'worker-queries.json');
   const worker = split ? await spawnWorker({ ...env, SVC_QUERY_STATS_FILE: workerStats }) : undefined;
   const groups: ProcessGroup[] = [
@@ -65,11 +93,28 @@ async function main() {
     { name: 'Temporal server', pids: () => pidsByComm('temporal') },
   ];
   const api = apiClient(`http://127.0.0.1:${service.apiPort}`);
-  const smtp = nodemailer.createTransport({ host: '127.0.0.1', port: service.smtpPort!, pool: true, maxConnections: C, maxMessages: Infinity, secure: false, ignoreTLS: true });
-  const message = (i: number, tag: string) => ({ from: `Sender ${i} <s${i}@far.example>`, to: `in${i}@inbox.bench.svc.test`, subject: `${tag} ${i}`, text: `Hello ${i}`, html: `<p>Hello <b>${i}</b></p>` });
+  const smtp = nodemailer.createTransport({
+    host: '127.0.0.1',
+    port: service.smtpPort!,
+    pool: true,
+    maxConnections: C,
+    maxMessages: Infinity,
+    secure: false,
+    ignoreTLS: true,
+  });
+  const message = (i: number, tag: string) => ({
+    from: `Sender ${i} <s${i}@far.example>`,
+    to: `in${i}@inbox.bench.svc.test`,
+    subject: `${tag} ${i}`,
+    text: `Hello ${i}`,
+    html: `<p>Hello <b>${i}</b></p>`,
+  });
   try {
-    const s = (await api('POST', '/api/auth/signup', { body: { email: 'bench-in@example.com', password: 'bench password' } })).body;
-    const dom = (await api('POST', '/api/domains/subdomain', { token: s.token, body: { subdomain: 'inbox' } })).body.domain;
+    const s = (
+      await api('POST', '/api/auth/signup', { body: { email: 'bench-in@example.com', password: 'bench password' } })
+    ).body;
+    const dom = (await api('POST', '/api/domains/subdomain', { token: s.token, body: { subdomain: 'inbox' } })).body
+      .domain;
     await api('PUT', `/api/domains/${dom.id}/webhook`, { token: s.token, body: { url: `${hooksBase}/in` } });
 
     // (a) the ingress alone: the same path with the workflow start switched off.
@@ -100,16 +145,32 @@ async function main() {
     const statements = statementsIn([workerStats, ingressStats]);
     // (c) the yardstick: workflows with two local activities, started C at a time, each awaited.
     const { connectTemporal } = await import('../temporal/client.js');
-    const t = await connectTemporal({ address: service.temporalAddress, namespace: config.temporal.namespace, taskQueue: config.temporal.taskQueue });
+    const t = await connectTemporal({
+      address: service.temporalAddress,
+      namespace: config.temporal.namespace,
+      taskQueue: config.temporal.taskQueue,
+    });
     const t2 = performance.now();
-    await pool(N, C, (i) => t.client.workflow.execute(referenceWorkflow, { taskQueue: config.temporal.taskQueue, workflowId: `bench-ref-${Date.now()}-${i}` }));
+    await pool(N, C, (i) =>
+      t.client.workflow.execute(referenceWorkflow, {
+        taskQueue: config.temporal.taskQueue,
+        workflowId: `bench-ref-${Date.now()}-${i}`,
+      }),
+    );
     const reference = N / ((performance.now() - t2) / 1000);
-    const calls = await temporalCalls(t.client, config.temporal.taskQueue, ['inboundBatchWorkflow', 'inboundDeliveryWorkflow']);
+    const calls = await temporalCalls(t.client, config.temporal.taskQueue, [
+      'inboundBatchWorkflow',
+      'inboundDeliveryWorkflow',
+    ]);
     await t.connection.close();
     console.log(`messages ${N}, SMTP connections ${C}, ${split ? 'worker in its own process' : 'one process'}`);
     console.log(`(a) ingress alone (accept, parse, score, persist; no workflow): ${ceiling.toFixed(1)}/s`);
-    console.log(`(b) accepted over SMTP: ${(N / acceptSecs).toFixed(1)}/s; delivered to the webhook end to end: ${e2e.toFixed(1)}/s (${e2eSecs.toFixed(1)} s)`);
-    console.log(`accepted/(a) = ${(N / acceptSecs / ceiling).toFixed(2)}; delivered/(a) = ${(e2e / ceiling).toFixed(2)}`);
+    console.log(
+      `(b) accepted over SMTP: ${(N / acceptSecs).toFixed(1)}/s; delivered to the webhook end to end: ${e2e.toFixed(1)}/s (${e2eSecs.toFixed(1)} s)`,
+    );
+    console.log(
+      `accepted/(a) = ${(N / acceptSecs / ceiling).toFixed(2)}; delivered/(a) = ${(e2e / ceiling).toFixed(2)}`,
+    );
     console.log(`(c) reference: workflows with two local activities, same server, same run: ${reference.toFixed(1)}/s`);
     console.log(`delivered/(c) = ${(e2e / reference).toFixed(2)}`);
     printCost('(b): accepted over SMTP and delivered ', N, cpu, sql, calls);

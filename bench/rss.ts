@@ -21,10 +21,14 @@ export type RssSample = { atS: number; delivered: number; mib: Record<string, nu
 export function sampleRss(groups: ProcessGroup[], progress: () => number, everyMs = 5_000) {
   const samples: RssSample[] = [];
   const t0 = performance.now();
-  const take = () => samples.push({
-    atS: Math.round((performance.now() - t0) / 100) / 10, delivered: progress(),
-    mib: Object.fromEntries(groups.map((g) => [g.name, Math.round(g.pids().reduce((n, pid) => n + rssMibOf(pid), 0))])),
-  });
+  const take = () =>
+    samples.push({
+      atS: Math.round((performance.now() - t0) / 100) / 10,
+      delivered: progress(),
+      mib: Object.fromEntries(
+        groups.map((g) => [g.name, Math.round(g.pids().reduce((n, pid) => n + rssMibOf(pid), 0))]),
+      ),
+    });
   take();
   const timer = setInterval(take, everyMs);
   return {
@@ -40,7 +44,13 @@ export function sampleRss(groups: ProcessGroup[], progress: () => number, everyM
       const warm = samples.find((s) => s.atS >= (samples.at(-1)?.atS ?? 0) * 0.1) ?? samples[0]!;
       for (const g of groups) {
         const v = samples.map((s) => s.mib[g.name] ?? 0);
-        out[g.name] = { min: Math.min(...v), max: Math.max(...v), first: v[0] ?? 0, last: v.at(-1) ?? 0, afterWarmup: warm.mib[g.name] ?? 0 };
+        out[g.name] = {
+          min: Math.min(...v),
+          max: Math.max(...v),
+          first: v[0] ?? 0,
+          last: v.at(-1) ?? 0,
+          afterWarmup: warm.mib[g.name] ?? 0,
+        };
       }
       return out;
     },

@@ -4,17 +4,25 @@ import { SMTPServer } from 'smtp-server';
 export async function startCountingSink() {
   let count = 0;
   const server = new SMTPServer({
-    authOptional: true, disabledCommands: ['AUTH', 'STARTTLS'], logger: false, maxClients: 1000,
+    authOptional: true,
+    disabledCommands: ['AUTH', 'STARTTLS'],
+    logger: false,
+    maxClients: 1000,
     onData(stream, _s, cb) {
       stream.on('data', () => undefined);
-      stream.on('end', () => { count += 1; cb(); });
+      stream.on('end', () => {
+        count += 1;
+        cb();
+      });
     },
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   return {
     port: (server.server.address() as { port: number }).port,
     reset: () => void (count = 0),
-    get count() { return count; },
+    get count() {
+      return count;
+    },
     async waitForCount(n: number, timeoutMs: number) {
       const deadline = Date.now() + timeoutMs;
       while (count < n) {

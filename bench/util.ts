@@ -1,12 +1,15 @@
 /** Runs `task(i)` for i in [0, n) with at most `concurrency` in flight. */
 export async function pool(n: number, concurrency: number, task: (i: number) => Promise<unknown>): Promise<void> {
   let next = 0;
-  await Promise.all(Array.from({ length: Math.min(concurrency, n) }, async () => {
-    while (next < n) await task(next++);
-  }));
+  await Promise.all(
+    Array.from({ length: Math.min(concurrency, n) }, async () => {
+      while (next < n) await task(next++);
+    }),
+  );
 }
 
-export const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0;
+export const percentile = (sorted: number[], p: number) =>
+  sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0;
 
 /**
  * The worker as its own process (`npm run start:worker`), as production runs it: the API and the
@@ -15,11 +18,18 @@ export const percentile = (sorted: number[], p: number) => sorted[Math.min(sorte
 export const spawnWorker = (env: Record<string, string>) => spawnRole(['main.ts', 'worker'], env, '[worker] polling');
 
 /** One role as its own process (`tsx main.ts api`, `tsx main.ts worker`); resolves once it prints `ready`. */
-export async function spawnRole(args: string[], env: Record<string, string>, ready: string): Promise<{ pid: number; output: string; stop(): Promise<void> }> {
+export async function spawnRole(
+  args: string[],
+  env: Record<string, string>,
+  ready: string,
+): Promise<{ pid: number; output: string; stop(): Promise<void> }> {
   const { spawn } = await import('node:child_process');
   // BENCH_CPU_PROF=<dir>: each role writes a V8 CPU profile there when it stops (open it in Chrome DevTools).
   const prof = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
-  const child = spawn(process.execPath, [...prof, '--import', 'tsx', ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...prof, '--import', 'tsx', ...args], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   await new Promise<void>((resolve, reject) => {
     const onData = (b: Buffer) => {
@@ -33,10 +43,11 @@ export async function spawnRole(args: string[], env: Record<string, string>, rea
   return {
     pid: child.pid!,
     output: out,
-    stop: () => new Promise<void>((resolve) => {
-      child.once('exit', () => resolve());
-      child.kill('SIGTERM');
-    }),
+    stop: () =>
+      new Promise<void>((resolve) => {
+        child.once('exit', () => resolve());
+        child.kill('SIGTERM');
+      }),
   };
 }
 
@@ -48,25 +59,37 @@ export async function jsonPoster(baseUrl: string, token: string) {
   const http = await import('node:http');
   const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
   const url = new URL(baseUrl);
-  return (path: string, body: unknown) => new Promise<{ status: number; body: any }>((resolve, reject) => {
-    const data = JSON.stringify(body);
-    const req = http.request({
-      host: url.hostname, port: url.port, path, method: 'POST', agent,
-      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data), authorization: `Bearer ${token}` },
-    }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        try {
-          resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) });
-        } catch {
-          resolve({ status: res.statusCode ?? 0, body: text });
-        }
-      });
-      res.on('error', reject);
+  return (path: string, body: unknown) =>
+    new Promise<{ status: number; body: any }>((resolve, reject) => {
+      const data = JSON.stringify(body);
+      const req = http.request(
+        {
+          host: url.hostname,
+          port: url.port,
+          path,
+          method: 'POST',
+          agent,
+          headers: {
+            'content-type': 'application/json',
+            'content-length': Buffer.byteLength(data),
+            authorization: `Bearer ${token}`,
+          },
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () => {
+            const text = Buffer.concat(chunks).toString('utf8');
+            try {
+              resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) });
+            } catch {
+              resolve({ status: res.statusCode ?? 0, body: text });
+            }
+          });
+          res.on('error', reject);
+        },
+      );
+      req.on('error', reject);
+      req.end(data);
     });
-    req.on('error', reject);
-    req.end(data);
-  });
 }

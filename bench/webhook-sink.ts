@@ -15,7 +15,8 @@ const server = createServer((req, res) => {
   req.on('data', (c: Buffer) => chunks.push(c));
   req.on('end', () => {
     try {
-      if ((JSON.parse(Buffer.concat(chunks).toString('utf8')) as { type?: string }).type === 'email.received') count += 1;
+      if ((JSON.parse(Buffer.concat(chunks).toString('utf8')) as { type?: string }).type === 'email.received')
+        count += 1;
     } catch {
       // not an event: not counted
     }

@@ -6,7 +6,7 @@ import type { VerificationWorkflows } from './ports/domains.js';
 import type { EnrolmentPort } from './ports/sequences.js';
 
 type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
-const rowsOf = <T>(res: unknown): T[] => ((res as { rows?: T[] }).rows ?? (res as T[]));
+const rowsOf = <T>(res: unknown): T[] => (res as { rows?: T[] }).rows ?? (res as T[]);
 
 /**
  * Rows that hang off an account's rows without a user column of their own, deleted before their parents:
@@ -39,15 +39,26 @@ export function createAccountRemoval(deps: { db: Db; workflows: VerificationWork
   const { db } = deps;
 
   async function deleteRows(tx: Tx, userId: string): Promise<{ domainIds: string[]; enrolments: string[] }> {
-    const domainIds = (await tx.select({ id: schema.domains.id }).from(schema.domains).where(eq(schema.domains.userId, userId))).map((r) => r.id);
-    const enrolments = (await tx.select({ id: schema.sequenceEnrolments.workflowId }).from(schema.sequenceEnrolments)
-      .where(sql`${schema.sequenceEnrolments.userId} = ${userId} and ${schema.sequenceEnrolments.status} = 'running'`)).map((r) => r.id);
+    const domainIds = (
+      await tx.select({ id: schema.domains.id }).from(schema.domains).where(eq(schema.domains.userId, userId))
+    ).map((r) => r.id);
+    const enrolments = (
+      await tx
+        .select({ id: schema.sequenceEnrolments.workflowId })
+        .from(schema.sequenceEnrolments)
+        .where(sql`${schema.sequenceEnrolments.userId} = ${userId} and ${schema.sequenceEnrolments.status} = 'running'`)
+    ).map((r) => r.id);
     for (const [table, column, parent] of CHILDREN) {
-      await tx.execute(sql`delete from ${sql.identifier(table)} where ${sql.identifier(column)} in (select id from ${sql.identifier(parent)} where user_id = ${userId})`);
+      await tx.execute(
+        sql`delete from ${sql.identifier(table)} where ${sql.identifier(column)} in (select id from ${sql.identifier(parent)} where user_id = ${userId})`,
+      );
     }
-    const tables = rowsOf<{ table_name: string }>(await tx.execute(sql`select table_name from information_schema.columns
-      where table_schema = current_schema() and column_name = 'user_id' and table_name <> 'users' order by table_name`));
-    for (const { table_name } of tables) await tx.execute(sql`delete from ${sql.identifier(table_name)} where user_id = ${userId}`);
+    const tables = rowsOf<{ table_name: string }>(
+      await tx.execute(sql`select table_name from information_schema.columns
+      where table_schema = current_schema() and column_name = 'user_id' and table_name <> 'users' order by table_name`),
+    );
+    for (const { table_name } of tables)
+      await tx.execute(sql`delete from ${sql.identifier(table_name)} where user_id = ${userId}`);
     await tx.delete(schema.users).where(eq(schema.users.id, userId));
     return { domainIds, enrolments };
   }
@@ -56,7 +67,11 @@ export function createAccountRemoval(deps: { db: Db; workflows: VerificationWork
     /** Deletes the account if it is still unverified; answers false (nothing deleted) once it is verified or gone. */
     async removeUnverified(userId: string): Promise<boolean> {
       const removed = await db.transaction(async (tx) => {
-        const [user] = await tx.select({ verified: schema.users.emailVerified }).from(schema.users).where(eq(schema.users.id, userId)).for('update');
+        const [user] = await tx
+          .select({ verified: schema.users.emailVerified })
+          .from(schema.users)
+          .where(eq(schema.users.id, userId))
+          .for('update');
         if (!user || user.verified) return undefined;
         return deleteRows(tx, userId);
       });
@@ -66,7 +81,10 @@ export function createAccountRemoval(deps: { db: Db; workflows: VerificationWork
         ...removed.enrolments.map((id) => deps.workflows.cancelEnrolment(id)),
       ];
       for (const r of await Promise.allSettled(stops)) {
-        if (r.status === 'rejected') log.error(`[accounts] a workflow of the removed account ${userId} could not be stopped (it ends when it finds its rows gone): ${describeError(r.reason)}`);
+        if (r.status === 'rejected')
+          log.error(
+            `[accounts] a workflow of the removed account ${userId} could not be stopped (it ends when it finds its rows gone): ${describeError(r.reason)}`,
+          );
       }
       return true;
     },

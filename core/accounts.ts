@@ -32,41 +32,89 @@ export type LinkDetails = AccountDetails & { purpose: TokenPurpose; credentials:
 type Keep = { keep?: readonly string[] };
 
 export const normalizeEmail = (email: string) => email.trim().toLowerCase();
-export const toPublicUser = (u: UserRow): PublicUser =>
-  ({ id: u.id, email: u.email, emailVerified: u.emailVerified, plan: u.plan, createdAt: u.createdAt });
+export const toPublicUser = (u: UserRow): PublicUser => ({
+  id: u.id,
+  email: u.email,
+  emailVerified: u.emailVerified,
+  plan: u.plan,
+  createdAt: u.createdAt,
+});
 
 /** Accounts: signup, login, provisioning, magic-link sign-in, email verification and passwords. */
 export function createAccountService(deps: {
-  db: Db; keys: KeyService; tokens: TokenService; mailer: SystemMailer; publicUrl: string; defaultPlan: string; signupLimitPerHour: number;
+  db: Db;
+  keys: KeyService;
+  tokens: TokenService;
+  mailer: SystemMailer;
+  publicUrl: string;
+  defaultPlan: string;
+  signupLimitPerHour: number;
   removal: AccountRemoval;
 }) {
   const { db } = deps;
   // Failed sign-ins are bounded per address (whatever the client) and per client address (whatever the account).
   // In PostgreSQL: every API process counts in the same windows.
-  const loginLimiter = createSharedRateLimiter(db, 'login', { limit: 10, windowMs: 15 * 60_000, message: 'Too many failed sign-in attempts; try again later' });
-  const loginIpLimiter = createSharedRateLimiter(db, 'login_ip', { limit: 30, windowMs: 15 * 60_000, message: 'Too many failed sign-in attempts from this address; try again later', perAddress: true });
+  const loginLimiter = createSharedRateLimiter(db, 'login', {
+    limit: 10,
+    windowMs: 15 * 60_000,
+    message: 'Too many failed sign-in attempts; try again later',
+  });
+  const loginIpLimiter = createSharedRateLimiter(db, 'login_ip', {
+    limit: 30,
+    windowMs: 15 * 60_000,
+    message: 'Too many failed sign-in attempts from this address; try again later',
+    perAddress: true,
+  });
   // Account creation mails a link to an address the caller chose: bounded per client so it cannot be used to spam.
-  const createLimiter = createSharedRateLimiter(db, 'create', { limit: deps.signupLimitPerHour, windowMs: 3600_000, message: 'Too many accounts created from this address; try again later', perAddress: true });
+  const createLimiter = createSharedRateLimiter(db, 'create', {
+    limit: deps.signupLimitPerHour,
+    windowMs: 3600_000,
+    message: 'Too many accounts created from this address; try again later',
+    perAddress: true,
+  });
   // Mailed links are bounded per address so they cannot flood an inbox. Someone else can use up that budget,
   // so the link that uses it up stays valid until the budget comes back: the owner always has one to follow.
   const mailLimiter = createSharedRateLimiter(db, 'mail', {
-    limit: MAILS_PER_HOUR, windowMs: 3600_000, message: 'Too many emails requested for this address; the last link mailed to it stays valid until more can be sent',
+    limit: MAILS_PER_HOUR,
+    windowMs: 3600_000,
+    message:
+      'Too many emails requested for this address; the last link mailed to it stays valid until more can be sent',
   });
   /** How long a mailed link lives: its own time, or to the end of the address's mail window if it used up the window. */
-  const linkTtl = (ttlMs: number, w: { count: number; windowEnd: number }) => (w.count >= MAILS_PER_HOUR ? Math.max(ttlMs, w.windowEnd - Date.now()) : ttlMs);
+  const linkTtl = (ttlMs: number, w: { count: number; windowEnd: number }) =>
+    w.count >= MAILS_PER_HOUR ? Math.max(ttlMs, w.windowEnd - Date.now()) : ttlMs;
 
   async function findByEmail(email: string): Promise<UserRow | undefined> {
-    const [row] = await db.select().from(schema.users).where(eq(schema.users.email, normalizeEmail(email)));
+    const [row] = await db
+      .select()
+      .from(schema.users)
+      .where(eq(schema.users.email, normalizeEmail(email)));
     return row;
   }
 
-  async function createUser(values: { email: string; passwordHash?: string; channel?: string; ref?: string; referrer?: string }, origin: AccountOriginInput) {
+  async function createUser(
+    values: { email: string; passwordHash?: string; channel?: string; ref?: string; referrer?: string },
+    origin: AccountOriginInput,
+  ) {
     const now = Date.now();
-    const rows = await db.insert(schema.users).values({
-      id: newId('usr'), email: normalizeEmail(values.email), passwordHash: values.passwordHash ?? null, plan: deps.defaultPlan,
-      channel: values.channel ?? null, ref: values.ref ?? null, referrer: values.referrer ?? null, createdAt: now, updatedAt: now,
-      createdVia: origin.via, createdIp: origin.clientIp.replace(/^::ffff:(?=[\d.]+$)/, '') || null, createdClientId: origin.clientId ?? null,
-    }).onConflictDoNothing().returning();
+    const rows = await db
+      .insert(schema.users)
+      .values({
+        id: newId('usr'),
+        email: normalizeEmail(values.email),
+        passwordHash: values.passwordHash ?? null,
+        plan: deps.defaultPlan,
+        channel: values.channel ?? null,
+        ref: values.ref ?? null,
+        referrer: values.referrer ?? null,
+        createdAt: now,
+        updatedAt: now,
+        createdVia: origin.via,
+        createdIp: origin.clientIp.replace(/^::ffff:(?=[\d.]+$)/, '') || null,
+        createdClientId: origin.clientId ?? null,
+      })
+      .onConflictDoNothing()
+      .returning();
     if (!rows[0]) throw conflict('An account with this email already exists', 'account_exists');
     return rows[0];
   }
@@ -75,16 +123,28 @@ export function createAccountService(deps: {
     const token = randomToken(32);
     const now = Date.now();
     await db.insert(schema.authTokens).values({
-      id: newId('tok'), userId, purpose, tokenHash: credentialHash(token), expiresAt: now + ttlMs, createdAt: now,
+      id: newId('tok'),
+      userId,
+      purpose,
+      tokenHash: credentialHash(token),
+      expiresAt: now + ttlMs,
+      createdAt: now,
     });
     return token;
   }
 
   /** The live (unused, unexpired) token row of a mailed link, without using it up. */
   async function peekToken(token: string) {
-    const [row] = await db.select().from(schema.authTokens).where(and(
-      eq(schema.authTokens.tokenHash, credentialHash(token)), isNull(schema.authTokens.usedAt), gt(schema.authTokens.expiresAt, Date.now()),
-    ));
+    const [row] = await db
+      .select()
+      .from(schema.authTokens)
+      .where(
+        and(
+          eq(schema.authTokens.tokenHash, credentialHash(token)),
+          isNull(schema.authTokens.usedAt),
+          gt(schema.authTokens.expiresAt, Date.now()),
+        ),
+      );
     const user = row && (await getUser(row.userId));
     if (!row || !user) throw unauthorized('This link is invalid, already used or expired', 'invalid_token');
     return { purpose: row.purpose, user };
@@ -96,12 +156,23 @@ export function createAccountService(deps: {
   }
 
   /** The same, answering the kind of link it was too. */
-  async function consumeLink(token: string, purposes: TokenPurpose[]): Promise<{ user: UserRow; purpose: TokenPurpose }> {
+  async function consumeLink(
+    token: string,
+    purposes: TokenPurpose[],
+  ): Promise<{ user: UserRow; purpose: TokenPurpose }> {
     const now = Date.now();
-    const [used] = await db.update(schema.authTokens).set({ usedAt: now }).where(and(
-      eq(schema.authTokens.tokenHash, credentialHash(token)), inArray(schema.authTokens.purpose, purposes),
-      isNull(schema.authTokens.usedAt), gt(schema.authTokens.expiresAt, now),
-    )).returning();
+    const [used] = await db
+      .update(schema.authTokens)
+      .set({ usedAt: now })
+      .where(
+        and(
+          eq(schema.authTokens.tokenHash, credentialHash(token)),
+          inArray(schema.authTokens.purpose, purposes),
+          isNull(schema.authTokens.usedAt),
+          gt(schema.authTokens.expiresAt, now),
+        ),
+      )
+      .returning();
     if (!used) throw unauthorized('This link is invalid, already used or expired', 'invalid_token');
     const user = await getUser(used.userId);
     if (!user) throw unauthorized('This link is invalid, already used or expired', 'invalid_token');
@@ -113,7 +184,11 @@ export function createAccountService(deps: {
    * (SPEC.md: the provisioned key goes on working); a sign-in or reset link on an address never proven
    * revokes every credential made before, except those the owner keeps.
    */
-  async function prove(user: UserRow, purpose: TokenPurpose, opts: Keep & { passwordReplaced?: boolean } = {}): Promise<void> {
+  async function prove(
+    user: UserRow,
+    purpose: TokenPurpose,
+    opts: Keep & { passwordReplaced?: boolean } = {},
+  ): Promise<void> {
     if (user.emailVerified) return;
     if (purpose === 'verify_email') return markVerified(user.id);
     await proveAddress(db, user.id, { keep: opts.keep ?? [], passwordReplaced: opts.passwordReplaced ?? false });
@@ -123,10 +198,13 @@ export function createAccountService(deps: {
     const token = await mintOneTimeToken(user.id, 'verify_email', VERIFY_TTL_MS);
     const link = mailLink ? mailLink(token) : `${deps.publicUrl}/auth/verify?token=${token}`;
     await deps.mailer.send({
-      userId: user.id, to: user.email, subject: 'Verify your email address',
-      text: `Confirm ${user.email} to start sending:\n\n${link}\n\nThe page shows how the account was made and what it holds before you confirm. `
-        + `If you did not ask for an account, open the link and choose "I did not ask for this": the account and everything in it is deleted.\n\n`
-        + `From an API client: POST ${deps.publicUrl}/api/auth/verify {"token":"${token}"}\n\nThe link works once and expires in 7 days.`,
+      userId: user.id,
+      to: user.email,
+      subject: 'Verify your email address',
+      text:
+        `Confirm ${user.email} to start sending:\n\n${link}\n\nThe page shows how the account was made and what it holds before you confirm. ` +
+        `If you did not ask for an account, open the link and choose "I did not ask for this": the account and everything in it is deleted.\n\n` +
+        `From an API client: POST ${deps.publicUrl}/api/auth/verify {"token":"${token}"}\n\nThe link works once and expires in 7 days.`,
     });
   }
 
@@ -136,14 +214,20 @@ export function createAccountService(deps: {
   }
 
   async function session(user: UserRow) {
-    return { token: await deps.tokens.issue({ userId: user.id, kind: 'session', version: user.sessionVersion }), user: toPublicUser(user) };
+    return {
+      token: await deps.tokens.issue({ userId: user.id, kind: 'session', version: user.sessionVersion }),
+      user: toPublicUser(user),
+    };
   }
 
   return {
     getUser,
 
     async footerAddress(userId: string): Promise<string | null> {
-      const [row] = await db.select({ footer: schema.users.footerAddress }).from(schema.users).where(eq(schema.users.id, userId));
+      const [row] = await db
+        .select({ footer: schema.users.footerAddress })
+        .from(schema.users)
+        .where(eq(schema.users.id, userId));
       return row?.footer ?? null;
     },
 
@@ -155,9 +239,16 @@ export function createAccountService(deps: {
     },
 
     /** Creates a password account and mails its verification link (`mailLink` can point it elsewhere, e.g. back to an OAuth request). */
-    async signup(input: { email: string; password: string }, clientKey: string, mailLink?: MailLink, app?: { clientId: string }) {
+    async signup(
+      input: { email: string; password: string },
+      clientKey: string,
+      mailLink?: MailLink,
+      app?: { clientId: string },
+    ) {
       await createLimiter.hit(clientKey);
-      const origin: AccountOriginInput = app ? { via: 'consent', clientIp: clientKey, clientId: app.clientId } : { via: 'signup', clientIp: clientKey };
+      const origin: AccountOriginInput = app
+        ? { via: 'consent', clientIp: clientKey, clientId: app.clientId }
+        : { via: 'signup', clientIp: clientKey };
       const user = await createUser({ email: input.email, passwordHash: await hashPassword(input.password) }, origin);
       await sendVerification(user, mailLink);
       return session(user);
@@ -176,7 +267,10 @@ export function createAccountService(deps: {
       const user = await findByEmail(email);
       const ok = await verifyPassword(input.password, user?.passwordHash ?? null);
       if (!user || !ok) throw unauthorized('Wrong email or password', 'invalid_credentials');
-      await Promise.all([loginLimiter.release(email, byAddress.windowStart), loginIpLimiter.release(clientKey, byClient.windowStart)]);
+      await Promise.all([
+        loginLimiter.release(email, byAddress.windowStart),
+        loginIpLimiter.release(clientKey, byClient.windowStart),
+      ]);
       return session(user);
     },
 
@@ -186,7 +280,13 @@ export function createAccountService(deps: {
       const user = await createUser(input, { via: 'provision', clientIp: clientKey });
       const apiKey = await deps.keys.getOrCreateAccountKey(user.id);
       await sendVerification(user);
-      return { api_key: apiKey, user_id: user.id, email: user.email, email_verified: false as const, is_new: true as const };
+      return {
+        api_key: apiKey,
+        user_id: user.id,
+        email: user.email,
+        email_verified: false as const,
+        is_new: true as const,
+      };
     },
 
     /** Mails a sign-in link; answers the same whether or not the address has an account. */
@@ -198,7 +298,9 @@ export function createAccountService(deps: {
         const token = await mintOneTimeToken(user.id, 'signin', ttl);
         const link = mailLink ? mailLink(token) : `${deps.publicUrl}/auth/signin?token=${token}`;
         await deps.mailer.send({
-          userId: user.id, to: user.email, subject: 'Your sign-in link',
+          userId: user.id,
+          to: user.email,
+          subject: 'Your sign-in link',
           text: `Sign in to your account:\n\n${link}\n\nOr from an API client: POST ${deps.publicUrl}/api/auth/signin {"token":"${token}"}\n\nThe link works once and expires in ${Math.round(ttl / 60_000)} minutes.`,
         });
       }
@@ -230,7 +332,9 @@ export function createAccountService(deps: {
       if (user) {
         const token = await mintOneTimeToken(user.id, 'reset_password', ttl);
         await deps.mailer.send({
-          userId: user.id, to: user.email, subject: 'Reset your password',
+          userId: user.id,
+          to: user.email,
+          subject: 'Reset your password',
           text: `Choose a new password:\n\n${deps.publicUrl}/auth/reset?token=${token}\n\nOr from an API client: POST ${deps.publicUrl}/api/auth/password/reset {"token":"${token}","password":"…"}\n\nThe link works once and expires in ${Math.round(ttl / 60_000)} minutes. If you did not ask for it, ignore this mail.`,
         });
       }
@@ -258,7 +362,10 @@ export function createAccountService(deps: {
      */
     async describeLink(input: { token: string }): Promise<LinkDetails> {
       const { purpose, user } = await peekToken(input.token);
-      const credentials = user.emailVerified || purpose === 'verify_email' ? [] : await unprovenCredentials(db, user, { passwordReplaced: purpose === 'reset_password' });
+      const credentials =
+        user.emailVerified || purpose === 'verify_email'
+          ? []
+          : await unprovenCredentials(db, user, { passwordReplaced: purpose === 'reset_password' });
       return { purpose, credentials, ...(await accountDetails(db, user)) };
     },
 
@@ -268,9 +375,11 @@ export function createAccountService(deps: {
      */
     async disown(input: { token: string }) {
       const { user } = await peekToken(input.token);
-      if (user.emailVerified) throw conflict('This account is verified: it can no longer be disowned from a mailed link', 'already_verified');
+      if (user.emailVerified)
+        throw conflict('This account is verified: it can no longer be disowned from a mailed link', 'already_verified');
       const owner = await consumeOneTimeToken(input.token, ['verify_email', 'signin', 'reset_password']);
-      if (!(await deps.removal.removeUnverified(owner.id))) throw conflict('This account was verified meanwhile; nothing was deleted', 'already_verified');
+      if (!(await deps.removal.removeUnverified(owner.id)))
+        throw conflict('This account was verified meanwhile; nothing was deleted', 'already_verified');
       return { ok: true as const, email: owner.email, deleted: true as const };
     },
 
@@ -290,7 +399,10 @@ export function createAccountService(deps: {
 
     /** Ends every session of the account (a session token cannot be revoked alone: the version all carry is bumped). */
     async signOutEverywhere(userId: string) {
-      await db.update(schema.users).set({ sessionVersion: sql`${schema.users.sessionVersion} + 1`, updatedAt: Date.now() }).where(eq(schema.users.id, userId));
+      await db
+        .update(schema.users)
+        .set({ sessionVersion: sql`${schema.users.sessionVersion} + 1`, updatedAt: Date.now() })
+        .where(eq(schema.users.id, userId));
       return { ok: true as const };
     },
 
@@ -310,15 +422,23 @@ export function createAccountService(deps: {
    * before confirming, and could have disowned it instead (DESIGN.md, Accounts and ownership).
    */
   async function markVerified(userId: string) {
-    await db.update(schema.users).set({ emailVerified: true, updatedAt: Date.now() })
+    await db
+      .update(schema.users)
+      .set({ emailVerified: true, updatedAt: Date.now() })
       .where(and(eq(schema.users.id, userId), eq(schema.users.emailVerified, false)));
   }
 
   /** Stores a new password hash and revokes every session issued before. */
   async function setPassword(userId: string, password: string): Promise<UserRow> {
-    const [row] = await db.update(schema.users)
-      .set({ passwordHash: await hashPassword(password), sessionVersion: sql`${schema.users.sessionVersion} + 1`, updatedAt: Date.now() })
-      .where(eq(schema.users.id, userId)).returning();
+    const [row] = await db
+      .update(schema.users)
+      .set({
+        passwordHash: await hashPassword(password),
+        sessionVersion: sql`${schema.users.sessionVersion} + 1`,
+        updatedAt: Date.now(),
+      })
+      .where(eq(schema.users.id, userId))
+      .returning();
     if (!row) throw unauthorized();
     return row;
   }

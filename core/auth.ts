@@ -9,13 +9,22 @@ export type GrantCheck = { isActive(grantId: string, userId: string): Promise<bo
 /** Checks an app password for the mailbox API (given late: the mailbox service is composed after auth). */
 type MailboxAuth = (secret: string, ip: string) => Promise<MailboxScope>;
 
-export function createAuthService(deps: { keys: KeyService; tokens: TokenService; accounts: AccountService; grants: GrantCheck; mailboxAuth: () => MailboxAuth }) {
+export function createAuthService(deps: {
+  keys: KeyService;
+  tokens: TokenService;
+  accounts: AccountService;
+  grants: GrantCheck;
+  mailboxAuth: () => MailboxAuth;
+}) {
   return {
     /**
      * Resolves a bearer credential; undefined when none was sent, 401 when it is not valid now.
      * App passwords are looked at only where `opts.appPasswords` says so (the /api/mailbox/* operations).
      */
-    async authenticate(authorization: string | undefined, opts: { appPasswords?: boolean; ip?: string } = {}): Promise<Principal | undefined> {
+    async authenticate(
+      authorization: string | undefined,
+      opts: { appPasswords?: boolean; ip?: string } = {},
+    ): Promise<Principal | undefined> {
       if (authorization === undefined || authorization === '') return undefined;
       const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
       if (!match) throw unauthorized('Authorization must be "Bearer <credential>"');
@@ -33,7 +42,8 @@ export function createAuthService(deps: { keys: KeyService; tokens: TokenService
         const user = await deps.accounts.getUser(claims.userId);
         if (!user) throw unauthorized('Account no longer exists');
         if (claims.kind === 'session') {
-          if ((claims.version ?? 0) !== user.sessionVersion) throw unauthorized('This session was signed out; sign in again', 'session_revoked');
+          if ((claims.version ?? 0) !== user.sessionVersion)
+            throw unauthorized('This session was signed out; sign in again', 'session_revoked');
           return { kind: 'session', userId: claims.userId };
         }
         // An OAuth access token lives only as long as its grant: a revoked grant stops it before it expires.
@@ -41,8 +51,11 @@ export function createAuthService(deps: { keys: KeyService; tokens: TokenService
           throw unauthorized('This access token was revoked', 'token_revoked');
         }
         return {
-          kind: 'oauth', userId: claims.userId, grantId: claims.grantId,
-          ...(claims.clientId ? { clientId: claims.clientId } : {}), ...(claims.audience ? { audience: claims.audience } : {}),
+          kind: 'oauth',
+          userId: claims.userId,
+          grantId: claims.grantId,
+          ...(claims.clientId ? { clientId: claims.clientId } : {}),
+          ...(claims.audience ? { audience: claims.audience } : {}),
         };
       }
       throw unauthorized('Unrecognized credential');
@@ -53,7 +66,8 @@ export function createAuthService(deps: { keys: KeyService; tokens: TokenService
     const row = await deps.keys.lookup(secret);
     if (!row) throw unauthorized('Invalid or revoked API key', 'invalid_key');
     await deps.keys.touch(row);
-    if (row.kind === 'scoped' && row.domainId) return { kind: 'scoped_key', userId: row.userId, keyId: row.id, domainId: row.domainId };
+    if (row.kind === 'scoped' && row.domainId)
+      return { kind: 'scoped_key', userId: row.userId, keyId: row.id, domainId: row.domainId };
     return { kind: 'account_key', userId: row.userId, keyId: row.id };
   }
 }

@@ -21,16 +21,29 @@ const envSchema = z.object({
   PORT: port.default(3000),
   PUBLIC_URL: z.url({ protocol: /^https?$/ }).optional(),
   DATA_DIR: z.string().min(1).default('./.data'),
-  DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'expected postgres://…').optional(),
-  TEMPORAL_ADDRESS: z.string().regex(/^[^\s:]+:\d{1,5}$/, 'expected host:port').optional(),
+  DATABASE_URL: z
+    .string()
+    .regex(/^postgres(ql)?:\/\//, 'expected postgres://…')
+    .optional(),
+  TEMPORAL_ADDRESS: z
+    .string()
+    .regex(/^[^\s:]+:\d{1,5}$/, 'expected host:port')
+    .optional(),
   TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
   TEMPORAL_TASK_QUEUE: z.string().min(1).default('svc-mail'),
   TEMPORAL_UI_PORT: port.default(8233),
   TEMPORAL_DEV_PORT: port.default(7233),
   SMTP_PORT: port.default(2525),
-  SERVICE_DOMAIN: z.string().min(1).regex(/^[a-z0-9.-]+$/i, 'expected a host name').default('localhost'),
+  SERVICE_DOMAIN: z
+    .string()
+    .min(1)
+    .regex(/^[a-z0-9.-]+$/i, 'expected a host name')
+    .default('localhost'),
   DNS_SERVERS: z.string().optional(),
-  SMTP_RELAY_URL: z.string().regex(/^smtps?:\/\//, 'expected smtp://user:pass@host:port').optional(),
+  SMTP_RELAY_URL: z
+    .string()
+    .regex(/^smtps?:\/\//, 'expected smtp://user:pass@host:port')
+    .optional(),
   OUTBOUND_MODE: z.enum(['mx', 'relay', 'capture']).optional(),
   MX_PORT: port.default(25),
   SECRET_KEY: z.string().min(32, 'must be at least 32 characters').optional(),
@@ -39,11 +52,19 @@ const envSchema = z.object({
   WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(15_000).default(15_000),
   DOMAIN_VERIFY_INITIAL_MS: z.coerce.number().int().min(100).default(60_000),
   DOMAIN_VERIFY_MAX_MS: z.coerce.number().int().min(100).default(3_600_000),
-  DOMAIN_VERIFY_DEADLINE_MS: z.coerce.number().int().min(100).default(72 * 3_600_000),
+  DOMAIN_VERIFY_DEADLINE_MS: z.coerce
+    .number()
+    .int()
+    .min(100)
+    .default(72 * 3_600_000),
   REGISTRAR: z.enum(['simulated']).optional(),
   SIGNUP_LIMIT_PER_HOUR: z.coerce.number().int().min(1).default(20),
   OAUTH_ACCESS_TOKEN_TTL: z.coerce.number().int().min(1).max(86_400).default(900),
-  SMTP_MAX_MESSAGE_BYTES: z.coerce.number().int().min(1024).default(30 * 1024 * 1024),
+  SMTP_MAX_MESSAGE_BYTES: z.coerce
+    .number()
+    .int()
+    .min(1024)
+    .default(30 * 1024 * 1024),
   SMTP_MAX_CLIENTS: z.coerce.number().int().min(1).default(200),
   SMTP_MAX_CLIENTS_PER_IP: z.coerce.number().int().min(1).default(10),
   SMTP_MAX_RECIPIENTS: z.coerce.number().int().min(1).default(100),
@@ -59,13 +80,25 @@ const envSchema = z.object({
   IMAP_PORT: port.default(1143),
   IMAPS_PORT: port.default(1993),
   IMAP_MAX_LITERAL_BYTES: z.coerce.number().int().min(1024).optional(),
-  IMAP_IDLE_TIMEOUT_MS: z.coerce.number().int().min(1000).default(30 * 60_000),
+  IMAP_IDLE_TIMEOUT_MS: z.coerce
+    .number()
+    .int()
+    .min(1000)
+    .default(30 * 60_000),
   IMAP_POLL_MS: z.coerce.number().int().min(50).default(1000),
   IMAP_MAX_CLIENTS: z.coerce.number().int().min(1).default(500),
   IMAP_COMMAND_TIMEOUT_MS: z.coerce.number().int().min(100).default(60_000),
-  STORAGE_QUOTA_BYTES: z.coerce.number().int().min(0).default(1024 * 1024 * 1024),
+  STORAGE_QUOTA_BYTES: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .default(1024 * 1024 * 1024),
   UNVERIFIED_INBOUND_DAILY: z.coerce.number().int().min(0).default(50),
-  UNVERIFIED_INBOUND_DAILY_BYTES: z.coerce.number().int().min(0).default(10 * 1024 * 1024),
+  UNVERIFIED_INBOUND_DAILY_BYTES: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .default(10 * 1024 * 1024),
   CONTACTS_PER_ACCOUNT: z.coerce.number().int().min(1).default(100_000),
   APP_EVENTS_PER_ACCOUNT: z.coerce.number().int().min(1).default(1_000_000),
   OAUTH_APPS_PER_ACCOUNT: z.coerce.number().int().min(1).default(50),
@@ -73,7 +106,11 @@ const envSchema = z.object({
   IMAP_LOGIN_TIMEOUT_MS: z.coerce.number().int().min(1000).default(60_000),
   IMAP_PREAUTH_COMMANDS: z.coerce.number().int().min(1).default(20),
   LOGIN_MAX_FAILURES: z.coerce.number().int().min(1).default(10),
-  LOGIN_LOCKOUT_MS: z.coerce.number().int().min(1000).default(15 * 60_000),
+  LOGIN_LOCKOUT_MS: z.coerce
+    .number()
+    .int()
+    .min(1000)
+    .default(15 * 60_000),
   ATTACHMENT_FETCH_ALLOW_PRIVATE: z.enum(['0', '1', 'true', 'false']).optional(),
   ALLOW_PRIVATE_NETWORKS: z.enum(['0', '1', 'true', 'false']).optional(),
   PLANS: z.string().optional(),
@@ -97,14 +134,21 @@ const envSchema = z.object({
   TEMPORAL_METRICS_PORT: port.optional(),
   OTEL_EXPORTER_OTLP_ENDPOINT: z.url({ protocol: /^https?$/ }).optional(),
   TRACE_TRUST_INCOMING: z.enum(['0', '1', 'true', 'false']).optional(),
-  TRUST_PROXY: z.string().optional().superRefine((v, ctx) => {
-    const parsed = parseTrustProxy(v);
-    if (typeof parsed === 'object' && 'error' in parsed) ctx.addIssue({ code: 'custom', message: parsed.error });
-  }),
+  TRUST_PROXY: z
+    .string()
+    .optional()
+    .superRefine((v, ctx) => {
+      const parsed = parseTrustProxy(v);
+      if (typeof parsed === 'object' && 'error' in parsed) ctx.addIssue({ code: 'custom', message: parsed.error });
+    }),
   MCP_ALLOWED_ORIGINS: z.string().optional(),
   BOUNCE_RULES_FILE: z.string().min(1).optional(),
   DKIM_ROTATION_DAYS: z.coerce.number().int().min(1).max(3650).optional(),
-  DKIM_ROTATION_GRACE_MS: z.coerce.number().int().min(0).default(7 * 86_400_000),
+  DKIM_ROTATION_GRACE_MS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .default(7 * 86_400_000),
   SHAPING_FILE: z.string().min(1).optional(),
   WARMUP_DAY_MS: z.coerce.number().int().min(1000).default(86_400_000),
 });
@@ -133,8 +177,14 @@ export type Config = {
   /** Lifetime in seconds of OAuth access tokens (`expires_in`); refresh tokens rotate to go on. */
   oauthAccessTokenTtlSeconds: number;
   smtp: {
-    maxMessageBytes: number; maxClients: number; maxClientsPerIp: number; maxRecipients: number; commandsPerMinute: number;
-    idleTimeoutMs: number; tlsKeyFile: string | undefined; tlsCertFile: string | undefined;
+    maxMessageBytes: number;
+    maxClients: number;
+    maxClientsPerIp: number;
+    maxRecipients: number;
+    commandsPerMinute: number;
+    idleTimeoutMs: number;
+    tlsKeyFile: string | undefined;
+    tlsCertFile: string | undefined;
   };
   /**
    * IMAP server: plain+STARTTLS port, implicit-TLS port, connections per port, largest literal accepted (APPEND), idle
@@ -142,8 +192,16 @@ export type Config = {
    * by other processes; connections per client address, the idle time allowed before login, commands allowed before login.
    */
   imap: {
-    port: number; tlsPort: number; maxClients: number; maxLiteralBytes: number; idleTimeoutMs: number; commandTimeoutMs: number; pollMs: number;
-    maxClientsPerIp: number; loginTimeoutMs: number; preauthCommands: number;
+    port: number;
+    tlsPort: number;
+    maxClients: number;
+    maxLiteralBytes: number;
+    idleTimeoutMs: number;
+    commandTimeoutMs: number;
+    pollMs: number;
+    maxClientsPerIp: number;
+    loginTimeoutMs: number;
+    preauthCommands: number;
   };
   /** Storage per account: mailbox message bodies (one per inbound message, however many mailboxes) and unexpired stored attachments, in bytes. */
   storageQuotaBytes: number;
@@ -178,7 +236,14 @@ export type Config = {
   /** SVC_QUERY_STATS_FILE: where the benchmarks' statement counter writes (db/index.ts); unset: not counted. */
   queryStatsFile: string | undefined;
   /** Broadcast fan-out: recipients per batch (one delivery run each), batches in flight, recipients/s per recipient domain (0 = no limit), batches per run before continue-as-new, footer default. */
-  broadcast: { batchSize: number; concurrency: number; domainRate: number; batchesPerRun: number; footerAddress: string | undefined; importChunkRows: number };
+  broadcast: {
+    batchSize: number;
+    concurrency: number;
+    domainRate: number;
+    batchesPerRun: number;
+    footerAddress: string | undefined;
+    importChunkRows: number;
+  };
   /** The public address outbound mail leaves from: published in SPF and A, checked for reverse DNS by the doctor. */
   publicIp: string | undefined;
   /** Bearer credential of `GET /api/health?detail=1` (the doctor over HTTP); unset: detail is off. */
@@ -210,7 +275,9 @@ export type Config = {
 export class ConfigError extends Error {}
 
 /** 5 min, 15 min, 30 min, 1 h, 2 h, 4 h, 8 h, 16 h, 24 h, 24 h: about three and a half days in all. */
-const DEFAULT_OUTBOUND_RETRY = [300_000, 900_000, 1_800_000, 3_600_000, 7_200_000, 14_400_000, 28_800_000, 57_600_000, 86_400_000, 86_400_000];
+const DEFAULT_OUTBOUND_RETRY = [
+  300_000, 900_000, 1_800_000, 3_600_000, 7_200_000, 14_400_000, 28_800_000, 57_600_000, 86_400_000, 86_400_000,
+];
 const DEFAULT_RETRY_SCHEDULE = [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000];
 /** Trailing slashes; `(?<!\/)` lets a match start only at the first slash of a run, so the search stays linear. */
 const TRAILING_SLASHES = /(?<!\/)\/+$/;
@@ -225,19 +292,31 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const e = parsed.data;
   const dataDir = resolve(e.DATA_DIR);
   const outboundMode = e.OUTBOUND_MODE ?? (e.SMTP_RELAY_URL ? 'relay' : e.NODE_ENV === 'production' ? 'mx' : 'capture');
-  if (outboundMode === 'relay' && !e.SMTP_RELAY_URL) throw new ConfigError('Invalid configuration:\n  OUTBOUND_MODE=relay needs SMTP_RELAY_URL');
+  if (outboundMode === 'relay' && !e.SMTP_RELAY_URL)
+    throw new ConfigError('Invalid configuration:\n  OUTBOUND_MODE=relay needs SMTP_RELAY_URL');
   if (e.REGISTRAR === 'simulated' && e.NODE_ENV === 'production') {
-    throw new ConfigError('Invalid configuration:\n  REGISTRAR=simulated registers nothing and charges nothing: refused when NODE_ENV=production');
+    throw new ConfigError(
+      'Invalid configuration:\n  REGISTRAR=simulated registers nothing and charges nothing: refused when NODE_ENV=production',
+    );
   }
   const plans = wrap('PLANS', () => parsePlans(e.PLANS));
-  if (!plans[e.DEFAULT_PLAN]) throw new ConfigError(`Invalid configuration:\n  DEFAULT_PLAN: no plan named "${e.DEFAULT_PLAN}" (have ${Object.keys(plans).join(', ')})`);
+  if (!plans[e.DEFAULT_PLAN])
+    throw new ConfigError(
+      `Invalid configuration:\n  DEFAULT_PLAN: no plan named "${e.DEFAULT_PLAN}" (have ${Object.keys(plans).join(', ')})`,
+    );
   return {
     env: e.NODE_ENV ?? 'development',
     port: e.PORT,
     publicUrl: (e.PUBLIC_URL ?? `http://localhost:${e.PORT}`).replace(TRAILING_SLASHES, ''),
     dataDir,
     databaseUrl: e.DATABASE_URL,
-    temporal: { address: e.TEMPORAL_ADDRESS, namespace: e.TEMPORAL_NAMESPACE, taskQueue: e.TEMPORAL_TASK_QUEUE, uiPort: e.TEMPORAL_UI_PORT, devPort: e.TEMPORAL_DEV_PORT },
+    temporal: {
+      address: e.TEMPORAL_ADDRESS,
+      namespace: e.TEMPORAL_NAMESPACE,
+      taskQueue: e.TEMPORAL_TASK_QUEUE,
+      uiPort: e.TEMPORAL_UI_PORT,
+      devPort: e.TEMPORAL_DEV_PORT,
+    },
     smtpPort: e.SMTP_PORT,
     serviceDomain: e.SERVICE_DOMAIN.toLowerCase(),
     dnsServers: parseList('DNS_SERVERS', e.DNS_SERVERS, (s) => hostPort.parse(s)),
@@ -254,19 +333,40 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     signupLimitPerHour: e.SIGNUP_LIMIT_PER_HOUR,
     oauthAccessTokenTtlSeconds: e.OAUTH_ACCESS_TOKEN_TTL,
     smtp: {
-      maxMessageBytes: e.SMTP_MAX_MESSAGE_BYTES, maxClients: e.SMTP_MAX_CLIENTS, maxClientsPerIp: e.SMTP_MAX_CLIENTS_PER_IP,
-      maxRecipients: e.SMTP_MAX_RECIPIENTS, commandsPerMinute: e.SMTP_COMMANDS_PER_MINUTE, idleTimeoutMs: e.SMTP_IDLE_TIMEOUT_MS, tlsKeyFile: e.SMTP_TLS_KEY, tlsCertFile: e.SMTP_TLS_CERT,
+      maxMessageBytes: e.SMTP_MAX_MESSAGE_BYTES,
+      maxClients: e.SMTP_MAX_CLIENTS,
+      maxClientsPerIp: e.SMTP_MAX_CLIENTS_PER_IP,
+      maxRecipients: e.SMTP_MAX_RECIPIENTS,
+      commandsPerMinute: e.SMTP_COMMANDS_PER_MINUTE,
+      idleTimeoutMs: e.SMTP_IDLE_TIMEOUT_MS,
+      tlsKeyFile: e.SMTP_TLS_KEY,
+      tlsCertFile: e.SMTP_TLS_CERT,
     },
     imap: {
-      port: e.IMAP_PORT, tlsPort: e.IMAPS_PORT, maxClients: e.IMAP_MAX_CLIENTS, maxLiteralBytes: e.IMAP_MAX_LITERAL_BYTES ?? e.SMTP_MAX_MESSAGE_BYTES,
-      idleTimeoutMs: e.IMAP_IDLE_TIMEOUT_MS, commandTimeoutMs: e.IMAP_COMMAND_TIMEOUT_MS, pollMs: e.IMAP_POLL_MS,
-      maxClientsPerIp: e.IMAP_MAX_CLIENTS_PER_IP, loginTimeoutMs: e.IMAP_LOGIN_TIMEOUT_MS, preauthCommands: e.IMAP_PREAUTH_COMMANDS,
+      port: e.IMAP_PORT,
+      tlsPort: e.IMAPS_PORT,
+      maxClients: e.IMAP_MAX_CLIENTS,
+      maxLiteralBytes: e.IMAP_MAX_LITERAL_BYTES ?? e.SMTP_MAX_MESSAGE_BYTES,
+      idleTimeoutMs: e.IMAP_IDLE_TIMEOUT_MS,
+      commandTimeoutMs: e.IMAP_COMMAND_TIMEOUT_MS,
+      pollMs: e.IMAP_POLL_MS,
+      maxClientsPerIp: e.IMAP_MAX_CLIENTS_PER_IP,
+      loginTimeoutMs: e.IMAP_LOGIN_TIMEOUT_MS,
+      preauthCommands: e.IMAP_PREAUTH_COMMANDS,
     },
     storageQuotaBytes: e.STORAGE_QUOTA_BYTES,
     unverifiedInboundDaily: { messages: e.UNVERIFIED_INBOUND_DAILY, bytes: e.UNVERIFIED_INBOUND_DAILY_BYTES },
-    caps: { contacts: e.CONTACTS_PER_ACCOUNT, appEvents: e.APP_EVENTS_PER_ACCOUNT, oauthApps: e.OAUTH_APPS_PER_ACCOUNT },
+    caps: {
+      contacts: e.CONTACTS_PER_ACCOUNT,
+      appEvents: e.APP_EVENTS_PER_ACCOUNT,
+      oauthApps: e.OAUTH_APPS_PER_ACCOUNT,
+    },
     login: { maxFailures: e.LOGIN_MAX_FAILURES, lockoutMs: e.LOGIN_LOCKOUT_MS },
-    parsing: { threads: e.PARSE_THREADS ?? PARSE_DEFAULTS.threads, timeoutMs: e.PARSE_TIMEOUT_MS, memoryMb: e.PARSE_MEMORY_MB },
+    parsing: {
+      threads: e.PARSE_THREADS ?? PARSE_DEFAULTS.threads,
+      timeoutMs: e.PARSE_TIMEOUT_MS,
+      memoryMb: e.PARSE_MEMORY_MB,
+    },
     outboundRetrySchedule: e.OUTBOUND_RETRY_SCHEDULE
       ? parseList('OUTBOUND_RETRY_SCHEDULE', e.OUTBOUND_RETRY_SCHEDULE, (s) => z.coerce.number().int().min(0).parse(s))
       : DEFAULT_OUTBOUND_RETRY,
@@ -274,18 +374,29 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     outboundStartsPerSecond: e.OUTBOUND_STARTS_PER_SECOND,
     inboundStartsPerSecond: e.INBOUND_STARTS_PER_SECOND,
     // The dev server `npm start` runs serves its UI on TEMPORAL_UI_PORT; with TEMPORAL_ADDRESS set, only an explicit URL.
-    temporalUiUrl: (e.TEMPORAL_UI_URL ?? (e.TEMPORAL_ADDRESS ? undefined : `http://localhost:${e.TEMPORAL_UI_PORT}`))?.replace(TRAILING_SLASHES, ''),
-    attachmentFetchAllowPrivate: e.ATTACHMENT_FETCH_ALLOW_PRIVATE === '1' || e.ATTACHMENT_FETCH_ALLOW_PRIVATE === 'true',
+    temporalUiUrl: (
+      e.TEMPORAL_UI_URL ?? (e.TEMPORAL_ADDRESS ? undefined : `http://localhost:${e.TEMPORAL_UI_PORT}`)
+    )?.replace(TRAILING_SLASHES, ''),
+    attachmentFetchAllowPrivate:
+      e.ATTACHMENT_FETCH_ALLOW_PRIVATE === '1' || e.ATTACHMENT_FETCH_ALLOW_PRIVATE === 'true',
     allowPrivateNetworks: e.ALLOW_PRIVATE_NETWORKS === '1' || e.ALLOW_PRIVATE_NETWORKS === 'true',
-    domainVerify: { initialDelayMs: e.DOMAIN_VERIFY_INITIAL_MS, maxDelayMs: e.DOMAIN_VERIFY_MAX_MS, deadlineMs: e.DOMAIN_VERIFY_DEADLINE_MS },
+    domainVerify: {
+      initialDelayMs: e.DOMAIN_VERIFY_INITIAL_MS,
+      maxDelayMs: e.DOMAIN_VERIFY_MAX_MS,
+      deadlineMs: e.DOMAIN_VERIFY_DEADLINE_MS,
+    },
     plans,
     defaultPlan: e.DEFAULT_PLAN,
     logLevel: e.LOG_LEVEL,
     workflowBundle: e.SVC_WORKFLOW_BUNDLE,
     queryStatsFile: e.SVC_QUERY_STATS_FILE,
     broadcast: {
-      batchSize: e.BROADCAST_BATCH_SIZE, concurrency: e.BROADCAST_CONCURRENCY, domainRate: e.BROADCAST_DOMAIN_RATE,
-      batchesPerRun: e.BROADCAST_BATCHES_PER_RUN, footerAddress: e.BROADCAST_FOOTER_ADDRESS, importChunkRows: e.IMPORT_CHUNK_ROWS,
+      batchSize: e.BROADCAST_BATCH_SIZE,
+      concurrency: e.BROADCAST_CONCURRENCY,
+      domainRate: e.BROADCAST_DOMAIN_RATE,
+      batchesPerRun: e.BROADCAST_BATCHES_PER_RUN,
+      footerAddress: e.BROADCAST_FOOTER_ADDRESS,
+      importChunkRows: e.IMPORT_CHUNK_ROWS,
     },
     publicIp: e.PUBLIC_IP,
     operatorToken: e.OPERATOR_TOKEN,
@@ -294,7 +405,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     otlpEndpoint: e.OTEL_EXPORTER_OTLP_ENDPOINT,
     traceTrustIncoming: e.TRACE_TRUST_INCOMING === '1' || e.TRACE_TRUST_INCOMING === 'true',
     trustProxy: parseTrustProxy(e.TRUST_PROXY) as TrustProxy,
-    mcpAllowedOrigins: (e.MCP_ALLOWED_ORIGINS ?? '').split(',').map((o) => o.trim()).filter(Boolean),
+    mcpAllowedOrigins: (e.MCP_ALLOWED_ORIGINS ?? '')
+      .split(',')
+      .map((o) => o.trim())
+      .filter(Boolean),
     secretKeySource: e.SECRET_KEY ? 'env' : 'file',
     bounceRules: wrap('BOUNCE_RULES_FILE', () => loadBounceRules(e.BOUNCE_RULES_FILE)),
     dkimRotation: { days: e.DKIM_ROTATION_DAYS, graceMs: e.DKIM_ROTATION_GRACE_MS },
@@ -304,12 +418,21 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
 }
 
 function stripEmpty(env: NodeJS.ProcessEnv): Record<string, string> {
-  return Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== '')) as Record<string, string>;
+  return Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== '')) as Record<
+    string,
+    string
+  >;
 }
 
 function parseList<T>(name: string, raw: string | undefined, item: (s: string) => T): T[] {
   if (!raw) return [];
-  return wrap(name, () => raw.split(',').map((s) => s.trim()).filter(Boolean).map(item));
+  return wrap(name, () =>
+    raw
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean)
+      .map(item),
+  );
 }
 
 function wrap<T>(name: string, fn: () => T): T {

@@ -21,7 +21,8 @@ export class AppError extends Error {
 
 export const badRequest = (message: string, code = 'bad_request', details?: Record<string, unknown>) =>
   new AppError(400, code, message, false, details);
-export const unauthorized = (message = 'Missing or invalid credentials', code = 'unauthorized') => new AppError(401, code, message);
+export const unauthorized = (message = 'Missing or invalid credentials', code = 'unauthorized') =>
+  new AppError(401, code, message);
 export const forbidden = (message: string, code = 'forbidden') => new AppError(403, code, message);
 export const notFound = (message = 'Not found', code = 'not_found') => new AppError(404, code, message);
 export const conflict = (message: string, code = 'conflict') => new AppError(409, code, message);

@@ -2,9 +2,39 @@ import { createHash, randomBytes } from 'node:crypto';
 
 /** Id prefixes of SPEC.md, plus the service's internal ones (evt_, tok_, mbx_ mailbox, OAuth's oac_ client, grt_ grant, ocd_ code, ort_ refresh token, shaping's lease_ and shp_ action). */
 export type IdPrefix =
-  | 'dom' | 'rte' | 'msg' | 'dlv' | 'usr' | 'key' | 'apw' | 'bct' | 'lst' | 'tpl' | 'base'
-  | 'ssnd' | 'ctc' | 'cev' | 'att' | 'evt' | 'tok' | 'obx' | 'dns' | 'reg' | 'sup' | 'mbx' | 'imp'
-  | 'oac' | 'grt' | 'ocd' | 'ort' | 'seq' | 'enr' | 'sqo' | 'lease' | 'shp' | 'mbb';
+  | 'dom'
+  | 'rte'
+  | 'msg'
+  | 'dlv'
+  | 'usr'
+  | 'key'
+  | 'apw'
+  | 'bct'
+  | 'lst'
+  | 'tpl'
+  | 'base'
+  | 'ssnd'
+  | 'ctc'
+  | 'cev'
+  | 'att'
+  | 'evt'
+  | 'tok'
+  | 'obx'
+  | 'dns'
+  | 'reg'
+  | 'sup'
+  | 'mbx'
+  | 'imp'
+  | 'oac'
+  | 'grt'
+  | 'ocd'
+  | 'ort'
+  | 'seq'
+  | 'enr'
+  | 'sqo'
+  | 'lease'
+  | 'shp'
+  | 'mbb';
 
 /** `<prefix>_` + 24 random URL-safe characters (DESIGN.md: at least 20). */
 export function newId(prefix: IdPrefix): string {

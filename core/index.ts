@@ -86,16 +86,37 @@ export function createCore(deps: { database: Database; config: Config; workflows
   const queue: OutboundQueue = createOutboundQueue({
     startBatch: (ids, account) => deps.workflows.startOutboundBatch(ids, account),
     startsPerSecond: config.outboundStartsPerSecond,
-    onError: (err, ids) => log.error(`[outbound] could not start delivery of ${ids.length} message(s); the sweep will retry: ${describeError(err)}`),
+    onError: (err, ids) =>
+      log.error(
+        `[outbound] could not start delivery of ${ids.length} message(s); the sweep will retry: ${describeError(err)}`,
+      ),
   });
   const mailer = createSystemMailer({ db, queue, serviceDomain: config.serviceDomain });
   const keys = createKeyService({ db, sealer });
   const accounts = createAccountService({
-    db, keys, tokens, mailer, publicUrl: config.publicUrl, defaultPlan: config.defaultPlan, signupLimitPerHour: config.signupLimitPerHour,
+    db,
+    keys,
+    tokens,
+    mailer,
+    publicUrl: config.publicUrl,
+    defaultPlan: config.defaultPlan,
+    signupLimitPerHour: config.signupLimitPerHour,
     removal: createAccountRemoval({ db, workflows: deps.workflows }),
   });
-  const oauth = createOAuthService({ db, tokens, publicUrl: config.publicUrl, accessTtlSeconds: config.oauthAccessTokenTtlSeconds, appsCap: config.caps.oauthApps });
-  const auth = createAuthService({ keys, tokens, accounts, grants: oauth.grants, mailboxAuth: () => (secret, ip) => mailboxes.authenticate(secret, 'api', ip) });
+  const oauth = createOAuthService({
+    db,
+    tokens,
+    publicUrl: config.publicUrl,
+    accessTtlSeconds: config.oauthAccessTokenTtlSeconds,
+    appsCap: config.caps.oauthApps,
+  });
+  const auth = createAuthService({
+    keys,
+    tokens,
+    accounts,
+    grants: oauth.grants,
+    mailboxAuth: () => (secret, ip) => mailboxes.authenticate(secret, 'api', ip),
+  });
   const usage = createUsageService({ db, plans: config.plans, defaultPlan: config.defaultPlan });
   /** The one gate every outgoing message passes (verification, suspension, caps); system mail alone is exempt. */
   const gate = createSendGate({ db, usage });
@@ -103,7 +124,11 @@ export function createCore(deps: { database: Database; config: Config; workflows
   const outbox = createOutboxService({ db });
   const storage = createStorageQuota({ db, quotaBytes: config.storageQuotaBytes });
   const attachments = createAttachmentService({
-    db, publicUrl: config.publicUrl, secretKey: config.secretKey, allowPrivate: config.attachmentFetchAllowPrivate || config.allowPrivateNetworks, storage,
+    db,
+    publicUrl: config.publicUrl,
+    secretKey: config.secretKey,
+    allowPrivate: config.attachmentFetchAllowPrivate || config.allowPrivateNetworks,
+    storage,
   });
   const providers = createProviderRegistry([builtinProvider(config.serviceDomain)]);
 
@@ -114,82 +139,193 @@ export function createCore(deps: { database: Database; config: Config; workflows
     const dailyLimitReached = user ? await usage.dailyLimitReached(user) : false;
     const hooks = await routes.catchAllsFor(rows.map((r) => r.id));
     return rows.map((r) => ({
-      ...domainDto(r), webhookUrl: hooks.get(r.id)?.url ?? null, webhookAckMode: hooks.get(r.id)?.ackMode ?? null,
-      webhookStatus: (r.webhookHealth as WebhookStatus | null) ?? null, dailyLimitReached,
+      ...domainDto(r),
+      webhookUrl: hooks.get(r.id)?.url ?? null,
+      webhookAckMode: hooks.get(r.id)?.ackMode ?? null,
+      webhookStatus: (r.webhookHealth as WebhookStatus | null) ?? null,
+      dailyLimitReached,
     }));
   };
   // The domain and hosted-zone services refer to each other (delete cleans hosted records; claims insert domains).
-  const serviceDomain = createServiceDomain({ db, sealer, domain: config.serviceDomain, publicIp: config.publicIp, servesZone: config.dnsPort !== undefined });
-  const hosted = createHostedZoneService({ db, base: config.serviceDomain, domains: () => domains, ownRecords: () => serviceDomain.records() });
+  const serviceDomain = createServiceDomain({
+    db,
+    sealer,
+    domain: config.serviceDomain,
+    publicIp: config.publicIp,
+    servesZone: config.dnsPort !== undefined,
+  });
+  const hosted = createHostedZoneService({
+    db,
+    base: config.serviceDomain,
+    domains: () => domains,
+    ownRecords: () => serviceDomain.records(),
+  });
   const domains: DomainService = createDomainService({
-    db, sealer, resolver, serviceDomain: config.serviceDomain, providers, workflows: deps.workflows, planOf, enrich, ownership: createOwnershipTokens(config.secretKey),
+    db,
+    sealer,
+    resolver,
+    serviceDomain: config.serviceDomain,
+    providers,
+    workflows: deps.workflows,
+    planOf,
+    enrich,
+    ownership: createOwnershipTokens(config.secretKey),
     cleanupHosted: (id) => hosted.cleanup(id),
   });
   const dkimRotation = createDkimRotation({
-    db, sealer, resolver, workflows: deps.workflows, republish: (row) => hosted.publish(row.id, domains.mailRecordsOf(row)),
-    load: (actor, id) => domains.load(actor, id), get: (actor, id) => domains.get(actor, id), service: serviceDomain,
+    db,
+    sealer,
+    resolver,
+    workflows: deps.workflows,
+    republish: (row) => hosted.publish(row.id, domains.mailRecordsOf(row)),
+    load: (actor, id) => domains.load(actor, id),
+    get: (actor, id) => domains.get(actor, id),
+    service: serviceDomain,
   });
   const registration = createRegistrationService({
-    db, registrar: config.registrar === 'simulated' ? simulatedRegistrar() : undefined, serviceDomain: config.serviceDomain, domains, hosted,
+    db,
+    registrar: config.registrar === 'simulated' ? simulatedRegistrar() : undefined,
+    serviceDomain: config.serviceDomain,
+    domains,
+    hosted,
   });
   const scopedKeys = createScopedKeyService({ db, sealer, domains });
   const encryption = createEncryptionService({ db, domains });
   const domainSettings = createDomainSettings({ db, domains });
   const warmup = createWarmupService({ db, domains, dayMs: config.warmupDayMs, workflows: deps.workflows });
   const templates = createTemplateService({ db });
-  const suppressions = createSuppressionService({ db, onSuppressed: (userId, email) => contactChanged(userId, { email }) });
+  const suppressions = createSuppressionService({
+    db,
+    onSuppressed: (userId, email) => contactChanged(userId, { email }),
+  });
   const events = createEventService({ db });
   const reports = createReportService({ db, events, suppressions, bounceRules: config.bounceRules });
   const tracking = createTracking({ publicUrl: config.publicUrl, secretKey: config.secretKey });
   const scheduled = createScheduledSendService({ db, workflows: deps.workflows, usage, events });
-  const contacts = createContactService({ db, onUnsubscribed: (userId, contactId) => contactChanged(userId, { contactId }), cap: config.caps.contacts });
+  const contacts = createContactService({
+    db,
+    onUnsubscribed: (userId, contactId) => contactChanged(userId, { contactId }),
+    cap: config.caps.contacts,
+  });
   const lists = createListService({ db, contactCap: config.caps.contacts });
   const imports = createImportService({ db, workflows: deps.workflows, contactCap: config.caps.contacts });
   const unsubscribe = createUnsubscribeTokens({ secretKey: config.secretKey, publicUrl: config.publicUrl });
-  const broadcasts = createBroadcastService({ db, workflows: deps.workflows, templates, defaultFooterAddress: config.broadcast.footerAddress, gate, usage });
+  const broadcasts = createBroadcastService({
+    db,
+    workflows: deps.workflows,
+    templates,
+    defaultFooterAddress: config.broadcast.footerAddress,
+    gate,
+    usage,
+  });
   const fanout = createFanoutService({ db, templates, unsubscribe, gate });
   const dispatcher = createSequenceDispatcher({
-    db, port: deps.workflows, onError: (err) => log.error(`[sequences] could not hand events to Temporal; the sweep will: ${describeError(err)}`),
+    db,
+    port: deps.workflows,
+    onError: (err) => log.error(`[sequences] could not hand events to Temporal; the sweep will: ${describeError(err)}`),
   });
   const appEvents = createAppEventService({ db, dispatcher, cap: config.caps.appEvents });
   const sequences = createSequenceService({ db, templates, workflows: deps.workflows });
-  const enrolmentStore = createEnrolmentStore({ db, templates, gate, unsubscribe, startDelivery: (ids, userId) => deps.workflows.startOutboundBatch(ids, userId) });
+  const enrolmentStore = createEnrolmentStore({
+    db,
+    templates,
+    gate,
+    unsubscribe,
+    startDelivery: (ids, userId) => deps.workflows.startOutboundBatch(ids, userId),
+  });
   const sendEnrolments = createSendEnrolments({ db, dispatcher, contactCap: config.caps.contacts });
   /** A contact that can no longer be mailed: its running enrolments re-check it now rather than at their next step. */
   function contactChanged(userId: string, by: { contactId: string } | { email: string }) {
-    enrolmentStore.runningOf(userId, by).then((ids) => Promise.all(ids.map((id) => deps.workflows.nudgeEnrolment(id))))
-      .catch((err) => log.error(`[sequences] could not tell enrolments of a contact change (their next step checks): ${describeError(err)}`));
+    enrolmentStore
+      .runningOf(userId, by)
+      .then((ids) => Promise.all(ids.map((id) => deps.workflows.nudgeEnrolment(id))))
+      .catch((err) =>
+        log.error(
+          `[sequences] could not tell enrolments of a contact change (their next step checks): ${describeError(err)}`,
+        ),
+      );
   }
   const sending = createSendService({
-    db, accounts, usage, suppressions, templates, attachments, tracking, queue, scheduled, contacts, enrolments: sendEnrolments, gate, sequences,
+    db,
+    accounts,
+    usage,
+    suppressions,
+    templates,
+    attachments,
+    tracking,
+    queue,
+    scheduled,
+    contacts,
+    enrolments: sendEnrolments,
+    gate,
+    sequences,
   });
-  const runLink = (workflowId: string) => (config.temporalUiUrl
-    ? `${config.temporalUiUrl}/namespaces/${encodeURIComponent(config.temporal.namespace)}/workflows/${encodeURIComponent(workflowId)}`
-    : null);
+  const runLink = (workflowId: string) =>
+    config.temporalUiUrl
+      ? `${config.temporalUiUrl}/namespaces/${encodeURIComponent(config.temporal.namespace)}/workflows/${encodeURIComponent(workflowId)}`
+      : null;
   const messages = createMessageService({ db, events, runLink });
   const accountSecret = createAccountSecretService({ db, sealer });
   const net = { resolver, allowPrivate: config.allowPrivateNetworks, webhookTimeoutMs: config.webhookTimeoutMs };
   const routes = createRouteService({ db, sealer, domains, net });
-  const deliveryStore = createDeliveryStore({ db, sealer, routes, net, accountSecret: (userId) => accountSecret.get(userId) });
+  const deliveryStore = createDeliveryStore({
+    db,
+    sealer,
+    routes,
+    net,
+    accountSecret: (userId) => accountSecret.get(userId),
+  });
   const webhookTests = createWebhookTests({ routes, net });
   const engagement = createEngagementService({
-    db, domains, routes, accountSecret, deliveries: deliveryStore, workflows: deps.workflows, retrySchedule: config.webhookRetrySchedule, net,
+    db,
+    domains,
+    routes,
+    accountSecret,
+    deliveries: deliveryStore,
+    workflows: deps.workflows,
+    retrySchedule: config.webhookRetrySchedule,
+    net,
   });
   events.attachRouter(engagement.router);
-  const replay = createReplayService({ db, deliveries: deliveryStore, workflows: deps.workflows, retrySchedule: config.webhookRetrySchedule });
+  const replay = createReplayService({
+    db,
+    deliveries: deliveryStore,
+    workflows: deps.workflows,
+    retrySchedule: config.webhookRetrySchedule,
+  });
   // Inbound messages are group-committed like sends: one batch run per flush (the Temporal budget).
   const inboundStarts: OutboundQueue = createOutboundQueue({
     startBatch: (ids, account) => deps.workflows.startInboundBatch(ids, account),
     startsPerSecond: config.inboundStartsPerSecond,
-    onError: (err, ids) => log.error(`[inbound] could not start the delivery of ${ids.length} message(s); the sweep will: ${describeError(err)}`),
+    onError: (err, ids) =>
+      log.error(
+        `[inbound] could not start the delivery of ${ids.length} message(s); the sweep will: ${describeError(err)}`,
+      ),
   });
   const mailboxStore = createMailboxStore({ db, storage });
   const appPasswords = createAppPasswordService({ db, domains, changed: (userId) => mailboxes.forget(userId) });
-  const mailboxes: MailboxService = createMailboxService({ db, store: mailboxStore, passwords: appPasswords, guard: createLoginGuard(db, config.login) });
+  const mailboxes: MailboxService = createMailboxService({
+    db,
+    store: mailboxStore,
+    passwords: appPasswords,
+    guard: createLoginGuard(db, config.login),
+  });
   const forwarder = createForwarder({ db, attachments, queue, gate });
   const inbound = createInboundService({
-    db, sealer, resolver, serviceDomain: config.serviceDomain, attachments, encryption, routes, deliveries: deliveryStore, reports, starts: inboundStarts,
-    mailboxStore, forwarder, door: createInboundDoor({ db, storage, unverifiedDaily: config.unverifiedInboundDaily }), touchContacts: (userId, emails) => contacts.touch(userId, emails, { subscribed: false }),
+    db,
+    sealer,
+    resolver,
+    serviceDomain: config.serviceDomain,
+    attachments,
+    encryption,
+    routes,
+    deliveries: deliveryStore,
+    reports,
+    starts: inboundStarts,
+    mailboxStore,
+    forwarder,
+    door: createInboundDoor({ db, storage, unverifiedDaily: config.unverifiedInboundDaily }),
+    touchContacts: (userId, emails) => contacts.touch(userId, emails, { subscribed: false }),
     unsubscribe: async (token) => {
       const contactId = unsubscribe.contactOf(token);
       if (contactId) await contacts.unsubscribe(contactId);
@@ -197,28 +333,97 @@ export function createCore(deps: { database: Database; config: Config; workflows
   });
 
   /** The worker's delivery service, sending through `transport` (the worker opens it and closes it when it stops). */
-  const delivery = (transport: OutboundTransport): DeliveryService => createDeliveryService({
-    db, transport, sealer, serviceDomain: config.serviceDomain, attachments, events, suppressions,
-    fileSent: (m) => mailboxes.fileSent(m),
-    settleEnrolments: (messageId, outcome) => sendEnrolments.settle(messageId, outcome),
-    serviceSigner: () => serviceDomain.signer(),
-    bounceRules: config.bounceRules,
-    warmup,
-  });
+  const delivery = (transport: OutboundTransport): DeliveryService =>
+    createDeliveryService({
+      db,
+      transport,
+      sealer,
+      serviceDomain: config.serviceDomain,
+      attachments,
+      events,
+      suppressions,
+      fileSent: (m) => mailboxes.fileSent(m),
+      settleEnrolments: (messageId, outcome) => sendEnrolments.settle(messageId, outcome),
+      serviceSigner: () => serviceDomain.signer(),
+      bounceRules: config.bounceRules,
+      warmup,
+    });
   const health = createHealthService({ config, database: deps.database, temporal: deps.workflows });
   /** GET /api/deliverability/sites: each destination site's limits, connections and suspension (core/shaping/report.ts). */
   const shaping = { report: () => shapingReport(db) };
 
   return {
-    config, db, database: deps.database, workflows: deps.workflows, delivery, health, shaping, sealer, serviceDomain, tokens, queue, mailer, keys, accounts, auth, oauth, usage, gate, idempotency,
-    inbound, outbox, attachments, providers, domains, dkimRotation, hosted, registration, scopedKeys, encryption, domainSettings, warmup, resolver, templates, suppressions, events, reports, tracking, scheduled, sending, messages, accountSecret, routes, deliveryStore, replay, webhookTests, engagement,
-    mailboxStore, appPasswords, mailboxes, forwarder, storage,
-    contacts, lists, imports, unsubscribe, broadcasts, fanout, sequences, appEvents, dispatcher, enrolmentStore, sendEnrolments,
+    config,
+    db,
+    database: deps.database,
+    workflows: deps.workflows,
+    delivery,
+    health,
+    shaping,
+    sealer,
+    serviceDomain,
+    tokens,
+    queue,
+    mailer,
+    keys,
+    accounts,
+    auth,
+    oauth,
+    usage,
+    gate,
+    idempotency,
+    inbound,
+    outbox,
+    attachments,
+    providers,
+    domains,
+    dkimRotation,
+    hosted,
+    registration,
+    scopedKeys,
+    encryption,
+    domainSettings,
+    warmup,
+    resolver,
+    templates,
+    suppressions,
+    events,
+    reports,
+    tracking,
+    scheduled,
+    sending,
+    messages,
+    accountSecret,
+    routes,
+    deliveryStore,
+    replay,
+    webhookTests,
+    engagement,
+    mailboxStore,
+    appPasswords,
+    mailboxes,
+    forwarder,
+    storage,
+    contacts,
+    lists,
+    imports,
+    unsubscribe,
+    broadcasts,
+    fanout,
+    sequences,
+    appEvents,
+    dispatcher,
+    enrolmentStore,
+    sendEnrolments,
     async close() {
       await queue.close();
       await dispatcher.drain();
       await inboundStarts.close();
-      await contacts.flushTouches().catch((err: Error) => log.error({ error: err.message }, '[contacts] could not record traffic addresses on shutdown'));
+      await contacts
+        .flushTouches()
+        .catch((err: Error) =>
+          log.error({ error: err.message }, '[contacts] could not record traffic addresses on shutdown'),
+        );
       await parsePool.close();
     },
   };

@@ -13,16 +13,29 @@ export type KeyRow = typeof schema.apiKeys.$inferSelect;
 export function createKeyService(deps: { db: Db; sealer: Sealer }) {
   const { db, sealer } = deps;
   // Every API-key request runs this: prepared once (built once by drizzle, parsed once per connection by PostgreSQL).
-  const byHash = db.select().from(schema.apiKeys).where(eq(schema.apiKeys.keyHash, sql.placeholder('hash'))).prepare('api_key_by_hash');
+  const byHash = db
+    .select()
+    .from(schema.apiKeys)
+    .where(eq(schema.apiKeys.keyHash, sql.placeholder('hash')))
+    .prepare('api_key_by_hash');
 
   async function findAccountKey(userId: string): Promise<KeyRow | undefined> {
-    const [row] = await db.select().from(schema.apiKeys)
+    const [row] = await db
+      .select()
+      .from(schema.apiKeys)
       .where(and(eq(schema.apiKeys.userId, userId), eq(schema.apiKeys.kind, 'account')));
     return row;
   }
 
   function keyValues(userId: string, key: string) {
-    return { id: newId('key'), userId, kind: 'account' as const, keyHash: credentialHash(key), keySealed: sealer.seal(key), createdAt: Date.now() };
+    return {
+      id: newId('key'),
+      userId,
+      kind: 'account' as const,
+      keyHash: credentialHash(key),
+      keySealed: sealer.seal(key),
+      createdAt: Date.now(),
+    };
   }
 
   return {
@@ -41,7 +54,9 @@ export function createKeyService(deps: { db: Db; sealer: Sealer }) {
     async rotateAccountKey(userId: string): Promise<string> {
       const key = newKeyMaterial();
       await db.transaction(async (tx) => {
-        await tx.delete(schema.apiKeys).where(and(eq(schema.apiKeys.userId, userId), eq(schema.apiKeys.kind, 'account')));
+        await tx
+          .delete(schema.apiKeys)
+          .where(and(eq(schema.apiKeys.userId, userId), eq(schema.apiKeys.kind, 'account')));
         await tx.insert(schema.apiKeys).values(keyValues(userId, key));
       });
       return key;
@@ -57,7 +72,9 @@ export function createKeyService(deps: { db: Db; sealer: Sealer }) {
     async touch(row: KeyRow): Promise<void> {
       const now = Date.now();
       if (row.lastUsedAt && now - row.lastUsedAt < 60_000) return;
-      await db.update(schema.apiKeys).set({ lastUsedAt: now })
+      await db
+        .update(schema.apiKeys)
+        .set({ lastUsedAt: now })
         .where(and(eq(schema.apiKeys.id, row.id), sql`coalesce(${schema.apiKeys.lastUsedAt}, 0) < ${now - 60_000}`));
     },
   };

@@ -10,11 +10,31 @@ import pretty from 'pino-pretty';
  * inside it carries them. Values under secret-looking keys are redacted; messages never quote a credential.
  */
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
-export type LogScope = { messageId?: string; accountId?: string | null; domainId?: string | null; workflowId?: string; runId?: string; [k: string]: unknown };
+export type LogScope = {
+  messageId?: string;
+  accountId?: string | null;
+  domainId?: string | null;
+  workflowId?: string;
+  runId?: string;
+  [k: string]: unknown;
+};
 
 const scope = new AsyncLocalStorage<LogScope>();
 
-const SECRET_KEYS = new Set(['authorization', 'cookie', 'set-cookie', 'password', 'token', 'apiKey', 'key', 'secret', 'signingSecret', 'secretKey', 'accessToken', 'refreshToken']);
+const SECRET_KEYS = new Set([
+  'authorization',
+  'cookie',
+  'set-cookie',
+  'password',
+  'token',
+  'apiKey',
+  'key',
+  'secret',
+  'signingSecret',
+  'secretKey',
+  'accessToken',
+  'refreshToken',
+]);
 const CENSOR = '[redacted]';
 const isPlain = (v: unknown): v is Record<string, unknown> => {
   if (typeof v !== 'object' || v === null || Array.isArray(v)) return false;
@@ -55,7 +75,9 @@ function createLogger(opts: { level: LogLevel; role?: string; pretty?: boolean }
   // Lines go out asynchronously (written as soon as the previous write is done, never held for a
   // buffer to fill), so a slow reader of stdout does not stall the event loop; pino flushes what is
   // pending synchronously on exit. A synchronous write per line cost about 60 µs on a busy pipe.
-  return opts.pretty ? pino(options, pretty({ colorize: true, sync: true })) : pino(options, pino.destination({ dest: 1, sync: false }));
+  return opts.pretty
+    ? pino(options, pretty({ colorize: true, sync: true }))
+    : pino(options, pino.destination({ dest: 1, sync: false }));
 }
 
 /** The process's logger (at `info` until boot); `configureLogging` replaces it with LOG_LEVEL once config is read. */
@@ -74,7 +96,10 @@ export function withLogScope<T>(ids: LogScope, fn: () => T): T {
 
 /** console.log/info/warn/error as log lines, so what libraries print is JSON too (the CLI roles only). */
 export function captureConsole(): void {
-  const to = (level: 'info' | 'warn' | 'error') => (...args: unknown[]) => log[level](format(...args));
+  const to =
+    (level: 'info' | 'warn' | 'error') =>
+    (...args: unknown[]) =>
+      log[level](format(...args));
   console.log = to('info');
   console.info = to('info');
   console.warn = to('warn');
@@ -106,6 +131,13 @@ function pgFields(err: Error): { code: string; message: string } | undefined {
 /** Logs an unexpected error with its stack frames but without query parameters. */
 export function logError(context: string, err: unknown): void {
   // Only the frames: the stack's first lines repeat the message, which for a query error holds its parameters.
-  const frames = err instanceof Error && err.stack ? err.stack.split('\n').filter((l) => /^\s+at /.test(l)).slice(0, 5).map((l) => l.trim()) : [];
+  const frames =
+    err instanceof Error && err.stack
+      ? err.stack
+          .split('\n')
+          .filter((l) => /^\s+at /.test(l))
+          .slice(0, 5)
+          .map((l) => l.trim())
+      : [];
   log.error({ error: describeError(err), ...(frames.length ? { stack: frames } : {}) }, context);
 }

@@ -10,9 +10,24 @@ import { ownedBy, type Actor } from './tenancy.js';
  * `email.failed`: the send gate, judged again as the message left, refused it (docs/sending.md); its `data.reason` is the
  * gate's code. Like `email.deferred` it stays on the timeline: SPEC.md's webhook events are the five engagement types.
  */
-export type EventType = 'email.sent' | 'email.bounced' | 'email.complained' | 'email.opened' | 'email.clicked' | 'email.deferred' | 'email.failed' | 'email.received';
+export type EventType =
+  | 'email.sent'
+  | 'email.bounced'
+  | 'email.complained'
+  | 'email.opened'
+  | 'email.clicked'
+  | 'email.deferred'
+  | 'email.failed'
+  | 'email.received';
 type Tx = Pick<Db, 'insert'>;
-type NewEvent = { userId: string; messageId?: string | null; domainId?: string | null; type: EventType; recipient?: string | null; data?: Record<string, unknown> };
+type NewEvent = {
+  userId: string;
+  messageId?: string | null;
+  domainId?: string | null;
+  type: EventType;
+  recipient?: string | null;
+  data?: Record<string, unknown>;
+};
 /** Wakes the engagement dispatcher of a domain that has events routed to a webhook. */
 export type EngagementRouter = { nudge(domainId: string, userId: string): void };
 
@@ -22,7 +37,9 @@ export type EngagementRouter = { nudge(domainId: string, userId: string): void }
  * catch-all route takes the types the domain opted in to (`webhook_events`: "all" or a list).
  */
 function routedState(domainId: string, type: string): SQL<string | null> {
-  return sql<string | null>`case when exists (select 1 from ${schema.routes} r where r.domain_id = ${domainId} and (r.pattern = ${TRACKING_PATTERN}
+  return sql<
+    string | null
+  >`case when exists (select 1 from ${schema.routes} r where r.domain_id = ${domainId} and (r.pattern = ${TRACKING_PATTERN}
     or (r.pattern = '*' and exists (select 1 from ${schema.domains} d where d.id = ${domainId} and d.webhook_events is not null
       and (d.webhook_events::jsonb = '"all"'::jsonb or d.webhook_events::jsonb ? ${type}))))) then 'pending' end`;
 }
@@ -31,16 +48,32 @@ function routedState(domainId: string, type: string): SQL<string | null> {
 export function createEventService(deps: { db: Db }) {
   const { db } = deps;
   const e = schema.events;
-  const dto = (r: typeof e.$inferSelect) => ({ id: r.id, type: r.type, messageId: r.messageId, recipient: r.recipient, data: r.data ?? {}, createdAt: r.createdAt });
+  const dto = (r: typeof e.$inferSelect) => ({
+    id: r.id,
+    type: r.type,
+    messageId: r.messageId,
+    recipient: r.recipient,
+    data: r.data ?? {},
+    createdAt: r.createdAt,
+  });
   let router: EngagementRouter | undefined;
 
   /** Rows for new events; engagement types of a domain get their webhook state decided in the insert. */
   function rows(evs: NewEvent[]) {
     const now = Date.now();
     return evs.map((ev) => ({
-      id: newId('evt'), userId: ev.userId, messageId: ev.messageId ?? null, domainId: ev.domainId ?? null, type: ev.type,
-      recipient: ev.recipient ?? null, data: ev.data ?? {}, createdAt: now,
-      webhookState: ev.domainId && (ENGAGEMENT_TYPES as readonly string[]).includes(ev.type) ? routedState(ev.domainId, ev.type) : null,
+      id: newId('evt'),
+      userId: ev.userId,
+      messageId: ev.messageId ?? null,
+      domainId: ev.domainId ?? null,
+      type: ev.type,
+      recipient: ev.recipient ?? null,
+      data: ev.data ?? {},
+      createdAt: now,
+      webhookState:
+        ev.domainId && (ENGAGEMENT_TYPES as readonly string[]).includes(ev.type)
+          ? routedState(ev.domainId, ev.type)
+          : null,
     }));
   }
   const returning = { domainId: e.domainId, userId: e.userId, webhookState: e.webhookState };
@@ -68,20 +101,34 @@ export function createEventService(deps: { db: Db }) {
       notify(await db.insert(e).values(rows(evs)).returning(returning));
     },
     /** Records an event about a message by id alone (tracking hits); false when the message is unknown. */
-    async recordForMessage(messageId: string, type: 'email.opened' | 'email.clicked', data: Record<string, unknown>): Promise<boolean> {
-      const [m] = await db.select({ userId: schema.messages.userId, domainId: schema.messages.domainId }).from(schema.messages).where(eq(schema.messages.id, messageId));
+    async recordForMessage(
+      messageId: string,
+      type: 'email.opened' | 'email.clicked',
+      data: Record<string, unknown>,
+    ): Promise<boolean> {
+      const [m] = await db
+        .select({ userId: schema.messages.userId, domainId: schema.messages.domainId })
+        .from(schema.messages)
+        .where(eq(schema.messages.id, messageId));
       if (!m?.userId) return false;
       await this.record({ userId: m.userId, messageId, domainId: m.domainId, type, data });
       return true;
     },
     /** The actor's events: a scoped key sees only its domain's. */
     async list(actor: Actor, opts: { limit: number; before?: number; messageId?: string; type?: string }) {
-      const rows = await db.select().from(e).where(and(
-        ownedBy(actor, e),
-        ...(opts.before ? [lt(e.createdAt, opts.before)] : []),
-        ...(opts.messageId ? [eq(e.messageId, opts.messageId)] : []),
-        ...(opts.type ? [eq(e.type, opts.type)] : []),
-      )).orderBy(desc(e.createdAt)).limit(opts.limit);
+      const rows = await db
+        .select()
+        .from(e)
+        .where(
+          and(
+            ownedBy(actor, e),
+            ...(opts.before ? [lt(e.createdAt, opts.before)] : []),
+            ...(opts.messageId ? [eq(e.messageId, opts.messageId)] : []),
+            ...(opts.type ? [eq(e.type, opts.type)] : []),
+          ),
+        )
+        .orderBy(desc(e.createdAt))
+        .limit(opts.limit);
       return rows.map(dto);
     },
   };

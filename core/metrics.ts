@@ -15,43 +15,73 @@ collectDefaultMetrics({ register: registry });
 const SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
 export const messagesAccepted = new Counter({
-  name: 'svc_messages_accepted_total', help: 'Messages accepted: API sends (source=api) and inbound SMTP messages (source=smtp)',
-  labelNames: ['source'] as const, registers: [registry],
+  name: 'svc_messages_accepted_total',
+  help: 'Messages accepted: API sends (source=api) and inbound SMTP messages (source=smtp)',
+  labelNames: ['source'] as const,
+  registers: [registry],
 });
 export const acceptDuration = new Histogram({
-  name: 'svc_accept_duration_seconds', help: 'Time from request to acceptance: a send call (api) or an SMTP DATA until its 250 (smtp)',
-  labelNames: ['source'] as const, buckets: SECONDS, registers: [registry],
+  name: 'svc_accept_duration_seconds',
+  help: 'Time from request to acceptance: a send call (api) or an SMTP DATA until its 250 (smtp)',
+  labelNames: ['source'] as const,
+  buckets: SECONDS,
+  registers: [registry],
 });
 export const recipientOutcomes = new Counter({
-  name: 'svc_recipient_outcomes_total', help: 'Outcomes of outbound recipients per SMTP transaction, by result (sent, deferred, bounced, throttled) and site (MX host set; the recipient domain when not delivering by MX)',
-  labelNames: ['result', 'site'] as const, registers: [registry],
+  name: 'svc_recipient_outcomes_total',
+  help: 'Outcomes of outbound recipients per SMTP transaction, by result (sent, deferred, bounced, throttled) and site (MX host set; the recipient domain when not delivering by MX)',
+  labelNames: ['result', 'site'] as const,
+  registers: [registry],
 });
 export const deliverDuration = new Histogram({
-  name: 'svc_deliver_duration_seconds', help: 'Duration of one outbound SMTP transaction, by its outcome (sent, deferred, bounced, mixed)',
-  labelNames: ['result'] as const, buckets: SECONDS, registers: [registry],
+  name: 'svc_deliver_duration_seconds',
+  help: 'Duration of one outbound SMTP transaction, by its outcome (sent, deferred, bounced, mixed)',
+  labelNames: ['result'] as const,
+  buckets: SECONDS,
+  registers: [registry],
 });
 export const webhookAttempts = new Counter({
-  name: 'svc_webhook_attempts_total', help: 'Webhook POST attempts by result (ok, http_4xx, http_5xx, timeout, network, redirect, no-ack)',
-  labelNames: ['result'] as const, registers: [registry],
+  name: 'svc_webhook_attempts_total',
+  help: 'Webhook POST attempts by result (ok, http_4xx, http_5xx, timeout, network, redirect, no-ack)',
+  labelNames: ['result'] as const,
+  registers: [registry],
 });
 export const webhookDuration = new Histogram({
-  name: 'svc_webhook_duration_seconds', help: 'Duration of one webhook POST, by result',
-  labelNames: ['result'] as const, buckets: SECONDS, registers: [registry],
+  name: 'svc_webhook_duration_seconds',
+  help: 'Duration of one webhook POST, by result',
+  labelNames: ['result'] as const,
+  buckets: SECONDS,
+  registers: [registry],
 });
 export const rateLimitRefusals = new Counter({
-  name: 'svc_rate_limit_refusals_total', help: 'Requests refused by a rate limit or cap (HTTP 429), by error code',
-  labelNames: ['code'] as const, registers: [registry],
+  name: 'svc_rate_limit_refusals_total',
+  help: 'Requests refused by a rate limit or cap (HTTP 429), by error code',
+  labelNames: ['code'] as const,
+  registers: [registry],
 });
 export const parseTasksOverBudget = new Counter({
-  name: 'svc_parse_tasks_over_budget_total', help: 'Parse pool tasks ended and refused for passing their budget, by task and budget (time, memory)',
-  labelNames: ['task', 'budget'] as const, registers: [registry],
+  name: 'svc_parse_tasks_over_budget_total',
+  help: 'Parse pool tasks ended and refused for passing their budget, by task and budget (time, memory)',
+  labelNames: ['task', 'budget'] as const,
+  registers: [registry],
 });
 export const parseTaskDuration = new Histogram({
-  name: 'svc_parse_task_duration_seconds', help: 'Time of one parse pool task from hand-in to answer (queue wait included), by task',
-  labelNames: ['task'] as const, buckets: SECONDS, registers: [registry],
+  name: 'svc_parse_task_duration_seconds',
+  help: 'Time of one parse pool task from hand-in to answer (queue wait included), by task',
+  labelNames: ['task'] as const,
+  buckets: SECONDS,
+  registers: [registry],
 });
-export const imapSessions = new Gauge({ name: 'svc_imap_sessions', help: 'IMAP connections open now', registers: [registry] });
-export const imapSessionsOpened = new Counter({ name: 'svc_imap_sessions_opened_total', help: 'IMAP connections accepted', registers: [registry] });
+export const imapSessions = new Gauge({
+  name: 'svc_imap_sessions',
+  help: 'IMAP connections open now',
+  registers: [registry],
+});
+export const imapSessionsOpened = new Counter({
+  name: 'svc_imap_sessions_opened_total',
+  help: 'IMAP connections accepted',
+  registers: [registry],
+});
 
 /** Distinct sites kept as label values; past it they count as `other` (a label per domain must stay bounded). */
 const MAX_SITES = 200;
@@ -75,14 +105,20 @@ export const since = (startedAt: number) => (performance.now() - startedAt) / 10
 const QUEUE_STATES = ['queued', 'sending', 'deferred', 'scheduled'];
 let queueSource: Db | undefined;
 new Gauge({
-  name: 'svc_queue_depth', help: 'Messages waiting, by state (queued, sending, deferred, scheduled): read from PostgreSQL on each scrape',
-  labelNames: ['state'] as const, registers: [registry],
+  name: 'svc_queue_depth',
+  help: 'Messages waiting, by state (queued, sending, deferred, scheduled): read from PostgreSQL on each scrape',
+  labelNames: ['state'] as const,
+  registers: [registry],
   async collect() {
     if (!queueSource) return;
     this.reset();
     // One index range scan of messages_status_idx over the states still in flight.
-    const rows = await queueSource.execute(sql`select status, count(*)::int as n from messages where status in ('queued', 'sending', 'deferred', 'scheduled') group by status`);
-    const counts = new Map((rows as unknown as { rows: { status: string; n: number }[] }).rows.map((r) => [r.status, Number(r.n)]));
+    const rows = await queueSource.execute(
+      sql`select status, count(*)::int as n from messages where status in ('queued', 'sending', 'deferred', 'scheduled') group by status`,
+    );
+    const counts = new Map(
+      (rows as unknown as { rows: { status: string; n: number }[] }).rows.map((r) => [r.status, Number(r.n)]),
+    );
     for (const state of QUEUE_STATES) this.set({ state }, counts.get(state) ?? 0);
   },
 });

@@ -9,11 +9,21 @@ export function createOutboxService(deps: { db: Db }) {
     async list({ userId }: Actor, opts: { limit: number; before?: number }) {
       const o = schema.outbox;
       const m = schema.messages;
-      return deps.db.select({
-        id: o.messageId, from: o.envelopeFrom, to: o.envelopeTo, subject: o.subject, text: m.text, raw: o.raw, capturedAt: o.createdAt,
-      }).from(o).innerJoin(m, eq(m.id, o.messageId))
+      return deps.db
+        .select({
+          id: o.messageId,
+          from: o.envelopeFrom,
+          to: o.envelopeTo,
+          subject: o.subject,
+          text: m.text,
+          raw: o.raw,
+          capturedAt: o.createdAt,
+        })
+        .from(o)
+        .innerJoin(m, eq(m.id, o.messageId))
         .where(and(eq(m.userId, userId), ...(opts.before ? [lt(o.createdAt, opts.before)] : [])))
-        .orderBy(desc(o.createdAt)).limit(opts.limit);
+        .orderBy(desc(o.createdAt))
+        .limit(opts.limit);
     },
   };
 }

@@ -2,7 +2,12 @@ import { z } from 'zod';
 
 /** A billing plan as held in configuration (env PLANS, JSON); the defaults below apply otherwise. */
 const planSchema = z.strictObject({
-  includedEmails: z.number().int().min(0).nullable().describe('Monthly bucket shared by inbound and outbound; null = unlimited'),
+  includedEmails: z
+    .number()
+    .int()
+    .min(0)
+    .nullable()
+    .describe('Monthly bucket shared by inbound and outbound; null = unlimited'),
   dailySendCap: z.number().int().min(1).nullable().describe('Outbound messages per UTC day; null = no cap'),
   overage: z.enum(['block', 'metered']).describe('What happens past the bucket: refuse sends, or meter them'),
   paid: z.boolean().describe('Paid plans may pick a sending provider'),

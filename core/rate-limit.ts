@@ -64,7 +64,11 @@ const PRUNE_EVERY = 100;
  * processes). One upsert per hit; expired windows are pruned as it goes, so the table holds at most one
  * window's worth of keys.
  */
-export function createSharedRateLimiter(db: Db, name: string, opts: { limit: number; windowMs: number; message: string; perAddress?: boolean }) {
+export function createSharedRateLimiter(
+  db: Db,
+  name: string,
+  opts: { limit: number; windowMs: number; message: string; perAddress?: boolean },
+) {
   const t = schema.rateLimitWindows;
   // Keys that are client addresses count per client (an IPv6 /64, an IPv4-mapped address as IPv4).
   const keyOf = (key: string) => (opts.perAddress ? clientKey(key) : key);
@@ -78,23 +82,36 @@ export function createSharedRateLimiter(db: Db, name: string, opts: { limit: num
     async hit(rawKey: string, now = Date.now()): Promise<{ windowStart: number; windowEnd: number; count: number }> {
       const key = keyOf(rawKey);
       const expired = sql`${t.windowStart} <= ${now - opts.windowMs}`;
-      const [w] = await db.insert(t).values({ name, key, windowStart: now, count: 1 }).onConflictDoUpdate({
-        target: [t.name, t.key],
-        set: { windowStart: sql`case when ${expired} then ${now} else ${t.windowStart} end`, count: sql`case when ${expired} then 1 else ${t.count} + 1 end` },
-      }).returning({ windowStart: t.windowStart, count: t.count });
-      if (Math.random() * PRUNE_EVERY < 1) await db.delete(t).where(and(eq(t.name, name), lte(t.windowStart, now - opts.windowMs)));
+      const [w] = await db
+        .insert(t)
+        .values({ name, key, windowStart: now, count: 1 })
+        .onConflictDoUpdate({
+          target: [t.name, t.key],
+          set: {
+            windowStart: sql`case when ${expired} then ${now} else ${t.windowStart} end`,
+            count: sql`case when ${expired} then 1 else ${t.count} + 1 end`,
+          },
+        })
+        .returning({ windowStart: t.windowStart, count: t.count });
+      if (Math.random() * PRUNE_EVERY < 1)
+        await db.delete(t).where(and(eq(t.name, name), lte(t.windowStart, now - opts.windowMs)));
       if (w && w.count > opts.limit) throw refuse(w.windowStart, now);
       const windowStart = w?.windowStart ?? now;
       return { windowStart, windowEnd: windowStart + opts.windowMs, count: w?.count ?? 1 };
     },
     /** Gives back one event counted by `hit` in the window that started at `windowStart` (a later window is not touched). */
     async release(rawKey: string, windowStart: number): Promise<void> {
-      await db.update(t).set({ count: sql`greatest(${t.count} - 1, 0)` })
+      await db
+        .update(t)
+        .set({ count: sql`greatest(${t.count} - 1, 0)` })
         .where(and(eq(t.name, name), eq(t.key, keyOf(rawKey)), eq(t.windowStart, windowStart)));
     },
     /** 429 when `key` has used up its window, without counting anything. */
     async check(key: string, now = Date.now()): Promise<void> {
-      const [w] = await db.select({ windowStart: t.windowStart, count: t.count }).from(t).where(and(eq(t.name, name), eq(t.key, keyOf(key))));
+      const [w] = await db
+        .select({ windowStart: t.windowStart, count: t.count })
+        .from(t)
+        .where(and(eq(t.name, name), eq(t.key, keyOf(key))));
       if (w && now - w.windowStart < opts.windowMs && w.count >= opts.limit) throw refuse(w.windowStart, now);
     },
     async reset(key: string): Promise<void> {

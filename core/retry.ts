@@ -1,6 +1,27 @@
 /** Connection-level failures: the database (or the network to it) is away, and trying again later helps. */
-const TRANSIENT_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN', '57P01', '57P02', '57P03', '53300', '40001', '40P01']);
-const TRANSIENT_TEXT = ['Connection terminated', 'connection error', 'Connection ended', 'timeout exceeded when trying to connect', 'Client was closed', 'not queryable'];
+const TRANSIENT_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EAI_AGAIN',
+  '57P01',
+  '57P02',
+  '57P03',
+  '53300',
+  '40001',
+  '40P01',
+]);
+const TRANSIENT_TEXT = [
+  'Connection terminated',
+  'connection error',
+  'Connection ended',
+  'timeout exceeded when trying to connect',
+  'Client was closed',
+  'not queryable',
+];
 
 /** The database error behind a drizzle wrapper (DrizzleQueryError keeps the driver's error as `cause`). */
 function rootOf(err: unknown): { code?: string; message?: string; name?: string; constraint?: string } {
@@ -38,7 +59,10 @@ export function cleanErrorMessage(err: unknown): string {
  * `onWait` between tries (activities heartbeat there). Used to record an outcome that is already true
  * (a 250 from a server, a 2xx from a webhook): giving up would make a retry repeat the irreversible step.
  */
-export async function retryTransient<T>(fn: () => Promise<T>, opts: { maxMs?: number; onWait?: () => void; stopped?: () => boolean } = {}): Promise<T> {
+export async function retryTransient<T>(
+  fn: () => Promise<T>,
+  opts: { maxMs?: number; onWait?: () => void; stopped?: () => boolean } = {},
+): Promise<T> {
   const deadline = Date.now() + (opts.maxMs ?? 120_000);
   let delay = 250;
   for (;;) {

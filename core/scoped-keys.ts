@@ -14,9 +14,24 @@ export function createScopedKeyService(deps: { db: Db; sealer: Sealer; domains: 
   const k = schema.apiKeys;
   const d = schema.domains;
 
-  const dto = (r: { id: string; userId: string; domainId: string | null; domain: string; name: string | null; keySealed: string; createdAt: number; lastUsedAt: number | null }) => ({
-    id: r.id, user_id: r.userId, domain_id: r.domainId!, domain: r.domain, name: r.name ?? '', key: sealer.open(r.keySealed),
-    created_at: r.createdAt, last_used_at: r.lastUsedAt,
+  const dto = (r: {
+    id: string;
+    userId: string;
+    domainId: string | null;
+    domain: string;
+    name: string | null;
+    keySealed: string;
+    createdAt: number;
+    lastUsedAt: number | null;
+  }) => ({
+    id: r.id,
+    user_id: r.userId,
+    domain_id: r.domainId!,
+    domain: r.domain,
+    name: r.name ?? '',
+    key: sealer.open(r.keySealed),
+    created_at: r.createdAt,
+    last_used_at: r.lastUsedAt,
   });
   const noScoped = (actor: Actor) => {
     if (actor.domainId) throw forbidden('A domain-scoped key cannot manage keys', 'wrong_credential');
@@ -25,24 +40,48 @@ export function createScopedKeyService(deps: { db: Db; sealer: Sealer; domains: 
   return {
     async list(actor: Actor) {
       noScoped(actor);
-      const rows = await db.select({
-        id: k.id, userId: k.userId, domainId: k.domainId, domain: d.domain, name: k.name, keySealed: k.keySealed, createdAt: k.createdAt, lastUsedAt: k.lastUsedAt,
-      }).from(k).innerJoin(d, eq(d.id, k.domainId)).where(and(eq(k.userId, actor.userId), eq(k.kind, 'scoped'))).orderBy(desc(k.createdAt));
+      const rows = await db
+        .select({
+          id: k.id,
+          userId: k.userId,
+          domainId: k.domainId,
+          domain: d.domain,
+          name: k.name,
+          keySealed: k.keySealed,
+          createdAt: k.createdAt,
+          lastUsedAt: k.lastUsedAt,
+        })
+        .from(k)
+        .innerJoin(d, eq(d.id, k.domainId))
+        .where(and(eq(k.userId, actor.userId), eq(k.kind, 'scoped')))
+        .orderBy(desc(k.createdAt));
       return rows.map(dto);
     },
     async create(actor: Actor, input: { domainId: string; name?: string }) {
       noScoped(actor);
       const domain = await deps.domains.load(actor, input.domainId);
       const key = newKeyMaterial();
-      const [row] = await db.insert(k).values({
-        id: newId('key'), userId: actor.userId, kind: 'scoped', domainId: domain.id, name: input.name ?? domain.domain,
-        keyHash: credentialHash(key), keySealed: sealer.seal(key), createdAt: Date.now(),
-      }).returning();
+      const [row] = await db
+        .insert(k)
+        .values({
+          id: newId('key'),
+          userId: actor.userId,
+          kind: 'scoped',
+          domainId: domain.id,
+          name: input.name ?? domain.domain,
+          keyHash: credentialHash(key),
+          keySealed: sealer.seal(key),
+          createdAt: Date.now(),
+        })
+        .returning();
       return dto({ ...row!, domain: domain.domain });
     },
     async revoke(actor: Actor, id: string) {
       noScoped(actor);
-      const gone = await db.delete(k).where(and(eq(k.id, id), eq(k.userId, actor.userId), eq(k.kind, 'scoped'))).returning({ id: k.id });
+      const gone = await db
+        .delete(k)
+        .where(and(eq(k.id, id), eq(k.userId, actor.userId), eq(k.kind, 'scoped')))
+        .returning({ id: k.id });
       if (gone.length === 0) throw notFound('Scoped key not found');
       return { ok: true as const };
     },

@@ -1,4 +1,13 @@
-import { createCipheriv, createDecipheriv, createHash, createHmac, hkdfSync, randomBytes, scrypt, timingSafeEqual } from 'node:crypto';
+import {
+  createCipheriv,
+  createDecipheriv,
+  createHash,
+  createHmac,
+  hkdfSync,
+  randomBytes,
+  scrypt,
+  timingSafeEqual,
+} from 'node:crypto';
 import { promisify } from 'node:util';
 
 const scryptAsync = promisify(scrypt) as (pw: string, salt: Buffer, len: number, opts: object) => Promise<Buffer>;
@@ -17,7 +26,10 @@ export async function verifyPassword(password: string, stored: string | null): P
   const [, n, r, p, saltB64, hashB64] = (stored ?? DUMMY_HASH).split('$');
   const expected = Buffer.from(hashB64 ?? '', 'base64');
   const actual = await scryptAsync(password, Buffer.from(saltB64 ?? '', 'base64'), 32, {
-    N: Number(n), r: Number(r), p: Number(p), maxmem: SCRYPT.maxmem,
+    N: Number(n),
+    r: Number(r),
+    p: Number(p),
+    maxmem: SCRYPT.maxmem,
   });
   return stored !== null && expected.length === actual.length && timingSafeEqual(expected, actual);
 }

@@ -5,7 +5,16 @@ import type { PgColumn } from 'drizzle-orm/pg-core';
 export type Protocol = 'imap' | 'api';
 
 /** What a password may open: the account, one domain (null for legacy), and a local-part pattern. */
-export type MailboxScope = { passwordId: string; secretHash: string; userId: string; domainId: string | null; domain: string; pattern: string; protocols: Protocol[]; legacy: boolean };
+export type MailboxScope = {
+  passwordId: string;
+  secretHash: string;
+  userId: string;
+  domainId: string | null;
+  domain: string;
+  pattern: string;
+  protocols: Protocol[];
+  legacy: boolean;
+};
 
 /** Who is calling, as told apart from the one `Authorization: Bearer` header (DESIGN.md, wire conventions). */
 export type Principal =
@@ -17,8 +26,11 @@ export type Principal =
 export type CredentialKind = Principal['kind'];
 
 export const KIND_LABEL: Record<CredentialKind, string> = {
-  session: 'a session token', oauth: 'an OAuth access token', account_key: 'the account key',
-  scoped_key: 'a domain-scoped key', app_password: 'an app password',
+  session: 'a session token',
+  oauth: 'an OAuth access token',
+  account_key: 'the account key',
+  scoped_key: 'a domain-scoped key',
+  app_password: 'an app password',
 };
 
 /**
@@ -28,7 +40,8 @@ export const KIND_LABEL: Record<CredentialKind, string> = {
 export type Actor = { userId: string; domainId?: string; keyId?: string };
 
 /** The one place a credential becomes an actor. */
-export const actorOf = (p: Principal): Actor => (p.kind === 'scoped_key' ? { userId: p.userId, domainId: p.domainId, keyId: p.keyId } : { userId: p.userId });
+export const actorOf = (p: Principal): Actor =>
+  p.kind === 'scoped_key' ? { userId: p.userId, domainId: p.domainId, keyId: p.keyId } : { userId: p.userId };
 
 /** True for an actor limited to one domain (account-wide secrets and settings are not for it). */
 export const isScoped = (actor: Actor): boolean => actor.domainId !== undefined;
@@ -38,5 +51,7 @@ export const isScoped = (actor: Actor): boolean => actor.domainId !== undefined;
  * and of those only its domain's rows for a scoped key (a row without a domain is account-wide: hidden from it).
  */
 export function ownedBy(actor: Actor, cols: { userId: PgColumn; domainId: PgColumn }): SQL {
-  return actor.domainId ? and(eq(cols.userId, actor.userId), eq(cols.domainId, actor.domainId))! : eq(cols.userId, actor.userId);
+  return actor.domainId
+    ? and(eq(cols.userId, actor.userId), eq(cols.domainId, actor.domainId))!
+    : eq(cols.userId, actor.userId);
 }

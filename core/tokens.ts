@@ -9,7 +9,14 @@ export type TokenKind = 'session' | 'oauth';
  * `version` is the account's session version at issue time: bumping it revokes every older session token;
  * `audience` (claim `aud`) is the resource an OAuth access token is for (RFC 8707, core/oauth/resource.ts).
  */
-export type TokenClaims = { userId: string; kind: TokenKind; clientId?: string; grantId?: string; version?: number; audience?: string };
+export type TokenClaims = {
+  userId: string;
+  kind: TokenKind;
+  clientId?: string;
+  grantId?: string;
+  version?: number;
+  audience?: string;
+};
 
 const ISSUER = 'svc-mail';
 export const SESSION_TTL_SECONDS = 7 * 24 * 3600;
@@ -18,7 +25,12 @@ export function createTokenService(secretKey: string) {
   const key = deriveKey(secretKey, 'jwt-v1');
   return {
     async issue(claims: TokenClaims, ttlSeconds = SESSION_TTL_SECONDS): Promise<string> {
-      const jwt = new SignJWT({ knd: claims.kind, ver: claims.version ?? 0, ...(claims.clientId ? { cid: claims.clientId } : {}), ...(claims.grantId ? { gid: claims.grantId } : {}) })
+      const jwt = new SignJWT({
+        knd: claims.kind,
+        ver: claims.version ?? 0,
+        ...(claims.clientId ? { cid: claims.clientId } : {}),
+        ...(claims.grantId ? { gid: claims.grantId } : {}),
+      })
         .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
         .setSubject(claims.userId)
         .setIssuer(ISSUER)
@@ -31,10 +43,13 @@ export function createTokenService(secretKey: string) {
       try {
         const { payload } = await jwtVerify(token, key, { issuer: ISSUER, algorithms: ['HS256'] });
         const kind = payload.knd;
-        if ((kind !== 'session' && kind !== 'oauth') || typeof payload.sub !== 'string') throw unauthorized('Invalid token');
+        if ((kind !== 'session' && kind !== 'oauth') || typeof payload.sub !== 'string')
+          throw unauthorized('Invalid token');
         const version = typeof payload.ver === 'number' ? payload.ver : 0;
         return {
-          userId: payload.sub, kind, version,
+          userId: payload.sub,
+          kind,
+          version,
           ...(typeof payload.cid === 'string' ? { clientId: payload.cid } : {}),
           ...(typeof payload.gid === 'string' ? { grantId: payload.gid } : {}),
           ...(typeof payload.aud === 'string' ? { audience: payload.aud } : {}),

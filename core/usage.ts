@@ -9,12 +9,21 @@ export const monthKey = (now = new Date()) => `m:${iso(now).slice(0, 7)}`;
  * The statement that counts `n` messages in the account's bucket of this month (SPEC.md: inbound and outbound
  * share it); a builder, so the inbound door can run it inside its own statement (as a CTE).
  */
-export const billMonth = (q: Pick<Db, 'insert'>, userId: string, n: number) => q.insert(schema.usageCounters).values({ userId, period: monthKey(), count: n })
-  .onConflictDoUpdate({ target: [schema.usageCounters.userId, schema.usageCounters.period], set: { count: sql`${schema.usageCounters.count} + excluded.count` } });
+export const billMonth = (q: Pick<Db, 'insert'>, userId: string, n: number) =>
+  q
+    .insert(schema.usageCounters)
+    .values({ userId, period: monthKey(), count: n })
+    .onConflictDoUpdate({
+      target: [schema.usageCounters.userId, schema.usageCounters.period],
+      set: { count: sql`${schema.usageCounters.count} + excluded.count` },
+    });
 export const dayKey = (now = new Date()) => `d:${iso(now).slice(0, 10)}`;
 /** Seconds until the next UTC midnight, for Retry-After on the daily cap. */
 export const secondsToMidnight = (now = new Date()) =>
-  Math.max(1, Math.ceil((Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1) - now.getTime()) / 1000));
+  Math.max(
+    1,
+    Math.ceil((Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1) - now.getTime()) / 1000),
+  );
 
 type Tx = Pick<Db, 'insert'>;
 /** The machine code of the overage block: usage `overage.code` and the send refusal (402) both carry it. */
@@ -23,7 +32,8 @@ export const OVERAGE_BLOCK_CODE = 'monthly_quota_exceeded';
 export type CapHit = 'daily' | 'monthly';
 const room = (plan: Plan, used: { month: number; day: number }) => ({
   daily: plan.dailySendCap === null ? Infinity : Math.max(0, plan.dailySendCap - used.day),
-  monthly: plan.includedEmails === null || plan.overage !== 'block' ? Infinity : Math.max(0, plan.includedEmails - used.month),
+  monthly:
+    plan.includedEmails === null || plan.overage !== 'block' ? Infinity : Math.max(0, plan.includedEmails - used.month),
 });
 
 /**
@@ -36,17 +46,31 @@ export function createUsageService(deps: { db: Db; plans: Record<string, Plan>; 
   const planOf = (name: string): Plan => deps.plans[name] ?? deps.plans[deps.defaultPlan]!;
 
   async function counts(userId: string, at = new Date()): Promise<{ month: number; day: number }> {
-    const rows = await db.select().from(c).where(and(eq(c.userId, userId), inArray(c.period, [monthKey(at), dayKey(at)])));
-    return { month: rows.find((r) => r.period === monthKey(at))?.count ?? 0, day: rows.find((r) => r.period === dayKey(at))?.count ?? 0 };
+    const rows = await db
+      .select()
+      .from(c)
+      .where(and(eq(c.userId, userId), inArray(c.period, [monthKey(at), dayKey(at)])));
+    return {
+      month: rows.find((r) => r.period === monthKey(at))?.count ?? 0,
+      day: rows.find((r) => r.period === dayKey(at))?.count ?? 0,
+    };
   }
   /** The capped counters of a plan for the day and month of `at`, day first (the order every reservation locks them in). */
-  const capsOf = (plan: Plan, at: Date): [string, number, CapHit][] => [
-    [dayKey(at), plan.dailySendCap, 'daily'] as const,
-    [monthKey(at), plan.includedEmails !== null && plan.overage === 'block' ? plan.includedEmails : null, 'monthly'] as const,
-  ].filter((x): x is [string, number, CapHit] => x[1] !== null);
+  const capsOf = (plan: Plan, at: Date): [string, number, CapHit][] =>
+    [
+      [dayKey(at), plan.dailySendCap, 'daily'] as const,
+      [
+        monthKey(at),
+        plan.includedEmails !== null && plan.overage === 'block' ? plan.includedEmails : null,
+        'monthly',
+      ] as const,
+    ].filter((x): x is [string, number, CapHit] => x[1] !== null);
   /** Adds `n` to the outbound counters of the day and month of `at` (day first, as reservations lock them). */
-  const bump = (tx: Tx, userId: string, n: number, at: Date) => tx.insert(c).values([dayKey(at), monthKey(at)].map((period) => ({ userId, period, count: n })))
-    .onConflictDoUpdate({ target: [c.userId, c.period], set: { count: sql`${c.count} + excluded.count` } });
+  const bump = (tx: Tx, userId: string, n: number, at: Date) =>
+    tx
+      .insert(c)
+      .values([dayKey(at), monthKey(at)].map((period) => ({ userId, period, count: n })))
+      .onConflictDoUpdate({ target: [c.userId, c.period], set: { count: sql`${c.count} + excluded.count` } });
 
   return {
     planOf,
@@ -70,7 +94,13 @@ export function createUsageService(deps: { db: Db; plans: Record<string, Plan>; 
      * missing), so concurrent reservations of one account queue there and cannot pass a cap together.
      * All or nothing unless `partial`, which grants what fits; answers the grant and the cap that limited it.
      */
-    async reserve(tx: Tx, userId: string, planName: string, n: number, opts: { at?: number; partial?: boolean } = {}): Promise<{ granted: number; hit: CapHit | null }> {
+    async reserve(
+      tx: Tx,
+      userId: string,
+      planName: string,
+      n: number,
+      opts: { at?: number; partial?: boolean } = {},
+    ): Promise<{ granted: number; hit: CapHit | null }> {
       if (n <= 0) return { granted: 0, hit: null };
       const at = opts.at === undefined ? new Date() : new Date(opts.at);
       const caps = capsOf(planOf(planName), at);
@@ -78,8 +108,11 @@ export function createUsageService(deps: { db: Db; plans: Record<string, Plan>; 
       let hit: CapHit | null = null;
       if (caps.length > 0) {
         // A no-op update takes the row lock (and creates the row if missing): one statement for both counters.
-        const used = await tx.insert(c).values(caps.map(([period]) => ({ userId, period, count: 0 })))
-          .onConflictDoUpdate({ target: [c.userId, c.period], set: { count: sql`${c.count}` } }).returning({ period: c.period, count: c.count });
+        const used = await tx
+          .insert(c)
+          .values(caps.map(([period]) => ({ userId, period, count: 0 })))
+          .onConflictDoUpdate({ target: [c.userId, c.period], set: { count: sql`${c.count}` } })
+          .returning({ period: c.period, count: c.count });
         for (const [period, cap, which] of caps) {
           const left = Math.max(0, cap - (used.find((u) => u.period === period)?.count ?? 0));
           if (left < granted) [granted, hit] = [left, which];
@@ -94,7 +127,9 @@ export function createUsageService(deps: { db: Db; plans: Record<string, Plan>; 
     async refund(tx: Pick<Db, 'update'>, userId: string, n: number, at: number): Promise<void> {
       if (n <= 0) return;
       const when = new Date(at);
-      await tx.update(c).set({ count: sql`greatest(${c.count} - ${n}, 0)` })
+      await tx
+        .update(c)
+        .set({ count: sql`greatest(${c.count} - ${n}, 0)` })
         .where(and(eq(c.userId, userId), inArray(c.period, [dayKey(when), monthKey(when)])));
     },
 
@@ -118,7 +153,13 @@ export function createUsageService(deps: { db: Db; plans: Record<string, Plan>; 
         meteringEnabled: plan.overage === 'metered',
         meters: plan.overage === 'metered' ? ['emails'] : [],
         // SPEC.md: `status` is the card-gate status (`ok` lets metered overage through, `failed` blocks); the send refusal carries `code`.
-        overage: { over, metered, blocked, status: over ? (blocked ? 'failed' : 'ok') : null, code: blocked ? OVERAGE_BLOCK_CODE : null },
+        overage: {
+          over,
+          metered,
+          blocked,
+          status: over ? (blocked ? 'failed' : 'ok') : null,
+          code: blocked ? OVERAGE_BLOCK_CODE : null,
+        },
       };
     },
 

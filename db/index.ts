@@ -24,8 +24,15 @@ const MIGRATION_LOCK = 7_301_501;
 /** Where the pool reports an idle client's error (the service passes its logger; db/ imports nothing from core/). */
 export type PoolErrorLog = { error(fields: Record<string, unknown>, message: string): void };
 
-export async function openDatabase(opts: { databaseUrl?: string; dataDir: string; log?: PoolErrorLog; queryStatsFile?: string }): Promise<Database> {
-  const database = opts.databaseUrl ? await openPostgres(opts.databaseUrl, opts.log, opts.queryStatsFile) : await openPglite(join(opts.dataDir, 'pglite'));
+export async function openDatabase(opts: {
+  databaseUrl?: string;
+  dataDir: string;
+  log?: PoolErrorLog;
+  queryStatsFile?: string;
+}): Promise<Database> {
+  const database = opts.databaseUrl
+    ? await openPostgres(opts.databaseUrl, opts.log, opts.queryStatsFile)
+    : await openPglite(join(opts.dataDir, 'pglite'));
   try {
     await migrateDatabase(database);
   } catch (err) {
@@ -53,7 +60,13 @@ async function openPostgres(url: string, log: PoolErrorLog = consoleLog, querySt
       client.release();
     }
   };
-  return { db, kind: 'postgres', ping: async () => void (await pool.query('select 1')), withLock, close: () => pool.end() };
+  return {
+    db,
+    kind: 'postgres',
+    ping: async () => void (await pool.query('select 1')),
+    withLock,
+    close: () => pool.end(),
+  };
 }
 
 /**
@@ -84,7 +97,11 @@ async function openPglite(dir: string): Promise<Database> {
   const client = await PGlite.create(dir);
   const db = drizzle(client, { schema }) as unknown as Db;
   return {
-    db, kind: 'pglite', ping: async () => void (await client.query('select 1')), withLock: (_id, fn) => fn(), close: () => client.close(),
+    db,
+    kind: 'pglite',
+    ping: async () => void (await client.query('select 1')),
+    withLock: (_id, fn) => fn(),
+    close: () => client.close(),
   };
 }
 

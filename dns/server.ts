@@ -4,9 +4,18 @@ import * as dnsPacket from 'dns-packet';
 import type { Answer, DecodedPacket, Packet, Question } from 'dns-packet';
 
 /** One resource record. SOA `value` is zone-file style: "mname rname [serial refresh retry expire minimum]". */
-export type DnsRecord = { name: string; type: 'A' | 'AAAA' | 'MX' | 'TXT' | 'CNAME' | 'NS' | 'SOA' | 'PTR'; value: string; priority?: number; ttl?: number };
+export type DnsRecord = {
+  name: string;
+  type: 'A' | 'AAAA' | 'MX' | 'TXT' | 'CNAME' | 'NS' | 'SOA' | 'PTR';
+  value: string;
+  priority?: number;
+  ttl?: number;
+};
 /** Answers one question; `name` arrives lowercased without the trailing dot. */
-export type DnsLookup = (name: string, type: DnsRecord['type'] | string) => Promise<{ records: DnsRecord[]; authoritative: boolean; nameExists: boolean }>;
+export type DnsLookup = (
+  name: string,
+  type: DnsRecord['type'] | string,
+) => Promise<{ records: DnsRecord[]; authoritative: boolean; nameExists: boolean }>;
 export type DnsServer = { port: number; host: string; address: string; close(): Promise<void> };
 
 const RCODE = { NOERROR: 0, FORMERR: 1, SERVFAIL: 2, NXDOMAIN: 3, NOTIMP: 4, REFUSED: 5 } as const;
@@ -37,7 +46,11 @@ function parseSoa(value: string) {
 function toAnswer(record: DnsRecord, ownerName: string): Answer | undefined {
   const base = { name: ownerName, ttl: record.ttl ?? DEFAULT_TTL, class: 'IN' as const };
   switch (record.type) {
-    case 'A': case 'AAAA': case 'CNAME': case 'NS': case 'PTR':
+    case 'A':
+    case 'AAAA':
+    case 'CNAME':
+    case 'NS':
+    case 'PTR':
       return { ...base, type: record.type, data: record.value };
     case 'MX':
       return { ...base, type: 'MX', data: { preference: record.priority ?? 10, exchange: record.value } };
@@ -101,13 +114,27 @@ async function answerQuery(lookup: DnsLookup, raw: Buffer, transport: 'udp' | 't
     flags: rd | (aa ? dnsPacket.AUTHORITATIVE_ANSWER : 0) | rcode,
     questions,
     answers,
-    additionals: edns ? [{ type: 'OPT', name: '.', udpPayloadSize: OUR_EDNS_UDP_SIZE, extendedRcode: 0, ednsVersion: 0, flags: 0, flag_do: false, options: [] }] : [],
+    additionals: edns
+      ? [
+          {
+            type: 'OPT',
+            name: '.',
+            udpPayloadSize: OUR_EDNS_UDP_SIZE,
+            extendedRcode: 0,
+            ednsVersion: 0,
+            flags: 0,
+            flag_do: false,
+            options: [],
+          },
+        ]
+      : [],
   });
   let packet: Packet;
   const question = questions[0];
   if (query.opcode !== undefined && query.opcode !== 'QUERY') packet = reply(RCODE.NOTIMP, false, []);
   else if (questions.length !== 1 || !question) packet = reply(RCODE.FORMERR, false, []);
-  else if (question.class !== undefined && question.class !== 'IN') packet = reply(RCODE.REFUSED, false, []); // e.g. CHAOS version.bind probes.
+  else if (question.class !== undefined && question.class !== 'IN')
+    packet = reply(RCODE.REFUSED, false, []); // e.g. CHAOS version.bind probes.
   else {
     try {
       const { rcode, aa, answers } = await resolve(lookup, question);
@@ -132,14 +159,20 @@ function encodeWithinLimit(packet: Packet, limit: number | undefined): Buffer {
     if (limit === undefined || wire.length <= limit) return wire;
     return dnsPacket.encode({ ...packet, flags: (packet.flags ?? 0) | dnsPacket.TRUNCATED_RESPONSE, answers: [] });
   } catch {
-    return dnsPacket.encode({ ...packet, flags: ((packet.flags ?? 0) & ~0xf & ~dnsPacket.AUTHORITATIVE_ANSWER) | RCODE.SERVFAIL, answers: [] });
+    return dnsPacket.encode({
+      ...packet,
+      flags: ((packet.flags ?? 0) & ~0xf & ~dnsPacket.AUTHORITATIVE_ANSWER) | RCODE.SERVFAIL,
+      answers: [],
+    });
   }
 }
 
 function serveUdp(socket: dgram.Socket, lookup: DnsLookup): void {
   socket.on('message', (msg, rinfo) => {
     void answerQuery(lookup, msg, 'udp')
-      .then((wire) => { if (wire) socket.send(wire, rinfo.port, rinfo.address, () => undefined); })
+      .then((wire) => {
+        if (wire) socket.send(wire, rinfo.port, rinfo.address, () => undefined);
+      })
       .catch(() => undefined);
   });
   socket.on('error', () => undefined); // e.g. ICMP port unreachable surfacing as an error: not fatal for a server.
@@ -158,13 +191,15 @@ function serveTcpConnection(conn: net.Socket, lookup: DnsLookup): void {
       if (pending.length < 2 + length) break;
       const message = pending.subarray(2, 2 + length);
       pending = pending.subarray(2 + length);
-      chain = chain.then(async () => {
-        const wire = await answerQuery(lookup, message, 'tcp');
-        if (!wire || conn.destroyed) return;
-        const prefix = Buffer.alloc(2);
-        prefix.writeUInt16BE(wire.length);
-        conn.write(Buffer.concat([prefix, wire]));
-      }).catch(() => undefined);
+      chain = chain
+        .then(async () => {
+          const wire = await answerQuery(lookup, message, 'tcp');
+          if (!wire || conn.destroyed) return;
+          const prefix = Buffer.alloc(2);
+          prefix.writeUInt16BE(wire.length);
+          conn.write(Buffer.concat([prefix, wire]));
+        })
+        .catch(() => undefined);
     }
   });
 }
@@ -172,16 +207,25 @@ function serveTcpConnection(conn: net.Socket, lookup: DnsLookup): void {
 function bindUdp(host: string, port: number): Promise<dgram.Socket> {
   return new Promise((resolve, reject) => {
     const socket = dgram.createSocket(net.isIPv6(host) ? 'udp6' : 'udp4');
-    const onError = (err: Error) => { socket.close(); reject(err); };
+    const onError = (err: Error) => {
+      socket.close();
+      reject(err);
+    };
     socket.once('error', onError);
-    socket.bind(port, host, () => { socket.off('error', onError); resolve(socket); });
+    socket.bind(port, host, () => {
+      socket.off('error', onError);
+      resolve(socket);
+    });
   });
 }
 
 function listenTcp(server: net.Server, host: string, port: number): Promise<void> {
   return new Promise((resolve, reject) => {
     server.once('error', reject);
-    server.listen(port, host, () => { server.off('error', reject); resolve(); });
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
   });
 }
 
@@ -212,7 +256,8 @@ export async function startDnsServer(opts: { port: number; host?: string; lookup
       host,
       address: net.isIPv6(host) ? `[${host}]:${port}` : `${host}:${port}`,
       close: () => {
-        if (!closing) { // idempotent: a second dgram close() would throw.
+        if (!closing) {
+          // idempotent: a second dgram close() would throw.
           for (const conn of connections) conn.destroy(); // tcp.close() would otherwise wait for them.
           closing = Promise.all([
             new Promise<void>((resolve) => udp.close(() => resolve())),

@@ -35,8 +35,13 @@ export function createStaticZone(records: DnsRecord[] = []): StaticZone {
     lookup: async (name, type) => {
       const key = normalize(name);
       // A name with no records of its own takes those of the wildcard one level up (`*.mx.example` answers `a.mx.example`).
-      const atName = byName.get(key) ?? (byName.get(`*${key.slice(key.indexOf('.'))}`) ?? []).map((r) => ({ ...r, name: key }));
-      return { records: atName.filter((r) => sameType(r.type, type)), authoritative: true, nameExists: atName.length > 0 };
+      const atName =
+        byName.get(key) ?? (byName.get(`*${key.slice(key.indexOf('.'))}`) ?? []).map((r) => ({ ...r, name: key }));
+      return {
+        records: atName.filter((r) => sameType(r.type, type)),
+        authoritative: true,
+        nameExists: atName.length > 0,
+      };
     },
     set: (name, type, data) => {
       remove(name, type);

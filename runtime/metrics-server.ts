@@ -3,7 +3,10 @@ import type { AddressInfo } from 'node:net';
 import { serveMetrics } from '../api/metrics.js';
 
 /** METRICS_PORT: GET /metrics for the roles without the API (smtp, imap, worker); anything else is 404. */
-export async function startMetricsServer(port: number, operatorToken: string | undefined): Promise<{ port: number; close(): Promise<void> }> {
+export async function startMetricsServer(
+  port: number,
+  operatorToken: string | undefined,
+): Promise<{ port: number; close(): Promise<void> }> {
   const server: Server = createServer((req, res) => {
     if (req.method !== 'GET' || (req.url ?? '').split('?')[0] !== '/metrics') {
       res.statusCode = 404;
@@ -17,6 +20,10 @@ export async function startMetricsServer(port: number, operatorToken: string | u
   await new Promise<void>((resolve, reject) => server.once('listening', resolve).once('error', reject));
   return {
     port: (server.address() as AddressInfo).port,
-    close: () => new Promise<void>((resolve) => { server.close(() => resolve()); server.closeAllConnections(); }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
   };
 }

@@ -46,7 +46,11 @@ export type Service = {
  * Boots the requested roles in this process against one database and one Temporal server. Without
  * TEMPORAL_ADDRESS it starts the Temporal dev server (state in DATA_DIR, UI on TEMPORAL_UI_PORT) and stops it on exit.
  */
-export async function startService(config: Config, roles: Role[], opts: { workflowBundle?: WorkerOptions['workflowBundle']; log?: (m: string) => void } = {}): Promise<Service> {
+export async function startService(
+  config: Config,
+  roles: Role[],
+  opts: { workflowBundle?: WorkerOptions['workflowBundle']; log?: (m: string) => void } = {},
+): Promise<Service> {
   const say = opts.log ?? ((m: string) => log.info(m));
   const cleanups: (() => Promise<void>)[] = [];
   const stop = async () => {
@@ -56,20 +60,36 @@ export async function startService(config: Config, roles: Role[], opts: { workfl
     let address = config.temporal.address;
     let devServer: DevServer | undefined;
     if (!address) {
-      say(`[temporal] starting dev server on 127.0.0.1:${config.temporal.devPort} (UI http://localhost:${config.temporal.uiPort})`);
+      say(
+        `[temporal] starting dev server on 127.0.0.1:${config.temporal.devPort} (UI http://localhost:${config.temporal.uiPort})`,
+      );
       devServer = await startDevServer({
-        port: config.temporal.devPort, uiPort: config.temporal.uiPort, namespace: config.temporal.namespace,
+        port: config.temporal.devPort,
+        uiPort: config.temporal.uiPort,
+        namespace: config.temporal.namespace,
         dbFile: join(config.dataDir, 'temporal.db'),
       });
       cleanups.push(() => devServer!.stop());
       address = devServer.address;
     }
-    const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, log, queryStatsFile: config.queryStatsFile });
+    const database = await openDatabase({
+      databaseUrl: config.databaseUrl,
+      dataDir: config.dataDir,
+      log,
+      queryStatsFile: config.queryStatsFile,
+    });
     cleanups.push(() => database.close());
-    say(`[db] ${database.kind === 'postgres' ? 'PostgreSQL' : `embedded PGlite in ${config.dataDir}`} ready, migrations applied`);
+    say(
+      `[db] ${database.kind === 'postgres' ? 'PostgreSQL' : `embedded PGlite in ${config.dataDir}`} ready, migrations applied`,
+    );
     const tracing = await startTracing(config.otlpEndpoint, roles.join('+'));
     if (tracing) cleanups.unshift(() => tracing.shutdown());
-    const temporal = await connectTemporal({ address, namespace: config.temporal.namespace, taskQueue: config.temporal.taskQueue, interceptors: tracing?.clientInterceptors });
+    const temporal = await connectTemporal({
+      address,
+      namespace: config.temporal.namespace,
+      taskQueue: config.temporal.taskQueue,
+      interceptors: tracing?.clientInterceptors,
+    });
     cleanups.push(() => temporal.connection.close());
     // Before any role serves: a workflow start naming an attribute the server cannot resolve yet fails. The
     // dev server registers them from its flags, but keeps an existing DATA_DIR's types (SvcMessageId was a
@@ -94,7 +114,10 @@ export async function startService(config: Config, roles: Role[], opts: { workfl
     if (roles.includes('worker')) {
       service.worker = await startWorker({ core, address, workflowBundle: opts.workflowBundle, tracing });
       cleanups.push(() => service.worker!.shutdown());
-      await ensureSchedules(temporal, { retrySchedule: config.outboundRetrySchedule, dkimRotationDays: config.dkimRotation.days });
+      await ensureSchedules(temporal, {
+        retrySchedule: config.outboundRetrySchedule,
+        dkimRotationDays: config.dkimRotation.days,
+      });
       say(`[worker] polling task queue ${config.temporal.taskQueue}`);
     }
     if (roles.includes('smtp')) {
@@ -111,7 +134,11 @@ export async function startService(config: Config, roles: Role[], opts: { workfl
       say(`[imap] IMAP on port ${imap.port} (STARTTLS), IMAPS on port ${imap.tlsPort}`);
     }
     if (roles.includes('api') && config.dnsPort !== undefined) {
-      const dns = await startDnsServer({ port: config.dnsPort, host: '0.0.0.0', lookup: (name, type) => services.hosted.lookup(name, type) });
+      const dns = await startDnsServer({
+        port: config.dnsPort,
+        host: '0.0.0.0',
+        lookup: (name, type) => services.hosted.lookup(name, type),
+      });
       service.dnsPort = dns.port;
       cleanups.push(() => dns.close());
       say(`[dns] authoritative for ${config.serviceDomain} and hosted domains on port ${dns.port} (UDP and TCP)`);
@@ -121,7 +148,13 @@ export async function startService(config: Config, roles: Role[], opts: { workfl
       await new Promise<void>((resolve, reject) => server.once('listening', resolve).once('error', reject));
       service.apiPort = (server.address() as AddressInfo).port;
       service.apiServer = server;
-      cleanups.push(() => new Promise<void>((resolve) => { server.close(() => resolve()); server.closeAllConnections(); }));
+      cleanups.push(
+        () =>
+          new Promise<void>((resolve) => {
+            server.close(() => resolve());
+            server.closeAllConnections();
+          }),
+      );
       say(`[api] listening on ${config.publicUrl} (port ${service.apiPort})`);
     }
     return service;
@@ -146,7 +179,9 @@ export async function runRoles(roles: Role[]): Promise<void> {
   configureLogging({ level: config.logLevel, role: roles.length === ALL_ROLES.length ? 'all' : roles.join('+') });
   captureConsole();
   if (roles.length < ALL_ROLES.length && !config.databaseUrl) {
-    console.error('Running one role alone needs a shared database: set DATABASE_URL (embedded PGlite serves one process only).');
+    console.error(
+      'Running one role alone needs a shared database: set DATABASE_URL (embedded PGlite serves one process only).',
+    );
     process.exit(2);
   }
   if (roles.length < ALL_ROLES.length && !config.temporal.address) {
@@ -171,5 +206,9 @@ export async function runRoles(roles: Role[]): Promise<void> {
   };
   process.on('SIGINT', () => void shutdown('SIGINT'));
   process.on('SIGTERM', () => void shutdown('SIGTERM'));
-  if (service.worker) service.worker.done.catch((err) => { logError('[worker] stopped', err); void shutdown('worker failure'); });
+  if (service.worker)
+    service.worker.done.catch((err) => {
+      logError('[worker] stopped', err);
+      void shutdown('worker failure');
+    });
 }

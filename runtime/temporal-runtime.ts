@@ -2,7 +2,13 @@ import { DefaultLogger, Runtime, type LogEntry, type LogLevel } from '@temporali
 import type { Config } from '../core/config.js';
 import { log } from '../core/log.js';
 
-const LEVELS: Record<LogLevel, 'debug' | 'info' | 'warn' | 'error'> = { TRACE: 'debug', DEBUG: 'debug', INFO: 'info', WARN: 'warn', ERROR: 'error' };
+const LEVELS: Record<LogLevel, 'debug' | 'info' | 'warn' | 'error'> = {
+  TRACE: 'debug',
+  DEBUG: 'debug',
+  INFO: 'info',
+  WARN: 'warn',
+  ERROR: 'error',
+};
 const TEMPORAL_LEVEL = { debug: 'DEBUG', info: 'INFO', warn: 'WARN', error: 'ERROR' } as const;
 
 /**
@@ -15,6 +21,8 @@ export function installTemporalRuntime(config: Config): void {
   const forward = (entry: LogEntry) => log[LEVELS[entry.level]]({ ...entry.meta }, entry.message);
   Runtime.install({
     logger: new DefaultLogger(TEMPORAL_LEVEL[config.logLevel], forward),
-    ...(port !== undefined ? { telemetryOptions: { metrics: { prometheus: { bindAddress: `0.0.0.0:${port}` } } } } : {}),
+    ...(port !== undefined
+      ? { telemetryOptions: { metrics: { prometheus: { bindAddress: `0.0.0.0:${port}` } } } }
+      : {}),
   });
 }

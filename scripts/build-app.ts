@@ -41,23 +41,25 @@ const options = (): esbuild.BuildOptions => ({
   entryNames: '[name]-[hash]',
   metafile: true,
   logLevel: 'warning',
-  plugins: [{
-    name: 'index-html',
-    setup(build) {
-      // Old hashed files go before each build; index.html names the new ones after it.
-      build.onStart(() => {
-        rmSync(APP_OUT, { recursive: true, force: true });
-        mkdirSync(`${APP_OUT}/assets`, { recursive: true });
-      });
-      build.onEnd((result) => {
-        if (!result.metafile) return;
-        const outputs = Object.keys(result.metafile.outputs).map((p) => basename(p));
-        const js = outputs.find((f) => f.endsWith('.js'));
-        const css = outputs.find((f) => f.endsWith('.css'));
-        if (js && css) writeFileSync(`${APP_OUT}/index.html`, page(js, css));
-      });
+  plugins: [
+    {
+      name: 'index-html',
+      setup(build) {
+        // Old hashed files go before each build; index.html names the new ones after it.
+        build.onStart(() => {
+          rmSync(APP_OUT, { recursive: true, force: true });
+          mkdirSync(`${APP_OUT}/assets`, { recursive: true });
+        });
+        build.onEnd((result) => {
+          if (!result.metafile) return;
+          const outputs = Object.keys(result.metafile.outputs).map((p) => basename(p));
+          const js = outputs.find((f) => f.endsWith('.js'));
+          const css = outputs.find((f) => f.endsWith('.css'));
+          if (js && css) writeFileSync(`${APP_OUT}/index.html`, page(js, css));
+        });
+      },
     },
-  }],
+  ],
 });
 
 /** Builds dist/app once. */

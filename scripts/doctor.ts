@@ -14,9 +14,14 @@ import { namespaceRetentionMs } from '../temporal/client.js';
 async function openTemporal(config: Config): Promise<{ deps: DoctorDeps['temporal']; close(): Promise<void> }> {
   const address = config.temporal.address ?? `127.0.0.1:${config.temporal.devPort}`;
   try {
-    const connection = await within(5_000, `Temporal at ${address}`, () => Connection.connect({ address, connectTimeout: 3_000 }));
+    const connection = await within(5_000, `Temporal at ${address}`, () =>
+      Connection.connect({ address, connectTimeout: 3_000 }),
+    );
     return {
-      deps: { ping: async () => void (await connection.workflowService.getSystemInfo({})), retentionMs: () => namespaceRetentionMs(connection, config.temporal.namespace) },
+      deps: {
+        ping: async () => void (await connection.workflowService.getSystemInfo({})),
+        retentionMs: () => namespaceRetentionMs(connection, config.temporal.namespace),
+      },
       close: () => connection.close(),
     };
   } catch (err) {
@@ -29,13 +34,15 @@ async function main(): Promise<number> {
   try {
     config = loadConfig();
   } catch (err) {
-    if (err instanceof ConfigError) return console.error(err.message), 2;
+    if (err instanceof ConfigError) return (console.error(err.message), 2);
     throw err;
   }
   let database: Database | undefined;
   let dbError = '';
   try {
-    database = await within(10_000, 'opening the database', () => openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir }));
+    database = await within(10_000, 'opening the database', () =>
+      openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir }),
+    );
   } catch (err) {
     dbError = (err as Error).message;
   }
@@ -43,11 +50,25 @@ async function main(): Promise<number> {
   try {
     const results = await runDoctor({ config, database: database ?? { error: dbError }, temporal: temporal.deps });
     console.log(formatReport(results));
-    const key = database ? (await database.db.select().from(schema.serviceDomains).catch(() => [])).find((r) => r.domain === config.serviceDomain) : undefined;
+    const key = database
+      ? (
+          await database.db
+            .select()
+            .from(schema.serviceDomains)
+            .catch(() => [])
+        ).find((r) => r.domain === config.serviceDomain)
+      : undefined;
     if (key && config.dnsPort === undefined) {
-      console.log(`\nRecords to publish for ${config.serviceDomain} (DNS_PORT is unset, so the built-in DNS server does not serve them):`);
-      for (const r of serviceDomainRecords(config.serviceDomain, { publicKeyB64: key.dkimPublicKey, publicIp: config.publicIp })) {
-        console.log(`  ${r.name}  ${r.type}  ${r.priority !== undefined ? `${r.priority} ` : ''}${r.type === 'TXT' ? `"${r.value}"` : r.value}`);
+      console.log(
+        `\nRecords to publish for ${config.serviceDomain} (DNS_PORT is unset, so the built-in DNS server does not serve them):`,
+      );
+      for (const r of serviceDomainRecords(config.serviceDomain, {
+        publicKeyB64: key.dkimPublicKey,
+        publicIp: config.publicIp,
+      })) {
+        console.log(
+          `  ${r.name}  ${r.type}  ${r.priority !== undefined ? `${r.priority} ` : ''}${r.type === 'TXT' ? `"${r.value}"` : r.value}`,
+        );
       }
     }
     return failures(results).length ? 1 : 0;

@@ -53,13 +53,35 @@ export async function servedReference(): Promise<Map<string, string>> {
 
 /** Which page of docs/ explains each area (the first part of an operation's name). */
 const AREA_DOCS: Record<string, string> = {
-  auth: 'accounts.md', account: 'accounts.md', keys: 'accounts.md', scopedKeys: 'domains.md', me: 'accounts.md',
-  billing: 'accounts.md', oauthGrants: 'accounts.md', outbox: 'accounts.md', attachments: 'sending.md',
-  subdomains: 'domains.md', registration: 'domains.md', domains: 'domains.md', templates: 'sending.md',
-  send: 'sending.md', scheduled: 'sending.md', messages: 'sending.md', events: 'sequences.md',
-  suppressions: 'sending.md', webhooks: 'receiving.md', routes: 'receiving.md', deliveries: 'receiving.md',
-  engagement: 'sending.md', appPasswords: 'mailboxes.md', mailbox: 'mailboxes.md', contacts: 'broadcasts.md',
-  lists: 'broadcasts.md', broadcasts: 'broadcasts.md', sequences: 'sequences.md', enrolments: 'sequences.md',
+  auth: 'accounts.md',
+  account: 'accounts.md',
+  keys: 'accounts.md',
+  scopedKeys: 'domains.md',
+  me: 'accounts.md',
+  billing: 'accounts.md',
+  oauthGrants: 'accounts.md',
+  outbox: 'accounts.md',
+  attachments: 'sending.md',
+  subdomains: 'domains.md',
+  registration: 'domains.md',
+  domains: 'domains.md',
+  templates: 'sending.md',
+  send: 'sending.md',
+  scheduled: 'sending.md',
+  messages: 'sending.md',
+  events: 'sequences.md',
+  suppressions: 'sending.md',
+  webhooks: 'receiving.md',
+  routes: 'receiving.md',
+  deliveries: 'receiving.md',
+  engagement: 'sending.md',
+  appPasswords: 'mailboxes.md',
+  mailbox: 'mailboxes.md',
+  contacts: 'broadcasts.md',
+  lists: 'broadcasts.md',
+  broadcasts: 'broadcasts.md',
+  sequences: 'sequences.md',
+  enrolments: 'sequences.md',
 };
 
 /** The page an operation is explained on; `events.timeline` (GET /api/events) is the delivery timeline. */
@@ -72,7 +94,11 @@ export function areaDoc(op: Operation): string {
 }
 
 const CREDENTIAL: Record<string, string> = {
-  public: 'none', session: 'session', oauth: 'OAuth', account_key: 'account key', scoped_key: 'scoped key',
+  public: 'none',
+  session: 'session',
+  oauth: 'OAuth',
+  account_key: 'account key',
+  scoped_key: 'scoped key',
   app_password: 'app password',
 };
 

@@ -41,7 +41,11 @@ export function createSmtpGuard(opts: { maxPerIp: number; commandsPerMinute: num
       debug(entry: { tnx?: string; cid?: string }) {
         if (entry?.tnx === 'command' && entry.cid) onCommand(entry.cid);
       },
-      trace: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined, fatal: () => undefined,
+      trace: () => undefined,
+      info: () => undefined,
+      warn: () => undefined,
+      error: () => undefined,
+      fatal: () => undefined,
     },
     /** onConnect: at most `maxPerIp` open sessions per client address. */
     onConnect(session: SMTPServerSession, callback: (err?: Error | null) => void) {
@@ -50,7 +54,9 @@ export function createSmtpGuard(opts: { maxPerIp: number; commandsPerMinute: num
       const open = perIp.get(key) ?? 0;
       // tooMany counts the refusal in svc_rate_limit_refusals_total.
       if (open >= opts.maxPerIp) {
-        return callback(smtpError(tooMany(`Too many connections from ${ip}, try again later`, 'smtp_connections'), 'connect'));
+        return callback(
+          smtpError(tooMany(`Too many connections from ${ip}, try again later`, 'smtp_connections'), 'connect'),
+        );
       }
       perIp.set(key, open + 1);
       (session as SMTPServerSession & { counted?: boolean }).counted = true;

@@ -14,7 +14,10 @@ import { onRcptTo } from './on-rcpt-to.js';
  */
 export function createSmtpServer(core: Core): SMTPServer {
   const { smtp } = core.config;
-  const tls = smtp.tlsKeyFile && smtp.tlsCertFile ? { key: readFileSync(smtp.tlsKeyFile), cert: readFileSync(smtp.tlsCertFile) } : {};
+  const tls =
+    smtp.tlsKeyFile && smtp.tlsCertFile
+      ? { key: readFileSync(smtp.tlsKeyFile), cert: readFileSync(smtp.tlsCertFile) }
+      : {};
   const guard = createSmtpGuard({ maxPerIp: smtp.maxClientsPerIp, commandsPerMinute: smtp.commandsPerMinute });
   const server = new SMTPServer({
     name: core.config.serviceDomain,

@@ -15,8 +15,13 @@ const HASH_PATH = `${BUNDLE_PATH}.sha256`;
 /** A hash of everything the bundle is made of: the workflow sources and the SDK version. */
 export function workflowSourcesHash(): string {
   const h = createHash('sha256');
-  for (const f of readdirSync(WORKFLOWS_DIR).filter((n) => n.endsWith('.ts')).sort()) h.update(f).update(readFileSync(join(WORKFLOWS_DIR, f)));
-  h.update(JSON.parse(readFileSync(join(ROOT, 'node_modules', '@temporalio', 'workflow', 'package.json'), 'utf8')).version);
+  for (const f of readdirSync(WORKFLOWS_DIR)
+    .filter((n) => n.endsWith('.ts'))
+    .sort())
+    h.update(f).update(readFileSync(join(WORKFLOWS_DIR, f)));
+  h.update(
+    JSON.parse(readFileSync(join(ROOT, 'node_modules', '@temporalio', 'workflow', 'package.json'), 'utf8')).version,
+  );
   return h.digest('hex');
 }
 
@@ -30,7 +35,11 @@ export function prebuiltBundle(): string | undefined {
 export async function buildBundle(): Promise<string> {
   const { bundleWorkflowCode } = await import('@temporalio/worker');
   const noop = () => undefined;
-  const { code } = await bundleWorkflowCode({ workflowsPath: WORKFLOWS_ENTRY, workflowInterceptorModules: [WORKFLOW_INTERCEPTORS], logger: { trace: noop, debug: noop, info: noop, warn: console.warn, error: console.error, log: noop } });
+  const { code } = await bundleWorkflowCode({
+    workflowsPath: WORKFLOWS_ENTRY,
+    workflowInterceptorModules: [WORKFLOW_INTERCEPTORS],
+    logger: { trace: noop, debug: noop, info: noop, warn: console.warn, error: console.error, log: noop },
+  });
   mkdirSync(dirname(BUNDLE_PATH), { recursive: true });
   writeFileSync(BUNDLE_PATH, code);
   writeFileSync(HASH_PATH, workflowSourcesHash() + '\n');

@@ -51,26 +51,47 @@ export type DevServer = { address: string; uiPort: number | undefined; stop(): P
  * connections. `dbFile` undefined keeps state in memory (tests); the service passes a file in DATA_DIR.
  */
 export async function startDevServer(opts: {
-  port: number; uiPort?: number; namespace: string; dbFile?: string; log?: (line: string) => void;
+  port: number;
+  uiPort?: number;
+  namespace: string;
+  dbFile?: string;
+  log?: (line: string) => void;
   /** More `key=value` dynamic config (tests make continue-as-new come early). */
   dynamicConfig?: string[];
   /** Leave out this project's tuning (DYNAMIC_CONFIG): the benchmarks measure what it is worth. */
   untuned?: boolean;
 }): Promise<DevServer> {
   if (await isListening(opts.port)) {
-    throw new Error(`Port ${opts.port} is already in use: another Temporal server is running? Set TEMPORAL_ADDRESS=127.0.0.1:${opts.port} to use it, or TEMPORAL_DEV_PORT to pick another port.`);
+    throw new Error(
+      `Port ${opts.port} is already in use: another Temporal server is running? Set TEMPORAL_ADDRESS=127.0.0.1:${opts.port} to use it, or TEMPORAL_DEV_PORT to pick another port.`,
+    );
   }
-  const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(opts.port), '--namespace', opts.namespace, '--log-level', 'warn'];
+  const args = [
+    'server',
+    'start-dev',
+    '--ip',
+    '127.0.0.1',
+    '--port',
+    String(opts.port),
+    '--namespace',
+    opts.namespace,
+    '--log-level',
+    'warn',
+  ];
   if (opts.dbFile) {
     mkdirSync(dirname(opts.dbFile), { recursive: true });
     args.push('--db-filename', opts.dbFile);
   }
   if (opts.uiPort) args.push('--ui-port', String(opts.uiPort), '--ui-ip', '127.0.0.1');
   else args.push('--headless');
-  for (const [name, type] of Object.entries(SEARCH_ATTRIBUTES)) args.push('--search-attribute', `${name}=${CLI_TYPE_NAMES[type]}`);
-  for (const kv of [...REQUIRED_DYNAMIC_CONFIG, ...(opts.untuned ? [] : DYNAMIC_CONFIG), ...(opts.dynamicConfig ?? [])]) args.push('--dynamic-config-value', kv);
+  for (const [name, type] of Object.entries(SEARCH_ATTRIBUTES))
+    args.push('--search-attribute', `${name}=${CLI_TYPE_NAMES[type]}`);
+  for (const kv of [...REQUIRED_DYNAMIC_CONFIG, ...(opts.untuned ? [] : DYNAMIC_CONFIG), ...(opts.dynamicConfig ?? [])])
+    args.push('--dynamic-config-value', kv);
 
-  const child = spawn('bash', ['-c', WATCHDOG, 'temporal-dev', String(process.pid), temporalCliPath(), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn('bash', ['-c', WATCHDOG, 'temporal-dev', String(process.pid), temporalCliPath(), ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const output: string[] = [];
   const collect = (buf: Buffer) => {
     for (const line of buf.toString().split('\n').filter(Boolean)) {
@@ -92,7 +113,10 @@ export async function startDevServer(opts: {
       spawnError.then((e) => e),
     ]);
     if (raced === 'up') break;
-    if (raced instanceof Error) throw new Error(`Could not run the Temporal CLI (${temporalCliPath()}): ${raced.message}. Run "npm install" (it builds .temporal/bin/temporal) or put temporal on PATH.`);
+    if (raced instanceof Error)
+      throw new Error(
+        `Could not run the Temporal CLI (${temporalCliPath()}): ${raced.message}. Run "npm install" (it builds .temporal/bin/temporal) or put temporal on PATH.`,
+      );
     if (raced === 'exited') throw new Error(`Temporal dev server exited during start:\n${output.join('\n')}`);
     if (Date.now() > deadline) {
       child.kill('SIGKILL');
@@ -114,7 +138,10 @@ async function stopChild(child: ChildProcess, exited: Promise<number | null>): P
 export function isListening(port: number, host = '127.0.0.1'): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = createConnection({ port, host });
-    socket.once('connect', () => { socket.destroy(); resolve(true); });
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
     socket.once('error', () => resolve(false));
   });
 }

@@ -6,7 +6,11 @@ import { withLogScope } from '../core/log.js';
 export function logScopeInterceptor(ctx: Context): ActivityInterceptors {
   const { workflowExecution, activityType } = ctx.info;
   const inbound: ActivityInboundCallsInterceptor = {
-    execute: (input, next) => withLogScope({ workflowId: workflowExecution?.workflowId, runId: workflowExecution?.runId, activity: activityType }, () => next(input)),
+    execute: (input, next) =>
+      withLogScope(
+        { workflowId: workflowExecution?.workflowId, runId: workflowExecution?.runId, activity: activityType },
+        () => next(input),
+      ),
   };
   return { inbound };
 }

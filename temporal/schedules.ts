@@ -1,27 +1,67 @@
 import type { Workflow } from '@temporalio/common';
 import { ScheduleAlreadyRunning, ScheduleOverlapPolicy } from '@temporalio/client';
 import {
-  cleanupAttachmentsScheduleId, dkimRotationScheduleId, engagementSweepScheduleId, pruneAttemptsScheduleId, pruneIdempotencyKeysScheduleId, sweepOutboundScheduleId, sweepSequencesScheduleId,
+  cleanupAttachmentsScheduleId,
+  dkimRotationScheduleId,
+  engagementSweepScheduleId,
+  pruneAttemptsScheduleId,
+  pruneIdempotencyKeysScheduleId,
+  sweepOutboundScheduleId,
+  sweepSequencesScheduleId,
 } from '../workflows/ids.js';
 import { isDeadline, type TemporalHandle } from './client.js';
 import { cleanupAttachmentsWorkflow } from '../workflows/cleanup-attachments.js';
-import { pruneAttemptsWorkflow, pruneIdempotencyKeysWorkflow, sweepEngagementWorkflow, sweepSequencesWorkflow } from '../workflows/housekeeping.js';
+import {
+  pruneAttemptsWorkflow,
+  pruneIdempotencyKeysWorkflow,
+  sweepEngagementWorkflow,
+  sweepSequencesWorkflow,
+} from '../workflows/housekeeping.js';
 import { sweepOutboundWorkflow } from '../workflows/sweep-outbound.js';
 import { scheduleDkimRotationsWorkflow } from '../workflows/dkim-rotation.js';
 
 /** Recurring housekeeping as Temporal Schedules (DESIGN.md); creating one that exists is success. */
-export async function ensureSchedules(t: TemporalHandle, opts: { retrySchedule: number[]; dkimRotationDays?: number }): Promise<void> {
+export async function ensureSchedules(
+  t: TemporalHandle,
+  opts: { retrySchedule: number[]; dkimRotationDays?: number },
+): Promise<void> {
   const schedules: { scheduleId: string; workflowType: Workflow; every: string; args?: unknown[] }[] = [
     { scheduleId: engagementSweepScheduleId(t.taskQueue), workflowType: sweepEngagementWorkflow, every: '1 minute' },
     { scheduleId: pruneAttemptsScheduleId(t.taskQueue), workflowType: pruneAttemptsWorkflow, every: '1 day' },
-    { scheduleId: sweepSequencesScheduleId(t.taskQueue), workflowType: sweepSequencesWorkflow, every: '1 minute', args: [{}] },
-    { scheduleId: sweepOutboundScheduleId(t.taskQueue), workflowType: sweepOutboundWorkflow, every: '1 minute', args: [{ retrySchedule: opts.retrySchedule }] },
-    { scheduleId: cleanupAttachmentsScheduleId(t.taskQueue), workflowType: cleanupAttachmentsWorkflow, every: '1 hour', args: [] },
-    { scheduleId: pruneIdempotencyKeysScheduleId(t.taskQueue), workflowType: pruneIdempotencyKeysWorkflow, every: '1 hour' },
+    {
+      scheduleId: sweepSequencesScheduleId(t.taskQueue),
+      workflowType: sweepSequencesWorkflow,
+      every: '1 minute',
+      args: [{}],
+    },
+    {
+      scheduleId: sweepOutboundScheduleId(t.taskQueue),
+      workflowType: sweepOutboundWorkflow,
+      every: '1 minute',
+      args: [{ retrySchedule: opts.retrySchedule }],
+    },
+    {
+      scheduleId: cleanupAttachmentsScheduleId(t.taskQueue),
+      workflowType: cleanupAttachmentsWorkflow,
+      every: '1 hour',
+      args: [],
+    },
+    {
+      scheduleId: pruneIdempotencyKeysScheduleId(t.taskQueue),
+      workflowType: pruneIdempotencyKeysWorkflow,
+      every: '1 hour',
+    },
     // DKIM_ROTATION_DAYS: hourly, start the rotation of every domain whose key is older than that (off by default).
-    ...(opts.dkimRotationDays ? [{
-      scheduleId: dkimRotationScheduleId(t.taskQueue), workflowType: scheduleDkimRotationsWorkflow, every: '1 hour', args: [{ olderThanMs: opts.dkimRotationDays * 86_400_000 }],
-    }] : []),
+    ...(opts.dkimRotationDays
+      ? [
+          {
+            scheduleId: dkimRotationScheduleId(t.taskQueue),
+            workflowType: scheduleDkimRotationsWorkflow,
+            every: '1 hour',
+            args: [{ olderThanMs: opts.dkimRotationDays * 86_400_000 }],
+          },
+        ]
+      : []),
   ];
   for (const s of schedules) await onDeadlineRetry(() => ensureOne(t, s));
 }
@@ -38,19 +78,35 @@ async function onDeadlineRetry(fn: () => Promise<void>): Promise<void> {
   }
 }
 
-async function ensureOne(t: TemporalHandle, s: { scheduleId: string; workflowType: Workflow; every: string; args?: unknown[] }): Promise<void> {
+async function ensureOne(
+  t: TemporalHandle,
+  s: { scheduleId: string; workflowType: Workflow; every: string; args?: unknown[] },
+): Promise<void> {
   try {
     await t.client.schedule.create({
       scheduleId: s.scheduleId,
       spec: { intervals: [{ every: s.every }] },
-      action: { type: 'startWorkflow', workflowType: s.workflowType, taskQueue: t.taskQueue, workflowId: s.scheduleId, args: s.args ?? [] },
+      action: {
+        type: 'startWorkflow',
+        workflowType: s.workflowType,
+        taskQueue: t.taskQueue,
+        workflowId: s.scheduleId,
+        args: s.args ?? [],
+      },
       policies: { overlap: ScheduleOverlapPolicy.SKIP },
     });
   } catch (err) {
     if (!(err instanceof ScheduleAlreadyRunning)) throw err;
     // Keep an existing schedule's arguments in step with the configuration of this boot.
     await t.client.schedule.getHandle(s.scheduleId).update((prev) => ({
-      ...prev, action: { ...prev.action, type: 'startWorkflow', workflowType: s.workflowType, taskQueue: t.taskQueue, args: s.args ?? [] },
+      ...prev,
+      action: {
+        ...prev.action,
+        type: 'startWorkflow',
+        workflowType: s.workflowType,
+        taskQueue: t.taskQueue,
+        args: s.args ?? [],
+      },
     }));
   }
 }

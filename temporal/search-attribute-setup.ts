@@ -8,16 +8,25 @@ import { SEARCH_ATTRIBUTES } from './search-attributes.js';
 const SEARCH_ATTRIBUTE_LOCK = 7_301_502;
 const DEFAULT_TIMEOUT_MS = 90_000;
 
-const INDEXED_TYPE = (type: SearchAttributeType) => proto.temporal.api.enums.v1.IndexedValueType[`INDEXED_VALUE_TYPE_${type}`];
+const INDEXED_TYPE = (type: SearchAttributeType) =>
+  proto.temporal.api.enums.v1.IndexedValueType[`INDEXED_VALUE_TYPE_${type}`];
 
 /** A value of each type that no run carries, for a query that names every attribute. */
 const PROBE_LITERAL: Record<SearchAttributeType, string> = {
-  TEXT: "'svc-probe'", KEYWORD: "'svc-probe'", KEYWORD_LIST: "'svc-probe'", INT: '-1', DOUBLE: '-1', BOOL: 'false', DATETIME: "'1970-01-01T00:00:00Z'",
+  TEXT: "'svc-probe'",
+  KEYWORD: "'svc-probe'",
+  KEYWORD_LIST: "'svc-probe'",
+  INT: '-1',
+  DOUBLE: '-1',
+  BOOL: 'false',
+  DATETIME: "'1970-01-01T00:00:00Z'",
 };
 
 /** A visibility query naming every search attribute: it fails until the frontend resolves them all. */
 export function probeQuery(attributes: Record<string, SearchAttributeType> = SEARCH_ATTRIBUTES): string {
-  return Object.entries(attributes).map(([name, type]) => `${name} = ${PROBE_LITERAL[type]}`).join(' AND ');
+  return Object.entries(attributes)
+    .map(([name, type]) => `${name} = ${PROBE_LITERAL[type]}`)
+    .join(' AND ');
 }
 
 /**
@@ -28,17 +37,29 @@ export function probeQuery(attributes: Record<string, SearchAttributeType> = SEA
  * columns for one name. So: register under a database advisory lock (one role registers, the others
  * find the attributes listed), then wait until the frontend accepts a query naming every attribute.
  */
-export async function prepareSearchAttributes(t: TemporalHandle, opts: {
-  database: Pick<Database, 'withLock'>; log?: (m: string) => void; timeoutMs?: number; address?: string;
-}): Promise<void> {
+export async function prepareSearchAttributes(
+  t: TemporalHandle,
+  opts: {
+    database: Pick<Database, 'withLock'>;
+    log?: (m: string) => void;
+    timeoutMs?: number;
+    address?: string;
+  },
+): Promise<void> {
   const log = opts.log ?? (() => undefined);
   const started = Date.now();
   const deadline = started + (opts.timeoutMs ?? DEFAULT_TIMEOUT_MS);
   const where = `Temporal${opts.address ? ` at ${opts.address}` : ''} (namespace ${t.namespace})`;
   const names = Object.keys(SEARCH_ATTRIBUTES).join(', ');
-  const added = await opts.database.withLock(SEARCH_ATTRIBUTE_LOCK, () => retryUntil(deadline, () => ensureSearchAttributes(t, log)))
-    .catch((err: Error) => { throw new Error(`${where}: could not register the search attributes ${names}: ${err.message}`, { cause: err }); });
-  if (added.length > 0) log(`[temporal] registered search attributes ${added.join(', ')} in namespace ${t.namespace}; waiting until the server resolves them`);
+  const added = await opts.database
+    .withLock(SEARCH_ATTRIBUTE_LOCK, () => retryUntil(deadline, () => ensureSearchAttributes(t, log)))
+    .catch((err: Error) => {
+      throw new Error(`${where}: could not register the search attributes ${names}: ${err.message}`, { cause: err });
+    });
+  if (added.length > 0)
+    log(
+      `[temporal] registered search attributes ${added.join(', ')} in namespace ${t.namespace}; waiting until the server resolves them`,
+    );
   const query = probeQuery();
   let lastError: unknown;
   for (;;) {
@@ -46,7 +67,9 @@ export async function prepareSearchAttributes(t: TemporalHandle, opts: {
       const listed = await t.connection.operatorService.listSearchAttributes({ namespace: t.namespace });
       const missing = Object.keys(SEARCH_ATTRIBUTES).filter((name) => !(name in (listed.customAttributes ?? {})));
       if (missing.length > 0) throw new Error(`not listed: ${missing.join(', ')}`);
-      const retyped = Object.keys(SEARCH_ATTRIBUTES).filter((n) => listed.customAttributes![n] !== INDEXED_TYPE(SEARCH_ATTRIBUTES[n]!));
+      const retyped = Object.keys(SEARCH_ATTRIBUTES).filter(
+        (n) => listed.customAttributes![n] !== INDEXED_TYPE(SEARCH_ATTRIBUTES[n]!),
+      );
       if (retyped.length > 0) throw new Error(`listed with another type: ${retyped.join(', ')}`);
       await t.connection.workflowService.listWorkflowExecutions({ namespace: t.namespace, pageSize: 1, query });
       if (added.length > 0) log(`[temporal] search attributes ready after ${Date.now() - started} ms`);
@@ -55,7 +78,9 @@ export async function prepareSearchAttributes(t: TemporalHandle, opts: {
       lastError = err;
     }
     if (Date.now() > deadline) {
-      throw new Error(`${where} does not resolve the search attributes ${names} after ${Math.round((Date.now() - started) / 1000)} s: ${(lastError as Error).message}`);
+      throw new Error(
+        `${where} does not resolve the search attributes ${names} after ${Math.round((Date.now() - started) / 1000)} s: ${(lastError as Error).message}`,
+      );
     }
     await new Promise((r) => setTimeout(r, 250));
   }

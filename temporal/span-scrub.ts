@@ -60,13 +60,16 @@ function scrubSpan(span: ReadableSpan): ReadableSpan {
     status: span.status.message ? { ...span.status, message: scrubText(span.status.message) } : span.status,
     events: span.events.map((e) => (e.attributes ? { ...e, attributes: scrubAttributes(e.attributes) } : e)),
   };
-  return new Proxy(span, { get: (target, prop) => (prop in scrubbed ? scrubbed[prop] : Reflect.get(target, prop, target)) });
+  return new Proxy(span, {
+    get: (target, prop) => (prop in scrubbed ? scrubbed[prop] : Reflect.get(target, prop, target)),
+  });
 }
 
 /** Wraps the OTLP exporter so every span (the API's, the activities', the workflows' sink) is scrubbed on its way out. */
 export function scrubbingExporter(inner: SpanExporter): SpanExporter {
   return {
-    export: (spans: ReadableSpan[], done: Parameters<SpanExporter['export']>[1]) => inner.export(spans.map(scrubSpan), done),
+    export: (spans: ReadableSpan[], done: Parameters<SpanExporter['export']>[1]) =>
+      inner.export(spans.map(scrubSpan), done),
     shutdown: () => inner.shutdown(),
     forceFlush: () => inner.forceFlush?.() ?? Promise.resolve(),
   };

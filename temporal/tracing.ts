@@ -12,7 +12,9 @@ export type Tracing = {
   /** For the Temporal client: starts carry the active span's context in their headers. */
   clientInterceptors: WorkflowClientInterceptor[];
   /** For Worker.create: activity spans, and the sink workflow spans are exported through. */
-  worker: Pick<WorkerOptions, 'sinks'> & { activityInterceptors: NonNullable<NonNullable<WorkerOptions['interceptors']>['activity']> };
+  worker: Pick<WorkerOptions, 'sinks'> & {
+    activityInterceptors: NonNullable<NonNullable<WorkerOptions['interceptors']>['activity']>;
+  };
   shutdown(): Promise<void>;
 };
 
@@ -22,13 +24,20 @@ let active: Tracing | undefined;
 export async function startTracing(endpoint: string | undefined, role: string): Promise<Tracing | undefined> {
   if (!endpoint) return undefined;
   if (active) return active;
-  const [{ NodeTracerProvider }, { BatchSpanProcessor }, { OTLPTraceExporter }, { Resource }, otel] = await Promise.all([
-    import('@opentelemetry/sdk-trace-node'), import('@opentelemetry/sdk-trace-base'), import('@opentelemetry/exporter-trace-otlp-http'),
-    import('@opentelemetry/resources'), import('@temporalio/interceptors-opentelemetry'),
-  ]);
+  const [{ NodeTracerProvider }, { BatchSpanProcessor }, { OTLPTraceExporter }, { Resource }, otel] = await Promise.all(
+    [
+      import('@opentelemetry/sdk-trace-node'),
+      import('@opentelemetry/sdk-trace-base'),
+      import('@opentelemetry/exporter-trace-otlp-http'),
+      import('@opentelemetry/resources'),
+      import('@temporalio/interceptors-opentelemetry'),
+    ],
+  );
   const resource = new Resource({ 'service.name': 'svc-mail', 'service.role': role });
   // Scrubbed on the way out: no address, credential or link token leaves in a span (temporal/span-scrub.ts).
-  const exporter = scrubbingExporter(new OTLPTraceExporter({ url: `${endpoint.replace(/(?<!\/)\/+$/, '')}/v1/traces` }));
+  const exporter = scrubbingExporter(
+    new OTLPTraceExporter({ url: `${endpoint.replace(/(?<!\/)\/+$/, '')}/v1/traces` }),
+  );
   const processor = new BatchSpanProcessor(exporter, { scheduledDelayMillis: 1000 });
   const provider = new NodeTracerProvider({ resource, spanProcessors: [processor] });
   provider.register();

@@ -30,8 +30,14 @@ beforeAll(async () => {
     },
   });
   stack = await startStack({ SERVICE_DOMAIN: SERVICE, DNS_SERVERS: dns.address, DOMAIN_VERIFY_INITIAL_MS: '600000' });
-  owner = (await stack.api('POST', '/api/auth/signup', { body: { email: 'owner@corp.example', password: 'owner password' } })).body.token;
-  squatter = (await stack.api('POST', '/api/auth/signup', { body: { email: 'squatter@example.com', password: 'squatter password' } })).body.token;
+  owner = (
+    await stack.api('POST', '/api/auth/signup', { body: { email: 'owner@corp.example', password: 'owner password' } })
+  ).body.token;
+  squatter = (
+    await stack.api('POST', '/api/auth/signup', {
+      body: { email: 'squatter@example.com', password: 'squatter password' },
+    })
+  ).body.token;
 });
 afterAll(async () => {
   await stack?.stop();
@@ -56,30 +62,57 @@ describe('the squatting scenario', () => {
     const theirs = (await add('corp.example', squatter)).body;
     const mine = (await add('corp.example', owner)).body;
     // Each row has its own MX host under the service domain, so the records differ.
-    expect(ownMxOf('corp.example', mine.dns).value).toMatch(new RegExp(`^[0-9a-f]{20}\\.mx\\.${SERVICE.replace(/\./g, '\\.')}$`));
+    expect(ownMxOf('corp.example', mine.dns).value).toMatch(
+      new RegExp(`^[0-9a-f]{20}\\.mx\\.${SERVICE.replace(/\./g, '\\.')}$`),
+    );
     expect(ownMxOf('corp.example', theirs.dns).value).not.toBe(ownMxOf('corp.example', mine.dns).value);
     // A pending row never answers for the domain.
     expect(await rcpt('ceo@corp.example')).toBe(550);
 
     // The owner publishes the MX record their dashboard showed them, and nothing else.
     publishOwnMx(zone, 'corp.example', mine.dns);
-    for (let i = 0; i < 3; i++) expect((await verify(theirs.domain.id, squatter)).body).toMatchObject({ status: 'pending', checks: { mx: false, ownership: false } });
-    expect((await verify(mine.domain.id, owner)).body).toMatchObject({ status: 'verified', checks: { mx: true, ownership: true } });
+    for (let i = 0; i < 3; i++)
+      expect((await verify(theirs.domain.id, squatter)).body).toMatchObject({
+        status: 'pending',
+        checks: { mx: false, ownership: false },
+      });
+    expect((await verify(mine.domain.id, owner)).body).toMatchObject({
+      status: 'verified',
+      checks: { mx: true, ownership: true },
+    });
     expect((await verify(theirs.domain.id, squatter)).body.status).toBe('pending');
-    const rows = await stack.service.core.db.select().from(schema.domains).where(eq(schema.domains.domain, 'corp.example'));
-    expect(rows.map((r) => [r.userId === theirs.domain.user_id ? 'squatter' : 'owner', r.status]).sort()).toEqual([['owner', 'verified'], ['squatter', 'pending']]);
+    const rows = await stack.service.core.db
+      .select()
+      .from(schema.domains)
+      .where(eq(schema.domains.domain, 'corp.example'));
+    expect(rows.map((r) => [r.userId === theirs.domain.user_id ? 'squatter' : 'owner', r.status]).sort()).toEqual([
+      ['owner', 'verified'],
+      ['squatter', 'pending'],
+    ]);
 
-    const smtp = nodemailer.createTransport({ host: '127.0.0.1', port: stack.service.smtpPort!, secure: false, ignoreTLS: true });
+    const smtp = nodemailer.createTransport({
+      host: '127.0.0.1',
+      port: stack.service.smtpPort!,
+      secure: false,
+      ignoreTLS: true,
+    });
     await smtp.sendMail({ from: 'a@far.example', to: 'ceo@corp.example', subject: 'board minutes', text: 'private' });
     expect((await messagesOf(owner)).map((m) => m.subject)).toContain('board minutes');
     expect((await messagesOf(squatter)).map((m) => m.subject)).not.toContain('board minutes');
   });
 
   it("the squatter's earlier pending row locks nobody out: IMAP LOGIN and the mailbox API resolve the owner's verified row", async () => {
-    const mine = (await stack.api('GET', '/api/domains', { token: owner })).body.find((x: { domain: string }) => x.domain === 'corp.example');
-    const rows = await stack.service.core.db.select().from(schema.domains).where(eq(schema.domains.domain, 'corp.example'));
+    const mine = (await stack.api('GET', '/api/domains', { token: owner })).body.find(
+      (x: { domain: string }) => x.domain === 'corp.example',
+    );
+    const rows = await stack.service.core.db
+      .select()
+      .from(schema.domains)
+      .where(eq(schema.domains.domain, 'corp.example'));
     // The squatter's row was added first (and is pending); the owner's is the verified one.
-    expect(rows.find((r) => r.userId !== mine.user_id)!.createdAt).toBeLessThanOrEqual(rows.find((r) => r.id === mine.id)!.createdAt);
+    expect(rows.find((r) => r.userId !== mine.user_id)!.createdAt).toBeLessThanOrEqual(
+      rows.find((r) => r.id === mine.id)!.createdAt,
+    );
     const pw = await mintPassword(stack, owner, { domainId: mine.id, address: 'ceo', protocols: ['imap', 'api'] });
     const c = await rawImap(stack.service.imapPort!);
     expect(await c.cmd('a1', `LOGIN ceo@corp.example ${pw.secret}`)).toMatch(/^a1 OK/);
@@ -89,33 +122,59 @@ describe('the squatting scenario', () => {
     expect(listed.status).toBe(200);
     // The squatter's password for its pending row opens nothing.
     const theirs = rows.find((r) => r.userId !== mine.user_id)!;
-    const res = await stack.api('POST', '/api/app-passwords', { token: squatter, body: { domainId: theirs.id, address: 'ceo', protocols: ['imap', 'api'] } });
+    const res = await stack.api('POST', '/api/app-passwords', {
+      token: squatter,
+      body: { domainId: theirs.id, address: 'ceo', protocols: ['imap', 'api'] },
+    });
     if (res.status === 201) {
       const d = await rawImap(stack.service.imapPort!);
       expect(await d.cmd('b1', `LOGIN ceo@corp.example ${res.body.secret}`)).toMatch(/^b1 NO \[AUTHENTICATIONFAILED\]/);
       d.close();
-      expect((await stack.api('GET', '/api/mailbox/messages?address=ceo@corp.example', { token: res.body.secret })).status).toBe(403);
+      expect(
+        (await stack.api('GET', '/api/mailbox/messages?address=ceo@corp.example', { token: res.body.secret })).status,
+      ).toBe(403);
     } else expect(res.status).toBeGreaterThanOrEqual(400);
   });
 
-  it('an MX at the service domain itself proves nothing alone; with the account\'s _svc-verify token it still does (the older proof)', async () => {
+  it("an MX at the service domain itself proves nothing alone; with the account's _svc-verify token it still does (the older proof)", async () => {
     const theirs = (await add('legacy.example', squatter)).body;
     const mine = (await add('legacy.example', owner)).body;
     zone.set('legacy.example', 'MX', [{ value: SERVICE, priority: 10 }]);
-    expect((await verify(mine.domain.id, owner)).body).toMatchObject({ status: 'pending', checks: { mx: false, ownership: false } });
+    expect((await verify(mine.domain.id, owner)).body).toMatchObject({
+      status: 'pending',
+      checks: { mx: false, ownership: false },
+    });
     const token = createOwnershipTokens(stack.config.secretKey).record(mine.domain.user_id, 'legacy.example');
     zone.set(token.name, 'TXT', [{ value: token.value }]);
-    expect((await verify(theirs.domain.id, squatter)).body).toMatchObject({ status: 'pending', checks: { mx: false, ownership: false } });
-    expect((await verify(mine.domain.id, owner)).body).toMatchObject({ status: 'verified', checks: { mx: true, ownership: true } });
+    expect((await verify(theirs.domain.id, squatter)).body).toMatchObject({
+      status: 'pending',
+      checks: { mx: false, ownership: false },
+    });
+    expect((await verify(mine.domain.id, owner)).body).toMatchObject({
+      status: 'verified',
+      checks: { mx: true, ownership: true },
+    });
   });
 
   it('at most one account holds a domain verified, even when both MX hosts are published', async () => {
     const a = (await add('both.example', owner)).body;
     const b = (await add('both.example', squatter)).body;
-    zone.set('both.example', 'MX', [a, b].map((x) => ({ value: ownMxOf('both.example', x.dns).value, priority: 10 })));
-    const results = await Promise.all([verify(a.domain.id, owner), verify(b.domain.id, squatter), verify(a.domain.id, owner), verify(b.domain.id, squatter)]);
+    zone.set(
+      'both.example',
+      'MX',
+      [a, b].map((x) => ({ value: ownMxOf('both.example', x.dns).value, priority: 10 })),
+    );
+    const results = await Promise.all([
+      verify(a.domain.id, owner),
+      verify(b.domain.id, squatter),
+      verify(a.domain.id, owner),
+      verify(b.domain.id, squatter),
+    ]);
     expect(results.every((r) => r.status === 200)).toBe(true);
-    const rows = await stack.service.core.db.select().from(schema.domains).where(eq(schema.domains.domain, 'both.example'));
+    const rows = await stack.service.core.db
+      .select()
+      .from(schema.domains)
+      .where(eq(schema.domains.domain, 'both.example'));
     expect(rows.filter((r) => r.status === 'verified')).toHaveLength(1);
   });
 
@@ -140,7 +199,10 @@ describe('DNS failures keep the previous state', () => {
     expect((await verify(d.domain.id, owner)).body.status).toBe('verified');
     failing.add('steady.example');
     try {
-      expect((await verify(d.domain.id, owner)).body).toMatchObject({ status: 'verified', checks: { mx: true, ownership: true } });
+      expect((await verify(d.domain.id, owner)).body).toMatchObject({
+        status: 'verified',
+        checks: { mx: true, ownership: true },
+      });
       expect(await rcpt('x@steady.example')).toBe(250);
     } finally {
       failing.delete('steady.example');

@@ -3,7 +3,15 @@ import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { schema } from '../db/index.js';
 import { describeHealth, expectHealthUp, watchHealth } from './helpers/health-probe.js';
-import { expand, loadCorpus, smtpData, type HostileCase, type HttpCase, type ImapCase, type SmtpCase } from './helpers/hostile.js';
+import {
+  expand,
+  loadCorpus,
+  smtpData,
+  type HostileCase,
+  type HttpCase,
+  type ImapCase,
+  type SmtpCase,
+} from './helpers/hostile.js';
 import { rawImap } from './helpers/imap-wire.js';
 import { mintPassword } from './helpers/mailbox.js';
 import { rawSmtp } from './helpers/smtp-client.js';
@@ -26,7 +34,9 @@ const ANSWER_MS = 15_000;
 let stack: TestStack;
 let hooks: Awaited<ReturnType<typeof startWebhookReceiver>>;
 const vars: Record<string, string> = {
-  FROM: `hello@${DOMAIN}`, INBOX: `hostile@${DOMAIN}`, BOUNCE: `bounce+msg_${'a'.repeat(24)}@bounces.${DOMAIN}`,
+  FROM: `hello@${DOMAIN}`,
+  INBOX: `hostile@${DOMAIN}`,
+  BOUNCE: `bounce+msg_${'a'.repeat(24)}@bounces.${DOMAIN}`,
 };
 let key: string;
 let imap: { user: string; secret: string };
@@ -34,11 +44,20 @@ let imap: { user: string; secret: string };
 beforeAll(async () => {
   hooks = await startWebhookReceiver();
   stack = await startStack({ SERVICE_DOMAIN: SERVICE, PARSE_TIMEOUT_MS: String(PARSE_TIMEOUT_MS) });
-  const s = (await stack.api('POST', '/api/auth/signup', { body: { email: 'hostile@example.com', password: 'hostile password' } })).body;
+  const s = (
+    await stack.api('POST', '/api/auth/signup', {
+      body: { email: 'hostile@example.com', password: 'hostile password' },
+    })
+  ).body;
   await stack.service.core.db.update(schema.users).set({ emailVerified: true }).where(eq(schema.users.id, s.user.id));
   key = (await stack.api('GET', '/api/keys', { token: s.token })).body.key;
-  const domainId = (await stack.api('POST', '/api/domains/subdomain', { token: s.token, body: { subdomain: 'inbound' } })).body.domain.id as string;
-  expect((await stack.api('PUT', `/api/domains/${domainId}/webhook`, { token: s.token, body: { url: `${hooks.base}/in` } })).status).toBe(200);
+  const domainId = (
+    await stack.api('POST', '/api/domains/subdomain', { token: s.token, body: { subdomain: 'inbound' } })
+  ).body.domain.id as string;
+  expect(
+    (await stack.api('PUT', `/api/domains/${domainId}/webhook`, { token: s.token, body: { url: `${hooks.base}/in` } }))
+      .status,
+  ).toBe(200);
   vars.LIST = (await stack.api('POST', '/api/lists', { token: key, body: { name: 'hostile' } })).body.id;
   await stack.api('POST', `/api/lists/${vars.LIST}/contacts`, { token: key, body: { emails: ['member@example.com'] } });
   const pw = await mintPassword(stack, s.token, { domainId, address: 'reader', protocols: ['imap'] });
@@ -69,20 +88,37 @@ async function runSmtp(c: SmtpCase): Promise<string[]> {
 }
 
 /** One HTTP call over node:http, so an answer that comes while the body is still being written is read. */
-function call(method: string, path: string, headers: Record<string, string>, body?: Buffer): Promise<{ status: number; text: string }> {
+function call(
+  method: string,
+  path: string,
+  headers: Record<string, string>,
+  body?: Buffer,
+): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
     let answered = false;
-    const req = request(`${stack.baseUrl}${path}`, { method, headers: { ...headers, ...(body ? { 'content-length': String(body.length) } : {}) }, timeout: ANSWER_MS }, (res) => {
-      answered = true;
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (d: string) => { text += d; });
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-      res.on('error', reject);
-    });
+    const req = request(
+      `${stack.baseUrl}${path}`,
+      {
+        method,
+        headers: { ...headers, ...(body ? { 'content-length': String(body.length) } : {}) },
+        timeout: ANSWER_MS,
+      },
+      (res) => {
+        answered = true;
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (d: string) => {
+          text += d;
+        });
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+        res.on('error', reject);
+      },
+    );
     req.on('timeout', () => req.destroy(new Error(`no answer to ${method} ${path} within ${ANSWER_MS} ms`)));
     // A server that answers early (413) and closes makes the rest of the write fail: the answer stands.
-    req.on('error', (err) => { if (!answered) reject(err); });
+    req.on('error', (err) => {
+      if (!answered) reject(err);
+    });
     req.end(body);
   });
 }
@@ -103,14 +139,16 @@ async function runHttp(c: HttpCase): Promise<string[]> {
     if (step.save && id) local[step.save] = id;
     if (step.settle === 'message' && id) {
       const status = await eventually(async () => {
-        const s = (await stack.api('GET', `/api/messages/${id}`, { token: key })).body?.message?.status as string | undefined;
+        const s = (await stack.api('GET', `/api/messages/${id}`, { token: key })).body?.message?.status as
+          string | undefined;
         return s && !['queued', 'sending', 'deferred'].includes(s) ? s : undefined;
       }, ANSWER_MS);
       seen.push(`message ${status}`);
     }
     if (step.settle === 'import' && id) {
       const status = await eventually(async () => {
-        const s = (await stack.api('GET', `/api/lists/${vars.LIST}/imports/${id}`, { token: key })).body?.status as string | undefined;
+        const s = (await stack.api('GET', `/api/lists/${vars.LIST}/imports/${id}`, { token: key })).body?.status as
+          string | undefined;
         return s && s !== 'running' ? s : undefined;
       }, ANSWER_MS);
       seen.push(`import ${status}`);
@@ -143,16 +181,26 @@ async function runImap(c: ImapCase): Promise<string[]> {
 const run = (c: HostileCase) => (c.protocol === 'smtp' ? runSmtp(c) : c.protocol === 'http' ? runHttp(c) : runImap(c));
 /** One test per (case, recipient): an SMTP case goes to each address it lists. */
 const cases = loadCorpus().flatMap((c): [string, HostileCase][] =>
-  c.protocol === 'smtp' ? c.rcpt.map((r) => [`SMTP to ${r.slice(1, -1).toLowerCase()}: ${c.name}`, { ...c, rcpt: [r] }]) : [[`${c.protocol.toUpperCase()}: ${c.name}`, c]]);
+  c.protocol === 'smtp'
+    ? c.rcpt.map((r) => [`SMTP to ${r.slice(1, -1).toLowerCase()}: ${c.name}`, { ...c, rcpt: [r] }])
+    : [[`${c.protocol.toUpperCase()}: ${c.name}`, c]],
+);
 
 describe('the hostile corpus over the real protocols', () => {
-  it.each(cases)('%s', async (_name, c) => {
-    const health = await watchHealth(stack.baseUrl, 50);
-    const outcome = await run(c).then((answers) => ({ answers }), (error: unknown) => ({ error }));
-    const samples = await health.stop();
-    if ('error' in outcome) throw new Error(`${(outcome.error as Error).message}\n${describeHealth(samples)}`);
-    expect(outcome.answers.length).toBeGreaterThan(0);
-    console.info(`[hostile] ${c.name}:\n  ${outcome.answers.join('\n  ')}`);
-    expectHealthUp(samples, { minProbes: 1 });
-  }, 90_000);
+  it.each(cases)(
+    '%s',
+    async (_name, c) => {
+      const health = await watchHealth(stack.baseUrl, 50);
+      const outcome = await run(c).then(
+        (answers) => ({ answers }),
+        (error: unknown) => ({ error }),
+      );
+      const samples = await health.stop();
+      if ('error' in outcome) throw new Error(`${(outcome.error as Error).message}\n${describeHealth(samples)}`);
+      expect(outcome.answers.length).toBeGreaterThan(0);
+      console.info(`[hostile] ${c.name}:\n  ${outcome.answers.join('\n  ')}`);
+      expectHealthUp(samples, { minProbes: 1 });
+    },
+    90_000,
+  );
 });

@@ -11,7 +11,9 @@ import { eventually } from './helpers/stack.js';
 let s: SendingStack;
 
 beforeAll(async () => {
-  s = await startSendingStack({ env: { PLANS: JSON.stringify({ free: { includedEmails: 1000, dailySendCap: 12, overage: 'block', paid: false } }) } });
+  s = await startSendingStack({
+    env: { PLANS: JSON.stringify({ free: { includedEmails: 1000, dailySendCap: 12, overage: 'block', paid: false } }) },
+  });
 });
 afterAll(async () => {
   await s?.stop();
@@ -26,14 +28,22 @@ describe('no super-linear work on input', () => {
       const res = await s.send({ to: 'r@rcpt.test', html, ...body });
       const ms = performance.now() - started;
       expect(res.status, JSON.stringify(res.body).slice(0, 200)).toBe(200);
-      await eventually(async () => (await s.stack.api('GET', `/api/messages/${res.body.id}`, { token: s.session })).body.message.status === 'sent', 60_000);
+      await eventually(
+        async () =>
+          (await s.stack.api('GET', `/api/messages/${res.body.id}`, { token: s.session })).body.message.status ===
+          'sent',
+        60_000,
+      );
       return ms;
     };
     // The same bytes without tracking: what the rest of the send path (JSON, validation, storing 5 MB) costs
     // here. Each is the best of two runs: the machine's CPU is shared, and noise only ever adds time.
     const plain = Math.min(await timed({}), await timed({}));
     const health = await watchHealth(s.stack.baseUrl, 50);
-    const tracked = Math.min(await timed({ trackClicks: true, trackOpens: true }), await timed({ trackClicks: true, trackOpens: true }));
+    const tracked = Math.min(
+      await timed({ trackClicks: true, trackOpens: true }),
+      await timed({ trackClicks: true, trackOpens: true }),
+    );
     const samples = await health.stop();
     // Link tracking adds well under a second to it (the backtracking pattern it replaced took hours on this input).
     expect(tracked - plain, `tracked ${Math.round(tracked)} ms, untracked ${Math.round(plain)} ms`).toBeLessThan(1000);
@@ -41,7 +51,8 @@ describe('no super-linear work on input', () => {
   }, 120_000);
 
   it('rewrites links with a real tokenizer: the rest of the HTML is kept byte for byte', async () => {
-    const html = '<p class=x>Hi &amp; <A HREF=\'https://example.com/?a=1&amp;b=2\' id="l">go</A> <a href="mailto:x@y.z">m</a><script>"<a href=\\"https://no\\">"</script></p>';
+    const html =
+      '<p class=x>Hi &amp; <A HREF=\'https://example.com/?a=1&amp;b=2\' id="l">go</A> <a href="mailto:x@y.z">m</a><script>"<a href=\\"https://no\\">"</script></p>';
     const res = await s.send({ to: 'r@rcpt.test', html, trackClicks: true });
     const msg = (await s.stack.api('GET', `/api/messages/${res.body.id}`, { token: s.session })).body.message;
     const rewritten = /<A HREF="([^"]+)"/.exec(msg.html)![1]!.replace(/&amp;/g, '&');
@@ -52,9 +63,13 @@ describe('no super-linear work on input', () => {
 
 describe('limits', () => {
   it('bodies are sized by route before parsing: 1 MB to sign-in is 413, a large send with a key is parsed', async () => {
-    const big = await s.stack.api('POST', '/api/auth/login', { raw: JSON.stringify({ email: 'x'.repeat(1024 * 1024), password: 'x' }) });
+    const big = await s.stack.api('POST', '/api/auth/login', {
+      raw: JSON.stringify({ email: 'x'.repeat(1024 * 1024), password: 'x' }),
+    });
     expect(big).toMatchObject({ status: 413, body: { code: 'payload_too_large' } });
-    const anonymousBig = await s.stack.api('POST', '/v1/send', { raw: JSON.stringify({ html: 'x'.repeat(1024 * 1024) }) });
+    const anonymousBig = await s.stack.api('POST', '/v1/send', {
+      raw: JSON.stringify({ html: 'x'.repeat(1024 * 1024) }),
+    });
     expect(anonymousBig.status).toBe(413);
     const large = await s.send({ to: 'r@rcpt.test', html: `<p>${'x'.repeat(2 * 1024 * 1024)}</p>` });
     expect(large.status).toBe(200);
@@ -62,10 +77,19 @@ describe('limits', () => {
 
   it('tRPC refuses oversized batches', async () => {
     const calls = Array.from({ length: 11 }, () => 'me.get').join(',');
-    const res = await fetch(`${s.stack.baseUrl}/trpc/${calls}?batch=1&input=${encodeURIComponent(JSON.stringify({}))}`, { headers: { authorization: `Bearer ${s.key}` } });
+    const res = await fetch(
+      `${s.stack.baseUrl}/trpc/${calls}?batch=1&input=${encodeURIComponent(JSON.stringify({}))}`,
+      { headers: { authorization: `Bearer ${s.key}` } },
+    );
     expect(res.status).toBe(400);
     const ten = Array.from({ length: 10 }, () => 'me.get').join(',');
-    expect((await fetch(`${s.stack.baseUrl}/trpc/${ten}?batch=1&input=${encodeURIComponent(JSON.stringify({}))}`, { headers: { authorization: `Bearer ${s.key}` } })).status).toBe(200);
+    expect(
+      (
+        await fetch(`${s.stack.baseUrl}/trpc/${ten}?batch=1&input=${encodeURIComponent(JSON.stringify({}))}`, {
+          headers: { authorization: `Bearer ${s.key}` },
+        })
+      ).status,
+    ).toBe(200);
   });
 
   it('the daily cap counts recipients and holds under concurrent sends', async () => {
@@ -89,16 +113,28 @@ describe('limits', () => {
 async function flood(path: string, type: string, auth: string, bytes: number, count: number) {
   const baseline = process.memoryUsage().rss;
   let peak = baseline;
-  const sampler = setInterval(() => { peak = Math.max(peak, process.memoryUsage().rss); }, 20);
+  const sampler = setInterval(() => {
+    peak = Math.max(peak, process.memoryUsage().rss);
+  }, 20);
   const health = await watchHealth(s.stack.baseUrl, 50);
   // What the server read from each connection opened meanwhile (the attacker's, and a probe's or two).
   const sockets: Socket[] = [];
   const onConnection = (socket: Socket) => void sockets.push(socket);
   s.stack.service.apiServer!.on('connection', onConnection);
-  const args = [fileURLToPath(new URL('./helpers/http-flood.mjs', import.meta.url)), String(s.stack.service.apiPort), path, type, auth, String(bytes), String(count)];
+  const args = [
+    fileURLToPath(new URL('./helpers/http-flood.mjs', import.meta.url)),
+    String(s.stack.service.apiPort),
+    path,
+    type,
+    auth,
+    String(bytes),
+    String(count),
+  ];
   const child = spawn(process.execPath, args);
   let out = '';
-  child.stdout.on('data', (d: Buffer) => { out += d.toString(); });
+  child.stdout.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
   expect(await new Promise((resolve) => child.once('exit', resolve))).toBe(0);
   // A few probes after the attack too: a loop the attack blocked would still be catching up.
   await new Promise((r) => setTimeout(r, 300));
@@ -106,7 +142,10 @@ async function flood(path: string, type: string, auth: string, bytes: number, co
   s.stack.service.apiServer!.off('connection', onConnection);
   const samples = await health.stop();
   const mostReadMb = Math.max(0, ...sockets.map((x) => x.bytesRead)) / 1024 / 1024;
-  const results = out.trim().split('\n').map((l) => JSON.parse(l) as { status: number; body: string; written: number });
+  const results = out
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as { status: number; body: string; written: number });
   return { results, growthMb: (peak - baseline) / 1024 / 1024, samples, health: describeHealth(samples), mostReadMb };
 }
 
@@ -155,15 +194,21 @@ describe('authenticate before parsing', () => {
     expect(csv.length).toBeGreaterThan(4 * MB);
     const imported = await s.stack.api('POST', `/api/lists/${list.id}/import`, { token: s.key, body: { csv } });
     expect(imported).toMatchObject({ status: 202, body: { status: 'running' } });
-    const huge = await s.stack.api('POST', '/v1/send', { token: s.key, body: { to: 'r@rcpt.test', from: 'x@nowhere.example', subject: 's', html: 'x'.repeat(20 * MB) } });
+    const huge = await s.stack.api('POST', '/v1/send', {
+      token: s.key,
+      body: { to: 'r@rcpt.test', from: 'x@nowhere.example', subject: 's', html: 'x'.repeat(20 * MB) },
+    });
     expect(huge).toMatchObject({ status: 400, body: { code: 'validation_error' } });
   }, 120_000);
 });
 
 describe('configuration', () => {
   it('refuses REGISTRAR=simulated in production', () => {
-    expect(() => loadConfig({ NODE_ENV: 'production', REGISTRAR: 'simulated', SECRET_KEY: 'x'.repeat(40) })).toThrow(/REGISTRAR=simulated/);
-    expect(loadConfig({ NODE_ENV: 'test', REGISTRAR: 'simulated', SECRET_KEY: 'x'.repeat(40) }).registrar).toBe('simulated');
+    expect(() => loadConfig({ NODE_ENV: 'production', REGISTRAR: 'simulated', SECRET_KEY: 'x'.repeat(40) })).toThrow(
+      /REGISTRAR=simulated/,
+    );
+    expect(loadConfig({ NODE_ENV: 'test', REGISTRAR: 'simulated', SECRET_KEY: 'x'.repeat(40) }).registrar).toBe(
+      'simulated',
+    );
   });
 });
-

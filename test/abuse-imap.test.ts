@@ -27,9 +27,21 @@ let secret: string;
 
 beforeAll(async () => {
   dns = await startTestDns();
-  stack = await startStack({ SERVICE_DOMAIN: 'imapx.svc.test', DNS_SERVERS: dns.server.address, IMAP_MAX_CLIENTS_PER_IP: '10', IMAP_COMMAND_TIMEOUT_MS: '3000', STORAGE_QUOTA_BYTES: String(QUOTA) });
-  session = (await stack.api('POST', '/api/auth/signup', { body: { email: 'abuse-imap@example.com', password: 'abuse imap password' } })).body.token;
-  const domainId = (await stack.api('POST', '/api/domains/subdomain', { token: session, body: { subdomain: 'victims' } })).body.domain.id;
+  stack = await startStack({
+    SERVICE_DOMAIN: 'imapx.svc.test',
+    DNS_SERVERS: dns.server.address,
+    IMAP_MAX_CLIENTS_PER_IP: '10',
+    IMAP_COMMAND_TIMEOUT_MS: '3000',
+    STORAGE_QUOTA_BYTES: String(QUOTA),
+  });
+  session = (
+    await stack.api('POST', '/api/auth/signup', {
+      body: { email: 'abuse-imap@example.com', password: 'abuse imap password' },
+    })
+  ).body.token;
+  const domainId = (
+    await stack.api('POST', '/api/domains/subdomain', { token: session, body: { subdomain: 'victims' } })
+  ).body.domain.id;
   secret = (await mintPassword(stack, session, { domainId, address: 'victim', protocols: ['imap', 'api'] })).secret;
   user = `victim@${DOMAIN}`;
 });
@@ -53,18 +65,35 @@ async function fill(count: number, bytes: number) {
   c.close();
 }
 
-type Outcome = { text: string; closed: boolean; written: number; answers?: string[]; greeted?: number; refused?: number };
+type Outcome = {
+  text: string;
+  closed: boolean;
+  written: number;
+  answers?: string[];
+  greeted?: number;
+  refused?: number;
+};
 
 /** Runs one attack of test/helpers/imap-flood.mjs in its own process while health is probed and memory sampled. */
 async function attack(...args: string[]) {
   const baseline = process.memoryUsage().rss;
   let peak = baseline;
-  const sampler = setInterval(() => { peak = Math.max(peak, process.memoryUsage().rss); }, 20);
+  const sampler = setInterval(() => {
+    peak = Math.max(peak, process.memoryUsage().rss);
+  }, 20);
   const health = await watchHealth(stack.baseUrl, 50);
-  const child = spawn(process.execPath, [fileURLToPath(new URL('./helpers/imap-flood.mjs', import.meta.url)), String(stack.service.imapPort), ...args]);
+  const child = spawn(process.execPath, [
+    fileURLToPath(new URL('./helpers/imap-flood.mjs', import.meta.url)),
+    String(stack.service.imapPort),
+    ...args,
+  ]);
   let out = '';
-  child.stdout.on('data', (d: Buffer) => { out += d.toString(); });
-  child.stderr.on('data', (d: Buffer) => { out += d.toString(); });
+  child.stdout.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  child.stderr.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
   expect(await new Promise((resolve) => child.once('exit', resolve)), out).toBe(0);
   clearInterval(sampler);
   const samples = await health.stop();
@@ -133,15 +162,35 @@ describe('IMAP after login', () => {
 
   it('LIST with a pattern of 100 "*%" pairs is matched in linear time', async () => {
     const pattern = `${'*%'.repeat(100)}Z`;
-    const r = await attack('commands', user, secret, `LIST "" "${pattern}"`, `LSUB "" "${pattern}"`, 'LIST "" "*%"', 'LIST "" "%X"');
-    expect(r.answers).toEqual(['k0 OK LIST completed', 'k1 OK LSUB completed', 'k2 OK LIST completed', 'k3 OK LIST completed']);
+    const r = await attack(
+      'commands',
+      user,
+      secret,
+      `LIST "" "${pattern}"`,
+      `LSUB "" "${pattern}"`,
+      'LIST "" "*%"',
+      'LIST "" "%X"',
+    );
+    expect(r.answers).toEqual([
+      'k0 OK LIST completed',
+      'k1 OK LSUB completed',
+      'k2 OK LIST completed',
+      'k3 OK LIST completed',
+    ]);
     expect(r.text).toContain('"/" INBOX');
   }, 60_000);
 
   it('SEARCH with 2,000 TEXT "" keys over 4 MiB of mail is answered NO [LIMIT] within its work budget', async () => {
     await fill(8, 512 * 1024);
     const keys = Array.from({ length: 2000 }, () => 'TEXT ""').join(' ');
-    const r = await attack('commands', user, secret, `SEARCH ${keys}`, 'SEARCH TEXT "needle-7"', 'UID SEARCH 1:*,2:*,3:* NOT DELETED');
+    const r = await attack(
+      'commands',
+      user,
+      secret,
+      `SEARCH ${keys}`,
+      'SEARCH TEXT "needle-7"',
+      'UID SEARCH 1:*,2:*,3:* NOT DELETED',
+    );
     expect(r.answers![0]).toMatch(/^k0 NO \[LIMIT\] This SEARCH needs more work than one command may do/);
     expect(r.answers!.slice(1)).toEqual(['k1 OK SEARCH completed', 'k2 OK UID SEARCH completed']);
     expect(r.text).toMatch(/\* SEARCH \d+\r\nk1 OK/);
@@ -172,11 +221,23 @@ describe('IMAP after login', () => {
     c.close();
 
     // The same quota over HTTP: an upload past it is 413 with the error body.
-    const upload = await stack.api('POST', '/v1/attachments', { token: session, body: { filename: 'big.bin', content: Buffer.alloc(QUOTA - after.used + 1024).toString('base64') } });
-    expect(upload).toMatchObject({ status: 413, body: { code: 'storage_quota_exceeded', error: expect.stringContaining('Storage quota exceeded') } });
-    const small = await stack.api('POST', '/v1/attachments', { token: session, body: { filename: 'small.txt', content: Buffer.from('hello').toString('base64') } });
+    const upload = await stack.api('POST', '/v1/attachments', {
+      token: session,
+      body: { filename: 'big.bin', content: Buffer.alloc(QUOTA - after.used + 1024).toString('base64') },
+    });
+    expect(upload).toMatchObject({
+      status: 413,
+      body: { code: 'storage_quota_exceeded', error: expect.stringContaining('Storage quota exceeded') },
+    });
+    const small = await stack.api('POST', '/v1/attachments', {
+      token: session,
+      body: { filename: 'small.txt', content: Buffer.from('hello').toString('base64') },
+    });
     expect(small.status).toBe(201);
-    expect((await stack.api('GET', '/api/billing/usage', { token: session })).body.storage).toMatchObject({ attachments: 5, used: after.used + 5 });
+    expect((await stack.api('GET', '/api/billing/usage', { token: session })).body.storage).toMatchObject({
+      attachments: 5,
+      used: after.used + 5,
+    });
   }, 120_000);
 
   it('a command that trickles in is ended at its absolute deadline', async () => {

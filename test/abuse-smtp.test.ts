@@ -13,9 +13,17 @@ let stack: TestStack;
 
 beforeAll(async () => {
   stack = await startStack({
-    SERVICE_DOMAIN: SERVICE, SMTP_MAX_MESSAGE_BYTES: String(LIMIT), SMTP_MAX_CLIENTS_PER_IP: '4', SMTP_MAX_RECIPIENTS: '3', SMTP_COMMANDS_PER_MINUTE: '40',
+    SERVICE_DOMAIN: SERVICE,
+    SMTP_MAX_MESSAGE_BYTES: String(LIMIT),
+    SMTP_MAX_CLIENTS_PER_IP: '4',
+    SMTP_MAX_RECIPIENTS: '3',
+    SMTP_COMMANDS_PER_MINUTE: '40',
   });
-  const token = (await stack.api('POST', '/api/auth/signup', { body: { email: 'abuse-smtp@example.com', password: 'abuse smtp password' } })).body.token;
+  const token = (
+    await stack.api('POST', '/api/auth/signup', {
+      body: { email: 'abuse-smtp@example.com', password: 'abuse smtp password' },
+    })
+  ).body.token;
   expect((await stack.api('POST', '/api/domains/subdomain', { token, body: { subdomain: 'inbox' } })).status).toBe(201);
 });
 afterAll(async () => {
@@ -29,7 +37,9 @@ const clients: { close(): void; closed: boolean; socket: Socket }[] = [];
 afterEach(async () => {
   const open = clients.splice(0).filter((c) => !c.closed);
   for (const c of open) c.close();
-  await Promise.all(open.map((c) => new Promise((r) => (c.socket.destroyed && c.closed ? r(undefined) : c.socket.once('close', r)))));
+  await Promise.all(
+    open.map((c) => new Promise((r) => (c.socket.destroyed && c.closed ? r(undefined) : c.socket.once('close', r)))),
+  );
   await new Promise((r) => setTimeout(r, 50)); // the server's onClose runs on the next tick
 });
 
@@ -46,13 +56,22 @@ describe('SMTP ingress under abuse', () => {
   it('a 1 GB DATA stream keeps memory bounded, is answered 552, and health stays fast', async () => {
     const baseline = process.memoryUsage().rss;
     let peak = baseline;
-    const sampler = setInterval(() => { peak = Math.max(peak, process.memoryUsage().rss); }, 20);
+    const sampler = setInterval(() => {
+      peak = Math.max(peak, process.memoryUsage().rss);
+    }, 20);
     // Probed from another process: a stall of the service's loop shows as a slow sample (the maximum is asserted).
     const health = await watchHealth(stack.baseUrl);
     // The attacker is another process, as it would be: the service's event loop serves only the service.
-    const flood = spawn(process.execPath, [fileURLToPath(new URL('./helpers/smtp-flood.mjs', import.meta.url)), String(port()), `someone@${DOMAIN}`, String(1024 ** 3)]);
+    const flood = spawn(process.execPath, [
+      fileURLToPath(new URL('./helpers/smtp-flood.mjs', import.meta.url)),
+      String(port()),
+      `someone@${DOMAIN}`,
+      String(1024 ** 3),
+    ]);
     let out = '';
-    flood.stdout.on('data', (d: Buffer) => { out += d.toString(); });
+    flood.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+    });
     const code = await new Promise<number | null>((resolve) => flood.once('exit', resolve));
     clearInterval(sampler);
     const samples = await health.stop();

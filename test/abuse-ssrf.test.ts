@@ -32,14 +32,27 @@ beforeAll(async () => {
     lookup: async (name, type) => {
       if (name === 'rebind.example' && type === 'A') {
         rebindLookups += 1;
-        return { authoritative: true, nameExists: true, records: [{ name, type: 'A', value: rebindLookups === 1 ? '203.0.113.20' : '127.0.0.1', ttl: 0 }] };
+        return {
+          authoritative: true,
+          nameExists: true,
+          records: [{ name, type: 'A', value: rebindLookups === 1 ? '203.0.113.20' : '127.0.0.1', ttl: 0 }],
+        };
       }
       if (name === 'rebind.example') return { authoritative: true, nameExists: true, records: [] };
       return zone.lookup(name, type);
     },
   });
-  stack = await startStack({ SERVICE_DOMAIN: SERVICE, DNS_SERVERS: dns.address, ALLOW_PRIVATE_NETWORKS: '0', OUTBOUND_MODE: 'mx', MX_PORT: '25', WEBHOOK_RETRY_SCHEDULE: '' });
-  const up = (await stack.api('POST', '/api/auth/signup', { body: { email: 'ssrf@example.com', password: 'ssrf password' } })).body;
+  stack = await startStack({
+    SERVICE_DOMAIN: SERVICE,
+    DNS_SERVERS: dns.address,
+    ALLOW_PRIVATE_NETWORKS: '0',
+    OUTBOUND_MODE: 'mx',
+    MX_PORT: '25',
+    WEBHOOK_RETRY_SCHEDULE: '',
+  });
+  const up = (
+    await stack.api('POST', '/api/auth/signup', { body: { email: 'ssrf@example.com', password: 'ssrf password' } })
+  ).body;
   token = up.token;
   const { schema } = await import('../db/index.js');
   const { eq } = await import('drizzle-orm');
@@ -57,8 +70,16 @@ const setHook = (url: string) => stack.api('PUT', `/api/domains/${domainId}/webh
 
 describe('webhook, route and tracking-webhook URLs', () => {
   it.each([
-    ['https://10.0.0.1/hook'], ['https://169.254.169.254/latest/meta-data/'], ['https://[::ffff:127.0.0.1]/hook'], ['https://[::ffff:7f00:1]/hook'],
-    ['https://100.64.0.1/hook'], ['https://[fd00::1]/hook'], ['https://[::]/hook'], ['https://0.0.0.0/hook'], ['http://127.0.0.1:9/hook'], ['http://localhost:9/hook'],
+    ['https://10.0.0.1/hook'],
+    ['https://169.254.169.254/latest/meta-data/'],
+    ['https://[::ffff:127.0.0.1]/hook'],
+    ['https://[::ffff:7f00:1]/hook'],
+    ['https://100.64.0.1/hook'],
+    ['https://[fd00::1]/hook'],
+    ['https://[::]/hook'],
+    ['https://0.0.0.0/hook'],
+    ['http://127.0.0.1:9/hook'],
+    ['http://localhost:9/hook'],
   ])('%s is refused at creation', async (url) => {
     for (const res of [
       await setHook(url),
@@ -73,7 +94,12 @@ describe('webhook, route and tracking-webhook URLs', () => {
   it('a name that resolves to loopback on its second lookup is refused at connect', async () => {
     const url = `https://rebind.example:${new URL(inside.base).port}/hook`;
     expect((await setHook(url)).status).toBe(200); // first lookup: a public address
-    const smtp = nodemailer.createTransport({ host: '127.0.0.1', port: stack.service.smtpPort!, secure: false, ignoreTLS: true });
+    const smtp = nodemailer.createTransport({
+      host: '127.0.0.1',
+      port: stack.service.smtpPort!,
+      secure: false,
+      ignoreTLS: true,
+    });
     const info = await smtp.sendMail({ from: 'a@far.example', to: `in@box.${SERVICE}`, subject: 'rebind', text: 'x' });
     const messageId = /as (msg_[\w-]+)/.exec(info.response)![1]!;
     const attempt = await eventually(async () => {
@@ -89,8 +115,14 @@ describe('webhook, route and tracking-webhook URLs', () => {
 });
 
 describe('MX targets', () => {
-  it.each([['evil.test', '10.0.0.1'], ['loop.evil.test', '127.0.0.1']])('mail to %s (MX at %s) is not delivered there', async (domain) => {
-    const res = await stack.api('POST', '/v1/send', { token: key, body: { from: `hi@box.${SERVICE}`, to: `victim@${domain}`, subject: 's', text: 't' } });
+  it.each([
+    ['evil.test', '10.0.0.1'],
+    ['loop.evil.test', '127.0.0.1'],
+  ])('mail to %s (MX at %s) is not delivered there', async (domain) => {
+    const res = await stack.api('POST', '/v1/send', {
+      token: key,
+      body: { from: `hi@box.${SERVICE}`, to: `victim@${domain}`, subject: 's', text: 't' },
+    });
     expect(res.status).toBe(200);
     const msg = await eventually(async () => {
       const m = (await stack.api('GET', `/api/messages/${res.body.id}`, { token })).body.message;

@@ -16,7 +16,9 @@ import { startWebhookReceiver } from './helpers/webhook-receiver.js';
  * new route is walked without anyone adding it here; a path parameter the walk does not know fails it.
  */
 const SERVICE = 'tenancy.svc.test';
-const PUBLIC_KEY = generateKeyPairSync('rsa', { modulusLength: 2048 }).publicKey.export({ type: 'spki', format: 'pem' }).toString();
+const PUBLIC_KEY = generateKeyPairSync('rsa', { modulusLength: 2048 })
+  .publicKey.export({ type: 'spki', format: 'pem' })
+  .toString();
 let stack: TestStack;
 let hooks: Awaited<ReturnType<typeof startWebhookReceiver>>;
 const a = {} as Record<string, string>; // A's resources
@@ -41,48 +43,144 @@ beforeAll(async () => {
   Object.assign(b, { session: B.session, key: B.key, domainName: `tenant-b-one.${SERVICE}` });
   a.session = A.session;
   a.key = A.key;
-  a.domain = ok(await stack.api('POST', '/api/domains/subdomain', { token: A.session, body: { subdomain: 'tenant-a-one' } })).domain.id;
+  a.domain = ok(
+    await stack.api('POST', '/api/domains/subdomain', { token: A.session, body: { subdomain: 'tenant-a-one' } }),
+  ).domain.id;
   a.domainName = `tenant-a-one.${SERVICE}`;
-  a.other = ok(await stack.api('POST', '/api/domains/subdomain', { token: A.session, body: { subdomain: 'tenant-a-two' } })).domain.id;
+  a.other = ok(
+    await stack.api('POST', '/api/domains/subdomain', { token: A.session, body: { subdomain: 'tenant-a-two' } }),
+  ).domain.id;
   ok(await stack.api('POST', '/api/domains/subdomain', { token: B.session, body: { subdomain: 'tenant-b-one' } }));
   b.list = ok(await stack.api('POST', '/api/lists', { token: B.session, body: { name: 'B list' } })).id;
-  a.otherScoped = ok(await stack.api('POST', '/api/keys/scoped', { token: A.session, body: { domainId: a.other } })).key;
-  a.scopedKeyId = ok(await stack.api('POST', '/api/keys/scoped', { token: A.session, body: { domainId: a.domain } })).id;
-  a.hookSecret = ok(await stack.api('PUT', `/api/domains/${a.domain}/webhook`, { token: A.session, body: { url: `${hooks.base}/a` } })).signingSecret;
-  a.route = ok(await stack.api('POST', '/api/routes', { token: A.session, body: { domainId: a.domain, address: 'ops', url: `${hooks.base}/ops` } })).id;
-  a.accountSecret = ok(await stack.api('PUT', `/api/domains/${a.domain}/tracking-webhook`, { token: A.session, body: { url: `${hooks.base}/track` } })).signingSecret;
-  a.template = ok(await stack.api('POST', '/api/templates', { token: A.session, body: { name: 'A only', subject: 'Hi', text: 'secret template text' } })).id;
+  a.otherScoped = ok(
+    await stack.api('POST', '/api/keys/scoped', { token: A.session, body: { domainId: a.other } }),
+  ).key;
+  a.scopedKeyId = ok(
+    await stack.api('POST', '/api/keys/scoped', { token: A.session, body: { domainId: a.domain } }),
+  ).id;
+  a.hookSecret = ok(
+    await stack.api('PUT', `/api/domains/${a.domain}/webhook`, { token: A.session, body: { url: `${hooks.base}/a` } }),
+  ).signingSecret;
+  a.route = ok(
+    await stack.api('POST', '/api/routes', {
+      token: A.session,
+      body: { domainId: a.domain, address: 'ops', url: `${hooks.base}/ops` },
+    }),
+  ).id;
+  a.accountSecret = ok(
+    await stack.api('PUT', `/api/domains/${a.domain}/tracking-webhook`, {
+      token: A.session,
+      body: { url: `${hooks.base}/track` },
+    }),
+  ).signingSecret;
+  a.template = ok(
+    await stack.api('POST', '/api/templates', {
+      token: A.session,
+      body: { name: 'A only', subject: 'Hi', text: 'secret template text' },
+    }),
+  ).id;
   a.suppressed = 'a-suppressed@example.com';
-  ok(await stack.api('POST', '/api/contacts/suppressions', { token: A.session, body: { email: a.suppressed, reason: 'manual' } }));
+  ok(
+    await stack.api('POST', '/api/contacts/suppressions', {
+      token: A.session,
+      body: { email: a.suppressed, reason: 'manual' },
+    }),
+  );
   const from = `hello@${a.domainName}`;
-  a.message = ok(await stack.api('POST', '/v1/send', { token: A.key, body: { from, to: 'r@example.com', subject: 'A private subject', text: 't' } })).id;
-  a.scheduled = ok(await stack.api('POST', '/v1/send', { token: A.key, body: { from, to: 'r@example.com', subject: 's', text: 't', scheduledAt: 'in 2 hours' } })).id;
-  const smtp = nodemailer.createTransport({ host: '127.0.0.1', port: stack.service.smtpPort!, secure: false, ignoreTLS: true });
+  a.message = ok(
+    await stack.api('POST', '/v1/send', {
+      token: A.key,
+      body: { from, to: 'r@example.com', subject: 'A private subject', text: 't' },
+    }),
+  ).id;
+  a.scheduled = ok(
+    await stack.api('POST', '/v1/send', {
+      token: A.key,
+      body: { from, to: 'r@example.com', subject: 's', text: 't', scheduledAt: 'in 2 hours' },
+    }),
+  ).id;
+  const smtp = nodemailer.createTransport({
+    host: '127.0.0.1',
+    port: stack.service.smtpPort!,
+    secure: false,
+    ignoreTLS: true,
+  });
   await smtp.sendMail({ from: 'x@far.example', to: `in@${a.domainName}`, subject: 'A inbound', text: 'hi' });
   const [hit] = await hooks.waitFor('/a');
   a.inbound = hit!.json.id;
-  a.delivery = await eventually(async () => ok(await stack.api('GET', `/api/messages/${a.inbound}`, { token: A.session })).deliveries?.[0]?.id as string);
+  a.delivery = await eventually(
+    async () =>
+      ok(await stack.api('GET', `/api/messages/${a.inbound}`, { token: A.session })).deliveries?.[0]?.id as string,
+  );
   // Mailboxes, linked apps, contacts, lists, imports and broadcasts of A.
-  const pw = ok(await stack.api('POST', '/api/app-passwords', { token: A.session, body: { domainId: a.domain, protocols: ['api'] } }));
+  const pw = ok(
+    await stack.api('POST', '/api/app-passwords', {
+      token: A.session,
+      body: { domainId: a.domain, protocols: ['api'] },
+    }),
+  );
   a.appPassword = pw.id;
-  a.mailboxUid = String(await eventually(async () => ok(await stack.api('GET', '/api/mailbox/messages', { token: pw.secret })).messages?.[0]?.uid));
+  a.mailboxUid = String(
+    await eventually(
+      async () => ok(await stack.api('GET', '/api/mailbox/messages', { token: pw.secret })).messages?.[0]?.uid,
+    ),
+  );
   const redirectUri = 'http://127.0.0.1:9/tenancy/cb';
   const { client_id: clientId } = await registerClient(stack, [redirectUri], 'Tenancy app');
   const { verifier, challenge } = pkce();
-  const back = await approveOverHttp(stack, authorizeUrl(stack, { clientId, redirectUri, challenge }), { email: 'tenant-a@example.com', password: 'tenancy password' });
-  const tokens = await tokenRequest(stack, { grant_type: 'authorization_code', code: back.searchParams.get('code')!, redirect_uri: redirectUri, client_id: clientId, code_verifier: verifier });
-  a.grant = (ok(await stack.api('GET', '/api/oauth/grants', { token: tokens.body.access_token })) as { id: string }[])[0]!.id;
-  a.contact = ok(await stack.api('POST', '/api/contacts', { token: A.session, body: { email: 'a-contact@example.com' } })).id;
+  const back = await approveOverHttp(stack, authorizeUrl(stack, { clientId, redirectUri, challenge }), {
+    email: 'tenant-a@example.com',
+    password: 'tenancy password',
+  });
+  const tokens = await tokenRequest(stack, {
+    grant_type: 'authorization_code',
+    code: back.searchParams.get('code')!,
+    redirect_uri: redirectUri,
+    client_id: clientId,
+    code_verifier: verifier,
+  });
+  a.grant = (
+    ok(await stack.api('GET', '/api/oauth/grants', { token: tokens.body.access_token })) as { id: string }[]
+  )[0]!.id;
+  a.contact = ok(
+    await stack.api('POST', '/api/contacts', { token: A.session, body: { email: 'a-contact@example.com' } }),
+  ).id;
   a.list = ok(await stack.api('POST', '/api/lists', { token: A.session, body: { name: 'A list' } })).id;
   ok(await stack.api('POST', `/api/lists/${a.list}/contacts`, { token: A.session, body: { contactIds: [a.contact] } }));
-  a.import = ok(await stack.api('POST', `/api/lists/${a.list}/import`, { token: A.session, body: { csv: 'email\nimported@example.com\n' } })).id;
-  a.broadcast = ok(await stack.api('POST', '/api/broadcasts', { token: A.session, body: { from: `news@${a.domainName}`, subject: 'A news', text: 'x', audience: { type: 'list', id: a.list } } })).id;
-  a.sequence = ok(await stack.api('POST', '/api/sequences', { token: A.session, body: {
-    name: 'A sequence', status: 'active', from: `drip@${a.domainName}`, trigger: { type: 'event', event: 'a-start' },
-    steps: [{ type: 'wait_for_event', event: 'a-never', timeout: '1h' }],
-  } })).id;
-  a.event = ok(await stack.api('POST', '/v1/events', { token: A.key, body: { name: 'a-start', contactId: a.contact, payload: { secret: 'A event payload' } } })).id;
-  a.enrolment = await eventually(async () => ok(await stack.api('GET', `/api/sequences/${a.sequence}/enrolments`, { token: A.session }))[0]?.id as string);
+  a.import = ok(
+    await stack.api('POST', `/api/lists/${a.list}/import`, {
+      token: A.session,
+      body: { csv: 'email\nimported@example.com\n' },
+    }),
+  ).id;
+  a.broadcast = ok(
+    await stack.api('POST', '/api/broadcasts', {
+      token: A.session,
+      body: { from: `news@${a.domainName}`, subject: 'A news', text: 'x', audience: { type: 'list', id: a.list } },
+    }),
+  ).id;
+  a.sequence = ok(
+    await stack.api('POST', '/api/sequences', {
+      token: A.session,
+      body: {
+        name: 'A sequence',
+        status: 'active',
+        from: `drip@${a.domainName}`,
+        trigger: { type: 'event', event: 'a-start' },
+        steps: [{ type: 'wait_for_event', event: 'a-never', timeout: '1h' }],
+      },
+    }),
+  ).id;
+  a.event = ok(
+    await stack.api('POST', '/v1/events', {
+      token: A.key,
+      body: { name: 'a-start', contactId: a.contact, payload: { secret: 'A event payload' } },
+    }),
+  ).id;
+  a.enrolment = await eventually(
+    async () =>
+      ok(await stack.api('GET', `/api/sequences/${a.sequence}/enrolments`, { token: A.session }))[0]?.id as string,
+  );
 });
 afterAll(async () => {
   await stack?.stop();
@@ -92,13 +190,29 @@ afterAll(async () => {
 /** A's resource for each path parameter of each resource family. */
 function pathOf(op: Operation): string {
   return op.path.replace(/:([A-Za-z]+)/g, (_m, param: string) => {
-    const family = op.path.split('/').slice(0, op.path.split('/').indexOf(`:${param}`)).join('/');
+    const family = op.path
+      .split('/')
+      .slice(0, op.path.split('/').indexOf(`:${param}`))
+      .join('/');
     const ids: Record<string, string> = {
-      '/api/domains': a.domain!, '/api/messages': a.message!, '/api/deliveries': a.delivery!, '/api/routes': a.route!,
-      '/v1/scheduled': a.scheduled!, '/api/templates': a.template!, '/api/keys/scoped': a.scopedKeyId!, '/api/contacts/suppressions': a.suppressed!,
-      '/api/app-passwords': a.appPassword!, '/api/mailbox/messages': a.mailboxUid!, '/api/oauth/grants': a.grant!, '/api/contacts': a.contact!,
-      '/api/lists': a.list!, '/api/lists/:id/contacts': a.contact!, '/api/lists/:id/imports': a.import!, '/api/broadcasts': a.broadcast!,
-      '/api/sequences': a.sequence!, '/api/enrolments': a.enrolment!,
+      '/api/domains': a.domain!,
+      '/api/messages': a.message!,
+      '/api/deliveries': a.delivery!,
+      '/api/routes': a.route!,
+      '/v1/scheduled': a.scheduled!,
+      '/api/templates': a.template!,
+      '/api/keys/scoped': a.scopedKeyId!,
+      '/api/contacts/suppressions': a.suppressed!,
+      '/api/app-passwords': a.appPassword!,
+      '/api/mailbox/messages': a.mailboxUid!,
+      '/api/oauth/grants': a.grant!,
+      '/api/contacts': a.contact!,
+      '/api/lists': a.list!,
+      '/api/lists/:id/contacts': a.contact!,
+      '/api/lists/:id/imports': a.import!,
+      '/api/broadcasts': a.broadcast!,
+      '/api/sequences': a.sequence!,
+      '/api/enrolments': a.enrolment!,
     };
     const id = ids[family];
     if (!id) throw new Error(`the tenancy walk does not know ":${param}" of ${op.path}: add A's resource for it`);
@@ -128,11 +242,25 @@ const bodies = (): Record<string, unknown> => ({
 });
 
 /** Strings only A (and, for the scoped key, only A's first domain) may see. */
-const secretsOfA = (forScopedKey: boolean) => [
-  a.domain, a.domainName, a.message, a.inbound, a.delivery, a.route, a.scheduled, a.scopedKeyId, a.hookSecret, a.accountSecret,
-  a.sequence, 'A sequence', a.enrolment, a.event, 'A event payload',
-  ...(forScopedKey ? [] : [a.template, 'secret template text', a.suppressed, 'tenant-a@example.com', a.key]),
-].filter(Boolean) as string[];
+const secretsOfA = (forScopedKey: boolean) =>
+  [
+    a.domain,
+    a.domainName,
+    a.message,
+    a.inbound,
+    a.delivery,
+    a.route,
+    a.scheduled,
+    a.scopedKeyId,
+    a.hookSecret,
+    a.accountSecret,
+    a.sequence,
+    'A sequence',
+    a.enrolment,
+    a.event,
+    'A event payload',
+    ...(forScopedKey ? [] : [a.template, 'secret template text', a.suppressed, 'tenant-a@example.com', a.key]),
+  ].filter(Boolean) as string[];
 
 /** B's credential of a kind the operation takes (its key read fresh: the walk itself rotates it). */
 async function credentialFor(op: Operation, who: 'other-account' | 'other-domain'): Promise<string | undefined> {
@@ -153,7 +281,8 @@ describe.each([['other-account'], ['other-domain']] as const)('the tenancy walk 
     const text = JSON.stringify(res.body ?? '');
     // What the caller sent may come back (an error naming the domain it asked for); nothing else of A may.
     const asked = decodeURIComponent(path) + JSON.stringify(body ?? '');
-    for (const secret of secretsOfA(who === 'other-domain').filter((x) => !asked.includes(x))) expect(text, `${op.name} leaked ${secret}`).not.toContain(secret);
+    for (const secret of secretsOfA(who === 'other-domain').filter((x) => !asked.includes(x)))
+      expect(text, `${op.name} leaked ${secret}`).not.toContain(secret);
     if (!op.path.includes(':') && !(op.name in bodies())) return; // names nothing of A: only the leak check applies
     expect(res.body?.code, `${op.name}: give the walk a valid body`).not.toBe('validation_error');
     if (!op.path.includes(':') && op.name === 'deliveries.retryMany') {
@@ -171,7 +300,10 @@ describe.each([['other-account'], ['other-domain']] as const)('the tenancy walk 
     }
     if (who === 'other-account') {
       // Another account: A's resources do not exist for it (403 only where the credential kind is not taken at all).
-      expect([404, ...(res.body?.code === 'wrong_credential' ? [403] : [])], `${op.name}: ${res.status} ${text}`).toContain(res.status);
+      expect(
+        [404, ...(res.body?.code === 'wrong_credential' ? [403] : [])],
+        `${op.name}: ${res.status} ${text}`,
+      ).toContain(res.status);
     } else {
       expect([403, 404], `${op.name}: ${res.status} ${text}`).toContain(res.status);
     }
@@ -184,32 +316,68 @@ describe.each([['other-account'], ['other-domain']] as const)('the tenancy walk 
  * list or copy A's contact), and nothing of A may come back.
  */
 const crossReferences = (): [string, string, string, Record<string, unknown>][] => [
-  ['send naming A\'s template', 'POST', '/v1/send', { from: `x@${b.domainName}`, to: 'v@example.com', templateId: a.template }],
-  ['send naming A\'s sequence by id', 'POST', '/v1/send', { from: `x@${b.domainName}`, to: 'v@example.com', subject: 's', text: 't', sequence: a.sequence }],
-  ['send naming A\'s sequence by name', 'POST', '/v1/send', { from: `x@${b.domainName}`, to: 'v@example.com', subject: 's', text: 't', sequence: 'A sequence' }],
-  ['batch naming A\'s template', 'POST', '/v1/send/batch', { from: `x@${b.domainName}`, templateId: a.template, recipients: [{ to: 'v@example.com' }] }],
-  ['broadcast to A\'s list', 'POST', '/api/broadcasts', { from: `news@${b.domainName}`, subject: 's', text: 'x', audience: { type: 'list', id: a.list } }],
-  ['broadcast with A\'s template', 'POST', '/api/broadcasts', { from: `news@${b.domainName}`, templateId: a.template }],
-  ['A\'s contact added to B\'s list', 'POST', `/api/lists/${b.list}/contacts`, { contactIds: [a.contact] }],
-  ['event on A\'s contact', 'POST', '/v1/events', { name: 'a-start', contactId: a.contact }],
+  [
+    "send naming A's template",
+    'POST',
+    '/v1/send',
+    { from: `x@${b.domainName}`, to: 'v@example.com', templateId: a.template },
+  ],
+  [
+    "send naming A's sequence by id",
+    'POST',
+    '/v1/send',
+    { from: `x@${b.domainName}`, to: 'v@example.com', subject: 's', text: 't', sequence: a.sequence },
+  ],
+  [
+    "send naming A's sequence by name",
+    'POST',
+    '/v1/send',
+    { from: `x@${b.domainName}`, to: 'v@example.com', subject: 's', text: 't', sequence: 'A sequence' },
+  ],
+  [
+    "batch naming A's template",
+    'POST',
+    '/v1/send/batch',
+    { from: `x@${b.domainName}`, templateId: a.template, recipients: [{ to: 'v@example.com' }] },
+  ],
+  [
+    "broadcast to A's list",
+    'POST',
+    '/api/broadcasts',
+    { from: `news@${b.domainName}`, subject: 's', text: 'x', audience: { type: 'list', id: a.list } },
+  ],
+  ["broadcast with A's template", 'POST', '/api/broadcasts', { from: `news@${b.domainName}`, templateId: a.template }],
+  ["A's contact added to B's list", 'POST', `/api/lists/${b.list}/contacts`, { contactIds: [a.contact] }],
+  ["event on A's contact", 'POST', '/v1/events', { name: 'a-start', contactId: a.contact }],
 ];
 
-describe('naming A only in the body of a call on B\'s own resources', () => {
+describe("naming A only in the body of a call on B's own resources", () => {
   it('B sends from its own domain (so the refusals below are about A)', async () => {
     const key = await credentialFor({ auth: ['account_key'] } as unknown as Operation, 'other-account');
-    ok(await stack.api('POST', '/v1/send', { token: key, body: { from: `x@${b.domainName}`, to: 'v@example.com', subject: 's', text: 't' } }));
+    ok(
+      await stack.api('POST', '/v1/send', {
+        token: key,
+        body: { from: `x@${b.domainName}`, to: 'v@example.com', subject: 's', text: 't' },
+      }),
+    );
   });
 
   it.each(crossReferences().map(([label]) => [label]))('%s is refused', async (label) => {
     const [, method, path, body] = crossReferences().find(([l]) => l === label)!;
-    const token = path.startsWith('/v1/') ? await credentialFor({ auth: ['account_key'] } as unknown as Operation, 'other-account') : b.session;
+    const token = path.startsWith('/v1/')
+      ? await credentialFor({ auth: ['account_key'] } as unknown as Operation, 'other-account')
+      : b.session;
     const res = await stack.api(method, path, { token, body });
     const text = JSON.stringify(res.body ?? '');
     expect(res.body?.code, `${label}: give the case a valid body`).not.toBe('validation_error');
     // Refused for what it names (template_not_found, sequence_not_found, …), not for B's domain or credential.
-    expect(res, `${label}: ${res.status} ${text}`).toMatchObject({ status: 404, body: { code: expect.stringMatching(/not_found$/) } });
+    expect(res, `${label}: ${res.status} ${text}`).toMatchObject({
+      status: 404,
+      body: { code: expect.stringMatching(/not_found$/) },
+    });
     const asked = JSON.stringify(body);
-    for (const secret of secretsOfA(false).filter((x) => !asked.includes(x))) expect(text, `${label} leaked ${secret}`).not.toContain(secret);
+    for (const secret of secretsOfA(false).filter((x) => !asked.includes(x)))
+      expect(text, `${label} leaked ${secret}`).not.toContain(secret);
   });
 });
 
@@ -220,29 +388,57 @@ describe('after the walk', () => {
     expect((await stack.api('GET', `/api/templates/${a.template}`, { token: A })).body.name).toBe('A only');
     expect((await stack.api('GET', `/v1/scheduled/${a.scheduled}`, { token: a.key })).body.status).toBe('scheduled');
     expect((await stack.api('GET', '/api/routes', { token: A })).body.map((r: any) => r.id)).toContain(a.route);
-    expect((await stack.api('GET', '/api/contacts/suppressions', { token: A })).body.map((s: any) => s.email)).toContain(a.suppressed);
-    expect((await stack.api('GET', '/api/keys/scoped', { token: A })).body.map((k: any) => k.id)).toContain(a.scopedKeyId);
-    expect((await stack.api('GET', `/api/domains/${a.domain}/webhook/secret`, { token: A })).body.secret).toBe(a.hookSecret);
+    expect(
+      (await stack.api('GET', '/api/contacts/suppressions', { token: A })).body.map((s: any) => s.email),
+    ).toContain(a.suppressed);
+    expect((await stack.api('GET', '/api/keys/scoped', { token: A })).body.map((k: any) => k.id)).toContain(
+      a.scopedKeyId,
+    );
+    expect((await stack.api('GET', `/api/domains/${a.domain}/webhook/secret`, { token: A })).body.secret).toBe(
+      a.hookSecret,
+    );
     expect(hooks.hitsOn('/steal')).toHaveLength(0);
     expect((await stack.api('GET', `/api/messages/${a.inbound}`, { token: A })).body.deliveries).toHaveLength(1);
-    expect((await stack.api('GET', `/api/domains/${a.domain}`, { token: A })).body.domain).toMatchObject({ enc_public_key: null, zero_retention: 0, track_opens: 0 });
+    expect((await stack.api('GET', `/api/domains/${a.domain}`, { token: A })).body.domain).toMatchObject({
+      enc_public_key: null,
+      zero_retention: 0,
+      track_opens: 0,
+    });
     expect((await stack.api('GET', `/api/lists/${a.list}`, { token: A })).body.name).toBe('A list');
     expect((await stack.api('GET', `/api/broadcasts/${a.broadcast}`, { token: A })).body.status).toBe('draft');
-    expect((await stack.api('GET', '/api/app-passwords', { token: A })).body.map((p: any) => p.id)).toContain(a.appPassword);
-    expect((await stack.api('GET', `/api/sequences/${a.sequence}`, { token: A })).body).toMatchObject({ name: 'A sequence', status: 'active', version: 1 });
-    expect((await stack.api('GET', `/api/enrolments/${a.enrolment}`, { token: A })).body).toMatchObject({ status: 'running', live: true });
-    expect((await stack.api('GET', '/v1/events', { token: a.key })).body.events.map((e: any) => e.id)).toEqual([a.event]);
+    expect((await stack.api('GET', '/api/app-passwords', { token: A })).body.map((p: any) => p.id)).toContain(
+      a.appPassword,
+    );
+    expect((await stack.api('GET', `/api/sequences/${a.sequence}`, { token: A })).body).toMatchObject({
+      name: 'A sequence',
+      status: 'active',
+      version: 1,
+    });
+    expect((await stack.api('GET', `/api/enrolments/${a.enrolment}`, { token: A })).body).toMatchObject({
+      status: 'running',
+      live: true,
+    });
+    expect((await stack.api('GET', '/v1/events', { token: a.key })).body.events.map((e: any) => e.id)).toEqual([
+      a.event,
+    ]);
   });
 
   it('a scoped key configuring its own domain gets the account secret SPEC.md answers there, and nothing of the other domain', async () => {
     // SPEC.md: both responses carry signingSecret (the account secret) and domain routes take a scoped key.
-    const set = await stack.api('PUT', `/api/domains/${a.other}/tracking-webhook`, { token: a.otherScoped, body: { url: `${hooks.base}/own` } });
+    const set = await stack.api('PUT', `/api/domains/${a.other}/tracking-webhook`, {
+      token: a.otherScoped,
+      body: { url: `${hooks.base}/own` },
+    });
     expect(set.status).toBe(200);
     expect(set.body.signingSecret).toBe(a.accountSecret);
-    const events = await stack.api('PUT', `/api/domains/${a.other}/webhook-events`, { token: a.otherScoped, body: { events: 'all' } });
+    const events = await stack.api('PUT', `/api/domains/${a.other}/webhook-events`, {
+      token: a.otherScoped,
+      body: { events: 'all' },
+    });
     expect(events.status).toBe(200);
     expect(events.body.signingSecret).toBe(a.accountSecret);
-    for (const body of [set.body, events.body]) for (const x of [a.domain, a.domainName, a.hookSecret]) expect(JSON.stringify(body)).not.toContain(x);
+    for (const body of [set.body, events.body])
+      for (const x of [a.domain, a.domainName, a.hookSecret]) expect(JSON.stringify(body)).not.toContain(x);
   });
 
   it('a scoped key reads only its own domain on /api/events and /api/messages', async () => {
@@ -254,12 +450,18 @@ describe('after the walk', () => {
 
   it("signing out ends the caller's sessions only, never another account's", async () => {
     const other = await signup('tenant-c@example.com');
-    const second = (await stack.api('POST', '/api/auth/login', { body: { email: 'tenant-c@example.com', password: 'tenancy password' } })).body.token;
+    const second = (
+      await stack.api('POST', '/api/auth/login', {
+        body: { email: 'tenant-c@example.com', password: 'tenancy password' },
+      })
+    ).body.token;
     expect((await stack.api('POST', '/api/auth/signout', { token: other.session, body: {} })).status).toBe(200);
     expect((await stack.api('GET', '/api/keys', { token: other.session })).status).toBe(401);
     expect((await stack.api('GET', '/api/keys', { token: second })).status).toBe(401);
     expect((await stack.api('GET', '/api/keys', { token: other.key })).status).toBe(200); // keys are not sessions
     expect((await stack.api('GET', `/api/domains/${a.domain}`, { token: a.session })).status).toBe(200);
-    expect((await stack.api('POST', '/api/auth/signout', { token: other.key, body: {} })).body.code).toBe('wrong_credential');
+    expect((await stack.api('POST', '/api/auth/signout', { token: other.key, body: {} })).body.code).toBe(
+      'wrong_credential',
+    );
   });
 });

@@ -21,7 +21,10 @@ const pdf = randomBytes(70_000);
 /** Streams `total` bytes from one reused 64 KB chunk, so the test never holds the whole file. */
 function streamBytes(res: ServerResponse, total: number, declareLength: boolean): void {
   const chunk = Buffer.alloc(64 * 1024, 0x61);
-  res.writeHead(200, { 'content-type': 'application/octet-stream', ...(declareLength ? { 'content-length': String(total) } : {}) });
+  res.writeHead(200, {
+    'content-type': 'application/octet-stream',
+    ...(declareLength ? { 'content-length': String(total) } : {}),
+  });
   let sent = 0;
   const pump = () => {
     while (sent < total && !res.destroyed) {
@@ -41,11 +44,17 @@ function startOrigin(): Promise<Server> {
     const path = req.url ?? '/';
     if (path === '/files/report.pdf') return void res.writeHead(200, { 'content-type': 'application/pdf' }).end(pdf);
     if (path === '/download?id=7') {
-      return void res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8', 'content-disposition': "attachment; filename=\"x.txt\"; filename*=UTF-8''r%C3%A9sum%C3%A9.txt" }).end('résumé');
+      return void res
+        .writeHead(200, {
+          'content-type': 'text/plain; charset=utf-8',
+          'content-disposition': 'attachment; filename="x.txt"; filename*=UTF-8\'\'r%C3%A9sum%C3%A9.txt',
+        })
+        .end('résumé');
     }
     if (path === '/huge') return streamBytes(res, MAX_ATTACHMENT_BYTES + 1, false);
     if (path === '/huge-declared') return streamBytes(res, MAX_ATTACHMENT_BYTES + 1, true);
-    if (path.startsWith('/redirect?to=')) return void res.writeHead(302, { location: decodeURIComponent(path.slice(13)) }).end();
+    if (path.startsWith('/redirect?to='))
+      return void res.writeHead(302, { location: decodeURIComponent(path.slice(13)) }).end();
     if (path.startsWith('/loop')) return void res.writeHead(301, { location: `/loop${path.length}` }).end();
     res.writeHead(404).end('nope');
   });
@@ -53,14 +62,20 @@ function startOrigin(): Promise<Server> {
 }
 
 /** Signed URLs carry PUBLIC_URL (localhost); the test reaches the same path on the stack's loopback address. */
-const local = (url: string) => { const u = new URL(url); return `${stack.baseUrl}${u.pathname}${u.search}`; };
-const upload = (body: unknown, token: string | null = session) => stack.api('POST', '/v1/attachments', { token: token ?? undefined, body });
+const local = (url: string) => {
+  const u = new URL(url);
+  return `${stack.baseUrl}${u.pathname}${u.search}`;
+};
+const upload = (body: unknown, token: string | null = session) =>
+  stack.api('POST', '/v1/attachments', { token: token ?? undefined, body });
 const b64 = (s: string | Buffer) => Buffer.from(s).toString('base64');
 
 beforeAll(async () => {
   [stack, origin] = await Promise.all([startStack({ ATTACHMENT_FETCH_ALLOW_PRIVATE: '1' }), startOrigin()]);
   originUrl = `http://127.0.0.1:${(origin.address() as AddressInfo).port}`;
-  const signup = await stack.api('POST', '/api/auth/signup', { body: { email: 'files@example.com', password: 'attachment password' } });
+  const signup = await stack.api('POST', '/api/auth/signup', {
+    body: { email: 'files@example.com', password: 'attachment password' },
+  });
   session = signup.body.token;
   userId = signup.body.user.id;
 });
@@ -74,37 +89,60 @@ describe('POST /v1/attachments', () => {
     const before = Date.now();
     const res = await upload({ filename: 'notes.txt', content: b64('hello attachments') });
     expect(res.status).toBe(201);
-    expect(res.body).toMatchObject({ id: expect.stringMatching(/^file_/), filename: 'notes.txt', contentType: 'text/plain', size: 17 });
+    expect(res.body).toMatchObject({
+      id: expect.stringMatching(/^file_/),
+      filename: 'notes.txt',
+      contentType: 'text/plain',
+      size: 17,
+    });
     const expiresAt = Date.parse(res.body.expiresAt);
     expect(expiresAt).toBeGreaterThanOrEqual(before + 7 * 86_400_000);
     expect(expiresAt).toBeLessThan(Date.now() + 7 * 86_400_000 + 1000);
-    expect(res.body.url).toMatch(new RegExp(`^${stack.config.publicUrl}/v1/attachments/${res.body.id}/notes\\.txt\\?expires=${expiresAt}&sig=[0-9a-f]{64}$`));
+    expect(res.body.url).toMatch(
+      new RegExp(
+        `^${stack.config.publicUrl}/v1/attachments/${res.body.id}/notes\\.txt\\?expires=${expiresAt}&sig=[0-9a-f]{64}$`,
+      ),
+    );
     const dl = await fetch(local(res.body.url));
     expect(dl.status).toBe(200);
     expect(await dl.text()).toBe('hello attachments');
     expect(dl.headers.get('content-type')).toBe('text/plain');
-    expect(dl.headers.get('content-disposition')).toBe('attachment; filename="notes.txt"; filename*=UTF-8\'\'notes.txt');
+    expect(dl.headers.get('content-disposition')).toBe(
+      'attachment; filename="notes.txt"; filename*=UTF-8\'\'notes.txt',
+    );
     expect(dl.headers.get('cache-control')).toMatch(/^private, max-age=\d+$/);
     expect(dl.headers.get('x-content-type-options')).toBe('nosniff');
   });
 
   it('fetches a url, keeping its content type, and derives the name from the path or Content-Disposition', async () => {
     const res = await upload({ url: `${originUrl}/files/report.pdf`, retentionDays: 30 });
-    expect(res).toMatchObject({ status: 201, body: { filename: 'report.pdf', contentType: 'application/pdf', size: pdf.length } });
+    expect(res).toMatchObject({
+      status: 201,
+      body: { filename: 'report.pdf', contentType: 'application/pdf', size: pdf.length },
+    });
     expect(Date.parse(res.body.expiresAt)).toBeGreaterThan(Date.now() + 29 * 86_400_000);
     expect(Buffer.from(await (await fetch(local(res.body.url))).arrayBuffer()).equals(pdf)).toBe(true);
 
     const named = await upload({ url: `${originUrl}/download?id=7` });
-    expect(named.body).toMatchObject({ filename: 'résumé.txt', contentType: 'text/plain; charset=utf-8', size: Buffer.byteLength('résumé') });
+    expect(named.body).toMatchObject({
+      filename: 'résumé.txt',
+      contentType: 'text/plain; charset=utf-8',
+      size: Buffer.byteLength('résumé'),
+    });
     const dl = await fetch(local(named.body.url));
-    expect(dl.headers.get('content-disposition')).toBe('attachment; filename="r_sum_.txt"; filename*=UTF-8\'\'r%C3%A9sum%C3%A9.txt');
+    expect(dl.headers.get('content-disposition')).toBe(
+      'attachment; filename="r_sum_.txt"; filename*=UTF-8\'\'r%C3%A9sum%C3%A9.txt',
+    );
   });
 
   it('takes raw bytes with ?filename=, authenticated like the JSON operation', async () => {
     const png = randomBytes(4096);
     const post = (query: string, headers: Record<string, string>, body: Buffer = png) =>
       fetch(`${stack.baseUrl}/v1/attachments${query}`, { method: 'POST', headers, body: new Uint8Array(body) });
-    const res = await post('?filename=pixel.png&retentionDays=90', { authorization: `Bearer ${session}`, 'content-type': 'image/png' });
+    const res = await post('?filename=pixel.png&retentionDays=90', {
+      authorization: `Bearer ${session}`,
+      'content-type': 'image/png',
+    });
     expect(res.status).toBe(201);
     const body = await res.json();
     expect(body).toMatchObject({ filename: 'pixel.png', contentType: 'image/png', size: 4096 });
@@ -112,7 +150,11 @@ describe('POST /v1/attachments', () => {
 
     const key = (await stack.api('GET', '/api/keys', { token: session })).body.key;
     // curl --data-binary labels bytes form-urlencoded: they are kept as they are and typed by extension.
-    const curlish = await post('?filename=data.csv', { authorization: `Bearer ${key}`, 'content-type': 'application/x-www-form-urlencoded' }, Buffer.from('a=1&b=2'));
+    const curlish = await post(
+      '?filename=data.csv',
+      { authorization: `Bearer ${key}`, 'content-type': 'application/x-www-form-urlencoded' },
+      Buffer.from('a=1&b=2'),
+    );
     expect(await curlish.json()).toMatchObject({ filename: 'data.csv', contentType: 'text/csv', size: 7 });
 
     const noName = await post('', { authorization: `Bearer ${session}`, 'content-type': 'image/png' });
@@ -126,13 +168,25 @@ describe('POST /v1/attachments', () => {
   it('answers a raw body past 25 MB with a JSON 413 while it is still being sent', async () => {
     const { port } = new URL(stack.baseUrl);
     const res = await new Promise<{ status: number; body: any }>((resolve, reject) => {
-      const req = request({
-        host: '127.0.0.1', port, method: 'POST', path: '/v1/attachments?filename=big.bin',
-        headers: { authorization: `Bearer ${session}`, 'content-type': 'application/octet-stream', 'transfer-encoding': 'chunked' },
-      }, (r) => {
-        let text = '';
-        r.setEncoding('utf8').on('data', (d) => (text += d)).on('end', () => resolve({ status: r.statusCode ?? 0, body: JSON.parse(text) }));
-      });
+      const req = request(
+        {
+          host: '127.0.0.1',
+          port,
+          method: 'POST',
+          path: '/v1/attachments?filename=big.bin',
+          headers: {
+            authorization: `Bearer ${session}`,
+            'content-type': 'application/octet-stream',
+            'transfer-encoding': 'chunked',
+          },
+        },
+        (r) => {
+          let text = '';
+          r.setEncoding('utf8')
+            .on('data', (d) => (text += d))
+            .on('end', () => resolve({ status: r.statusCode ?? 0, body: JSON.parse(text) }));
+        },
+      );
       req.on('error', reject);
       const chunk = Buffer.alloc(64 * 1024);
       let sent = 0;
@@ -152,13 +206,31 @@ describe('POST /v1/attachments', () => {
     const path = await upload({ path: '/etc/passwd' });
     expect(path).toMatchObject({ status: 400, body: { code: 'path_not_supported' } });
     expect(path.body.error).toContain('never reads its own disk');
-    expect(await upload({ filename: 'a.txt', content: b64('x') }, null)).toMatchObject({ status: 401, body: { code: 'unauthorized' } });
-    expect(await upload({ filename: 'a.txt', content: b64('x'), retentionDays: 8 })).toMatchObject({ status: 400, body: { code: 'validation_error' } });
-    expect(await upload({ filename: 'a.txt', content: 'not base64!' })).toMatchObject({ status: 400, body: { code: 'invalid_base64' } });
-    expect(await upload({ filename: 'a.txt', content: b64('x'), url: `${originUrl}/files/report.pdf` })).toMatchObject({ status: 400, body: { code: 'multiple_sources' } });
+    expect(await upload({ filename: 'a.txt', content: b64('x') }, null)).toMatchObject({
+      status: 401,
+      body: { code: 'unauthorized' },
+    });
+    expect(await upload({ filename: 'a.txt', content: b64('x'), retentionDays: 8 })).toMatchObject({
+      status: 400,
+      body: { code: 'validation_error' },
+    });
+    expect(await upload({ filename: 'a.txt', content: 'not base64!' })).toMatchObject({
+      status: 400,
+      body: { code: 'invalid_base64' },
+    });
+    expect(await upload({ filename: 'a.txt', content: b64('x'), url: `${originUrl}/files/report.pdf` })).toMatchObject({
+      status: 400,
+      body: { code: 'multiple_sources' },
+    });
     expect(await upload({ content: b64('x') })).toMatchObject({ status: 400, body: { code: 'filename_required' } });
-    expect(await upload({ url: 'file:///etc/passwd' })).toMatchObject({ status: 400, body: { code: 'attachment_fetch_failed' } });
-    expect(await upload({ url: `${originUrl}/missing` })).toMatchObject({ status: 400, body: { code: 'attachment_fetch_failed' } });
+    expect(await upload({ url: 'file:///etc/passwd' })).toMatchObject({
+      status: 400,
+      body: { code: 'attachment_fetch_failed' },
+    });
+    expect(await upload({ url: `${originUrl}/missing` })).toMatchObject({
+      status: 400,
+      body: { code: 'attachment_fetch_failed' },
+    });
   });
 
   it('aborts a remote file past 25 MB with 413, streamed or declared', async () => {
@@ -172,7 +244,9 @@ describe('POST /v1/attachments', () => {
     const ok = await upload({ url: `${originUrl}/redirect?to=${encodeURIComponent('/files/report.pdf')}` });
     expect(ok).toMatchObject({ status: 201, body: { filename: 'report.pdf', size: pdf.length } });
     // Link-local (cloud metadata) stays blocked even with ATTACHMENT_FETCH_ALLOW_PRIVATE; it is refused before any connection.
-    const metadata = await upload({ url: `${originUrl}/redirect?to=${encodeURIComponent('http://169.254.169.254/latest/meta-data/')}` });
+    const metadata = await upload({
+      url: `${originUrl}/redirect?to=${encodeURIComponent('http://169.254.169.254/latest/meta-data/')}`,
+    });
     expect(metadata).toMatchObject({ status: 400, body: { code: 'attachment_url_blocked' } });
     const scheme = await upload({ url: `${originUrl}/redirect?to=${encodeURIComponent('file:///etc/passwd')}` });
     expect(scheme).toMatchObject({ status: 400, body: { code: 'attachment_fetch_failed' } });
@@ -182,14 +256,23 @@ describe('POST /v1/attachments', () => {
   });
 
   it('blocks loopback and private hosts when private fetches are not allowed', async () => {
-    const strict = createAttachmentService({ db: stack.service.core.db, publicUrl: stack.config.publicUrl, secretKey: stack.config.secretKey, allowPrivate: false });
+    const strict = createAttachmentService({
+      db: stack.service.core.db,
+      publicUrl: stack.config.publicUrl,
+      secretKey: stack.config.secretKey,
+      allowPrivate: false,
+    });
     const port = (origin.address() as AddressInfo).port;
     const before = hits.length;
     for (const host of ['127.0.0.1', 'localhost', '[::1]', '[::ffff:127.0.0.1]', '10.0.0.1', '0.0.0.0']) {
-      await expect(strict.upload(userId, { url: `http://${host}:${port}/files/report.pdf` }), host)
-        .rejects.toMatchObject({ status: 400, code: 'attachment_url_blocked' });
+      await expect(
+        strict.upload(userId, { url: `http://${host}:${port}/files/report.pdf` }),
+        host,
+      ).rejects.toMatchObject({ status: 400, code: 'attachment_url_blocked' });
     }
-    await expect(fetchRemote(`${originUrl}/redirect?to=x`, { maxBytes: 10, allowPrivate: false })).rejects.toMatchObject({ code: 'attachment_url_blocked' });
+    await expect(
+      fetchRemote(`${originUrl}/redirect?to=x`, { maxBytes: 10, allowPrivate: false }),
+    ).rejects.toMatchObject({ code: 'attachment_url_blocked' });
     expect(hits.length).toBe(before);
   });
 });
@@ -239,23 +322,41 @@ describe('attachments on sends', () => {
     ]);
     const loaded = await Promise.all(prepared.map((p) => core.loadForSend(userId, p)));
     expect(loaded.map((l) => [l.filename, l.contentType, l.content.length])).toEqual([
-      ['inline.txt', 'text/plain', 12], ['report.pdf', 'application/pdf', pdf.length], ['own.txt', 'text/x-own', 12],
+      ['inline.txt', 'text/plain', 12],
+      ['report.pdf', 'application/pdf', pdf.length],
+      ['own.txt', 'text/x-own', 12],
     ]);
     expect(loaded[1]!.content.equals(pdf)).toBe(true);
     // Our own links are read from the database, so even the strict (no private fetch) service resolves them.
-    const strict = createAttachmentService({ db: stack.service.core.db, publicUrl: stack.config.publicUrl, secretKey: stack.config.secretKey, allowPrivate: false });
+    const strict = createAttachmentService({
+      db: stack.service.core.db,
+      publicUrl: stack.config.publicUrl,
+      secretKey: stack.config.secretKey,
+      allowPrivate: false,
+    });
     expect((await strict.loadForSend(userId, prepared[2]!)).content.toString()).toBe('our own file');
     await expect(core.loadForSend('usr_someone_else', prepared[0]!)).rejects.toMatchObject({ status: 410 });
   });
 
   it('validates each entry and caps the total at 25 MB', async () => {
     const core = stack.service.core.attachments;
-    await expect(core.prepareForSend(userId, [{ filename: 'a.txt', content: b64('x'), url: `${originUrl}/x` }])).rejects.toMatchObject({ status: 400, code: 'invalid_attachment' });
-    await expect(core.prepareForSend(userId, [{ filename: 'a.txt', url: 'ftp://example.com/a.txt' }])).rejects.toMatchObject({ status: 400, code: 'invalid_attachment' });
-    await expect(core.prepareForSend(userId, [{ filename: 'a.txt', content: '%%%' }])).rejects.toMatchObject({ status: 400, code: 'invalid_base64' });
+    await expect(
+      core.prepareForSend(userId, [{ filename: 'a.txt', content: b64('x'), url: `${originUrl}/x` }]),
+    ).rejects.toMatchObject({ status: 400, code: 'invalid_attachment' });
+    await expect(
+      core.prepareForSend(userId, [{ filename: 'a.txt', url: 'ftp://example.com/a.txt' }]),
+    ).rejects.toMatchObject({ status: 400, code: 'invalid_attachment' });
+    await expect(core.prepareForSend(userId, [{ filename: 'a.txt', content: '%%%' }])).rejects.toMatchObject({
+      status: 400,
+      code: 'invalid_base64',
+    });
     const half = 'A'.repeat(Math.ceil((MAX_ATTACHMENT_BYTES / 2 + 1024) / 3) * 4); // decodes to just over 12.5 MB
-    await expect(core.prepareForSend(userId, [{ filename: 'a.bin', content: half }, { filename: 'b.bin', content: half }]))
-      .rejects.toMatchObject({ status: 413, code: 'attachment_too_large' });
+    await expect(
+      core.prepareForSend(userId, [
+        { filename: 'a.bin', content: half },
+        { filename: 'b.bin', content: half },
+      ]),
+    ).rejects.toMatchObject({ status: 413, code: 'attachment_too_large' });
   });
 });
 
@@ -265,16 +366,29 @@ describe('retention cleanup', () => {
     const f = schema.storedFiles;
     const expired = (await upload({ filename: 'old.txt', content: b64('old') })).body;
     const fresh = (await upload({ filename: 'new.txt', content: b64('new') })).body;
-    await db.update(f).set({ expiresAt: Date.now() - 60_000 }).where(eq(f.id, expired.id));
-    const t = await connectTemporal({ address: stack.service.temporalAddress, namespace: 'default', taskQueue: stack.config.temporal.taskQueue });
+    await db
+      .update(f)
+      .set({ expiresAt: Date.now() - 60_000 })
+      .where(eq(f.id, expired.id));
+    const t = await connectTemporal({
+      address: stack.service.temporalAddress,
+      namespace: 'default',
+      taskQueue: stack.config.temporal.taskQueue,
+    });
     try {
       await t.client.schedule.getHandle(cleanupAttachmentsScheduleId(stack.config.temporal.taskQueue)).trigger();
-      await eventually(async () => (await db.select({ id: f.id }).from(f).where(eq(f.id, expired.id))).length === 0, 30_000);
+      await eventually(
+        async () => (await db.select({ id: f.id }).from(f).where(eq(f.id, expired.id))).length === 0,
+        30_000,
+      );
     } finally {
       await t.connection.close();
     }
     expect(await db.select({ id: f.id }).from(f).where(eq(f.id, fresh.id))).toHaveLength(1);
     // The link was signed for 7 days, but the file is gone: 410, not 404.
-    expect((await stack.api('GET', new URL(expired.url).pathname + new URL(expired.url).search))).toMatchObject({ status: 410, body: { code: 'link_expired' } });
+    expect(await stack.api('GET', new URL(expired.url).pathname + new URL(expired.url).search)).toMatchObject({
+      status: 410,
+      body: { code: 'link_expired' },
+    });
   });
 });

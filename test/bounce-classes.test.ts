@@ -5,7 +5,15 @@ import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../core/config.js';
 import { classifyReported } from '../core/inbound/report-service.js';
 import { parseReport } from '../core/parsing/reports.js';
-import { BOUNCE_CLASSES, classifyBounce, findEnhancedCode, loadBounceRules, parseBounceRules, suppresses, type BounceClass } from '../core/mail/bounce-class.js';
+import {
+  BOUNCE_CLASSES,
+  classifyBounce,
+  findEnhancedCode,
+  loadBounceRules,
+  parseBounceRules,
+  suppresses,
+  type BounceClass,
+} from '../core/mail/bounce-class.js';
 
 /**
  * Bounce classification over the answers and DSNs the large providers and common MTAs send (public
@@ -17,14 +25,21 @@ type Sample = { provider: string; class: BounceClass; suppress: boolean; answer:
 const samples = (JSON.parse(readFileSync(join(FIXTURES, 'answers.json'), 'utf8')) as { answers: Sample[] }).answers;
 const ID = 'msg_AAAAAAAAAAAAAAAAAAAAAAAA';
 const dsn = async (name: string) => {
-  const raw = readFileSync(join(FIXTURES, `${name}.eml`), 'utf8').replaceAll('MSGID', ID).replaceAll('SERVICE', 'svc.test');
-  const report = await parseReport(Buffer.from(raw), { envelopeTo: [`bounce+${ID}@bounces.acme.example`], serviceDomain: 'svc.test' });
+  const raw = readFileSync(join(FIXTURES, `${name}.eml`), 'utf8')
+    .replaceAll('MSGID', ID)
+    .replaceAll('SERVICE', 'svc.test');
+  const report = await parseReport(Buffer.from(raw), {
+    envelopeTo: [`bounce+${ID}@bounces.acme.example`],
+    serviceDomain: 'svc.test',
+  });
   expect(report).toMatchObject({ kind: 'bounce', messageId: ID });
   if (report?.kind !== 'bounce') throw new Error('not a bounce');
-  return Object.fromEntries(report.recipients.map((r) => {
-    const c = classifyReported(rules, r);
-    return [r.address, { class: c.bounceClass, suppress: r.type === 'hard' && suppresses(c) }];
-  }));
+  return Object.fromEntries(
+    report.recipients.map((r) => {
+      const c = classifyReported(rules, r);
+      return [r.address, { class: c.bounceClass, suppress: r.type === 'hard' && suppresses(c) }];
+    }),
+  );
 };
 
 describe('bounce classes from SMTP answers', () => {
@@ -36,11 +51,16 @@ describe('bounce classes from SMTP answers', () => {
 
   it('the samples reach every class, and every provider', () => {
     expect(new Set(samples.map((s) => s.class))).toEqual(new Set(BOUNCE_CLASSES));
-    expect(new Set(samples.map((s) => s.provider))).toEqual(new Set(['gmail', 'microsoft', 'yahoo', 'apple', 'postfix', 'exim', 'network']));
+    expect(new Set(samples.map((s) => s.provider))).toEqual(
+      new Set(['gmail', 'microsoft', 'yahoo', 'apple', 'postfix', 'exim', 'network']),
+    );
   });
 
   it('a temporary answer never suppresses, even of a recipient-level class', () => {
-    const c = classifyBounce(rules, { text: '450 4.1.1 <x@example.org>: Recipient address rejected: try again later', permanent: true });
+    const c = classifyBounce(rules, {
+      text: '450 4.1.1 <x@example.org>: Recipient address rejected: try again later',
+      permanent: true,
+    });
     expect(c).toEqual({ bounceClass: 'invalid_recipient', permanent: false });
     expect(suppresses(c)).toBe(false);
   });
@@ -91,10 +111,21 @@ describe('the rules file', () => {
   };
 
   it("an operator's file adds text rules tried first and overrides code keys", () => {
-    const extra = loadBounceRules(file('extra.toml', [
-      '[codes]', '"5.7.1" = "reputation"', '"x.2.2" = "other"', '',
-      '[[text]]', 'class = "invalid_recipient"', 'when = "permanent"', 'contains = ["Account Closed By Owner"]',
-    ].join('\n')));
+    const extra = loadBounceRules(
+      file(
+        'extra.toml',
+        [
+          '[codes]',
+          '"5.7.1" = "reputation"',
+          '"x.2.2" = "other"',
+          '',
+          '[[text]]',
+          'class = "invalid_recipient"',
+          'when = "permanent"',
+          'contains = ["Account Closed By Owner"]',
+        ].join('\n'),
+      ),
+    );
     expect(classifyBounce(extra, { text: '550 account closed by owner' }).bounceClass).toBe('invalid_recipient');
     expect(classifyBounce(rules, { text: '550 account closed by owner' }).bounceClass).toBe('other');
     expect(classifyBounce(extra, { text: '550 5.7.1 Relay access denied' }).bounceClass).toBe('reputation');
@@ -104,12 +135,23 @@ describe('the rules file', () => {
   });
 
   it('a bad rule is refused naming the entry; BOUNCE_RULES_FILE is checked at startup', () => {
-    expect(() => parseBounceRules('[[text]]\nclass = "nonsense"\ncontains = ["x"]')).toThrow(/"nonsense" is not a bounce class/);
+    expect(() => parseBounceRules('[[text]]\nclass = "nonsense"\ncontains = ["x"]')).toThrow(
+      /"nonsense" is not a bounce class/,
+    );
     expect(() => parseBounceRules('[codes]\n"5.1.x.1" = "other"')).toThrow(/expected an enhanced status code/);
-    expect(() => parseBounceRules('[[text]]\nclass = "other"\ncontains = []')).toThrow(/"contains" must be a non-empty array/);
+    expect(() => parseBounceRules('[[text]]\nclass = "other"\ncontains = []')).toThrow(
+      /"contains" must be a non-empty array/,
+    );
     const bad = file('bad.toml', '[fallback]\n"5" = "sometimes"\n');
-    expect(() => loadConfig({ BOUNCE_RULES_FILE: bad, SECRET_KEY: 'k'.repeat(40) })).toThrow(/BOUNCE_RULES_FILE: .*"sometimes" is not a bounce class/s);
-    expect(loadConfig({ BOUNCE_RULES_FILE: file('ok.toml', '[fallback]\n"5" = "policy_block"\n'), SECRET_KEY: 'k'.repeat(40) }).bounceRules.fallback.get('5')).toBe('policy_block');
+    expect(() => loadConfig({ BOUNCE_RULES_FILE: bad, SECRET_KEY: 'k'.repeat(40) })).toThrow(
+      /BOUNCE_RULES_FILE: .*"sometimes" is not a bounce class/s,
+    );
+    expect(
+      loadConfig({
+        BOUNCE_RULES_FILE: file('ok.toml', '[fallback]\n"5" = "policy_block"\n'),
+        SECRET_KEY: 'k'.repeat(40),
+      }).bounceRules.fallback.get('5'),
+    ).toBe('policy_block');
   });
 
   it('reads a bounded prefix of the answer', () => {

@@ -11,14 +11,28 @@ import { eventually } from './helpers/stack.js';
 let env: SendingStack;
 let t: TemporalHandle;
 const ANSWERS: Record<string, { code: number; message: string }> = {
-  'gone@rcpt.test': { code: 550, message: '5.1.1 <gone@rcpt.test>: Recipient address rejected: User unknown in local recipient table' },
+  'gone@rcpt.test': {
+    code: 550,
+    message: '5.1.1 <gone@rcpt.test>: Recipient address rejected: User unknown in local recipient table',
+  },
   'full@rcpt.test': { code: 552, message: '5.2.2 mailbox full' },
-  'filtered@rcpt.test': { code: 550, message: '5.7.1 Our system has detected that this message is likely unsolicited mail. To reduce the amount of spam sent to Gmail, this message has been blocked.' },
-  'listed@rcpt.test': { code: 554, message: '5.7.1 Service unavailable; Client host [192.0.2.10] blocked using zen.spamhaus.org' },
+  'filtered@rcpt.test': {
+    code: 550,
+    message:
+      '5.7.1 Our system has detected that this message is likely unsolicited mail. To reduce the amount of spam sent to Gmail, this message has been blocked.',
+  },
+  'listed@rcpt.test': {
+    code: 554,
+    message: '5.7.1 Service unavailable; Client host [192.0.2.10] blocked using zen.spamhaus.org',
+  },
 };
 beforeAll(async () => {
   env = await startSendingStack({ onRcpt: (a) => ANSWERS[a.toLowerCase()] });
-  t = await connectTemporal({ address: env.stack.service.temporalAddress, namespace: 'default', taskQueue: env.stack.config.temporal.taskQueue });
+  t = await connectTemporal({
+    address: env.stack.service.temporalAddress,
+    namespace: 'default',
+    taskQueue: env.stack.config.temporal.taskQueue,
+  });
 });
 afterAll(async () => {
   await t?.connection.close();

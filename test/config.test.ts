@@ -10,10 +10,18 @@ describe('configuration', () => {
   it('applies the documented defaults', () => {
     const c = loadConfig({ DATA_DIR: dir() });
     expect(c).toMatchObject({
-      port: 3000, publicUrl: 'http://localhost:3000', databaseUrl: undefined, smtpPort: 2525, serviceDomain: 'localhost',
-      dnsServers: [], outboundMode: 'capture', mxPort: 25, dnsPort: undefined,
+      port: 3000,
+      publicUrl: 'http://localhost:3000',
+      databaseUrl: undefined,
+      smtpPort: 2525,
+      serviceDomain: 'localhost',
+      dnsServers: [],
+      outboundMode: 'capture',
+      mxPort: 25,
+      dnsPort: undefined,
       temporal: { address: undefined, namespace: 'default', taskQueue: 'svc-mail', uiPort: 8233, devPort: 7233 },
-      webhookRetrySchedule: [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000], webhookTimeoutMs: 15_000,
+      webhookRetrySchedule: [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000],
+      webhookTimeoutMs: 15_000,
       defaultPlan: 'free',
     });
   });
@@ -25,7 +33,12 @@ describe('configuration', () => {
   });
 
   it('parses lists and trims a trailing slash from PUBLIC_URL', () => {
-    const c = loadConfig({ DATA_DIR: dir(), DNS_SERVERS: '127.0.0.1:5353, 10.0.0.1', WEBHOOK_RETRY_SCHEDULE: '100,200', PUBLIC_URL: 'https://mail.example.com/' });
+    const c = loadConfig({
+      DATA_DIR: dir(),
+      DNS_SERVERS: '127.0.0.1:5353, 10.0.0.1',
+      WEBHOOK_RETRY_SCHEDULE: '100,200',
+      PUBLIC_URL: 'https://mail.example.com/',
+    });
     expect(c.dnsServers).toEqual(['127.0.0.1:5353', '10.0.0.1']);
     expect(c.webhookRetrySchedule).toEqual([100, 200]);
     expect(c.publicUrl).toBe('https://mail.example.com');
@@ -34,8 +47,16 @@ describe('configuration', () => {
   it('names every bad variable in one clear error', () => {
     let err: unknown;
     try {
-      loadConfig({ DATA_DIR: dir(), PORT: 'eighty', OUTBOUND_MODE: 'carrier-pigeon', DATABASE_URL: 'mysql://x', TEMPORAL_ADDRESS: 'nohost' });
-    } catch (e) { err = e; }
+      loadConfig({
+        DATA_DIR: dir(),
+        PORT: 'eighty',
+        OUTBOUND_MODE: 'carrier-pigeon',
+        DATABASE_URL: 'mysql://x',
+        TEMPORAL_ADDRESS: 'nohost',
+      });
+    } catch (e) {
+      err = e;
+    }
     expect(err).toBeInstanceOf(ConfigError);
     const msg = (err as Error).message;
     for (const name of ['PORT', 'OUTBOUND_MODE', 'DATABASE_URL', 'TEMPORAL_ADDRESS']) expect(msg).toContain(name);
@@ -57,7 +78,11 @@ describe('configuration', () => {
   });
 
   it('accepts plans from configuration', () => {
-    const c = loadConfig({ DATA_DIR: dir(), PLANS: JSON.stringify({ team: { includedEmails: null, dailySendCap: 5, overage: 'metered', paid: true } }), DEFAULT_PLAN: 'team' });
+    const c = loadConfig({
+      DATA_DIR: dir(),
+      PLANS: JSON.stringify({ team: { includedEmails: null, dailySendCap: 5, overage: 'metered', paid: true } }),
+      DEFAULT_PLAN: 'team',
+    });
     expect(c.plans.team).toEqual({ includedEmails: null, dailySendCap: 5, overage: 'metered', paid: true });
   });
 });

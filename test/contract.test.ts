@@ -19,29 +19,58 @@ let n = 0;
 const uniqueEmail = () => `contract-${++n}-${Date.now()}@example.com`;
 
 beforeAll(async () => {
-  stack = await startStack({ REGISTRAR: 'simulated', SERVICE_DOMAIN: 'contract.svc.test', DNS_SERVERS: '127.0.0.1:9', DOMAIN_VERIFY_INITIAL_MS: '600000' });
-  session = (await stack.api('POST', '/api/auth/signup', { body: { email: 'contract@example.com', password: 'contract password' } })).body.token;
+  stack = await startStack({
+    REGISTRAR: 'simulated',
+    SERVICE_DOMAIN: 'contract.svc.test',
+    DNS_SERVERS: '127.0.0.1:9',
+    DOMAIN_VERIFY_INITIAL_MS: '600000',
+  });
+  session = (
+    await stack.api('POST', '/api/auth/signup', {
+      body: { email: 'contract@example.com', password: 'contract password' },
+    })
+  ).body.token;
   accountKey = (await stack.api('GET', '/api/keys', { token: session })).body.key;
-  await stack.service.core.db.update(schema.users).set({ emailVerified: true }).where(eq(schema.users.email, 'contract@example.com'));
+  await stack.service.core.db
+    .update(schema.users)
+    .set({ emailVerified: true })
+    .where(eq(schema.users.email, 'contract@example.com'));
   await stack.api('POST', '/api/domains/subdomain', { token: session, body: { subdomain: 'sender' } });
 });
 const FROM = 'hello@sender.contract.svc.test';
 let receiver: Awaited<ReturnType<typeof startWebhookReceiver>> | undefined;
-const senderDomainId = async () => (await stack.api('GET', '/api/domains', { token: session })).body.find((d: any) => d.domain === 'sender.contract.svc.test').id as string;
+const senderDomainId = async () =>
+  (await stack.api('GET', '/api/domains', { token: session })).body.find(
+    (d: any) => d.domain === 'sender.contract.svc.test',
+  ).id as string;
 /** A real inbound message delivered to a loopback webhook; answers its delivery id. */
 async function inboundDelivery(): Promise<string> {
   receiver ??= await startWebhookReceiver();
   const id = await senderDomainId();
   await stack.api('PUT', `/api/domains/${id}/webhook`, { token: session, body: { url: `${receiver.base}/c` } });
-  const t = nodemailer.createTransport({ host: '127.0.0.1', port: stack.service.smtpPort!, secure: false, ignoreTLS: true });
+  const t = nodemailer.createTransport({
+    host: '127.0.0.1',
+    port: stack.service.smtpPort!,
+    secure: false,
+    ignoreTLS: true,
+  });
   const subject = `inbound ${++n}`;
   await t.sendMail({ from: 'x@far.example', to: 'in@sender.contract.svc.test', subject, text: 'hi' });
-  const hit = (await receiver.waitFor('/c', 1)).find((h) => h.json?.subject === subject) ?? (await eventually(async () => receiver!.hitsOn('/c').find((h) => h.json?.subject === subject)));
-  return (await eventually(async () => (await stack.api('GET', `/api/messages/${hit.json.id}`, { token: session })).body.deliveries?.[0]?.id)) as string;
+  const hit =
+    (await receiver.waitFor('/c', 1)).find((h) => h.json?.subject === subject) ??
+    (await eventually(async () => receiver!.hitsOn('/c').find((h) => h.json?.subject === subject)));
+  return (await eventually(
+    async () => (await stack.api('GET', `/api/messages/${hit.json.id}`, { token: session })).body.deliveries?.[0]?.id,
+  )) as string;
 }
 const key = async () => (await stack.api('GET', '/api/keys', { token: session })).body.key as string;
 const sendOne = async (extra: Record<string, unknown> = {}) =>
-  (await stack.api('POST', '/v1/send', { token: await key(), body: { from: FROM, to: `r${++n}@example.com`, subject: 's', text: 't', ...extra } })).body.id as string;
+  (
+    await stack.api('POST', '/v1/send', {
+      token: await key(),
+      body: { from: FROM, to: `r${++n}@example.com`, subject: 's', text: 't', ...extra },
+    })
+  ).body.id as string;
 afterAll(async () => {
   await stack?.stop();
   await receiver?.close();
@@ -79,17 +108,23 @@ const examples: Record<string, () => Promise<Example>> = {
     const email = uniqueEmail();
     await stack.api('POST', '/api/auth/signup', { body: { email, password: 'a long password', linkTo: 'app' } });
     const mail = await waitForMail(stack, email, /Verify/);
-    expect(mail.raw.replace(/=\r?\n/g, '').replace(/=3D/g, '=')).toContain(`${stack.config.publicUrl}/app/verify?token=`);
+    expect(mail.raw.replace(/=\r?\n/g, '').replace(/=3D/g, '=')).toContain(
+      `${stack.config.publicUrl}/app/verify?token=`,
+    );
     return { body: { token: tokenFromMail(mail.raw) } };
   },
   'auth.signout': async () => {
     const email = uniqueEmail();
-    return { token: (await stack.api('POST', '/api/auth/signup', { body: { email, password: 'a long password' } })).body.token, body: {} };
+    return {
+      token: (await stack.api('POST', '/api/auth/signup', { body: { email, password: 'a long password' } })).body.token,
+      body: {},
+    };
   },
   'auth.resendVerification': async () => ({ token: session, body: {} }),
   'auth.changePassword': async () => {
     const email = uniqueEmail();
-    const fresh = (await stack.api('POST', '/api/auth/signup', { body: { email, password: 'a long password' } })).body.token;
+    const fresh = (await stack.api('POST', '/api/auth/signup', { body: { email, password: 'a long password' } })).body
+      .token;
     return { token: fresh, body: { currentPassword: 'a long password', password: 'another long password' } };
   },
   'auth.forgotPassword': async () => ({ body: { email: 'contract@example.com' } }),
@@ -97,7 +132,9 @@ const examples: Record<string, () => Promise<Example>> = {
     const email = uniqueEmail();
     await stack.api('POST', '/api/auth/signup', { body: { email, password: 'a long password' } });
     await stack.api('POST', '/api/auth/password/forgot', { body: { email } });
-    return { body: { token: tokenFromMail((await waitForMail(stack, email, /Reset/)).raw), password: 'a new long password' } };
+    return {
+      body: { token: tokenFromMail((await waitForMail(stack, email, /Reset/)).raw), password: 'a new long password' },
+    };
   },
   'keys.get': async () => ({ token: session }),
   'keys.rotate': async () => ({ token: session }),
@@ -108,22 +145,51 @@ const examples: Record<string, () => Promise<Example>> = {
   'outbox.list': async () => ({ token: session, query: 'limit=5' }),
   'templates.list': async () => ({ token: session }),
   'templates.listBase': async () => ({ token: session }),
-  'templates.create': async () => ({ token: session, body: { name: 'Contract', subject: 'Hi {{name}}', html: '<p>{{name}}</p>' } }),
+  'templates.create': async () => ({
+    token: session,
+    body: { name: 'Contract', subject: 'Hi {{name}}', html: '<p>{{name}}</p>' },
+  }),
   'templates.get': async () => ({ token: session, path: '/api/templates/base_welcome' }),
   'templates.update': async () => {
-    const created = await stack.api('POST', '/api/templates', { token: session, body: { name: `t${++n}`, subject: 'Hello', text: 'Hi {{name}}' } });
+    const created = await stack.api('POST', '/api/templates', {
+      token: session,
+      body: { name: `t${++n}`, subject: 'Hello', text: 'Hi {{name}}' },
+    });
     return { token: session, path: `/api/templates/${created.body.id}`, body: { name: 'Renamed', text: null } };
   },
   'templates.delete': async () => {
-    const created = await stack.api('POST', '/api/templates', { token: session, body: { name: `t${++n}`, subject: 'Hello' } });
+    const created = await stack.api('POST', '/api/templates', {
+      token: session,
+      body: { name: `t${++n}`, subject: 'Hello' },
+    });
     return { token: session, path: `/api/templates/${created.body.id}` };
   },
-  'attachments.upload': async () => ({ token: session, body: { filename: 'a.txt', content: Buffer.from('hi').toString('base64') } }),
-  'send.single': async () => ({ token: await key(), body: { from: FROM, to: 'one@example.com', subject: 'Hello', text: 'Hi', metadata: { a: 1 } } }),
-  'send.batch': async () => ({ token: await key(), body: { from: FROM, subject: 'Hi {{n}}', text: 'x', recipients: [{ to: 'a@example.com', templateData: { n: 1 } }, { to: 'bad' }] } }),
+  'attachments.upload': async () => ({
+    token: session,
+    body: { filename: 'a.txt', content: Buffer.from('hi').toString('base64') },
+  }),
+  'send.single': async () => ({
+    token: await key(),
+    body: { from: FROM, to: 'one@example.com', subject: 'Hello', text: 'Hi', metadata: { a: 1 } },
+  }),
+  'send.batch': async () => ({
+    token: await key(),
+    body: {
+      from: FROM,
+      subject: 'Hi {{n}}',
+      text: 'x',
+      recipients: [{ to: 'a@example.com', templateData: { n: 1 } }, { to: 'bad' }],
+    },
+  }),
   'scheduled.list': async () => ({ token: await key() }),
-  'scheduled.get': async () => ({ token: await key(), path: `/v1/scheduled/${await sendOne({ scheduledAt: 'in 1 hour' })}` }),
-  'scheduled.cancel': async () => ({ token: await key(), path: `/v1/scheduled/${await sendOne({ scheduledAt: 'in 1 hour' })}` }),
+  'scheduled.get': async () => ({
+    token: await key(),
+    path: `/v1/scheduled/${await sendOne({ scheduledAt: 'in 1 hour' })}`,
+  }),
+  'scheduled.cancel': async () => ({
+    token: await key(),
+    path: `/v1/scheduled/${await sendOne({ scheduledAt: 'in 1 hour' })}`,
+  }),
   'messages.list': async () => ({ token: session, query: 'limit=5' }),
   'messages.get': async () => ({ token: session, path: `/api/messages/${await sendOne({ metadata: { k: 'v' } })}` }),
   'events.timeline': async () => ({ token: session }),
@@ -135,15 +201,27 @@ const examples: Record<string, () => Promise<Example>> = {
     return { token: session, path: `/api/contacts/suppressions/${email}` };
   },
   'domains.setEncryption': async () => ({
-    token: session, path: `/api/domains/${await newDomainId()}/encryption`,
-    body: { publicKey: generateKeyPairSync('rsa', { modulusLength: 2048 }).publicKey.export({ type: 'spki', format: 'pem' }).toString() },
+    token: session,
+    path: `/api/domains/${await newDomainId()}/encryption`,
+    body: {
+      publicKey: generateKeyPairSync('rsa', { modulusLength: 2048 })
+        .publicKey.export({ type: 'spki', format: 'pem' })
+        .toString(),
+    },
   }),
   'domains.clearEncryption': async () => ({ token: session, path: `/api/domains/${await newDomainId()}/encryption` }),
-  'webhooks.set': async () => ({ token: session, path: `/api/domains/${await senderDomainId()}/webhook`, body: { url: 'https://hooks.example.com/in', ackMode: 'ack' } }),
+  'webhooks.set': async () => ({
+    token: session,
+    path: `/api/domains/${await senderDomainId()}/webhook`,
+    body: { url: 'https://hooks.example.com/in', ackMode: 'ack' },
+  }),
   'webhooks.delete': async () => ({ token: session, path: `/api/domains/${await claimId()}/webhook` }),
   'webhooks.secret': async () => {
     const id = await claimId();
-    await stack.api('PUT', `/api/domains/${id}/webhook`, { token: session, body: { url: 'https://hooks.example.com/s' } });
+    await stack.api('PUT', `/api/domains/${id}/webhook`, {
+      token: session,
+      body: { url: 'https://hooks.example.com/s' },
+    });
     return { token: session, path: `/api/domains/${id}/webhook/secret` };
   },
   'webhooks.test': async () => {
@@ -155,26 +233,57 @@ const examples: Record<string, () => Promise<Example>> = {
   'webhooks.accountSecret': async () => ({ token: session }),
   'webhooks.rotateAccountSecret': async () => ({ token: session }),
   'routes.list': async () => ({ token: session }),
-  'routes.create': async () => ({ token: session, body: { domainId: await claimId(), address: 'support-*', url: 'https://hooks.example.com/support' } }),
+  'routes.create': async () => ({
+    token: session,
+    body: { domainId: await claimId(), address: 'support-*', url: 'https://hooks.example.com/support' },
+  }),
   'routes.delete': async () => {
-    const r = await stack.api('POST', '/api/routes', { token: session, body: { domainId: await claimId(), address: 'ops', url: 'https://hooks.example.com/ops' } });
+    const r = await stack.api('POST', '/api/routes', {
+      token: session,
+      body: { domainId: await claimId(), address: 'ops', url: 'https://hooks.example.com/ops' },
+    });
     return { token: session, path: `/api/routes/${r.body.id}` };
   },
   'deliveries.retry': async () => ({ token: session, path: `/api/deliveries/${await inboundDelivery()}/retry` }),
-  'deliveries.retryMany': async () => ({ token: session, body: { deliveryIds: [await inboundDelivery()], messageIds: ['msg_unknown00000000000000000'] } }),
+  'deliveries.retryMany': async () => ({
+    token: session,
+    body: { deliveryIds: [await inboundDelivery()], messageIds: ['msg_unknown00000000000000000'] },
+  }),
   'deliveries.attempts': async () => ({ token: session, path: `/api/deliveries/${await inboundDelivery()}/attempts` }),
-  'engagement.setTrackingWebhook': async () => ({ token: session, path: `/api/domains/${await claimId()}/tracking-webhook`, body: { url: 'https://hooks.example.com/track' } }),
-  'engagement.clearTrackingWebhook': async () => ({ token: session, path: `/api/domains/${await claimId()}/tracking-webhook` }),
-  'engagement.setWebhookEvents': async () => ({ token: session, path: `/api/domains/${await claimId()}/webhook-events`, body: { events: ['email.opened', 'email.clicked'] } }),
-  'engagement.clearWebhookEvents': async () => ({ token: session, path: `/api/domains/${await claimId()}/webhook-events` }),
+  'engagement.setTrackingWebhook': async () => ({
+    token: session,
+    path: `/api/domains/${await claimId()}/tracking-webhook`,
+    body: { url: 'https://hooks.example.com/track' },
+  }),
+  'engagement.clearTrackingWebhook': async () => ({
+    token: session,
+    path: `/api/domains/${await claimId()}/tracking-webhook`,
+  }),
+  'engagement.setWebhookEvents': async () => ({
+    token: session,
+    path: `/api/domains/${await claimId()}/webhook-events`,
+    body: { events: ['email.opened', 'email.clicked'] },
+  }),
+  'engagement.clearWebhookEvents': async () => ({
+    token: session,
+    path: `/api/domains/${await claimId()}/webhook-events`,
+  }),
   'domains.list': async () => ({ token: session }),
   'domains.add': async () => ({ token: session, body: { domain: `d${++n}.example.com` } }),
   'domains.get': async () => ({ token: session, path: `/api/domains/${await newDomainId()}` }),
-  'domains.update': async () => ({ token: session, path: `/api/domains/${await newDomainId()}`, body: { track_opens: 1, zero_retention: false } }),
+  'domains.update': async () => ({
+    token: session,
+    path: `/api/domains/${await newDomainId()}`,
+    body: { track_opens: 1, zero_retention: false },
+  }),
   'domains.delete': async () => ({ token: session, path: `/api/domains/${await newDomainId()}` }),
   'domains.verify': async () => ({ token: session, path: `/api/domains/${await newDomainId()}/verify` }),
   'domains.rotateDkim': async () => ({ token: session, path: `/api/domains/${await newDomainId()}/dkim/rotate` }),
-  'domains.startWarmup': async () => ({ token: session, path: `/api/domains/${await newDomainId()}/warmup`, body: { schedule: [10, 20] } }),
+  'domains.startWarmup': async () => ({
+    token: session,
+    path: `/api/domains/${await newDomainId()}/warmup`,
+    body: { schedule: [10, 20] },
+  }),
   'domains.stopWarmup': async () => {
     const id = await newDomainId();
     await stack.api('PUT', `/api/domains/${id}/warmup`, { token: session, body: {} });
@@ -184,15 +293,38 @@ const examples: Record<string, () => Promise<Example>> = {
   'subdomains.check': async () => ({ token: session, query: 'name=ok-label' }),
   'subdomains.claim': async () => ({ token: session, body: { subdomain: `claim-${++n}` } }),
   'registration.check': async () => ({ token: session, query: 'domain=contract-shop.com' }),
-  'registration.register': async () => ({ token: session, body: { domain: `contract-${++n}.com`, contact: {
-    firstName: 'A', lastName: 'B', email: 'a@example.com', phone: '+1.4155550100', address: '1 Main St', city: 'SF', zip: '94105', country: 'US',
-  } } }),
+  'registration.register': async () => ({
+    token: session,
+    body: {
+      domain: `contract-${++n}.com`,
+      contact: {
+        firstName: 'A',
+        lastName: 'B',
+        email: 'a@example.com',
+        phone: '+1.4155550100',
+        address: '1 Main St',
+        city: 'SF',
+        zip: '94105',
+        country: 'US',
+      },
+    },
+  }),
   'oauthGrants.list': async () => ({ token: (await linkedApp()).accessToken }),
   'oauthGrants.revoke': async () => ({ token: session, path: `/api/oauth/grants/${(await linkedApp()).grantId}` }),
   'appPasswords.list': async () => ({ token: session }),
-  'appPasswords.create': async () => ({ token: session, body: { domain: 'sender.contract.svc.test', address: 'support-*', protocols: ['imap', 'api'], label: 'desk' } }),
-  'appPasswords.update': async () => ({ token: session, path: `/api/app-passwords/${(await newPassword()).id}`, body: { protocols: ['api'], address: 'agent-*' } }),
-  'appPasswords.rotate': async () => ({ token: session, path: `/api/app-passwords/${(await newPassword()).id}/rotate` }),
+  'appPasswords.create': async () => ({
+    token: session,
+    body: { domain: 'sender.contract.svc.test', address: 'support-*', protocols: ['imap', 'api'], label: 'desk' },
+  }),
+  'appPasswords.update': async () => ({
+    token: session,
+    path: `/api/app-passwords/${(await newPassword()).id}`,
+    body: { protocols: ['api'], address: 'agent-*' },
+  }),
+  'appPasswords.rotate': async () => ({
+    token: session,
+    path: `/api/app-passwords/${(await newPassword()).id}/rotate`,
+  }),
   'appPasswords.delete': async () => ({ token: session, path: `/api/app-passwords/${(await newPassword()).id}` }),
   'mailbox.list': async () => ({ token: (await mailboxMessage()).secret, query: 'limit=10' }),
   'mailbox.raw': async () => {
@@ -206,44 +338,93 @@ const examples: Record<string, () => Promise<Example>> = {
   'scopedKeys.list': async () => ({ token: session }),
   'scopedKeys.create': async () => ({ token: session, body: { domainId: await newDomainId() } }),
   'scopedKeys.revoke': async () => {
-    const created = await stack.api('POST', '/api/keys/scoped', { token: session, body: { domainId: await newDomainId() } });
+    const created = await stack.api('POST', '/api/keys/scoped', {
+      token: session,
+      body: { domainId: await newDomainId() },
+    });
     return { token: session, path: `/api/keys/scoped/${created.body.id}` };
   },
   'contacts.list': async () => ({ token: session, query: 'limit=10&search=example' }),
-  'contacts.create': async () => ({ token: session, body: { email: `c${++n}@example.com`, name: 'Ada', attributes: { plan: 'pro', seats: 3 } } }),
+  'contacts.create': async () => ({
+    token: session,
+    body: { email: `c${++n}@example.com`, name: 'Ada', attributes: { plan: 'pro', seats: 3 } },
+  }),
   'contacts.get': async () => ({ token: session, path: `/api/contacts/${await newContactId()}` }),
-  'contacts.update': async () => ({ token: session, path: `/api/contacts/${await newContactId()}`, body: { name: 'Renamed', attributes: { plan: 'free' }, subscribed: false } }),
+  'contacts.update': async () => ({
+    token: session,
+    path: `/api/contacts/${await newContactId()}`,
+    body: { name: 'Renamed', attributes: { plan: 'free' }, subscribed: false },
+  }),
   'contacts.delete': async () => ({ token: session, path: `/api/contacts/${await newContactId()}` }),
   'lists.list': async () => ({ token: session }),
   'lists.create': async () => ({ token: session, body: { name: 'Newsletter' } }),
   'lists.get': async () => ({ token: session, path: `/api/lists/${await newListId()}` }),
-  'lists.update': async () => ({ token: session, path: `/api/lists/${await newListId()}`, body: { name: 'Renamed list' } }),
+  'lists.update': async () => ({
+    token: session,
+    path: `/api/lists/${await newListId()}`,
+    body: { name: 'Renamed list' },
+  }),
   'lists.delete': async () => ({ token: session, path: `/api/lists/${await newListId()}` }),
-  'lists.contacts': async () => ({ token: session, path: `/api/lists/${await newListId(3)}/contacts`, query: 'limit=2' }),
-  'lists.addContacts': async () => ({ token: session, path: `/api/lists/${await newListId()}/contacts`, body: { contactIds: [await newContactId()] } }),
+  'lists.contacts': async () => ({
+    token: session,
+    path: `/api/lists/${await newListId(3)}/contacts`,
+    query: 'limit=2',
+  }),
+  'lists.addContacts': async () => ({
+    token: session,
+    path: `/api/lists/${await newListId()}/contacts`,
+    body: { contactIds: [await newContactId()] },
+  }),
   'lists.removeContact': async () => {
     const contactId = await newContactId();
     const listId = await newListId();
     await stack.api('POST', `/api/lists/${listId}/contacts`, { token: session, body: { contactIds: [contactId] } });
     return { token: session, path: `/api/lists/${listId}/contacts/${contactId}` };
   },
-  'lists.import': async () => ({ token: session, path: `/api/lists/${await newListId()}/import`, body: { csv: `email,name,plan\ncsv${++n}@example.com,Ada,pro\n` } }),
+  'lists.import': async () => ({
+    token: session,
+    path: `/api/lists/${await newListId()}/import`,
+    body: { csv: `email,name,plan\ncsv${++n}@example.com,Ada,pro\n` },
+  }),
   'lists.importStatus': async () => {
     const listId = await newListId();
-    const started = await stack.api('POST', `/api/lists/${listId}/import`, { token: session, body: { csv: `email\ncsv${++n}@example.com\n` } });
+    const started = await stack.api('POST', `/api/lists/${listId}/import`, {
+      token: session,
+      body: { csv: `email\ncsv${++n}@example.com\n` },
+    });
     return { token: session, path: `/api/lists/${listId}/imports/${started.body.id}` };
   },
   'broadcasts.list': async () => ({ token: session }),
-  'broadcasts.create': async () => ({ token: session, body: {
-    name: 'Launch', from: `News <${FROM}>`, replyTo: 'support@example.com', subject: 'Hello {{first_name}}', preview: 'Big news',
-    audience: { type: 'list', id: await newListId(1) }, html: '<p>Hi {{name}}</p>', text: 'Hi {{name}}', footerAddress: '1 Main St, Springfield',
-  } }),
+  'broadcasts.create': async () => ({
+    token: session,
+    body: {
+      name: 'Launch',
+      from: `News <${FROM}>`,
+      replyTo: 'support@example.com',
+      subject: 'Hello {{first_name}}',
+      preview: 'Big news',
+      audience: { type: 'list', id: await newListId(1) },
+      html: '<p>Hi {{name}}</p>',
+      text: 'Hi {{name}}',
+      footerAddress: '1 Main St, Springfield',
+    },
+  }),
   'broadcasts.get': async () => ({ token: session, path: `/api/broadcasts/${await newBroadcastId()}` }),
-  'broadcasts.update': async () => ({ token: session, path: `/api/broadcasts/${await newBroadcastId()}`, body: {
-    from: FROM, subject: 'Changed', audience: { type: 'filter', query: 'attributes.plan = "pro" and last_seen_at > 2026-01-01' },
-  } }),
+  'broadcasts.update': async () => ({
+    token: session,
+    path: `/api/broadcasts/${await newBroadcastId()}`,
+    body: {
+      from: FROM,
+      subject: 'Changed',
+      audience: { type: 'filter', query: 'attributes.plan = "pro" and last_seen_at > 2026-01-01' },
+    },
+  }),
   'broadcasts.delete': async () => ({ token: session, path: `/api/broadcasts/${await newBroadcastId()}` }),
-  'broadcasts.send': async () => ({ token: session, path: `/api/broadcasts/${await newBroadcastId()}/send`, body: { scheduledAt: new Date(Date.now() + 3_600_000).toISOString() } }),
+  'broadcasts.send': async () => ({
+    token: session,
+    path: `/api/broadcasts/${await newBroadcastId()}/send`,
+    body: { scheduledAt: new Date(Date.now() + 3_600_000).toISOString() },
+  }),
   'broadcasts.cancel': async () => {
     const id = await newBroadcastId();
     await stack.api('POST', `/api/broadcasts/${id}/send`, { token: session, body: { scheduledAt: 'in 1 hour' } });
@@ -252,19 +433,41 @@ const examples: Record<string, () => Promise<Example>> = {
   'sequences.list': async () => ({ token: session }),
   'sequences.create': async () => ({ token: session, body: sequenceBody() }),
   'sequences.get': async () => ({ token: session, path: `/api/sequences/${await newSequenceId()}` }),
-  'sequences.update': async () => ({ token: session, path: `/api/sequences/${await newSequenceId()}`, body: { status: 'paused', steps: [{ type: 'wait', duration: '1h' }] } }),
+  'sequences.update': async () => ({
+    token: session,
+    path: `/api/sequences/${await newSequenceId()}`,
+    body: { status: 'paused', steps: [{ type: 'wait', duration: '1h' }] },
+  }),
   'sequences.delete': async () => ({ token: session, path: `/api/sequences/${await newSequenceId('draft')}` }),
-  'sequences.enrolments': async () => ({ token: session, path: `/api/sequences/${(await newEnrolment()).sequenceId}/enrolments` }),
+  'sequences.enrolments': async () => ({
+    token: session,
+    path: `/api/sequences/${(await newEnrolment()).sequenceId}/enrolments`,
+  }),
   'enrolments.get': async () => ({ token: session, path: `/api/enrolments/${(await newEnrolment()).id}` }),
   'enrolments.cancel': async () => ({ token: session, path: `/api/enrolments/${(await newEnrolment()).id}/cancel` }),
-  'events.post': async () => ({ token: await key(), body: { name: 'contract.event', email: `e${++n}@example.com`, payload: { plan: 'pro', nested: { a: 1 } }, dedupeKey: `d${n}` } }),
+  'events.post': async () => ({
+    token: await key(),
+    body: {
+      name: 'contract.event',
+      email: `e${++n}@example.com`,
+      payload: { plan: 'pro', nested: { a: 1 } },
+      dedupeKey: `d${n}`,
+    },
+  }),
   'events.list': async () => ({ token: await key(), query: 'name=contract.event&limit=5' }),
   'events.names': async () => ({ token: await key() }),
 };
 
 const sequenceBody = (status = 'active') => ({
-  name: `s${++n}`, status, from: FROM, input: { plan: 'string' }, trigger: { type: 'event', event: `contract-start-${n}` },
-  steps: [{ type: 'wait_for_event', event: 'contract-never', match: { plan: 'pro' }, timeout: '1h', onArrived: 'exit' }, { type: 'send', subject: 'Hi {{input.plan}}', text: 't' }],
+  name: `s${++n}`,
+  status,
+  from: FROM,
+  input: { plan: 'string' },
+  trigger: { type: 'event', event: `contract-start-${n}` },
+  steps: [
+    { type: 'wait_for_event', event: 'contract-never', match: { plan: 'pro' }, timeout: '1h', onArrived: 'exit' },
+    { type: 'send', subject: 'Hi {{input.plan}}', text: 't' },
+  ],
 });
 async function newSequenceId(status = 'active'): Promise<string> {
   return (await stack.api('POST', '/api/sequences', { token: session, body: sequenceBody(status) })).body.id;
@@ -287,23 +490,50 @@ async function linkedApp(): Promise<{ accessToken: string; grantId: string }> {
   const redirectUri = 'http://127.0.0.1:9/contract/cb';
   const { client_id: clientId } = await registerClient(stack, [redirectUri], `Contract app ${++n}`);
   const { verifier, challenge } = pkce();
-  const back = await approveOverHttp(stack, authorizeUrl(stack, { clientId, redirectUri, challenge }), { email: 'contract@example.com', password: 'contract password' });
-  const tokens = await tokenRequest(stack, { grant_type: 'authorization_code', code: back.searchParams.get('code')!, redirect_uri: redirectUri, client_id: clientId, code_verifier: verifier });
-  const grants = (await stack.api('GET', '/api/oauth/grants', { token: tokens.body.access_token })).body as { id: string; client_id: string }[];
+  const back = await approveOverHttp(stack, authorizeUrl(stack, { clientId, redirectUri, challenge }), {
+    email: 'contract@example.com',
+    password: 'contract password',
+  });
+  const tokens = await tokenRequest(stack, {
+    grant_type: 'authorization_code',
+    code: back.searchParams.get('code')!,
+    redirect_uri: redirectUri,
+    client_id: clientId,
+    code_verifier: verifier,
+  });
+  const grants = (await stack.api('GET', '/api/oauth/grants', { token: tokens.body.access_token })).body as {
+    id: string;
+    client_id: string;
+  }[];
   return { accessToken: tokens.body.access_token, grantId: grants.find((g) => g.client_id === clientId)!.id };
 }
 
 async function newPassword(): Promise<{ id: string; secret: string }> {
-  return (await stack.api('POST', '/api/app-passwords', { token: session, body: { domainId: await senderDomainId(), protocols: ['api'] } })).body;
+  return (
+    await stack.api('POST', '/api/app-passwords', {
+      token: session,
+      body: { domainId: await senderDomainId(), protocols: ['api'] },
+    })
+  ).body;
 }
 
 /** A message filed into a mailbox through the SMTP ingress, and an `api` password that reads it. */
 async function mailboxMessage(): Promise<{ secret: string; uid: number }> {
   const { secret } = await newPassword();
   const subject = `mailbox ${++n}`;
-  const t = nodemailer.createTransport({ host: '127.0.0.1', port: stack.service.smtpPort!, secure: false, ignoreTLS: true });
+  const t = nodemailer.createTransport({
+    host: '127.0.0.1',
+    port: stack.service.smtpPort!,
+    secure: false,
+    ignoreTLS: true,
+  });
   await t.sendMail({ from: 'x@far.example', to: 'box@sender.contract.svc.test', subject, text: 'hi' });
-  const uid = await eventually(async () => (await stack.api('GET', '/api/mailbox/messages', { token: secret })).body.messages?.find((m: any) => m.subject === subject)?.uid);
+  const uid = await eventually(
+    async () =>
+      (await stack.api('GET', '/api/mailbox/messages', { token: secret })).body.messages?.find(
+        (m: any) => m.subject === subject,
+      )?.uid,
+  );
   return { secret, uid: uid as number };
 }
 
@@ -314,7 +544,11 @@ async function newContactId(): Promise<string> {
 /** A new list with `members` new contacts in it. */
 async function newListId(members = 0): Promise<string> {
   const id = (await stack.api('POST', '/api/lists', { token: session, body: { name: `l${++n}` } })).body.id;
-  if (members) await stack.api('POST', `/api/lists/${id}/contacts`, { token: session, body: { emails: Array.from({ length: members }, () => `m${++n}@example.com`) } });
+  if (members)
+    await stack.api('POST', `/api/lists/${id}/contacts`, {
+      token: session,
+      body: { emails: Array.from({ length: members }, () => `m${++n}@example.com`) },
+    });
   return id;
 }
 
@@ -324,11 +558,13 @@ async function newBroadcastId(): Promise<string> {
 }
 
 async function claimId(): Promise<string> {
-  return (await stack.api('POST', '/api/domains/subdomain', { token: session, body: { subdomain: `c${++n}-hook` } })).body.domain.id;
+  return (await stack.api('POST', '/api/domains/subdomain', { token: session, body: { subdomain: `c${++n}-hook` } }))
+    .body.domain.id;
 }
 
 async function newDomainId(): Promise<string> {
-  return (await stack.api('POST', '/api/domains', { token: session, body: { domain: `x${++n}.example.com` } })).body.domain.id;
+  return (await stack.api('POST', '/api/domains', { token: session, body: { domain: `x${++n}.example.com` } })).body
+    .domain.id;
 }
 
 const ajv = new Ajv({ allErrors: true, strict: false });
@@ -355,35 +591,54 @@ describe('every operation', () => {
     expect((await stack.api('GET', '/v1/schemas/nope.json')).status).toBe(404);
   });
 
-  it.each(operations.map((op) => [op.name, op] as const))('%s: a real call validates against its served schemas', async (name, op: Operation) => {
-    expect(examples[name], `add an example call for ${name} to test/contract.test.ts`).toBeDefined();
-    const ex = await examples[name]!();
-    const base = schemaBaseName(op);
-    if (op.body) expect(ajv.validate(await served(`${base}-request`), ex.body), JSON.stringify(ajv.errors)).toBe(true);
-    const res = await stack.api(op.method, `${ex.path ?? op.path}${ex.query ? `?${ex.query}` : ''}`, { token: ex.token, body: ex.body });
-    expect(res.status, JSON.stringify(res.body)).toBe(op.status ?? 200);
-    const valid = ajv.validate(await served(`${base}-response`), res.body);
-    expect(valid, `${name}: ${JSON.stringify(ajv.errors)}`).toBe(true);
-  });
+  it.each(operations.map((op) => [op.name, op] as const))(
+    '%s: a real call validates against its served schemas',
+    async (name, op: Operation) => {
+      expect(examples[name], `add an example call for ${name} to test/contract.test.ts`).toBeDefined();
+      const ex = await examples[name]!();
+      const base = schemaBaseName(op);
+      if (op.body)
+        expect(ajv.validate(await served(`${base}-request`), ex.body), JSON.stringify(ajv.errors)).toBe(true);
+      const res = await stack.api(op.method, `${ex.path ?? op.path}${ex.query ? `?${ex.query}` : ''}`, {
+        token: ex.token,
+        body: ex.body,
+      });
+      expect(res.status, JSON.stringify(res.body)).toBe(op.status ?? 200);
+      const valid = ajv.validate(await served(`${base}-response`), res.body);
+      expect(valid, `${name}: ${JSON.stringify(ajv.errors)}`).toBe(true);
+    },
+  );
 
-  it.each(operations.filter((op) => op.auth !== 'public').map((op) => [op.name, op] as const))('%s: no credential is a JSON 401', async (_n, op: Operation) => {
-    const res = await stack.api(op.method, op.path, op.body ? { body: {} } : {});
-    expect(res.status).toBe(401);
-    expect(res.body).toEqual({ error: expect.any(String), code: 'unauthorized' });
-  });
+  it.each(operations.filter((op) => op.auth !== 'public').map((op) => [op.name, op] as const))(
+    '%s: no credential is a JSON 401',
+    async (_n, op: Operation) => {
+      const res = await stack.api(op.method, op.path, op.body ? { body: {} } : {});
+      expect(res.status).toBe(401);
+      expect(res.body).toEqual({ error: expect.any(String), code: 'unauthorized' });
+    },
+  );
 
-  it.each(operations.filter((op) => op.body).map((op) => [op.name, op] as const))('%s: extra fields and wrong types are a JSON 400', async (name, op: Operation) => {
-    const ex = await examples[name]!();
-    const extra = await stack.api(op.method, ex.path ?? op.path, { token: ex.token, body: { ...(ex.body as object), notAField: 1 } });
-    expect(extra.status).toBe(400);
-    expect(extra.body.code).toBe('validation_error');
-    expect(extra.body.error).toContain('notAField');
-    const keys = Object.keys(op.body!.shape);
-    if (keys.length === 0) return;
-    const wrong = await stack.api(op.method, ex.path ?? op.path, { token: ex.token, body: Object.fromEntries(keys.map((k) => [k, { nested: true }])) });
-    expect([400]).toContain(wrong.status);
-    expect(typeof wrong.body.error).toBe('string');
-  });
+  it.each(operations.filter((op) => op.body).map((op) => [op.name, op] as const))(
+    '%s: extra fields and wrong types are a JSON 400',
+    async (name, op: Operation) => {
+      const ex = await examples[name]!();
+      const extra = await stack.api(op.method, ex.path ?? op.path, {
+        token: ex.token,
+        body: { ...(ex.body as object), notAField: 1 },
+      });
+      expect(extra.status).toBe(400);
+      expect(extra.body.code).toBe('validation_error');
+      expect(extra.body.error).toContain('notAField');
+      const keys = Object.keys(op.body!.shape);
+      if (keys.length === 0) return;
+      const wrong = await stack.api(op.method, ex.path ?? op.path, {
+        token: ex.token,
+        body: Object.fromEntries(keys.map((k) => [k, { nested: true }])),
+      });
+      expect([400]).toContain(wrong.status);
+      expect(typeof wrong.body.error).toBe('string');
+    },
+  );
 });
 
 describe('OpenAPI', () => {
@@ -391,14 +646,21 @@ describe('OpenAPI', () => {
     const res = await stack.api('GET', '/v1/openapi.json');
     expect(res.status).toBe(200);
     expect(res.body).toMatchObject({ openapi: '3.1.0', servers: [{ url: stack.config.publicUrl }] });
-    expect(Object.values(res.body.paths).reduce((k: number, item: any) => k + Object.keys(item).length, 0)).toBe(operations.length);
+    expect(Object.values(res.body.paths).reduce((k: number, item: any) => k + Object.keys(item).length, 0)).toBe(
+      operations.length,
+    );
   });
 });
 
 describe('wire conventions', () => {
   it('answers malformed JSON 400, oversized bodies 413 and unknown routes 404, all as JSON', async () => {
-    expect((await stack.api('POST', '/api/auth/login', { raw: '{"email": ' })).body).toEqual({ error: 'Malformed JSON body', code: 'invalid_json' });
-    const big = await stack.api('POST', '/api/auth/login', { raw: JSON.stringify({ email: 'x'.repeat(31 * 1024 * 1024) }) });
+    expect((await stack.api('POST', '/api/auth/login', { raw: '{"email": ' })).body).toEqual({
+      error: 'Malformed JSON body',
+      code: 'invalid_json',
+    });
+    const big = await stack.api('POST', '/api/auth/login', {
+      raw: JSON.stringify({ email: 'x'.repeat(31 * 1024 * 1024) }),
+    });
     expect(big).toMatchObject({ status: 413, body: { code: 'payload_too_large' } });
     expect(await stack.api('DELETE', '/api/nothing-here')).toMatchObject({ status: 404, body: { code: 'not_found' } });
     expect((await stack.api('POST', '/api/auth/login', { raw: '[1,2]' })).status).toBe(400);
@@ -406,7 +668,10 @@ describe('wire conventions', () => {
 
   it('serves health with the database and Temporal reachable', async () => {
     const res = await stack.api('GET', '/api/health');
-    expect(res).toMatchObject({ status: 200, body: { ok: true, database: { ok: true, kind: 'postgres' }, temporal: { ok: true } } });
+    expect(res).toMatchObject({
+      status: 200,
+      body: { ok: true, database: { ok: true, kind: 'postgres' }, temporal: { ok: true } },
+    });
     expect(ajv.validate(await served('health-response'), res.body)).toBe(true);
   });
 

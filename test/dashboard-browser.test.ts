@@ -31,7 +31,8 @@ beforeAll(async () => {
   // The app is built from the current sources first (postinstall built it too; this keeps it fresh).
   await buildApp();
   [stack, browser, receiver] = await Promise.all([
-    (async () => startStack({ SERVICE_DOMAIN: BASE, DNS_PORT: String(await freePort()), TEMPORAL_UI_URL: TEMPORAL_UI }))(),
+    (async () =>
+      startStack({ SERVICE_DOMAIN: BASE, DNS_PORT: String(await freePort()), TEMPORAL_UI_URL: TEMPORAL_UI }))(),
     launchChromium(),
     startWebhookReceiver(),
   ]);
@@ -78,7 +79,9 @@ describe.skipIf(!hasChromium())('the dashboard in a real browser', () => {
     await page.getByLabel('Password', { exact: true }).fill('short');
     await page.getByRole('button', { name: 'Create account' }).click();
     // The browser's own check stops a short password; the API's message shows for what it refuses.
-    expect(await page.getByLabel('Password', { exact: true }).evaluate((el: HTMLInputElement) => el.validity.tooShort)).toBe(true);
+    expect(
+      await page.getByLabel('Password', { exact: true }).evaluate((el: HTMLInputElement) => el.validity.tooShort),
+    ).toBe(true);
     await page.getByLabel('Password', { exact: true }).fill('a dashboard password');
     await page.getByRole('button', { name: 'Create account' }).click();
     await heading('Overview').waitFor();
@@ -155,11 +158,23 @@ describe.skipIf(!hasChromium())('the dashboard in a real browser', () => {
     await audit('domain detail');
     // A DKIM rotation from the page: the hosted zone publishes the new selector at once.
     await page.getByRole('button', { name: 'Rotate DKIM key' }).click();
-    await page.getByText(/Rotation started: new selector \S+ \(signing now: \S+\)\. Published at once in the hosted zone\./).waitFor();
+    await page
+      .getByText(/Rotation started: new selector \S+ \(signing now: \S+\)\. Published at once in the hosted zone\./)
+      .waitFor();
     // Real inbound mail for the domain, delivered to the webhook (replayed from the Inbound page below).
     const hits = receiver.hitsOn('/dash-hook').length;
-    const smtp = nodemailer.createTransport({ host: '127.0.0.1', port: stack.service.smtpPort!, secure: false, ignoreTLS: true });
-    await smtp.sendMail({ from: 'sender@example.org', to: `support@${domain}`, subject: 'Inbound for replay', text: 'hello' });
+    const smtp = nodemailer.createTransport({
+      host: '127.0.0.1',
+      port: stack.service.smtpPort!,
+      secure: false,
+      ignoreTLS: true,
+    });
+    await smtp.sendMail({
+      from: 'sender@example.org',
+      to: `support@${domain}`,
+      subject: 'Inbound for replay',
+      text: 'hello',
+    });
     await receiver.waitFor('/dash-hook', hits + 1);
   });
 
@@ -168,7 +183,10 @@ describe.skipIf(!hasChromium())('the dashboard in a real browser', () => {
     await page.getByRole('button', { name: 'Reveal account key' }).click();
     key1 = (await page.getByTestId('account-key').textContent())!;
     expect(key1).toMatch(/^svc_live_/);
-    const sent = await stack.api('POST', '/v1/send', { token: key1, body: { from: `Hello <hello@${domain}>`, to: 'friend@example.com', subject: 'Dashboard trail check', text: 'hi' } });
+    const sent = await stack.api('POST', '/v1/send', {
+      token: key1,
+      body: { from: `Hello <hello@${domain}>`, to: 'friend@example.com', subject: 'Dashboard trail check', text: 'hi' },
+    });
     expect(sent.status, JSON.stringify(sent.body)).toBeLessThan(300);
 
     await go('Messages', 'Messages');
@@ -215,12 +233,19 @@ describe.skipIf(!hasChromium())('the dashboard in a real browser', () => {
     await page.getByText('Replayed 1: 1 delivered, 0 failed, 0 skipped.').waitFor();
     expect(receiver.hitsOn('/dash-hook').length).toBe(hits + 1);
     // Only inbound mail is listed there (messages.list?direction=inbound): not the message sent above.
-    expect(await page.getByRole('region', { name: 'Received messages' }).getByText('Dashboard trail check').count()).toBe(0);
+    expect(
+      await page.getByRole('region', { name: 'Received messages' }).getByText('Dashboard trail check').count(),
+    ).toBe(0);
     await audit('inbound');
     await page.getByRole('link', { name: 'Inbound for replay' }).click();
     await heading('Inbound for replay').waitFor();
     await page.getByRole('button', { name: 'Show attempts' }).first().click();
-    await page.getByRole('region', { name: /^Attempts of dlv_/ }).first().getByText('HTTP 200').first().waitFor();
+    await page
+      .getByRole('region', { name: /^Attempts of dlv_/ })
+      .first()
+      .getByText('HTTP 200')
+      .first()
+      .waitFor();
     await audit('inbound message');
 
     await go('Templates', 'Templates');
@@ -241,7 +266,9 @@ describe.skipIf(!hasChromium())('the dashboard in a real browser', () => {
     await page.getByLabel('New list name').fill('Newsletter');
     await page.getByRole('button', { name: 'Create list' }).click();
     await page.getByRole('button', { name: 'Import CSV into Newsletter' }).click();
-    await page.getByLabel('Or paste CSV').fill('email,name\nada@example.com,Ada\ngrace@example.com,Grace\nnot-an-address,X\n');
+    await page
+      .getByLabel('Or paste CSV')
+      .fill('email,name\nada@example.com,Ada\ngrace@example.com,Grace\nnot-an-address,X\n');
     await page.getByRole('button', { name: 'Start import' }).click();
     await page.getByText('Import done: 3 rows read, 2 created, 0 updated, 1 rejected.').waitFor({ timeout: 30_000 });
     await page.getByRole('region', { name: 'Lists' }).getByRole('cell', { name: '2', exact: true }).waitFor();
@@ -272,9 +299,16 @@ describe.skipIf(!hasChromium())('the dashboard in a real browser', () => {
     await audit('broadcasts');
 
     await page.setViewportSize({ width: 360, height: 740 });
-    for (const [link, title] of [['Overview', 'Overview'], ['Domains', 'Domains'], ['Keys', 'Keys'], ['Messages', 'Messages']] as const) {
+    for (const [link, title] of [
+      ['Overview', 'Overview'],
+      ['Domains', 'Domains'],
+      ['Keys', 'Keys'],
+      ['Messages', 'Messages'],
+    ] as const) {
       await go(link, title);
-      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+      const overflow = await page.evaluate(
+        () => document.documentElement.scrollWidth - document.documentElement.clientWidth,
+      );
       expect(overflow, `${title} scrolls sideways on a phone`).toBeLessThanOrEqual(0);
     }
     await audit('messages on a phone');
@@ -325,7 +359,9 @@ describe.skipIf(!hasChromium())('the dashboard in a real browser', () => {
     await context.clearCookies();
     await page.evaluate(() => sessionStorage.clear());
     // The owner of the mailbox asks for a link to the dashboard and opens it.
-    expect((await stack.api('POST', '/api/auth/signin-link', { body: { email, linkTo: 'app' } })).status).toBeLessThan(300);
+    expect((await stack.api('POST', '/api/auth/signin-link', { body: { email, linkTo: 'app' } })).status).toBeLessThan(
+      300,
+    );
     const mail = await waitForMail(stack, email, /sign-in link/);
     await page.goto(`${app}/signin?token=${tokenFromMail(mail.raw)}`);
     const revoke = page.getByRole('group', { name: 'Revoke when you continue' });
@@ -340,7 +376,9 @@ describe.skipIf(!hasChromium())('the dashboard in a real browser', () => {
     await heading('Signed in').waitFor();
     expect((await stack.api('GET', '/v1/me', { token: squatterKey })).status).toBe(200);
     // What stayed ticked is revoked: the password signs nobody in, the earlier session has ended.
-    expect((await stack.api('POST', '/api/auth/login', { body: { email, password: 'the squatter password' } })).status).toBe(401);
+    expect(
+      (await stack.api('POST', '/api/auth/login', { body: { email, password: 'the squatter password' } })).status,
+    ).toBe(401);
     expect((await stack.api('GET', '/api/keys', { token: made.body.token })).status).toBe(401);
     expect(pageErrors, 'uncaught errors in the page').toEqual([]);
   });

@@ -21,10 +21,7 @@ const pageErrors: string[] = [];
 
 beforeAll(async () => {
   await buildApp();
-  [env, browser] = await Promise.all([
-    startSendingStack(),
-    launchChromium(),
-  ]);
+  [env, browser] = await Promise.all([startSendingStack(), launchChromium()]);
   h = sequenceHelpers(env);
   app = `${env.stack.config.publicUrl}/app`;
   const context = await browser.newContext({ viewport: { width: 1024, height: 800 } });
@@ -32,7 +29,14 @@ beforeAll(async () => {
   page.on('pageerror', (err) => pageErrors.push(err.message));
   // Signed in as the sending stack's verified account: its session token, where the sign-in page keeps it.
   await page.goto(`${app}/signin`);
-  await page.evaluate((token) => sessionStorage.setItem('svc-session', JSON.stringify({ token, email: 'sender@example.com', emailVerified: true })), env.session);
+  await page.evaluate(
+    (token) =>
+      sessionStorage.setItem(
+        'svc-session',
+        JSON.stringify({ token, email: 'sender@example.com', emailVerified: true }),
+      ),
+    env.session,
+  );
 });
 afterAll(async () => {
   await browser?.close();
@@ -50,11 +54,14 @@ const GOOD = [
   { type: 'send', subject: 'Glad you are in', text: 'Activated.' },
 ];
 /** Set by the test on the page; still there later proves the page changed without a reload. */
-const mark = () => page.evaluate(() => { (window as any).__noReload = true; });
+const mark = () =>
+  page.evaluate(() => {
+    (window as any).__noReload = true;
+  });
 const notReloaded = async () => expect(await page.evaluate(() => (window as any).__noReload)).toBe(true);
 
 describe.skipIf(!hasChromium())('sequences in the dashboard', () => {
-  it('creates a sequence, showing the API\'s message for a bad definition, and shows its steps readably', async () => {
+  it("creates a sequence, showing the API's message for a bad definition, and shows its steps readably", async () => {
     await page.goto(`${app}/sequences`);
     await heading('Sequences').waitFor();
     await page.getByText('No sequences yet.').waitFor();
@@ -69,7 +76,9 @@ describe.skipIf(!hasChromium())('sequences in the dashboard', () => {
     await page.getByRole('button', { name: 'Create sequence' }).click();
     await alert().getByText('Steps is not valid JSON').waitFor();
     // JSON, but not a definition the API takes: its own message.
-    await page.getByLabel('Steps (JSON)').fill(steps([{ type: 'wait_for_event', event: 'activated', timeout: '1d', onArrived: 'later' }]));
+    await page
+      .getByLabel('Steps (JSON)')
+      .fill(steps([{ type: 'wait_for_event', event: 'activated', timeout: '1d', onArrived: 'later' }]));
     await page.getByRole('button', { name: 'Create sequence' }).click();
     await alert().getByText('no step has the id "later"').waitFor();
     await audit('sequences, bad definition');
@@ -79,7 +88,11 @@ describe.skipIf(!hasChromium())('sequences in the dashboard', () => {
     await heading('Onboarding').waitFor();
     const list = page.getByRole('list', { name: /^Steps/ });
     await list.getByText('Send “Welcome aboard”').waitFor();
-    await list.getByText('Wait for event “activated”, at most 1 d; when it arrives go to the next step, on timeout to the next step').waitFor();
+    await list
+      .getByText(
+        'Wait for event “activated”, at most 1 d; when it arrives go to the next step, on timeout to the next step',
+      )
+      .waitFor();
     await page.getByText('Event “signup”').waitFor();
     await page.getByText('No enrolments yet.').waitFor();
     await audit('sequence detail');
@@ -133,7 +146,9 @@ describe.skipIf(!hasChromium())('sequences in the dashboard', () => {
     await page.getByRole('link', { name: 'Back to Onboarding' }).click();
     await heading('Onboarding').waitFor();
     const enrolments = page.getByRole('region', { name: 'Enrolments' });
-    await enrolments.getByRole('row', { name: /grace@rcpt\.test.*waiting for “activated”/ }).waitFor({ timeout: 30_000 });
+    await enrolments
+      .getByRole('row', { name: /grace@rcpt\.test.*waiting for “activated”/ })
+      .waitFor({ timeout: 30_000 });
     await enrolments.getByRole('link', { name: 'grace@rcpt.test' }).click();
     await heading('Enrolment of grace@rcpt.test').waitFor();
     await page.getByText('Live from the running workflow').waitFor();
@@ -153,11 +168,14 @@ describe.skipIf(!hasChromium())('sequences in the dashboard', () => {
     await page.getByLabel('Steps (JSON)').fill(steps([{ type: 'exit' }, ...GOOD]));
     await page.getByRole('button', { name: 'Save changes' }).click();
     await page.getByRole('heading', { name: 'Steps (version 2)' }).waitFor();
-    await page.getByRole('list', { name: /^Steps/ }).getByText('Exit', { exact: true }).waitFor();
+    await page
+      .getByRole('list', { name: /^Steps/ })
+      .getByText('Exit', { exact: true })
+      .waitFor();
     await audit('sequence paused, edited');
   });
 
-  it('lists events and event names (a session reads them; only its own account\'s)', async () => {
+  it("lists events and event names (a session reads them; only its own account's)", async () => {
     await go('Events', 'Events');
     const names = page.getByRole('region', { name: 'Event names' });
     await names.getByRole('row', { name: /signup\s+2\b.*Onboarding/ }).waitFor();
@@ -172,25 +190,39 @@ describe.skipIf(!hasChromium())('sequences in the dashboard', () => {
     await page.getByRole('button', { name: 'Filter' }).click();
     await page.getByText('No events matching the filter.').waitFor();
 
-    const other = (await env.stack.api('POST', '/api/auth/signup', { body: { email: 'other@example.com', password: 'other password' } })).body;
+    const other = (
+      await env.stack.api('POST', '/api/auth/signup', {
+        body: { email: 'other@example.com', password: 'other password' },
+      })
+    ).body;
     const theirs = await env.stack.api('GET', '/v1/events', { token: other.token });
     expect(theirs).toMatchObject({ status: 200, body: { events: [] } });
     expect((await env.stack.api('GET', '/v1/events/names', { token: other.token })).body).toEqual({ events: [] });
     // Recording an event still takes an API key.
-    expect((await env.stack.api('POST', '/v1/events', { token: env.session, body: { name: 'x', email: 'ada@rcpt.test' } })).status).toBe(403);
+    expect(
+      (await env.stack.api('POST', '/v1/events', { token: env.session, body: { name: 'x', email: 'ada@rcpt.test' } }))
+        .status,
+    ).toBe(403);
   });
 
   it('works on a phone', async () => {
     await page.setViewportSize({ width: 360, height: 740 });
-    for (const [link, title] of [['Sequences', 'Sequences'], ['Events', 'Events']] as const) {
+    for (const [link, title] of [
+      ['Sequences', 'Sequences'],
+      ['Events', 'Events'],
+    ] as const) {
       await go(link, title);
-      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+      const overflow = await page.evaluate(
+        () => document.documentElement.scrollWidth - document.documentElement.clientWidth,
+      );
       expect(overflow, `${title} scrolls sideways on a phone`).toBeLessThanOrEqual(0);
     }
     await go('Sequences', 'Sequences');
     await page.getByRole('link', { name: 'Onboarding' }).click();
     await heading('Onboarding').waitFor();
-    expect(await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth)).toBeLessThanOrEqual(0);
+    expect(
+      await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth),
+    ).toBeLessThanOrEqual(0);
     await audit('sequence on a phone');
     expect(await page.evaluate(() => localStorage.length)).toBe(0);
     expect(pageErrors, 'uncaught errors in the page').toEqual([]);

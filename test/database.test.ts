@@ -24,7 +24,9 @@ describe('database', () => {
   it('PostgreSQL: migrations apply once, concurrently started processes agree, data survives reopening', async () => {
     const pg = await createTestDatabase();
     try {
-      const opened = await Promise.all([0, 1, 2].map(() => openDatabase({ databaseUrl: pg.url, dataDir: '/nonexistent' })));
+      const opened = await Promise.all(
+        [0, 1, 2].map(() => openDatabase({ databaseUrl: pg.url, dataDir: '/nonexistent' })),
+      );
       await opened[0]!.db.insert(schema.users).values(user('usr_pg'));
       await Promise.all(opened.map((d) => d.close()));
       const again = await openDatabase({ databaseUrl: pg.url, dataDir: '/nonexistent' });

@@ -26,25 +26,48 @@ beforeAll(async () => {
   const port = await freePort();
   sinks.ok = await startFaultSink({ host: MX.ok, port });
   sinks.stall = await startFaultSink({ host: MX.stall, port, stallFirstDataMs: 90_000 });
-  sinks.temp = await startFaultSink({ host: MX.temp, port, onRcpt: (_a, n) => (n === 1 ? { code: 451, message: '4.7.1 Try again later' } : undefined) });
-  sinks.perm = await startFaultSink({ host: MX.perm, port, onRcpt: (a) => (a.startsWith('nobody') ? { code: 550, message: '5.1.1 No such user' } : undefined) });
+  sinks.temp = await startFaultSink({
+    host: MX.temp,
+    port,
+    onRcpt: (_a, n) => (n === 1 ? { code: 451, message: '4.7.1 Try again later' } : undefined),
+  });
+  sinks.perm = await startFaultSink({
+    host: MX.perm,
+    port,
+    onRcpt: (a) => (a.startsWith('nobody') ? { code: 550, message: '5.1.1 No such user' } : undefined),
+  });
   dns = await startTestDns();
   for (const [name, ip] of Object.entries(MX)) {
     dns.zone.set(`${name}.test`, 'MX', [{ value: `mx.${name}.test`, priority: 10 }]);
     dns.zone.set(`mx.${name}.test`, 'A', [{ value: ip }]);
   }
   const env = {
-    OUTBOUND_MODE: 'mx', MX_PORT: String(port), DNS_SERVERS: dns.server.address, SERVICE_DOMAIN: SERVICE, OUTBOUND_RETRY_SCHEDULE: '500,500,500',
-    ATTACHMENT_FETCH_ALLOW_PRIVATE: '1', ALLOW_PRIVATE_NETWORKS: '1',
+    OUTBOUND_MODE: 'mx',
+    MX_PORT: String(port),
+    DNS_SERVERS: dns.server.address,
+    SERVICE_DOMAIN: SERVICE,
+    OUTBOUND_RETRY_SCHEDULE: '500,500,500',
+    ATTACHMENT_FETCH_ALLOW_PRIVATE: '1',
+    ALLOW_PRIVATE_NETWORKS: '1',
   };
   stack = await startStack(env, ['api', 'smtp']);
   const c = stack.config;
   workerEnv = {
-    ...env, DATABASE_URL: c.databaseUrl!, TEMPORAL_ADDRESS: stack.service.temporalAddress, TEMPORAL_TASK_QUEUE: c.temporal.taskQueue,
-    SECRET_KEY: c.secretKey, DATA_DIR: c.dataDir, NODE_ENV: 'test',
+    ...env,
+    DATABASE_URL: c.databaseUrl!,
+    TEMPORAL_ADDRESS: stack.service.temporalAddress,
+    TEMPORAL_TASK_QUEUE: c.temporal.taskQueue,
+    SECRET_KEY: c.secretKey,
+    DATA_DIR: c.dataDir,
+    NODE_ENV: 'test',
   };
-  const s = (await stack.api('POST', '/api/auth/signup', { body: { email: 'faults@example.com', password: 'faults password' } })).body;
-  await stack.service.core.db.update(schema.users).set({ emailVerified: true, plan: 'unlimited' }).where(eq(schema.users.id, s.user.id));
+  const s = (
+    await stack.api('POST', '/api/auth/signup', { body: { email: 'faults@example.com', password: 'faults password' } })
+  ).body;
+  await stack.service.core.db
+    .update(schema.users)
+    .set({ emailVerified: true, plan: 'unlimited' })
+    .where(eq(schema.users.id, s.user.id));
   await stack.api('POST', '/api/domains/subdomain', { token: s.token, body: { subdomain: 'acme' } });
   key = (await stack.api('GET', '/api/keys', { token: s.token })).body.key;
 }, 180_000);
@@ -58,7 +81,16 @@ afterAll(async () => {
 async function sendAll(bodies: { to: string[] }[]): Promise<string[]> {
   const ids: string[] = [];
   for (let i = 0; i < bodies.length; i += 10) {
-    const res = await Promise.all(bodies.slice(i, i + 10).map((b, j) => stack.api('POST', '/v1/send', { token: key, body: { from: FROM, subject: `m${i + j}`, text: 'hello', ...b } })));
+    const res = await Promise.all(
+      bodies
+        .slice(i, i + 10)
+        .map((b, j) =>
+          stack.api('POST', '/v1/send', {
+            token: key,
+            body: { from: FROM, subject: `m${i + j}`, text: 'hello', ...b },
+          }),
+        ),
+    );
     for (const r of res) {
       expect(r.status).toBe(200);
       ids.push(r.body.id);
@@ -93,10 +125,14 @@ describe('outbound delivery under faults', () => {
       ];
       const ids2 = await sendAll(phase2);
       const all = [...ids1, ...ids2];
-      const rows = await eventually(async () => {
-        const r = await db.select().from(schema.messages).where(inArray(schema.messages.id, all));
-        return r.every((m) => m.status === 'sent') ? r : undefined;
-      }, 240_000, 500);
+      const rows = await eventually(
+        async () => {
+          const r = await db.select().from(schema.messages).where(inArray(schema.messages.id, all));
+          return r.every((m) => m.status === 'sent') ? r : undefined;
+        },
+        240_000,
+        500,
+      );
 
       // Copies: phase 1 at least one and at most two each (a transaction cut off by the kill); phase 2 exactly one.
       const rcpts1 = phase1.flatMap((b) => b.to);
@@ -121,15 +157,21 @@ describe('outbound delivery under faults', () => {
         expect(rec[`nobody${i}@perm.test`]).toMatchObject({ status: 'bounced', attempts: 1 });
       }
       const sup = await db.select().from(schema.suppressions);
-      expect(sup.map((s) => s.email).sort()).toEqual(Array.from({ length: 5 }, (_, i) => `nobody${i}@perm.test`).sort());
+      expect(sup.map((s) => s.email).sort()).toEqual(
+        Array.from({ length: 5 }, (_, i) => `nobody${i}@perm.test`).sort(),
+      );
       // The stalled transaction timed out (deferred) and its retry delivered it; the trail shows both.
-      const stalledRow = rows.find((r) => r.trail?.some((t) => t.status === 'deferred' && r.toAddrs[0]!.includes('stall.test')));
+      const stalledRow = rows.find((r) =>
+        r.trail?.some((t) => t.status === 'deferred' && r.toAddrs[0]!.includes('stall.test')),
+      );
       expect(stalledRow?.trail?.map((t) => t.status)).toEqual(['deferred', 'sent']);
       // GET /api/messages/:id shows the recipients, the SMTP trail and the runs.
       const detail = (await stack.api('GET', `/api/messages/${ids2[85]}`, { token: key })).body;
       expect(detail.message.recipients).toHaveLength(2);
       expect(detail.trail.map((t: any) => t.status)).toEqual(['sent', 'deferred', 'sent']);
-      expect(detail.runs.map((r: any) => r.workflowId)).toEqual(expect.arrayContaining([expect.stringMatching(/^outbound-/), `deferred-${ids2[85]}`]));
+      expect(detail.runs.map((r: any) => r.workflowId)).toEqual(
+        expect.arrayContaining([expect.stringMatching(/^outbound-/), `deferred-${ids2[85]}`]),
+      );
     } finally {
       await worker.kill();
     }

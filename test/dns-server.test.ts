@@ -28,14 +28,25 @@ const resolver = () => {
   r.setServers([server.address]);
   return r;
 };
-const query = (name: string, type: 'A' | 'MX' | 'TXT', id = 42): Packet =>
-  ({ type: 'query', id, flags: dnsPacket.RECURSION_DESIRED, questions: [{ name, type }] });
+const query = (name: string, type: 'A' | 'MX' | 'TXT', id = 42): Packet => ({
+  type: 'query',
+  id,
+  flags: dnsPacket.RECURSION_DESIRED,
+  questions: [{ name, type }],
+});
 
 function udpQuery(wire: Buffer): Promise<DecodedPacket> {
   return new Promise((resolve, reject) => {
     const socket = dgram.createSocket('udp4');
-    const timer = setTimeout(() => { socket.close(); reject(new Error('UDP query timed out')); }, 2_000);
-    socket.on('message', (msg) => { clearTimeout(timer); socket.close(); resolve(dnsPacket.decode(msg)); });
+    const timer = setTimeout(() => {
+      socket.close();
+      reject(new Error('UDP query timed out'));
+    }, 2_000);
+    socket.on('message', (msg) => {
+      clearTimeout(timer);
+      socket.close();
+      resolve(dnsPacket.decode(msg));
+    });
     socket.send(wire, server.port, server.host);
   });
 }
@@ -47,15 +58,23 @@ function tcpQuery(packet: Packet): Promise<DecodedPacket> {
     conn.on('data', (data) => {
       received = Buffer.concat([received, data]);
       const reply = dnsPacket.streamDecode(received);
-      if (reply) { conn.end(); resolve(reply as DecodedPacket); }
+      if (reply) {
+        conn.end();
+        resolve(reply as DecodedPacket);
+      }
     });
     conn.on('error', reject);
   });
 }
 
 describe('authoritative DNS server', () => {
-  beforeAll(async () => { server = await startDnsServer({ port: 0, lookup: zone.lookup }); });
-  afterAll(async () => { await server?.close(); await server?.close(); }); // close() is idempotent.
+  beforeAll(async () => {
+    server = await startDnsServer({ port: 0, lookup: zone.lookup });
+  });
+  afterAll(async () => {
+    await server?.close();
+    await server?.close();
+  }); // close() is idempotent.
 
   it('listens on loopback with one port for UDP and TCP', () => {
     expect(server.host).toBe('127.0.0.1');
@@ -64,13 +83,16 @@ describe('authoritative DNS server', () => {
   });
 
   it('fails to start on a fixed port that is taken', async () => {
-    await expect(startDnsServer({ port: server.port, lookup: zone.lookup })).rejects.toMatchObject({ code: 'EADDRINUSE' });
+    await expect(startDnsServer({ port: server.port, lookup: zone.lookup })).rejects.toMatchObject({
+      code: 'EADDRINUSE',
+    });
   });
 
   it('answers MX with priorities', async () => {
     const mx = await resolver().resolveMx('example.test');
     expect(mx.sort((a, b) => a.priority - b.priority)).toEqual([
-      { exchange: 'mx1.example.test', priority: 10 }, { exchange: 'mx2.example.test', priority: 20 },
+      { exchange: 'mx1.example.test', priority: 10 },
+      { exchange: 'mx2.example.test', priority: 20 },
     ]);
   });
 
@@ -120,14 +142,21 @@ describe('authoritative DNS server', () => {
   });
 
   it('sets TC on a UDP reply too big for a client without EDNS', async () => {
-    zone.set('big.example.test', 'TXT', Array.from({ length: 4 }, () => ({ value: DKIM })));
+    zone.set(
+      'big.example.test',
+      'TXT',
+      Array.from({ length: 4 }, () => ({ value: DKIM })),
+    );
     const reply = await udpQuery(dnsPacket.encode(query('big.example.test', 'TXT')));
     expect(reply).toMatchObject({ flag_tc: true, answers: [] });
     expect(await resolver().resolveTxt('big.example.test')).toHaveLength(4); // c-ares retries over TCP.
   });
 
   it('refuses names it is not authoritative for', async () => {
-    const other = await startDnsServer({ port: 0, lookup: async () => ({ records: [], authoritative: false, nameExists: false }) });
+    const other = await startDnsServer({
+      port: 0,
+      lookup: async () => ({ records: [], authoritative: false, nameExists: false }),
+    });
     try {
       const r = new Resolver({ timeout: 2_000, tries: 1 });
       r.setServers([other.address]);

@@ -2,7 +2,12 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import {
-  API_DOC, committedReference, endpointIndex, ROOT, servedReference, withEndpointIndex,
+  API_DOC,
+  committedReference,
+  endpointIndex,
+  ROOT,
+  servedReference,
+  withEndpointIndex,
 } from '../scripts/export-api-docs.js';
 
 /**
@@ -27,26 +32,38 @@ function markdownFiles(): string[] {
 /** The text outside fenced code blocks (a `# comment` in a shell block is not a heading, a link there is not one). */
 function prose(text: string): string {
   let fenced = false;
-  return text.split('\n').filter((line) => {
-    if (line.trimStart().startsWith('```')) fenced = !fenced;
-    return !fenced && !line.trimStart().startsWith('```');
-  }).join('\n');
+  return text
+    .split('\n')
+    .filter((line) => {
+      if (line.trimStart().startsWith('```')) fenced = !fenced;
+      return !fenced && !line.trimStart().startsWith('```');
+    })
+    .join('\n');
 }
 
 /** GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens. */
-const slug = (heading: string) => heading.trim().toLowerCase().replace(/[^\p{L}\p{N}\s_-]/gu, '').replace(/\s/g, '-');
+const slug = (heading: string) =>
+  heading
+    .trim()
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N}\s_-]/gu, '')
+    .replace(/\s/g, '-');
 
 function anchorsOf(file: string): Set<string> {
-  const headings = prose(readFileSync(file, 'utf8')).split('\n').filter((l) => /^#{1,6} /.test(l));
+  const headings = prose(readFileSync(file, 'utf8'))
+    .split('\n')
+    .filter((l) => /^#{1,6} /.test(l));
   return new Set(headings.map((h) => slug(h.replace(/^#+ /, '').replaceAll('`', ''))));
 }
 
 /** Every Markdown link target `[text](target)` outside code, with its line. */
 function links(text: string): { target: string; line: number }[] {
   const found: { target: string; line: number }[] = [];
-  prose(text).split('\n').forEach((line, i) => {
-    for (const m of line.matchAll(/\]\(([^()\s]+)\)/g)) found.push({ target: m[1]!, line: i + 1 });
-  });
+  prose(text)
+    .split('\n')
+    .forEach((line, i) => {
+      for (const m of line.matchAll(/\]\(([^()\s]+)\)/g)) found.push({ target: m[1]!, line: i + 1 });
+    });
   return found;
 }
 
@@ -98,10 +115,12 @@ describe('README.md and docs/ stand on their own', () => {
   it('nothing points at ../shared or names the specification files outside the repository', () => {
     const outside: string[] = [];
     for (const file of files) {
-      readFileSync(join(ROOT, file), 'utf8').split('\n').forEach((line, i) => {
-        const outsideTheRepo = line.includes('../shared') || /\b(?:SPEC|DESIGN)\.md\b/.test(line);
-        if (outsideTheRepo) outside.push(`${file}:${i + 1}: ${line.trim()}`);
-      });
+      readFileSync(join(ROOT, file), 'utf8')
+        .split('\n')
+        .forEach((line, i) => {
+          const outsideTheRepo = line.includes('../shared') || /\b(?:SPEC|DESIGN)\.md\b/.test(line);
+          if (outsideTheRepo) outside.push(`${file}:${i + 1}: ${line.trim()}`);
+        });
     }
     expect(outside).toEqual([]);
   });

@@ -14,10 +14,15 @@ let token: string;
 beforeAll(async () => {
   dns = await startTestDns();
   stack = await startStack({
-    DNS_SERVERS: dns.server.address, SERVICE_DOMAIN: SERVICE,
-    DOMAIN_VERIFY_INITIAL_MS: '300', DOMAIN_VERIFY_MAX_MS: '1000', DOMAIN_VERIFY_DEADLINE_MS: '6000',
+    DNS_SERVERS: dns.server.address,
+    SERVICE_DOMAIN: SERVICE,
+    DOMAIN_VERIFY_INITIAL_MS: '300',
+    DOMAIN_VERIFY_MAX_MS: '1000',
+    DOMAIN_VERIFY_DEADLINE_MS: '6000',
   });
-  token = (await stack.api('POST', '/api/auth/signup', { body: { email: 'owner@example.com', password: 'domain owner pw' } })).body.token;
+  token = (
+    await stack.api('POST', '/api/auth/signup', { body: { email: 'owner@example.com', password: 'domain owner pw' } })
+  ).body.token;
 });
 afterAll(async () => {
   await stack?.stop();
@@ -26,14 +31,18 @@ afterAll(async () => {
 
 const add = (domain: string, t = token) => stack.api('POST', '/api/domains', { token: t, body: { domain } });
 const get = (id: string, t = token) => stack.api('GET', `/api/domains/${id}`, { token: t });
-const record = (dnsList: { type: string; name: string }[], type: string, name: string) => dnsList.find((r) => r.type === type && r.name === name) as any;
+const record = (dnsList: { type: string; name: string }[], type: string, name: string) =>
+  dnsList.find((r) => r.type === type && r.name === name) as any;
 
 /** Publishes in the test DNS what the service asked for (all of it, or the chosen kinds). */
 function publish(domain: string, dnsList: any[], kinds: ('mx' | 'spf' | 'dkim' | 'dmarc')[]) {
   for (const kind of kinds) {
     if (kind === 'mx') publishOwnMx(dns.zone, domain, dnsList);
     if (kind === 'spf') dns.zone.set(domain, 'TXT', [{ value: record(dnsList, 'TXT', domain).value }]);
-    if (kind === 'dkim') dns.zone.set(`svc1._domainkey.${domain}`, 'TXT', [{ value: record(dnsList, 'TXT', `svc1._domainkey.${domain}`).value }]);
+    if (kind === 'dkim')
+      dns.zone.set(`svc1._domainkey.${domain}`, 'TXT', [
+        { value: record(dnsList, 'TXT', `svc1._domainkey.${domain}`).value },
+      ]);
     if (kind === 'dmarc') dns.zone.set(`_dmarc.${domain}`, 'TXT', [{ value: 'v=DMARC1; p=none' }]);
   }
 }
@@ -43,11 +52,20 @@ describe('adding a domain', () => {
     const res = await add('  Shop.Example.COM. ');
     expect(res.status).toBe(201);
     const { domain, dns: records } = res.body;
-    expect(domain).toMatchObject({ domain: 'shop.example.com', status: 'pending', mx_verified: 0, provider: 'svc', email_provider_id: null });
+    expect(domain).toMatchObject({
+      domain: 'shop.example.com',
+      status: 'pending',
+      mx_verified: 0,
+      provider: 'svc',
+      email_provider_id: null,
+    });
     expect(domain.id).toMatch(/^dom_/);
     expect(JSON.stringify(domain)).not.toMatch(/PRIVATE|dkim_private/i);
     // The row's own MX host: only this account's row is verified by it.
-    expect(record(records, 'MX', 'shop.example.com')).toMatchObject({ value: expect.stringMatching(/^[0-9a-f]{20}\.mx\.mx\.svc\.test$/), priority: 10 });
+    expect(record(records, 'MX', 'shop.example.com')).toMatchObject({
+      value: expect.stringMatching(/^[0-9a-f]{20}\.mx\.mx\.svc\.test$/),
+      priority: 10,
+    });
     expect(records.some((r: any) => r.name.startsWith('_svc-verify.'))).toBe(false);
     expect(record(records, 'TXT', 'shop.example.com').value).toBe(`v=spf1 include:${SERVICE} ~all`);
     expect(record(records, 'TXT', '_dmarc.shop.example.com').value).toMatch(/^v=DMARC1;/);
@@ -60,8 +78,13 @@ describe('adding a domain', () => {
   });
 
   it.each([
-    ['192.168.1.10', 'invalid_domain'], ['[::1]', 'invalid_domain'], ['localhost', 'invalid_domain'], ['exa mple.com', 'invalid_domain'],
-    ['-bad-.com', 'invalid_domain'], [`x.${SERVICE}`, 'reserved_domain'], [SERVICE, 'reserved_domain'],
+    ['192.168.1.10', 'invalid_domain'],
+    ['[::1]', 'invalid_domain'],
+    ['localhost', 'invalid_domain'],
+    ['exa mple.com', 'invalid_domain'],
+    ['-bad-.com', 'invalid_domain'],
+    [`x.${SERVICE}`, 'reserved_domain'],
+    [SERVICE, 'reserved_domain'],
   ])('rejects %s with %s', async (name, code) => {
     const res = await add(name);
     expect(res.status).toBe(400);
@@ -70,7 +93,9 @@ describe('adding a domain', () => {
 
   it('refuses a duplicate on the account, and a domain another account holds verified', async () => {
     expect((await add('shop.example.com')).body.code).toBe('domain_exists');
-    const other = (await stack.api('POST', '/api/auth/signup', { body: { email: 'rival@example.com', password: 'rival password' } })).body.token;
+    const other = (
+      await stack.api('POST', '/api/auth/signup', { body: { email: 'rival@example.com', password: 'rival password' } })
+    ).body.token;
     const mine = await add('held.example.com');
     publish('held.example.com', mine.body.dns, ['mx']);
     await stack.api('POST', `/api/domains/${mine.body.domain.id}/verify`, { token });
@@ -79,7 +104,10 @@ describe('adding a domain', () => {
   });
 
   it('pins a free plan that passes email_provider_id to the platform default (SPEC.md), not refused', async () => {
-    const res = await stack.api('POST', '/api/domains', { token, body: { domain: 'pick.example.com', email_provider_id: 'someone-elses-provider' } });
+    const res = await stack.api('POST', '/api/domains', {
+      token,
+      body: { domain: 'pick.example.com', email_provider_id: 'someone-elses-provider' },
+    });
     expect(res.status).toBe(201);
     expect(res.body.domain).toMatchObject({ domain: 'pick.example.com', provider: 'svc', email_provider_id: null });
   });
@@ -90,7 +118,10 @@ describe('verification', () => {
     const res = await add('loop.example.com');
     const id = res.body.domain.id;
     publish('loop.example.com', res.body.dns, ['mx']);
-    const verified = await eventually(async () => { const d = (await get(id)).body.domain; return d.status === 'verified' ? d : undefined; });
+    const verified = await eventually(async () => {
+      const d = (await get(id)).body.domain;
+      return d.status === 'verified' ? d : undefined;
+    });
     expect(verified).toMatchObject({ mx_verified: 1, spf_verified: 0, dkim_verified: 0, dmarc_verified: 0 });
     expect((await stack.api('GET', '/v1/me', { token })).body.sendingDomains).not.toContain('loop.example.com');
 
@@ -110,7 +141,11 @@ describe('verification', () => {
 
   it('a domain whose records never appear stays pending, and its loop ends at the deadline', async () => {
     const res = await add('never.example.com');
-    const result = await (await temporalClient()).workflow.getHandle(verifyDomainWorkflowId(res.body.domain.id)).result();
+    const result = await (
+      await temporalClient()
+    ).workflow
+      .getHandle(verifyDomainWorkflowId(res.body.domain.id))
+      .result();
     expect(result).toMatchObject({ outcome: 'timed_out', status: 'pending' });
     expect((await get(res.body.domain.id)).body.domain.status).toBe('pending');
   });
@@ -120,16 +155,34 @@ describe('verification', () => {
     const id = res.body.domain.id;
     const first = await stack.api('POST', `/api/domains/${id}/verify`, { token });
     expect(first.status).toBe(200);
-    expect(first.body).toMatchObject({ status: 'pending', checks: { mx: false, spf: false, dkim: false, dmarc: false, ownership: false }, sending: { ok: false } });
+    expect(first.body).toMatchObject({
+      status: 'pending',
+      checks: { mx: false, spf: false, dkim: false, dmarc: false, ownership: false },
+      sending: { ok: false },
+    });
     expect(first.body.checkedAt).toBeGreaterThan(Date.now() - 10_000);
     publish('now.example.com', res.body.dns, ['dmarc']);
-    expect((await stack.api('POST', `/api/domains/${id}/verify`, { token })).body.checks).toEqual({ mx: false, spf: false, dkim: false, dmarc: true, ownership: false });
+    expect((await stack.api('POST', `/api/domains/${id}/verify`, { token })).body.checks).toEqual({
+      mx: false,
+      spf: false,
+      dkim: false,
+      dmarc: true,
+      ownership: false,
+    });
     publish('now.example.com', res.body.dns, ['spf', 'dkim']);
     const second = (await stack.api('POST', `/api/domains/${id}/verify`, { token })).body;
-    expect(second).toMatchObject({ status: 'pending', checks: { mx: false, spf: true, dkim: true, dmarc: true }, sending: { ok: true, enabled: true, dkimVerified: true, providerId: 'svc-mta' } });
+    expect(second).toMatchObject({
+      status: 'pending',
+      checks: { mx: false, spf: true, dkim: true, dmarc: true },
+      sending: { ok: true, enabled: true, dkimVerified: true, providerId: 'svc-mta' },
+    });
     publish('now.example.com', res.body.dns, ['mx']);
     const third = (await stack.api('POST', `/api/domains/${id}/verify`, { token })).body;
-    expect(third).toMatchObject({ status: 'verified', checks: { mx: true, spf: true, dkim: true, dmarc: true, ownership: true }, sending: { ok: true, alreadyEnabled: true } });
+    expect(third).toMatchObject({
+      status: 'verified',
+      checks: { mx: true, spf: true, dkim: true, dmarc: true, ownership: true },
+      sending: { ok: true, alreadyEnabled: true },
+    });
     dns.zone.set('now.example.com', 'TXT', [{ value: 'v=spf1 -all' }]);
     expect((await stack.api('POST', `/api/domains/${id}/verify`, { token })).body.checks.spf).toBe(false);
   });
@@ -141,7 +194,12 @@ describe('list, detail and delete', () => {
     const id = res.body.domain.id;
     const list = (await stack.api('GET', '/api/domains', { token })).body;
     const item = list.find((d: any) => d.id === id);
-    expect(item).toMatchObject({ webhookUrl: null, webhookAckMode: null, webhookStatus: null, dailyLimitReached: false });
+    expect(item).toMatchObject({
+      webhookUrl: null,
+      webhookAckMode: null,
+      webhookStatus: null,
+      dailyLimitReached: false,
+    });
     expect((await get(id)).body.dns.length).toBeGreaterThan(0);
     const del = await stack.api('DELETE', `/api/domains/${id}`, { token });
     expect(del.body).toEqual({ ok: true, cleanup: { deregistered: ['svc'], dnsDeleted: 0, warnings: [] } });
@@ -158,7 +216,13 @@ let client: Client | undefined;
 async function temporalClient() {
   if (!client) {
     const { connectTemporal } = await import('../temporal/client.js');
-    client = (await connectTemporal({ address: stack.service.temporalAddress, namespace: 'default', taskQueue: stack.config.temporal.taskQueue })).client;
+    client = (
+      await connectTemporal({
+        address: stack.service.temporalAddress,
+        namespace: 'default',
+        taskQueue: stack.config.temporal.taskQueue,
+      })
+    ).client;
   }
   return client;
 }

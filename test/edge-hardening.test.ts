@@ -37,7 +37,9 @@ describe('client keys', () => {
 
 describe('trace scrubbing', () => {
   it('takes addresses, credentials and link tokens out of any text a span carries', () => {
-    const text = scrubText('550 5.1.1 <bob.smith+x@mail.example.org> unknown; GET /unsubscribe/abcdefghij0123456789?x=1 /auth/verify?token=s3cret&a=b Bearer svc_key_AAAA svc_pw_abc-def');
+    const text = scrubText(
+      '550 5.1.1 <bob.smith+x@mail.example.org> unknown; GET /unsubscribe/abcdefghij0123456789?x=1 /auth/verify?token=s3cret&a=b Bearer svc_key_AAAA svc_pw_abc-def',
+    );
     expect(text).not.toMatch(/bob\.smith|abcdefghij0123456789|s3cret|AAAA|abc-def/);
     expect(text).toContain('[address]');
     expect(text).toContain('/unsubscribe/[token]');
@@ -75,10 +77,17 @@ describe('without TRUST_PROXY or OPERATOR_TOKEN', () => {
     const token = stack.service.core.unsubscribe.token(contact);
     const form = { 'content-type': 'application/x-www-form-urlencoded' };
     const pages: [string, string, Record<string, string>?, string?][] = [
-      ['GET', `/unsubscribe/${token}`], ['POST', `/unsubscribe/${token}`, form, 'List-Unsubscribe=One-Click'],
-      ['GET', '/unsubscribe/not-a-token'], ['POST', '/unsubscribe/not-a-token', form, ''],
-      ['GET', '/auth/verify?token=nope'], ['GET', '/auth/signin?token=nope'], ['GET', '/auth/reset?token=nope'],
-      ['GET', '/oauth/authorize'], ['GET', '/oauth/authorize?client_id=unknown'], ['GET', '/app'], ['GET', '/app/messages'],
+      ['GET', `/unsubscribe/${token}`],
+      ['POST', `/unsubscribe/${token}`, form, 'List-Unsubscribe=One-Click'],
+      ['GET', '/unsubscribe/not-a-token'],
+      ['POST', '/unsubscribe/not-a-token', form, ''],
+      ['GET', '/auth/verify?token=nope'],
+      ['GET', '/auth/signin?token=nope'],
+      ['GET', '/auth/reset?token=nope'],
+      ['GET', '/oauth/authorize'],
+      ['GET', '/oauth/authorize?client_id=unknown'],
+      ['GET', '/app'],
+      ['GET', '/app/messages'],
     ];
     let html = 0;
     for (const [method, path, headers, body] of pages) {
@@ -101,7 +110,10 @@ describe('with TRUST_PROXY and OPERATOR_TOKEN', () => {
     proxy = await startTcpProxy({ host: '127.0.0.1', port: Number(new URL(pg.url).port || 5432) });
     const url = new URL(pg.url);
     url.host = `127.0.0.1:${proxy.port}`;
-    stack = await startStack({ SIGNUP_LIMIT_PER_HOUR: '2', TRUST_PROXY: 'loopback', OPERATOR_TOKEN: TOKEN, DATABASE_URL: url.toString() }, ['api']);
+    stack = await startStack(
+      { SIGNUP_LIMIT_PER_HOUR: '2', TRUST_PROXY: 'loopback', OPERATOR_TOKEN: TOKEN, DATABASE_URL: url.toString() },
+      ['api'],
+    );
   }, 60_000);
   afterAll(async () => {
     proxy?.restore();
@@ -133,7 +145,9 @@ describe('with TRUST_PROXY and OPERATOR_TOKEN', () => {
     const refused = await fetch(`${stack.baseUrl}/metrics`);
     expect(refused.status).toBe(401);
     expect((await refused.json()).code).toBe('unauthorized');
-    expect((await fetch(`${stack.baseUrl}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } })).status).toBe(200);
+    expect((await fetch(`${stack.baseUrl}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } })).status).toBe(
+      200,
+    );
   });
 
   it('the public health check shows no raw error while the database is down; the operator sees it', async () => {

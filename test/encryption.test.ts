@@ -12,22 +12,34 @@ const sha256Hex = (b: Uint8Array) => createHash('sha256').update(b).digest('hex'
 const spkiPem = (k: KeyObject) => k.export({ type: 'spki', format: 'pem' }).toString();
 const pkcs8Der = (k: KeyObject) => k.export({ type: 'pkcs8', format: 'der' });
 // Headers, CRLFs and bytes that are not UTF-8: the round trip must be byte-exact.
-const RAW = Buffer.concat([Buffer.from('From: a@example.com\r\nTo: b@enc.example\r\nSubject: secret\r\n\r\nhello\r\n'), randomBytes(256)]);
+const RAW = Buffer.concat([
+  Buffer.from('From: a@example.com\r\nTo: b@enc.example\r\nSubject: secret\r\n\r\nhello\r\n'),
+  randomBytes(256),
+]);
 
 /** A self-signed X.509 certificate for an RSA key, built with pkijs. */
 async function selfSignedCert(key: { publicKey: KeyObject; privateKey: KeyObject }, notAfter: Date): Promise<string> {
   const cert = new pkijs.Certificate();
   cert.version = 2;
   cert.serialNumber = new asn1js.Integer({ value: Date.now() });
-  const cn = () => new pkijs.AttributeTypeAndValue({ type: '2.5.4.3', value: new asn1js.Utf8String({ value: 'enc test' }) });
+  const cn = () =>
+    new pkijs.AttributeTypeAndValue({ type: '2.5.4.3', value: new asn1js.Utf8String({ value: 'enc test' }) });
   cert.issuer.typesAndValues.push(cn());
   cert.subject.typesAndValues.push(cn());
   cert.notBefore.value = new Date(Date.now() - 3_600_000);
   cert.notAfter.value = notAfter;
   cert.subjectPublicKeyInfo = pkijs.PublicKeyInfo.fromBER(key.publicKey.export({ type: 'spki', format: 'der' }));
-  const signer = await webcrypto.subtle.importKey('pkcs8', pkcs8Der(key.privateKey), { name: 'RSASSA-PKCS1-v1_5', hash: 'SHA-256' }, false, ['sign']);
+  const signer = await webcrypto.subtle.importKey(
+    'pkcs8',
+    pkcs8Der(key.privateKey),
+    { name: 'RSASSA-PKCS1-v1_5', hash: 'SHA-256' },
+    false,
+    ['sign'],
+  );
   await cert.sign(signer, 'SHA-256');
-  const b64 = Buffer.from(cert.toSchema().toBER(false)).toString('base64').replace(/.{1,64}/g, '$&\n');
+  const b64 = Buffer.from(cert.toSchema().toBER(false))
+    .toString('base64')
+    .replace(/.{1,64}/g, '$&\n');
   return `-----BEGIN CERTIFICATE-----\n${b64}-----END CERTIFICATE-----\n`;
 }
 
@@ -39,12 +51,16 @@ async function openSmime(entity: Buffer, certPem: string, privateKey: KeyObject)
   const info = pkijs.ContentInfo.fromBER(Buffer.from(text.slice(split + 4), 'base64'));
   expect(info.contentType).toBe(pkijs.ContentInfo.ENVELOPED_DATA);
   const enveloped = new pkijs.EnvelopedData({ schema: info.content });
-  const recipientCertificate = pkijs.Certificate.fromBER(Buffer.from(certPem.replace(/-----[^-]+-----|\s/g, ''), 'base64'));
+  const recipientCertificate = pkijs.Certificate.fromBER(
+    Buffer.from(certPem.replace(/-----[^-]+-----|\s/g, ''), 'base64'),
+  );
   const plain = await enveloped.decrypt(0, { recipientCertificate, recipientPrivateKey: pkcs8Der(privateKey) });
   const ktri = enveloped.recipientInfos[0]!.value as pkijs.KeyTransRecipientInfo;
   return {
-    headers, plain: Buffer.from(plain),
-    keyAlg: ktri.keyEncryptionAlgorithm.algorithmId, contentAlg: enveloped.encryptedContentInfo.contentEncryptionAlgorithm.algorithmId,
+    headers,
+    plain: Buffer.from(plain),
+    keyAlg: ktri.keyEncryptionAlgorithm.algorithmId,
+    contentAlg: enveloped.encryptedContentInfo.contentEncryptionAlgorithm.algorithmId,
   };
 }
 
@@ -58,7 +74,10 @@ beforeAll(async () => {
 });
 
 async function rejection(text: string) {
-  const err = await parseEncryptionKey(text).then(() => undefined, (e: unknown) => e as { status: number; code: string; message: string });
+  const err = await parseEncryptionKey(text).then(
+    () => undefined,
+    (e: unknown) => e as { status: number; code: string; message: string },
+  );
   expect(err, 'should be rejected').toBeDefined();
   return err!;
 }
@@ -73,10 +92,20 @@ describe('parseEncryptionKey and encryptForStorage', () => {
     expect(envelope).toMatchObject({ v: 1, alg: 'RSA-OAEP-256', enc: 'A256GCM' });
     expect(Buffer.from(envelope.iv, 'base64')).toHaveLength(12);
     expect(sealed.includes(Buffer.from('secret'))).toBe(false);
-    expect(decryptRsaOaepEnvelope(sealed, rsa.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString()).equals(RAW)).toBe(true);
+    expect(
+      decryptRsaOaepEnvelope(sealed, rsa.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString()).equals(RAW),
+    ).toBe(true);
     // WebCrypto's RSA-OAEP/SHA-256 fixes MGF1-SHA-256 too: it unwraps the same 32-byte content key.
-    const unwrapKey = await webcrypto.subtle.importKey('pkcs8', pkcs8Der(rsa.privateKey), { name: 'RSA-OAEP', hash: 'SHA-256' }, false, ['decrypt']);
-    expect(Buffer.from(await webcrypto.subtle.decrypt({ name: 'RSA-OAEP' }, unwrapKey, Buffer.from(envelope.key, 'base64')))).toHaveLength(32);
+    const unwrapKey = await webcrypto.subtle.importKey(
+      'pkcs8',
+      pkcs8Der(rsa.privateKey),
+      { name: 'RSA-OAEP', hash: 'SHA-256' },
+      false,
+      ['decrypt'],
+    );
+    expect(
+      Buffer.from(await webcrypto.subtle.decrypt({ name: 'RSA-OAEP' }, unwrapKey, Buffer.from(envelope.key, 'base64'))),
+    ).toHaveLength(32);
   });
 
   it('PGP: fingerprint is the OpenPGP fingerprint; the armored message decrypts to the exact bytes', async () => {
@@ -88,7 +117,8 @@ describe('parseEncryptionKey and encryptForStorage', () => {
     expect(sealed.toString('utf8')).toMatch(/^-----BEGIN PGP MESSAGE-----/);
     const { data } = await openpgp.decrypt({
       message: await openpgp.readMessage({ armoredMessage: sealed.toString('utf8') }),
-      decryptionKeys: await openpgp.readPrivateKey({ armoredKey: pgp.privateKey }), format: 'binary',
+      decryptionKeys: await openpgp.readPrivateKey({ armoredKey: pgp.privateKey }),
+      format: 'binary',
     });
     expect(Buffer.from(data).equals(RAW)).toBe(true);
   });
@@ -133,25 +163,41 @@ describe('PUT/DELETE /api/domains/:id/encryption', () => {
   let token: string;
   let domainId: string;
   const path = () => `/api/domains/${domainId}/encryption`;
-  const rowOf = async (id: string) => (await stack.service.core.db.select().from(schema.domains).where(eq(schema.domains.id, id)))[0]!;
+  const rowOf = async (id: string) =>
+    (await stack.service.core.db.select().from(schema.domains).where(eq(schema.domains.id, id)))[0]!;
 
   beforeAll(async () => {
     stack = await startStack({ SERVICE_DOMAIN: 'enc.svc.test' });
-    token = (await stack.api('POST', '/api/auth/signup', { body: { email: 'enc@example.com', password: 'encryption pw' } })).body.token;
-    domainId = (await stack.api('POST', '/api/domains/subdomain', { token, body: { subdomain: 'enc' } })).body.domain.id;
+    token = (
+      await stack.api('POST', '/api/auth/signup', { body: { email: 'enc@example.com', password: 'encryption pw' } })
+    ).body.token;
+    domainId = (await stack.api('POST', '/api/domains/subdomain', { token, body: { subdomain: 'enc' } })).body.domain
+      .id;
   });
-  afterAll(async () => { await stack?.stop(); });
+  afterAll(async () => {
+    await stack?.stop();
+  });
 
   it('sets each kind of key on the row, and clears it', async () => {
-    for (const [publicKey, alg, format] of [[certPem, 'S/MIME', 'smime'], [pgp.publicKey, 'PGP', 'pgp'], [spkiPem(rsa.publicKey), 'RSA-OAEP-256', null]] as const) {
+    for (const [publicKey, alg, format] of [
+      [certPem, 'S/MIME', 'smime'],
+      [pgp.publicKey, 'PGP', 'pgp'],
+      [spkiPem(rsa.publicKey), 'RSA-OAEP-256', null],
+    ] as const) {
       const parsed = await parseEncryptionKey(publicKey);
       const res = await stack.api('PUT', path(), { token, body: { publicKey } });
       expect(res.status, JSON.stringify(res.body)).toBe(200);
       expect(res.body.domain).toMatchObject({
-        id: domainId, enc_key_alg: alg, enc_format: format, enc_fingerprint: parsed.fingerprint, enc_public_key: parsed.publicKey,
+        id: domainId,
+        enc_key_alg: alg,
+        enc_format: format,
+        enc_fingerprint: parsed.fingerprint,
+        enc_public_key: parsed.publicKey,
       });
     }
-    expect((await stack.api('GET', `/api/domains/${domainId}`, { token })).body.domain.enc_key_alg).toBe('RSA-OAEP-256');
+    expect((await stack.api('GET', `/api/domains/${domainId}`, { token })).body.domain.enc_key_alg).toBe(
+      'RSA-OAEP-256',
+    );
     expect((await stack.api('DELETE', path(), { token })).body).toEqual({ ok: true });
     const { domain } = (await stack.api('GET', `/api/domains/${domainId}`, { token })).body;
     expect(domain).toMatchObject({ enc_public_key: null, enc_key_alg: null, enc_fingerprint: null, enc_format: null });
@@ -167,23 +213,45 @@ describe('PUT/DELETE /api/domains/:id/encryption', () => {
   });
 
   it('is 404 for another account and for a key scoped to another domain', async () => {
-    const other = (await stack.api('POST', '/api/auth/signup', { body: { email: 'enc-other@example.com', password: 'other account pw' } })).body.token;
-    expect((await stack.api('PUT', path(), { token: other, body: { publicKey: spkiPem(rsa.publicKey) } })).status).toBe(404);
+    const other = (
+      await stack.api('POST', '/api/auth/signup', {
+        body: { email: 'enc-other@example.com', password: 'other account pw' },
+      })
+    ).body.token;
+    expect((await stack.api('PUT', path(), { token: other, body: { publicKey: spkiPem(rsa.publicKey) } })).status).toBe(
+      404,
+    );
     expect((await stack.api('DELETE', path(), { token: other })).status).toBe(404);
-    const second = (await stack.api('POST', '/api/domains/subdomain', { token, body: { subdomain: 'enc-two' } })).body.domain.id;
+    const second = (await stack.api('POST', '/api/domains/subdomain', { token, body: { subdomain: 'enc-two' } })).body
+      .domain.id;
     const { key } = (await stack.api('POST', '/api/keys/scoped', { token, body: { domainId: second } })).body;
-    expect((await stack.api('PUT', path(), { token: key, body: { publicKey: spkiPem(rsa.publicKey) } })).body.code).toBe('not_found');
-    expect((await stack.api('PUT', `/api/domains/${second}/encryption`, { token: key, body: { publicKey: pgp.publicKey } })).status).toBe(200);
+    expect(
+      (await stack.api('PUT', path(), { token: key, body: { publicKey: spkiPem(rsa.publicKey) } })).body.code,
+    ).toBe('not_found');
+    expect(
+      (await stack.api('PUT', `/api/domains/${second}/encryption`, { token: key, body: { publicKey: pgp.publicKey } }))
+        .status,
+    ).toBe(200);
     expect((await rowOf(domainId)).encPublicKey).toBeNull();
   });
 
   it('sealForDomain encrypts for a keyed domain and passes an unkeyed one through', async () => {
     const { encryption } = stack.service.core;
-    expect(await encryption.sealForDomain(await rowOf(domainId), RAW)).toEqual({ content: RAW, encrypted: false, encAlg: null });
+    expect(await encryption.sealForDomain(await rowOf(domainId), RAW)).toEqual({
+      content: RAW,
+      encrypted: false,
+      encAlg: null,
+    });
     await stack.api('PUT', path(), { token, body: { publicKey: spkiPem(rsa.publicKey) } });
     const sealed = await encryption.sealForDomain(await rowOf(domainId), RAW);
     expect(sealed).toMatchObject({ encrypted: true, encAlg: 'RSA-OAEP-256' });
-    expect(decryptRsaOaepEnvelope(sealed.content, rsa.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString()).equals(RAW)).toBe(true);
-    await expect(encryption.sealForDomain({ encPublicKey: 'x', encKeyAlg: null }, RAW)).rejects.toMatchObject({ code: 'encryption_misconfigured' });
+    expect(
+      decryptRsaOaepEnvelope(sealed.content, rsa.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString()).equals(
+        RAW,
+      ),
+    ).toBe(true);
+    await expect(encryption.sealForDomain({ encPublicKey: 'x', encKeyAlg: null }, RAW)).rejects.toMatchObject({
+      code: 'encryption_misconfigured',
+    });
   });
 });

@@ -26,8 +26,16 @@ export default async function setup(project: TestProject) {
   const browser = await findChromium();
   project.provide('chromium', browser.found ?? null);
   // Continue-as-new is suggested after 30 events, so the long-running loops reach it within a test (DESIGN.md, Testing strategy).
-  const server = await startDevServer({ port: await freePort(), namespace: 'default', dynamicConfig: ['limit.historyCount.suggestContinueAsNew=30'] });
-  const { code } = await bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, workflowInterceptorModules: [WORKFLOW_INTERCEPTORS], logger: quietLogger });
+  const server = await startDevServer({
+    port: await freePort(),
+    namespace: 'default',
+    dynamicConfig: ['limit.historyCount.suggestContinueAsNew=30'],
+  });
+  const { code } = await bundleWorkflowCode({
+    workflowsPath: WORKFLOWS_PATH,
+    workflowInterceptorModules: [WORKFLOW_INTERCEPTORS],
+    logger: quietLogger,
+  });
   const bundlePath = join(mkdtempSync(join(tmpdir(), 'svc-bundle-')), 'workflows.js');
   writeFileSync(bundlePath, code);
   project.provide('temporalAddress', server.address);

@@ -11,7 +11,9 @@ import { watchHealth } from './helpers/health-probe.js';
 let server: Server;
 /** Health requests the server has answered: the probe's progress, waited on instead of a fixed time. */
 let hits = 0;
-const answered = async (n: number) => { while (hits < n) await new Promise((r) => setImmediate(r)); };
+const answered = async (n: number) => {
+  while (hits < n) await new Promise((r) => setImmediate(r));
+};
 let base: string;
 beforeAll(async () => {
   server = createServer((req, res) => {
@@ -29,7 +31,9 @@ describe('the out-of-process health probe', () => {
     // Let a few probes answer, then block this process's loop as a super-linear regex would.
     await answered(hits + 3);
     const blockedUntil = performance.now() + 1500;
-    while (performance.now() < blockedUntil) { /* the service's loop is frozen */ }
+    while (performance.now() < blockedUntil) {
+      /* the service's loop is frozen */
+    }
     // The probe that waited through the stall, and two after it.
     await answered(hits + 3);
     const samples = await health.stop();

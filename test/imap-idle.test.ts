@@ -12,8 +12,13 @@ let domainId: string;
 
 beforeAll(async () => {
   stack = await startStack({ SERVICE_DOMAIN: 'idle.svc.test' }, ['api', 'imap']);
-  session = (await stack.api('POST', '/api/auth/signup', { body: { email: 'idle@example.com', password: 'idle owner password' } })).body.token;
-  domainId = (await stack.api('POST', '/api/domains/subdomain', { token: session, body: { subdomain: 'loop' } })).body.domain.id;
+  session = (
+    await stack.api('POST', '/api/auth/signup', {
+      body: { email: 'idle@example.com', password: 'idle owner password' },
+    })
+  ).body.token;
+  domainId = (await stack.api('POST', '/api/domains/subdomain', { token: session, body: { subdomain: 'loop' } })).body
+    .domain.id;
 });
 afterAll(async () => {
   await stack?.stop();

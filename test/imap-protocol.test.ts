@@ -19,10 +19,19 @@ const user = `wire@${DOMAIN}`;
 beforeAll(async () => {
   dns = await startTestDns();
   stack = await startStack({
-    SERVICE_DOMAIN: 'imapp.svc.test', DNS_SERVERS: dns.server.address, IMAP_COMMAND_TIMEOUT_MS: '1000', IMAP_MAX_LITERAL_BYTES: '100000', LOGIN_MAX_FAILURES: '3',
+    SERVICE_DOMAIN: 'imapp.svc.test',
+    DNS_SERVERS: dns.server.address,
+    IMAP_COMMAND_TIMEOUT_MS: '1000',
+    IMAP_MAX_LITERAL_BYTES: '100000',
+    LOGIN_MAX_FAILURES: '3',
   });
-  session = (await stack.api('POST', '/api/auth/signup', { body: { email: 'wire@example.com', password: 'wire owner password' } })).body.token;
-  const domainId = (await stack.api('POST', '/api/domains/subdomain', { token: session, body: { subdomain: 'wire' } })).body.domain.id;
+  session = (
+    await stack.api('POST', '/api/auth/signup', {
+      body: { email: 'wire@example.com', password: 'wire owner password' },
+    })
+  ).body.token;
+  const domainId = (await stack.api('POST', '/api/domains/subdomain', { token: session, body: { subdomain: 'wire' } }))
+    .body.domain.id;
   secret = (await mintPassword(stack, session, { domainId, address: 'wire', protocols: ['imap', 'api'] })).secret;
 });
 afterAll(async () => {
@@ -121,23 +130,37 @@ describe('IMAP bad input', () => {
 
   it('a legacy svc_imap_ credential logs in to any address of the account', async () => {
     const legacy = 'svc_imap_wire-legacy-0123456789abcdef';
-    const [owner] = await stack.service.core.db.select().from(schema.users).where(eq(schema.users.email, 'wire@example.com'));
+    const [owner] = await stack.service.core.db
+      .select()
+      .from(schema.users)
+      .where(eq(schema.users.email, 'wire@example.com'));
     await stack.service.core.db.insert(schema.appPasswords).values({
-      id: 'apw_wire_legacy_0000000000000', userId: owner!.id, domainId: null, label: 'legacy', address: '*', protocols: ['imap'],
-      keyPrefix: legacy.slice(0, 14), secretHash: credentialHash(legacy), legacy: true, createdAt: Date.now(),
+      id: 'apw_wire_legacy_0000000000000',
+      userId: owner!.id,
+      domainId: null,
+      label: 'legacy',
+      address: '*',
+      protocols: ['imap'],
+      keyPrefix: legacy.slice(0, 14),
+      secretHash: credentialHash(legacy),
+      legacy: true,
+      createdAt: Date.now(),
     });
     const c = await rawImap(port());
     expect(await c.cmd('i1', `LOGIN anybody@${DOMAIN} ${legacy}`)).toMatch(/^i1 OK/);
     expect(await c.cmd('i2', 'SELECT INBOX')).toMatch(/^i2 OK/);
     c.close();
     const other = await rawImap(port(), { localAddress: '127.0.0.6' });
-    expect(await other.cmd('i3', `LOGIN anybody@elsewhere.example ${legacy}`)).toMatch(/^i3 NO \[AUTHENTICATIONFAILED\]/);
+    expect(await other.cmd('i3', `LOGIN anybody@elsewhere.example ${legacy}`)).toMatch(
+      /^i3 NO \[AUTHENTICATIONFAILED\]/,
+    );
     other.close();
   });
 
   it('locks out an address after repeated failed logins', async () => {
     const c = await rawImap(port(), { localAddress: '127.0.0.4' });
-    for (let i = 0; i < 3; i++) expect(await c.cmd(`f${i}`, `LOGIN ${user} svc_pw_guess${i}`)).toMatch(/NO \[AUTHENTICATIONFAILED\]/);
+    for (let i = 0; i < 3; i++)
+      expect(await c.cmd(`f${i}`, `LOGIN ${user} svc_pw_guess${i}`)).toMatch(/NO \[AUTHENTICATIONFAILED\]/);
     expect(await c.cmd('f9', `LOGIN ${user} ${secret}`)).toMatch(/^f9 NO \[UNAVAILABLE\]/);
     const other = await loggedIn('127.0.0.5');
     other.close();
@@ -147,16 +170,43 @@ describe('IMAP bad input', () => {
 
 describe('IMAP message rendering', () => {
   it('renders BODYSTRUCTURE, part sections, header fields and partial fetches of a multipart message', async () => {
-    const t = nodemailer.createTransport({ host: '127.0.0.1', port: stack.service.smtpPort!, secure: false, ignoreTLS: true });
-    await t.sendMail({
-      from: 'Dana <dana@far.example>', to: user, cc: 'Eve <eve@far.example>', subject: 'Multi part', text: 'plain text body', html: '<p>html body</p>',
-      attachments: [{ filename: 'notes.txt', content: 'attached notes' }, { filename: 'inner.eml', contentType: 'message/rfc822', content: 'Subject: inner one\r\nFrom: x@y.example\r\n\r\ninner body\r\n' }],
+    const t = nodemailer.createTransport({
+      host: '127.0.0.1',
+      port: stack.service.smtpPort!,
+      secure: false,
+      ignoreTLS: true,
     });
-    const client = new ImapFlow({ host: '127.0.0.1', port: port(), secure: false, auth: { user, pass: secret }, logger: false, disableAutoIdle: true, tls: { rejectUnauthorized: false } });
+    await t.sendMail({
+      from: 'Dana <dana@far.example>',
+      to: user,
+      cc: 'Eve <eve@far.example>',
+      subject: 'Multi part',
+      text: 'plain text body',
+      html: '<p>html body</p>',
+      attachments: [
+        { filename: 'notes.txt', content: 'attached notes' },
+        {
+          filename: 'inner.eml',
+          contentType: 'message/rfc822',
+          content: 'Subject: inner one\r\nFrom: x@y.example\r\n\r\ninner body\r\n',
+        },
+      ],
+    });
+    const client = new ImapFlow({
+      host: '127.0.0.1',
+      port: port(),
+      secure: false,
+      auth: { user, pass: secret },
+      logger: false,
+      disableAutoIdle: true,
+      tls: { rejectUnauthorized: false },
+    });
     client.on('error', () => undefined);
     await client.connect();
     try {
-      await eventually(async () => (await client.status('INBOX', { messages: true }) || { messages: 0 }).messages! > 0);
+      await eventually(
+        async () => ((await client.status('INBOX', { messages: true })) || { messages: 0 }).messages! > 0,
+      );
       await client.mailboxOpen('INBOX');
       const fetched = await client.fetchOne('*', { bodyStructure: true, envelope: true, uid: true });
       if (!fetched) throw new Error('no message');
@@ -166,7 +216,11 @@ describe('IMAP message rendering', () => {
       expect(bs.type).toBe('multipart/mixed');
       const kinds = bs.childNodes!.map((n) => n.type);
       expect(kinds).toEqual(['multipart/alternative', 'text/plain', 'message/rfc822']);
-      expect(bs.childNodes![1]).toMatchObject({ part: '2', disposition: 'attachment', dispositionParameters: { filename: 'notes.txt' } });
+      expect(bs.childNodes![1]).toMatchObject({
+        part: '2',
+        disposition: 'attachment',
+        dispositionParameters: { filename: 'notes.txt' },
+      });
       expect(bs.childNodes![2]!.envelope?.subject).toBe('inner one');
       const read = async (part: string) => {
         const d = await client.download(String(msg.uid), part, { uid: true });
@@ -181,7 +235,10 @@ describe('IMAP message rendering', () => {
     }
     const c = await loggedIn();
     await c.cmd('g1', 'EXAMINE INBOX');
-    await c.cmd('g2', 'FETCH 1 (BODY.PEEK[HEADER.FIELDS (SUBJECT)] BODY.PEEK[1.1]<0.5> BODY.PEEK[3.HEADER] BODY.PEEK[2.MIME])');
+    await c.cmd(
+      'g2',
+      'FETCH 1 (BODY.PEEK[HEADER.FIELDS (SUBJECT)] BODY.PEEK[1.1]<0.5> BODY.PEEK[3.HEADER] BODY.PEEK[2.MIME])',
+    );
     expect(c.text).toContain('BODY[HEADER.FIELDS (SUBJECT)] {23}\r\nSubject: Multi part\r\n\r\n');
     expect(c.text).toContain('BODY[1.1]<0> {5}\r\nplain');
     expect(c.text).toMatch(/BODY\[3\.HEADER\] \{\d+\}\r\nSubject: inner one\r\n/);

@@ -19,10 +19,19 @@ const clients: ImapFlow[] = [];
 beforeAll(async () => {
   dns = await startTestDns();
   stack = await startStack({
-    SERVICE_DOMAIN: 'imap.svc.test', DNS_SERVERS: dns.server.address, IMAP_COMMAND_TIMEOUT_MS: '1000', IMAP_POLL_MS: '300', IMAP_MAX_LITERAL_BYTES: '100000',
+    SERVICE_DOMAIN: 'imap.svc.test',
+    DNS_SERVERS: dns.server.address,
+    IMAP_COMMAND_TIMEOUT_MS: '1000',
+    IMAP_POLL_MS: '300',
+    IMAP_MAX_LITERAL_BYTES: '100000',
   });
-  session = (await stack.api('POST', '/api/auth/signup', { body: { email: 'imap@example.com', password: 'imap owner password' } })).body.token;
-  domainId = (await stack.api('POST', '/api/domains/subdomain', { token: session, body: { subdomain: 'desk' } })).body.domain.id;
+  session = (
+    await stack.api('POST', '/api/auth/signup', {
+      body: { email: 'imap@example.com', password: 'imap owner password' },
+    })
+  ).body.token;
+  domainId = (await stack.api('POST', '/api/domains/subdomain', { token: session, body: { subdomain: 'desk' } })).body
+    .domain.id;
   mail = ingress(stack);
 });
 afterAll(async () => {
@@ -33,8 +42,13 @@ afterAll(async () => {
 
 async function imapClient(user: string, pass: string, opts: { secure?: boolean } = {}): Promise<ImapFlow> {
   const client = new ImapFlow({
-    host: '127.0.0.1', port: opts.secure ? stack.service.imapsPort! : stack.service.imapPort!, secure: Boolean(opts.secure), auth: { user, pass },
-    tls: { rejectUnauthorized: false }, logger: false, disableAutoIdle: true,
+    host: '127.0.0.1',
+    port: opts.secure ? stack.service.imapsPort! : stack.service.imapPort!,
+    secure: Boolean(opts.secure),
+    auth: { user, pass },
+    tls: { rejectUnauthorized: false },
+    logger: false,
+    disableAutoIdle: true,
   });
   client.on('error', () => undefined);
   await client.connect();
@@ -52,7 +66,11 @@ describe('IMAP with real clients', () => {
     const box = await client.mailboxOpen('INBOX');
     expect(box.exists).toBe(1);
     expect(Number(box.uidValidity)).toBeGreaterThan(0);
-    const msg = await client.fetchOne('*', { uid: true, flags: true, envelope: true, bodyStructure: true, source: true, size: true, internalDate: true }, {});
+    const msg = await client.fetchOne(
+      '*',
+      { uid: true, flags: true, envelope: true, bodyStructure: true, source: true, size: true, internalDate: true },
+      {},
+    );
     expect(msg).toBeTruthy();
     if (!msg) return;
     expect(msg.uid).toBe(listed.uid);
@@ -65,7 +83,10 @@ describe('IMAP with real clients', () => {
 
     await client.messageFlagsAdd({ uid: msg.uid }, ['\\Seen', '\\Flagged'], { uid: true });
     expect((await apiList(pw.secret)).body.messages[0].flags.split(' ').sort()).toEqual(['Flagged', 'Seen']);
-    await stack.api('POST', `/api/mailbox/messages/${msg.uid}/flags`, { token: pw.secret, body: { flags: 'Answered' } });
+    await stack.api('POST', `/api/mailbox/messages/${msg.uid}/flags`, {
+      token: pw.secret,
+      body: { flags: 'Answered' },
+    });
     const again = await client.fetchOne(String(msg.uid), { flags: true }, { uid: true });
     expect(again && [...again.flags!]).toEqual(['\\Answered']);
 
@@ -79,11 +100,35 @@ describe('IMAP with real clients', () => {
     const pw = await mintPassword(stack, session, { domainId, address: 'curl', protocols: ['imap', 'api'] });
     await mail({ to: `curl@${DOMAIN}`, subject: 'For curl' });
     const { uid } = await eventually(async () => (await apiList(pw.secret)).body.messages?.[0]);
-    const plain = await run('curl', ['-s', '--max-time', '10', '--user', `curl@${DOMAIN}:${pw.secret}`, `imap://127.0.0.1:${stack.service.imapPort}/INBOX;UID=${uid}`]);
+    const plain = await run('curl', [
+      '-s',
+      '--max-time',
+      '10',
+      '--user',
+      `curl@${DOMAIN}:${pw.secret}`,
+      `imap://127.0.0.1:${stack.service.imapPort}/INBOX;UID=${uid}`,
+    ]);
     expect(plain.stdout).toContain('Subject: For curl');
-    const tls = await run('curl', ['-s', '-k', '--max-time', '10', '--user', `curl@${DOMAIN}:${pw.secret}`, `imaps://127.0.0.1:${stack.service.imapsPort}/INBOX;UID=${uid}`]);
+    const tls = await run('curl', [
+      '-s',
+      '-k',
+      '--max-time',
+      '10',
+      '--user',
+      `curl@${DOMAIN}:${pw.secret}`,
+      `imaps://127.0.0.1:${stack.service.imapsPort}/INBOX;UID=${uid}`,
+    ]);
     expect(tls.stdout).toContain('Subject: For curl');
-    const starttls = await run('curl', ['-s', '-k', '--ssl-reqd', '--max-time', '10', '--user', `curl@${DOMAIN}:${pw.secret}`, `imap://127.0.0.1:${stack.service.imapPort}/INBOX;UID=${uid}`]);
+    const starttls = await run('curl', [
+      '-s',
+      '-k',
+      '--ssl-reqd',
+      '--max-time',
+      '10',
+      '--user',
+      `curl@${DOMAIN}:${pw.secret}`,
+      `imap://127.0.0.1:${stack.service.imapPort}/INBOX;UID=${uid}`,
+    ]);
     expect(starttls.stdout).toContain('Subject: For curl');
   });
 
@@ -140,7 +185,11 @@ describe('IMAP with real clients', () => {
     const draft = `From: writer@${DOMAIN}\r\nTo: bob@far.example\r\nSubject: a draft\r\n\r\nnot yet\r\n`;
     const appended = await client.append('Drafts', draft, ['\\Draft']);
     expect(appended && appended.uid).toBeGreaterThan(0);
-    await client.append('Sent', `From: writer@${DOMAIN}\r\nTo: bob@far.example\r\nSubject: sent by client\r\n\r\ndone\r\n`, ['\\Seen']);
+    await client.append(
+      'Sent',
+      `From: writer@${DOMAIN}\r\nTo: bob@far.example\r\nSubject: sent by client\r\n\r\ndone\r\n`,
+      ['\\Seen'],
+    );
     const sent = (await apiList(pw.secret, `?mailbox=Sent&address=writer@${DOMAIN}`)).body.messages;
     expect(sent.map((m: any) => m.subject)).toEqual(['sent by client']);
     await mail({ to: `writer@${DOMAIN}`, subject: 'alpha news', from: 'Carol <carol@far.example>' });

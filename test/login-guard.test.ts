@@ -36,7 +36,11 @@ describe('mailbox login guard across processes', () => {
     expect(await one.check('198.51.100.7', t0 + 1500)).toBe(2);
     await one.fail('198.51.100.7', t0 + 2000);
     for (const g of [one, two]) {
-      await expect(g.check('198.51.100.7', t0 + 3000)).rejects.toMatchObject({ status: 429, code: 'login_locked', details: { retryAfter: 59 } });
+      await expect(g.check('198.51.100.7', t0 + 3000)).rejects.toMatchObject({
+        status: 429,
+        code: 'login_locked',
+        details: { retryAfter: 59 },
+      });
     }
     // Another address is not touched; the lockout ends lockoutMs after the last failure.
     expect(await two.check('198.51.100.8', t0 + 3000)).toBe(0);
@@ -61,9 +65,12 @@ describe('mailbox login guard across processes', () => {
   it('attempts are counted before their secret is checked: of a concurrent burst, at most maxFailures go through', async () => {
     const guards = [createLoginGuard(a.db, opts), createLoginGuard(b.db, opts)];
     const t0 = Date.now();
-    const results = await Promise.allSettled(Array.from({ length: 40 }, (_, i) => guards[i % 2]!.begin('192.0.2.44', t0)));
+    const results = await Promise.allSettled(
+      Array.from({ length: 40 }, (_, i) => guards[i % 2]!.begin('192.0.2.44', t0)),
+    );
     expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(opts.maxFailures);
-    for (const r of results.filter((x) => x.status === 'rejected')) expect((r as PromiseRejectedResult).reason).toMatchObject({ status: 429, code: 'login_locked' });
+    for (const r of results.filter((x) => x.status === 'rejected'))
+      expect((r as PromiseRejectedResult).reason).toMatchObject({ status: 429, code: 'login_locked' });
     // Refused attempts do not push the lockout's end: it ends lockoutMs after the last attempt that was let through.
     await expect(guards[0]!.begin('192.0.2.44', t0 + 59_000)).rejects.toMatchObject({ details: { retryAfter: 1 } });
     await expect(guards[1]!.begin('192.0.2.44', t0 + 60_000)).resolves.toBeUndefined();

@@ -31,10 +31,18 @@ afterAll(async () => {
   await env?.stop();
 });
 
-const initialize = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'curl', version: '1' } } };
-const postMcp = (headers: Record<string, string> = {}) => fetch(`${publicUrl}/mcp`, {
-  method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers }, body: JSON.stringify(initialize),
-});
+const initialize = {
+  jsonrpc: '2.0',
+  id: 1,
+  method: 'initialize',
+  params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'curl', version: '1' } },
+};
+const postMcp = (headers: Record<string, string> = {}) =>
+  fetch(`${publicUrl}/mcp`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
+    body: JSON.stringify(initialize),
+  });
 
 describe.skipIf(!hasChromium())('authorization per the MCP specification, in a browser', () => {
   it('an MCP client that knows only /mcp registers itself, sends the person through consent in Chromium, and sends mail', async () => {
@@ -43,7 +51,9 @@ describe.skipIf(!hasChromium())('authorization per the MCP specification, in a b
     const provider = new MemoryOAuthProvider(redirect, 'Chromium MCP agent');
     const url = new URL('/mcp', publicUrl);
     const first = new Client({ name: 'agent', version: '1.0.0' });
-    await expect(first.connect(new StreamableHTTPClientTransport(url, { authProvider: provider }))).rejects.toThrow(UnauthorizedError);
+    await expect(first.connect(new StreamableHTTPClientTransport(url, { authProvider: provider }))).rejects.toThrow(
+      UnauthorizedError,
+    );
     // It registered by itself (RFC 7591) and asked for the `mcp` scope the metadata offers.
     expect(provider.clientInformation()?.client_id).toMatch(/^oac_/);
     const authorize = provider.authorizationUrl!;
@@ -73,10 +83,28 @@ describe.skipIf(!hasChromium())('authorization per the MCP specification, in a b
     await client.connect(transport);
     const { tools } = await client.listTools();
     const names = tools.map((t) => t.name);
-    expect(names).toEqual(expect.arrayContaining(['send', 'send_batch', 'messages_list', 'messages_get', 'domains_add', 'domains_get', 'broadcasts_create', 'broadcasts_send', 'events_record', 'contacts_list']));
+    expect(names).toEqual(
+      expect.arrayContaining([
+        'send',
+        'send_batch',
+        'messages_list',
+        'messages_get',
+        'domains_add',
+        'domains_get',
+        'broadcasts_create',
+        'broadcasts_send',
+        'events_record',
+        'contacts_list',
+      ]),
+    );
     // Account secrets are never tools (SPEC.md: the webhook secret is for server-side use only).
     expect(names.some((n) => /key|password|secret|grant/.test(n))).toBe(false);
-    const sent = await callTool(client, 'send', { from: FROM, to: 'mcp-oauth@rcpt.test', subject: 'Sent by an agent', text: 'Hello from MCP' });
+    const sent = await callTool(client, 'send', {
+      from: FROM,
+      to: 'mcp-oauth@rcpt.test',
+      subject: 'Sent by an agent',
+      text: 'Hello from MCP',
+    });
     expect(sent).toMatchObject({ isError: false, data: { status: 'queued' } });
     const got = await env.sink.waitFor((r) => r.to.includes('mcp-oauth@rcpt.test'));
     expect(got.raw.toString()).toContain('Subject: Sent by an agent');
@@ -85,7 +113,9 @@ describe.skipIf(!hasChromium())('authorization per the MCP specification, in a b
     await client.close();
 
     // Unlinking the agent in the account stops its token at once.
-    const grant = (await env.stack.api('GET', '/api/oauth/grants', { token: env.session })).body.find((g: any) => g.client_name === 'Chromium MCP agent');
+    const grant = (await env.stack.api('GET', '/api/oauth/grants', { token: env.session })).body.find(
+      (g: any) => g.client_name === 'Chromium MCP agent',
+    );
     expect((await env.stack.api('DELETE', `/api/oauth/grants/${grant.id}`, { token: env.session })).status).toBe(200);
     const revoked = await postMcp({ authorization: `Bearer ${provider.tokens()!.access_token}` });
     expect(revoked.status).toBe(401);

@@ -17,10 +17,7 @@ const EMAIL = 'browser-user@example.com';
 const PASSWORD = 'a browser password';
 
 beforeAll(async () => {
-  [stack, browser] = await Promise.all([
-    startOAuthStack(),
-    launchChromium(),
-  ]);
+  [stack, browser] = await Promise.all([startOAuthStack(), launchChromium()]);
   app = await startRedirectCatcher('/browser/cb');
   redirect = app.url;
   clientId = (await registerClient(stack, [redirect], 'Browser Linked App')).client_id;
@@ -45,7 +42,10 @@ async function openConsent(viewport = { width: 1024, height: 800 }) {
 /** The text body of the newest mail to `to` whose subject matches (read from the capture outbox). */
 async function mailedLink(to: string, subject: RegExp): Promise<string> {
   const mail = await waitForMail(stack, to, subject);
-  const [msg] = await stack.service.core.db.select().from(schema.messages).where(eq(schema.messages.id, mail.messageId));
+  const [msg] = await stack.service.core.db
+    .select()
+    .from(schema.messages)
+    .where(eq(schema.messages.id, mail.messageId));
   const link = /(http\S+\/oauth\/authorize\?\S+)/.exec(msg!.text ?? '')?.[1];
   if (!link) throw new Error(`no return link in:\n${msg!.text}`);
   return link;
@@ -58,7 +58,13 @@ async function approveAndLink(page: Page, returned: Promise<URL>, verifier: stri
   const back = await returned;
   expect(back.searchParams.get('state')).toBe(state);
   expect(back.searchParams.get('iss')).toBe(stack.config.publicUrl);
-  const tokens = await tokenRequest(stack, { grant_type: 'authorization_code', code: back.searchParams.get('code')!, redirect_uri: redirect, client_id: clientId, code_verifier: verifier });
+  const tokens = await tokenRequest(stack, {
+    grant_type: 'authorization_code',
+    code: back.searchParams.get('code')!,
+    redirect_uri: redirect,
+    client_id: clientId,
+    code_verifier: verifier,
+  });
   expect(tokens.status).toBe(200);
   const keys = await stack.api('GET', '/api/keys', { token: tokens.body.access_token });
   expect(keys.status).toBe(200);
@@ -99,9 +105,14 @@ describe.skipIf(!hasChromium())('linking in a real browser', () => {
     // address was proven stop working); the owner sets one again through the emailed reset link.
     await stack.api('POST', '/api/auth/password/forgot', { body: { email: EMAIL } });
     const reset = await waitForMail(stack, EMAIL, /Reset/);
-    const [msg] = await stack.service.core.db.select().from(schema.messages).where(eq(schema.messages.id, reset.messageId));
+    const [msg] = await stack.service.core.db
+      .select()
+      .from(schema.messages)
+      .where(eq(schema.messages.id, reset.messageId));
     const token = /reset\?token=([A-Za-z0-9_-]+)/.exec(msg!.text ?? '')![1]!;
-    expect((await stack.api('POST', '/api/auth/password/reset', { body: { token, password: PASSWORD } })).status).toBe(200);
+    expect((await stack.api('POST', '/api/auth/password/reset', { body: { token, password: PASSWORD } })).status).toBe(
+      200,
+    );
     const { context, page, verifier, state, returned } = await openConsent();
     const signin = page.getByRole('form', { name: 'Sign in' });
     await signin.getByLabel('Email').fill(EMAIL);
@@ -134,7 +145,12 @@ describe.skipIf(!hasChromium())('linking in a real browser', () => {
     }
     expect(order).toEqual(['signin-email', 'signin-password', 'Sign in', 'link-email']);
     // Every visible input has a label.
-    const unlabeled = await page.evaluate(() => [...document.querySelectorAll('input:not([type=hidden])')].filter((i) => (i as HTMLInputElement).labels?.length === 0).length);
+    const unlabeled = await page.evaluate(
+      () =>
+        [...document.querySelectorAll('input:not([type=hidden])')].filter(
+          (i) => (i as HTMLInputElement).labels?.length === 0,
+        ).length,
+    );
     expect(unlabeled).toBe(0);
     await context.close();
   });

@@ -3,7 +3,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { operations } from '../api/ops/index.js';
 import { schema } from '../db/index.js';
 import {
-  approveOverHttp, authorizeUrl, ConsentDriver, pkce, registerClient, startOAuthStack, tokenRequest, verifiedAccount,
+  approveOverHttp,
+  authorizeUrl,
+  ConsentDriver,
+  pkce,
+  registerClient,
+  startOAuthStack,
+  tokenRequest,
+  verifiedAccount,
 } from './helpers/oauth.js';
 import { eventually, type TestStack } from './helpers/stack.js';
 
@@ -14,18 +21,30 @@ beforeAll(async () => {
   stack = await startOAuthStack();
   account = await verifiedAccount(stack, 'linker@example.com');
 });
-afterAll(async () => { await stack?.stop(); });
+afterAll(async () => {
+  await stack?.stop();
+});
 
 /** A registered client, an approved code for it, and the verifier that goes with the code. */
 async function approvedCode(state = 'st-1') {
   const client = await registerClient(stack, [REDIRECT]);
   const { verifier, challenge } = pkce();
-  const back = await approveOverHttp(stack, authorizeUrl(stack, { clientId: client.client_id, redirectUri: REDIRECT, challenge, state }), account);
+  const back = await approveOverHttp(
+    stack,
+    authorizeUrl(stack, { clientId: client.client_id, redirectUri: REDIRECT, challenge, state }),
+    account,
+  );
   return { clientId: client.client_id, verifier, code: back.searchParams.get('code')!, back };
 }
-const exchange = (c: { clientId: string; verifier: string; code: string }, over: Record<string, string> = {}) => tokenRequest(stack, {
-  grant_type: 'authorization_code', code: c.code, redirect_uri: REDIRECT, client_id: c.clientId, code_verifier: c.verifier, ...over,
-});
+const exchange = (c: { clientId: string; verifier: string; code: string }, over: Record<string, string> = {}) =>
+  tokenRequest(stack, {
+    grant_type: 'authorization_code',
+    code: c.code,
+    redirect_uri: REDIRECT,
+    client_id: c.clientId,
+    code_verifier: c.verifier,
+    ...over,
+  });
 
 describe('discovery', () => {
   it('serves every SPEC.md field at the RFC 8414 path and the OpenID path', async () => {
@@ -35,25 +54,50 @@ describe('discovery', () => {
     expect(a.status).toBe(200);
     expect(b.body).toEqual(a.body);
     expect(a.body).toMatchObject({
-      issuer: base, authorization_endpoint: `${base}/oauth/authorize`, token_endpoint: `${base}/oauth/token`,
-      registration_endpoint: `${base}/oauth/register`, revocation_endpoint: `${base}/oauth/revoke`,
-      scopes_supported: ['account'], response_types_supported: ['code'], grant_types_supported: ['authorization_code', 'refresh_token'],
-      code_challenge_methods_supported: ['S256'], token_endpoint_auth_methods_supported: ['none'],
+      issuer: base,
+      authorization_endpoint: `${base}/oauth/authorize`,
+      token_endpoint: `${base}/oauth/token`,
+      registration_endpoint: `${base}/oauth/register`,
+      revocation_endpoint: `${base}/oauth/revoke`,
+      scopes_supported: ['account'],
+      response_types_supported: ['code'],
+      grant_types_supported: ['authorization_code', 'refresh_token'],
+      code_challenge_methods_supported: ['S256'],
+      token_endpoint_auth_methods_supported: ['none'],
     });
   });
 });
 
 describe('registration', () => {
   it('registers a public client and echoes its metadata, issued-at in Unix seconds', async () => {
-    const res = await stack.api('POST', '/oauth/register', { body: {
-      client_name: 'Echo App', redirect_uris: ['https://app.example.com/cb', 'http://localhost:8080/cb', 'http://127.0.0.7/cb', 'http://[::1]:3000/cb'],
-      grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'], token_endpoint_auth_method: 'none',
-    } });
+    const res = await stack.api('POST', '/oauth/register', {
+      body: {
+        client_name: 'Echo App',
+        redirect_uris: [
+          'https://app.example.com/cb',
+          'http://localhost:8080/cb',
+          'http://127.0.0.7/cb',
+          'http://[::1]:3000/cb',
+        ],
+        grant_types: ['authorization_code', 'refresh_token'],
+        response_types: ['code'],
+        token_endpoint_auth_method: 'none',
+      },
+    });
     expect(res.status).toBe(201);
     expect(res.body).toEqual({
-      client_id: expect.stringMatching(/^oac_/), client_id_issued_at: expect.any(Number), client_name: 'Echo App',
-      redirect_uris: ['https://app.example.com/cb', 'http://localhost:8080/cb', 'http://127.0.0.7/cb', 'http://[::1]:3000/cb'],
-      grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'], token_endpoint_auth_method: 'none',
+      client_id: expect.stringMatching(/^oac_/),
+      client_id_issued_at: expect.any(Number),
+      client_name: 'Echo App',
+      redirect_uris: [
+        'https://app.example.com/cb',
+        'http://localhost:8080/cb',
+        'http://127.0.0.7/cb',
+        'http://[::1]:3000/cb',
+      ],
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+      token_endpoint_auth_method: 'none',
     });
     expect(Math.abs(res.body.client_id_issued_at - Date.now() / 1000)).toBeLessThan(60);
   });
@@ -88,13 +132,24 @@ describe('the authorization request', () => {
   it('shows an unregistered or altered redirect URI on the page and never redirects to it', async () => {
     const client = await registerClient(stack, [REDIRECT]);
     const { challenge } = pkce();
-    for (const uri of ['http://127.0.0.1:9/other', `${REDIRECT}?x=1`, 'http://127.0.0.1:9/callback/', 'https://evil.example/callback']) {
-      const res = await fetch(authorizeUrl(stack, { clientId: client.client_id, redirectUri: uri, challenge, state: 's' }), { redirect: 'manual' });
+    for (const uri of [
+      'http://127.0.0.1:9/other',
+      `${REDIRECT}?x=1`,
+      'http://127.0.0.1:9/callback/',
+      'https://evil.example/callback',
+    ]) {
+      const res = await fetch(
+        authorizeUrl(stack, { clientId: client.client_id, redirectUri: uri, challenge, state: 's' }),
+        { redirect: 'manual' },
+      );
       expect(res.status, uri).toBe(400);
       expect(res.headers.get('location')).toBeNull();
       expect(await res.text()).toContain('does not match');
     }
-    const unknown = await fetch(authorizeUrl(stack, { clientId: 'oac_nope00000000000000000000', redirectUri: REDIRECT, challenge }), { redirect: 'manual' });
+    const unknown = await fetch(
+      authorizeUrl(stack, { clientId: 'oac_nope00000000000000000000', redirectUri: REDIRECT, challenge }),
+      { redirect: 'manual' },
+    );
     expect(unknown.status).toBe(400);
   });
 
@@ -104,18 +159,35 @@ describe('the authorization request', () => {
     ['no challenge method', { code_challenge_method: '' }],
   ])('redirects %s back as invalid_request with the state', async (_what, extra) => {
     const client = await registerClient(stack, [REDIRECT]);
-    const url = authorizeUrl(stack, { clientId: client.client_id, redirectUri: REDIRECT, challenge: pkce().challenge, state: 'keep-me', extra });
+    const url = authorizeUrl(stack, {
+      clientId: client.client_id,
+      redirectUri: REDIRECT,
+      challenge: pkce().challenge,
+      state: 'keep-me',
+      extra,
+    });
     const res = await fetch(url, { redirect: 'manual' });
     expect(res.status).toBe(303);
     const back = new URL(res.headers.get('location')!);
     expect(`${back.origin}${back.pathname}`).toBe(REDIRECT);
-    expect(Object.fromEntries(back.searchParams)).toMatchObject({ error: 'invalid_request', state: 'keep-me', iss: stack.config.publicUrl });
+    expect(Object.fromEntries(back.searchParams)).toMatchObject({
+      error: 'invalid_request',
+      state: 'keep-me',
+      iss: stack.config.publicUrl,
+    });
   });
 
   it('returns access_denied with the state when the user denies', async () => {
     const client = await registerClient(stack, [REDIRECT]);
     const d = new ConsentDriver(stack);
-    await d.open(authorizeUrl(stack, { clientId: client.client_id, redirectUri: REDIRECT, challenge: pkce().challenge, state: 'deny-state' }));
+    await d.open(
+      authorizeUrl(stack, {
+        clientId: client.client_id,
+        redirectUri: REDIRECT,
+        challenge: pkce().challenge,
+        state: 'deny-state',
+      }),
+    );
     await d.submit('login', account);
     expect(d.html).toContain('Approve');
     const res = await d.submit('deny');
@@ -133,7 +205,12 @@ describe('the authorization request', () => {
     const approve = d.form('approve').fields;
     const before = (await stack.service.core.db.select().from(schema.oauthCodes)).length;
     const { csrf: _drop, ...noToken } = approve;
-    for (const fields of [noToken, { ...approve, csrf: '0'.repeat(64) }, { ...approve, state: 'swapped' }, { ...approve, code_challenge: pkce().challenge }]) {
+    for (const fields of [
+      noToken,
+      { ...approve, csrf: '0'.repeat(64) },
+      { ...approve, state: 'swapped' },
+      { ...approve, code_challenge: pkce().challenge },
+    ]) {
       const res = await d.request('POST', '/oauth/authorize', fields);
       expect(res.status).toBe(403);
       expect(res.headers.get('location')).toBeNull();
@@ -155,7 +232,13 @@ describe('the token endpoint', () => {
     const t = await exchange(c);
     expect(t.status).toBe(200);
     expect(t.headers.get('cache-control')).toBe('no-store');
-    expect(t.body).toEqual({ access_token: expect.any(String), token_type: 'Bearer', expires_in: 900, refresh_token: expect.any(String), scope: 'account' });
+    expect(t.body).toEqual({
+      access_token: expect.any(String),
+      token_type: 'Bearer',
+      expires_in: 900,
+      refresh_token: expect.any(String),
+      scope: 'account',
+    });
     const keys = await stack.api('GET', '/api/keys', { token: t.body.access_token });
     expect(keys.status).toBe(200);
     expect(keys.body.key).toMatch(/^svc_live_/);
@@ -165,15 +248,31 @@ describe('the token endpoint', () => {
 
   it('accepts a JSON body too', async () => {
     const c = await approvedCode();
-    const res = await stack.api('POST', '/oauth/token', { body: { grant_type: 'authorization_code', code: c.code, redirect_uri: REDIRECT, client_id: c.clientId, code_verifier: c.verifier } });
+    const res = await stack.api('POST', '/oauth/token', {
+      body: {
+        grant_type: 'authorization_code',
+        code: c.code,
+        redirect_uri: REDIRECT,
+        client_id: c.clientId,
+        code_verifier: c.verifier,
+      },
+    });
     expect(res.status).toBe(200);
     expect(res.body.token_type).toBe('Bearer');
   });
 
   it('rejects a missing verifier (invalid_request) and a wrong one (invalid_grant)', async () => {
     const c = await approvedCode();
-    const missing = await tokenRequest(stack, { grant_type: 'authorization_code', code: c.code, redirect_uri: REDIRECT, client_id: c.clientId });
-    expect(missing).toMatchObject({ status: 400, body: { error: 'invalid_request', error_description: expect.stringContaining('code_verifier') } });
+    const missing = await tokenRequest(stack, {
+      grant_type: 'authorization_code',
+      code: c.code,
+      redirect_uri: REDIRECT,
+      client_id: c.clientId,
+    });
+    expect(missing).toMatchObject({
+      status: 400,
+      body: { error: 'invalid_request', error_description: expect.stringContaining('code_verifier') },
+    });
     const wrong = await exchange(c, { code_verifier: pkce().verifier });
     expect(wrong).toMatchObject({ status: 400, body: { error: 'invalid_grant' } });
     // A wrong guess burns the code: the right verifier no longer helps.
@@ -194,27 +293,40 @@ describe('the token endpoint', () => {
     expect((await stack.api('GET', '/api/keys', { token: first.body.access_token })).status).toBe(200);
     const replay = await exchange(c);
     expect(replay).toMatchObject({ status: 400, body: { error: 'invalid_grant' } });
-    expect((await stack.api('GET', '/api/keys', { token: first.body.access_token })).body).toMatchObject({ code: 'token_revoked' });
-    expect((await tokenRequest(stack, { grant_type: 'refresh_token', refresh_token: first.body.refresh_token })).body.error).toBe('invalid_grant');
+    expect((await stack.api('GET', '/api/keys', { token: first.body.access_token })).body).toMatchObject({
+      code: 'token_revoked',
+    });
+    expect(
+      (await tokenRequest(stack, { grant_type: 'refresh_token', refresh_token: first.body.refresh_token })).body.error,
+    ).toBe('invalid_grant');
   });
 
   it('rotates refresh tokens; a reused one revokes the whole family', async () => {
     const c = await approvedCode();
     const t1 = (await exchange(c)).body;
-    const t2 = await tokenRequest(stack, { grant_type: 'refresh_token', refresh_token: t1.refresh_token, client_id: c.clientId });
+    const t2 = await tokenRequest(stack, {
+      grant_type: 'refresh_token',
+      refresh_token: t1.refresh_token,
+      client_id: c.clientId,
+    });
     expect(t2.status).toBe(200);
     expect(t2.body.refresh_token).not.toBe(t1.refresh_token);
     expect((await stack.api('GET', '/api/keys', { token: t2.body.access_token })).status).toBe(200);
     const reuse = await tokenRequest(stack, { grant_type: 'refresh_token', refresh_token: t1.refresh_token });
     expect(reuse).toMatchObject({ status: 400, body: { error: 'invalid_grant' } });
     expect((await stack.api('GET', '/api/keys', { token: t2.body.access_token })).status).toBe(401);
-    expect((await tokenRequest(stack, { grant_type: 'refresh_token', refresh_token: t2.body.refresh_token })).body.error).toBe('invalid_grant');
+    expect(
+      (await tokenRequest(stack, { grant_type: 'refresh_token', refresh_token: t2.body.refresh_token })).body.error,
+    ).toBe('invalid_grant');
   });
 
   it('stores codes and refresh tokens hashed, never in clear', async () => {
     const c = await approvedCode();
     const t = (await exchange(c)).body;
-    const dump = JSON.stringify([await stack.service.core.db.select().from(schema.oauthCodes), await stack.service.core.db.select().from(schema.oauthRefreshTokens)]);
+    const dump = JSON.stringify([
+      await stack.service.core.db.select().from(schema.oauthCodes),
+      await stack.service.core.db.select().from(schema.oauthRefreshTokens),
+    ]);
     expect(dump).not.toContain(c.code);
     expect(dump).not.toContain(t.refresh_token);
   });
@@ -232,7 +344,9 @@ describe('who may approve', () => {
     await stack.api('POST', '/api/auth/signup', { body: { email, password: 'unverified pw 1' } });
     const client = await registerClient(stack, [REDIRECT]);
     const d = new ConsentDriver(stack);
-    await d.open(authorizeUrl(stack, { clientId: client.client_id, redirectUri: REDIRECT, challenge: pkce().challenge }));
+    await d.open(
+      authorizeUrl(stack, { clientId: client.client_id, redirectUri: REDIRECT, challenge: pkce().challenge }),
+    );
     await d.submit('login', { email, password: 'unverified pw 1' });
     expect(d.html).toContain('Verify your email to continue');
     const fields = { ...d.form('deny').fields, action: 'approve' };
@@ -241,16 +355,24 @@ describe('who may approve', () => {
     expect(res.headers.get('location')).toBeNull();
   });
 
-  it('the consent page\'s browser session ends with the account\'s sessions: after a sign-out or a password change it offers no Approve and issues no code', async () => {
+  it("the consent page's browser session ends with the account's sessions: after a sign-out or a password change it offers no Approve and issues no code", async () => {
     const owner = await verifiedAccount(stack, 'consent-session@example.com', 'consent password 1');
     const client = await registerClient(stack, [REDIRECT]);
-    const url = authorizeUrl(stack, { clientId: client.client_id, redirectUri: REDIRECT, challenge: pkce().challenge, state: 'sv' });
+    const url = authorizeUrl(stack, {
+      clientId: client.client_id,
+      redirectUri: REDIRECT,
+      challenge: pkce().challenge,
+      state: 'sv',
+    });
     const codes = async () => (await stack.service.core.db.select().from(schema.oauthCodes)).length;
     const signIn = async () => (await stack.api('POST', '/api/auth/login', { body: owner })).body.token as string;
     for (const end of [
       async () => expect((await stack.api('POST', '/api/auth/signout', { token: await signIn() })).status).toBe(200),
       async () => {
-        const changed = await stack.api('POST', '/api/auth/password', { token: await signIn(), body: { currentPassword: owner.password, password: 'consent password 2' } });
+        const changed = await stack.api('POST', '/api/auth/password', {
+          token: await signIn(),
+          body: { currentPassword: owner.password, password: 'consent password 2' },
+        });
         expect(changed.status).toBe(200);
         owner.password = 'consent password 2';
       },
@@ -271,12 +393,14 @@ describe('who may approve', () => {
     }
   });
 
-  it('signing out on the consent page ends the account\'s other sessions too (as the dashboard\'s sign-out does)', async () => {
+  it("signing out on the consent page ends the account's other sessions too (as the dashboard's sign-out does)", async () => {
     const owner = await verifiedAccount(stack, 'consent-logout@example.com', 'consent password 3');
     const token = (await stack.api('POST', '/api/auth/login', { body: owner })).body.token as string;
     const client = await registerClient(stack, [REDIRECT]);
     const d = new ConsentDriver(stack);
-    await d.open(authorizeUrl(stack, { clientId: client.client_id, redirectUri: REDIRECT, challenge: pkce().challenge }));
+    await d.open(
+      authorizeUrl(stack, { clientId: client.client_id, redirectUri: REDIRECT, challenge: pkce().challenge }),
+    );
     await d.submit('login', owner);
     expect((await stack.api('GET', '/v1/me', { token })).status).toBe(200);
     await d.submit('logout');
@@ -287,7 +411,8 @@ describe('who may approve', () => {
   it('OAuth access tokens are accepted by every management operation that takes a session', () => {
     // The account's own sign-in credentials (auth.*: the password) stay with the person, never a linked app.
     for (const op of operations) {
-      if (op.auth !== 'public' && op.auth.includes('session') && !op.name.startsWith('auth.')) expect(op.auth, op.name).toContain('oauth');
+      if (op.auth !== 'public' && op.auth.includes('session') && !op.name.startsWith('auth.'))
+        expect(op.auth, op.name).toContain('oauth');
     }
   });
 });
@@ -296,7 +421,11 @@ describe('revocation and linked apps', () => {
   it('RFC 7009 revocation of a refresh token stops the access token at once', async () => {
     const c = await approvedCode();
     const t = (await exchange(c)).body;
-    const res = await fetch(`${stack.baseUrl}/oauth/revoke`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: `token=${t.refresh_token}&client_id=${c.clientId}` });
+    const res = await fetch(`${stack.baseUrl}/oauth/revoke`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: `token=${t.refresh_token}&client_id=${c.clientId}`,
+    });
     expect(res.status).toBe(200);
     expect((await stack.api('GET', '/api/keys', { token: t.access_token })).status).toBe(401);
     expect((await stack.api('POST', '/oauth/revoke', { body: { token: 'not-a-token' } })).status).toBe(200);
@@ -308,12 +437,22 @@ describe('revocation and linked apps', () => {
     const session = (await stack.api('POST', '/api/auth/login', { body: account })).body.token;
     const list = await stack.api('GET', '/api/oauth/grants', { token: t.access_token });
     const mine = list.body.find((g: any) => g.client_id === c.clientId);
-    expect(mine).toMatchObject({ id: expect.stringMatching(/^grt_/), client_name: 'Test App', redirect_hosts: ['127.0.0.1:9'], scope: 'account' });
+    expect(mine).toMatchObject({
+      id: expect.stringMatching(/^grt_/),
+      client_name: 'Test App',
+      redirect_hosts: ['127.0.0.1:9'],
+      scope: 'account',
+    });
     expect((await stack.api('DELETE', `/api/oauth/grants/${mine.id}`, { token: session })).body).toEqual({ ok: true });
     expect((await stack.api('GET', '/api/keys', { token: t.access_token })).body.code).toBe('token_revoked');
-    expect((await stack.api('GET', '/api/oauth/grants', { token: session })).body.map((g: any) => g.id)).not.toContain(mine.id);
+    expect((await stack.api('GET', '/api/oauth/grants', { token: session })).body.map((g: any) => g.id)).not.toContain(
+      mine.id,
+    );
     expect((await stack.api('DELETE', `/api/oauth/grants/${mine.id}`, { token: session })).status).toBe(404);
-    const [row] = await stack.service.core.db.select().from(schema.oauthGrants).where(eq(schema.oauthGrants.id, mine.id));
+    const [row] = await stack.service.core.db
+      .select()
+      .from(schema.oauthGrants)
+      .where(eq(schema.oauthGrants.id, mine.id));
     expect(row!.revokedReason).toBe('user');
   });
 });
@@ -325,8 +464,18 @@ describe('access token lifetime', () => {
       const acct = await verifiedAccount(short, 'expiry@example.com');
       const client = await registerClient(short, [REDIRECT]);
       const { verifier, challenge } = pkce();
-      const back = await approveOverHttp(short, authorizeUrl(short, { clientId: client.client_id, redirectUri: REDIRECT, challenge }), acct);
-      const t = await tokenRequest(short, { grant_type: 'authorization_code', code: back.searchParams.get('code')!, redirect_uri: REDIRECT, client_id: client.client_id, code_verifier: verifier });
+      const back = await approveOverHttp(
+        short,
+        authorizeUrl(short, { clientId: client.client_id, redirectUri: REDIRECT, challenge }),
+        acct,
+      );
+      const t = await tokenRequest(short, {
+        grant_type: 'authorization_code',
+        code: back.searchParams.get('code')!,
+        redirect_uri: REDIRECT,
+        client_id: client.client_id,
+        code_verifier: verifier,
+      });
       expect(t.body.expires_in).toBe(1);
       const expired = await eventually(async () => {
         const r = await short.api('GET', '/api/keys', { token: t.body.access_token });

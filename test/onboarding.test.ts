@@ -13,8 +13,12 @@ import { eventually, startStack, type TestStack } from './helpers/stack.js';
  */
 const SERVICE = 'onboard.svc.test';
 let stack: TestStack;
-beforeAll(async () => { stack = await startStack({ SERVICE_DOMAIN: SERVICE }); });
-afterAll(async () => { await stack?.stop(); });
+beforeAll(async () => {
+  stack = await startStack({ SERVICE_DOMAIN: SERVICE });
+});
+afterAll(async () => {
+  await stack?.stop();
+});
 
 const me = (token: string) => stack.api('GET', '/v1/me', { token });
 const verifyLink = async (email: string) => tokenFromMail((await waitForMail(stack, email, /Verify/)).raw);
@@ -32,7 +36,11 @@ describe('provision → open the link → confirm → poll /v1/me with the same 
     const claimed = await stack.api('POST', '/api/domains/subdomain', { token: key, body: { subdomain: 'new-owner' } });
     expect(claimed.status).toBe(201);
     const from = `hello@new-owner.${SERVICE}`;
-    const send = () => stack.api('POST', '/v1/send', { token: key, body: { from, to: 'friend@example.net', subject: 'First', text: 'Hello' } });
+    const send = () =>
+      stack.api('POST', '/v1/send', {
+        token: key,
+        body: { from, to: 'friend@example.net', subject: 'First', text: 'Hello' },
+      });
     expect(await send()).toMatchObject({ status: 403, body: { code: 'email_not_verified' } });
 
     // The owner opens the mailed link: a page that says how the account was made and what it holds.
@@ -92,7 +100,12 @@ describe('mail scanners open links', () => {
       const old = await fetch(`${stack.baseUrl}/api/auth/verify?token=${token}`, { redirect: 'manual' });
       expect(old.status).toBe(303);
       expect(old.headers.get('location')).toBe(`/auth/verify?token=${token}`);
-      expect((await stack.api('GET', `/api/auth/link?token=${token}`)).body).toMatchObject({ purpose: 'verify_email', email, emailVerified: false, origin: { via: 'provision' } });
+      expect((await stack.api('GET', `/api/auth/link?token=${token}`)).body).toMatchObject({
+        purpose: 'verify_email',
+        email,
+        emailVerified: false,
+        origin: { via: 'provision' },
+      });
     }
     expect((await me(key)).body.emailVerified).toBe(false);
 
@@ -109,7 +122,10 @@ describe('mail scanners open links', () => {
     // proven, a sign-in or reset link would revoke the provisioned key by default; see test/sign-in-abuse.test.ts.)
     expect((await stack.api('POST', '/api/auth/verify', { body: { token } })).status).toBe(200);
     expect((await stack.api('POST', '/api/auth/signin', { body: { token: signin } })).status).toBe(200);
-    expect((await stack.api('POST', '/api/auth/password/reset', { body: { token: reset, password: 'owner password 1' } })).status).toBe(200);
+    expect(
+      (await stack.api('POST', '/api/auth/password/reset', { body: { token: reset, password: 'owner password 1' } }))
+        .status,
+    ).toBe(200);
     expect((await me(key)).status).toBe(200);
   });
 });
@@ -120,10 +136,26 @@ describe('"I did not ask for this"', () => {
     // A stranger signs up with the address and builds up credentials.
     const up = (await stack.api('POST', '/api/auth/signup', { body: { email, password: 'stranger password' } })).body;
     const key = (await stack.api('GET', '/api/keys', { token: up.token })).body.key;
-    const domain = (await stack.api('POST', '/api/domains/subdomain', { token: up.token, body: { subdomain: 'stranger-box' } })).body.domain;
-    const scoped = (await stack.api('POST', '/api/keys/scoped', { token: up.token, body: { domainId: domain.id, name: 'ci' } })).body.key;
-    const apw = (await stack.api('POST', '/api/app-passwords', { token: up.token, body: { domain: domain.domain, protocols: ['imap', 'api'], label: 'phone' } })).body.secret;
-    expect((await stack.api('POST', '/api/routes', { token: up.token, body: { domainId: domain.id, address: '*', action: 'forward', destination: 'stranger@elsewhere.example' } })).status).toBe(201);
+    const domain = (
+      await stack.api('POST', '/api/domains/subdomain', { token: up.token, body: { subdomain: 'stranger-box' } })
+    ).body.domain;
+    const scoped = (
+      await stack.api('POST', '/api/keys/scoped', { token: up.token, body: { domainId: domain.id, name: 'ci' } })
+    ).body.key;
+    const apw = (
+      await stack.api('POST', '/api/app-passwords', {
+        token: up.token,
+        body: { domain: domain.domain, protocols: ['imap', 'api'], label: 'phone' },
+      })
+    ).body.secret;
+    expect(
+      (
+        await stack.api('POST', '/api/routes', {
+          token: up.token,
+          body: { domainId: domain.id, address: '*', action: 'forward', destination: 'stranger@elsewhere.example' },
+        })
+      ).status,
+    ).toBe(201);
     for (const t of [up.token, key, scoped]) expect((await me(t)).status).toBe(200);
 
     // The owner opens the link mailed to the address: the page lists all of it.
@@ -131,7 +163,14 @@ describe('"I did not ask for this"', () => {
     const b = browser();
     await b.open(`/auth/verify?token=${token}`);
     expect(b.html).toContain('was created by signing up with a password');
-    for (const text of ['The account API key', 'A password', 'Domain-scoped key “ci” for stranger-box', 'App password “phone”', 'forward to <span class="host">stranger@elsewhere.example</span>', 'Domain stranger-box']) {
+    for (const text of [
+      'The account API key',
+      'A password',
+      'Domain-scoped key “ci” for stranger-box',
+      'App password “phone”',
+      'forward to <span class="host">stranger@elsewhere.example</span>',
+      'Domain stranger-box',
+    ]) {
       expect(b.html).toContain(text);
     }
     const res = await b.request('POST', '/auth/verify', b.form('disown').fields);
@@ -141,7 +180,9 @@ describe('"I did not ask for this"', () => {
     // Every credential is dead, and nothing of the account is left in any table.
     for (const t of [up.token, key, scoped]) expect((await me(t)).status).toBe(401);
     expect((await stack.api('GET', '/api/mailbox/messages', { token: apw })).status).toBe(401);
-    expect((await stack.api('POST', '/api/auth/login', { body: { email, password: 'stranger password' } })).status).toBe(401);
+    expect(
+      (await stack.api('POST', '/api/auth/login', { body: { email, password: 'stranger password' } })).status,
+    ).toBe(401);
     expect(await rowsLeftOf(up.user.id)).toEqual([]);
     expect((await stack.api('GET', `/api/domains/subdomain/check?name=stranger-box`, { token: key })).status).toBe(401);
     // The address is free: its owner can make an account of their own.
@@ -152,7 +193,10 @@ describe('"I did not ask for this"', () => {
     const email = 'script-disown@example.com';
     await stack.api('POST', '/api/v1/provision', { body: { email } });
     const first = await verifyLink(email);
-    expect(await stack.api('POST', '/api/auth/disown', { body: { token: first } })).toMatchObject({ status: 200, body: { ok: true, email, deleted: true } });
+    expect(await stack.api('POST', '/api/auth/disown', { body: { token: first } })).toMatchObject({
+      status: 200,
+      body: { ok: true, email, deleted: true },
+    });
     expect((await stack.api('POST', '/api/auth/disown', { body: { token: first } })).status).toBe(401);
 
     const email2 = 'kept@example.com';
@@ -160,17 +204,25 @@ describe('"I did not ask for this"', () => {
     await stack.api('POST', '/api/auth/verify', { body: { token: await verifyLink(email2) } });
     await stack.api('POST', '/api/auth/signin-link', { body: { email: email2 } });
     const signin = tokenFromMail((await waitForMail(stack, email2, /sign-in link/)).raw);
-    expect(await stack.api('POST', '/api/auth/disown', { body: { token: signin } })).toMatchObject({ status: 409, body: { code: 'already_verified' } });
+    expect(await stack.api('POST', '/api/auth/disown', { body: { token: signin } })).toMatchObject({
+      status: 409,
+      body: { code: 'already_verified' },
+    });
     expect((await me(key)).status).toBe(200);
     expect((await stack.api('POST', '/api/auth/signin', { body: { token: signin } })).status).toBe(200);
   });
 });
 
-describe('an account made on an app\'s consent page', () => {
+describe("an account made on an app's consent page", () => {
   it('the mailed link back to the consent page names the app, and "I did not ask for this" deletes the account there', async () => {
     const email = 'consent-made@example.com';
     const client = await registerClient(stack, ['http://127.0.0.1:9/cb'], 'Shady Linker');
-    const url = authorizeUrl(stack, { clientId: client.client_id, redirectUri: 'http://127.0.0.1:9/cb', challenge: pkce().challenge, state: 's' });
+    const url = authorizeUrl(stack, {
+      clientId: client.client_id,
+      redirectUri: 'http://127.0.0.1:9/cb',
+      challenge: pkce().challenge,
+      state: 's',
+    });
     const stranger = browser();
     await stranger.open(url);
     await stranger.submit('signup', { email, password: 'stranger password' });
@@ -182,10 +234,15 @@ describe('an account made on an app\'s consent page', () => {
     await owner.open(`${url}&login_token=${token}`);
     expect(owner.html).toContain('<strong>Shady Linker</strong> asks to link to an account');
     expect(owner.html).toContain('A password');
-    expect((await stack.api('GET', `/api/auth/link?token=${token}`)).body.origin).toMatchObject({ via: 'consent', app: { clientId: client.client_id, name: 'Shady Linker' } });
+    expect((await stack.api('GET', `/api/auth/link?token=${token}`)).body.origin).toMatchObject({
+      via: 'consent',
+      app: { clientId: client.client_id, name: 'Shady Linker' },
+    });
     await owner.submit('disown');
     expect(owner.html).toContain(`The account for ${email} and everything it held are deleted.`);
-    expect((await stack.api('POST', '/api/auth/login', { body: { email, password: 'stranger password' } })).status).toBe(401);
+    expect(
+      (await stack.api('POST', '/api/auth/login', { body: { email, password: 'stranger password' } })).status,
+    ).toBe(401);
     // The stranger's consent-page session ended with the account: Approve is not offered.
     await stranger.open(url);
     expect(stranger.html).not.toContain('Approve');
@@ -198,14 +255,23 @@ describe('an account made on an app\'s consent page', () => {
  */
 async function rowsLeftOf(userId: string): Promise<string[]> {
   const { db } = stack.service.core;
-  const rows = (res: unknown) => ((res as { rows?: unknown[] }).rows ?? (res as unknown[]));
-  const tables = rows(await db.execute(sql`select table_name from information_schema.columns where table_schema = current_schema() and column_name = 'user_id'`)) as { table_name: string }[];
+  const rows = (res: unknown) => (res as { rows?: unknown[] }).rows ?? (res as unknown[]);
+  const tables = rows(
+    await db.execute(
+      sql`select table_name from information_schema.columns where table_schema = current_schema() and column_name = 'user_id'`,
+    ),
+  ) as { table_name: string }[];
   const left: string[] = [];
   for (const { table_name } of tables) {
-    const n = rows(await db.execute(sql`select count(*)::int as n from ${sql.identifier(table_name)} where user_id = ${userId}`)) as { n: number }[];
+    const n = rows(
+      await db.execute(sql`select count(*)::int as n from ${sql.identifier(table_name)} where user_id = ${userId}`),
+    ) as { n: number }[];
     if (n[0]!.n > 0) left.push(table_name);
   }
-  const [user] = await db.select().from(schema.users).where(sql`${schema.users.id} = ${userId}`);
+  const [user] = await db
+    .select()
+    .from(schema.users)
+    .where(sql`${schema.users.id} = ${userId}`);
   if (user) left.push('users');
   return left;
 }

@@ -25,7 +25,23 @@ const PTR_NAME = '1.0.0.127.in-addr.arpa';
 /** A self-signed certificate for `host`, valid for 30 days (what SMTP_TLS_CERT/SMTP_TLS_KEY point to). */
 async function certificateFor(dir: string, host: string) {
   const [key, cert] = [join(dir, 'tls.key'), join(dir, 'tls.crt')];
-  await run('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '30', '-subj', `/CN=${host}`, '-addext', `subjectAltName=DNS:${host}`]);
+  await run('openssl', [
+    'req',
+    '-x509',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-keyout',
+    key,
+    '-out',
+    cert,
+    '-days',
+    '30',
+    '-subj',
+    `/CN=${host}`,
+    '-addext',
+    `subjectAltName=DNS:${host}`,
+  ]);
   return { key, cert };
 }
 
@@ -36,13 +52,24 @@ describe('operator setup: the service domain, its signed system mail, and the do
   let dnsPort: number;
   let dir: string;
   let env: Record<string, string>;
-  const doctor = () => runDoctor({
-    config: stack.config, database: { db: stack.service.core.db, ping: () => stack.service.core.database.ping() },
-    temporal: { ping: () => stack.service.core.workflows.ping(), retentionMs: () => stack.service.core.workflows.retentionMs() },
-  });
+  const doctor = () =>
+    runDoctor({
+      config: stack.config,
+      database: { db: stack.service.core.db, ping: () => stack.service.core.database.ping() },
+      temporal: {
+        ping: () => stack.service.core.workflows.ping(),
+        retentionMs: () => stack.service.core.workflows.retentionMs(),
+      },
+    });
   /** The doctor as an operator runs it: `npm run doctor`'s script in a child process. */
-  const doctorScript = () => run(join('node_modules', '.bin', 'tsx'), ['scripts/doctor.ts'], { env: { ...process.env, ...env }, timeout: 90_000 })
-    .then((r) => ({ code: 0, out: r.stdout }), (err: { code: number; stdout: string }) => ({ code: err.code, out: err.stdout }));
+  const doctorScript = () =>
+    run(join('node_modules', '.bin', 'tsx'), ['scripts/doctor.ts'], {
+      env: { ...process.env, ...env },
+      timeout: 90_000,
+    }).then(
+      (r) => ({ code: 0, out: r.stdout }),
+      (err: { code: number; stdout: string }) => ({ code: err.code, out: err.stdout }),
+    );
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'svc-operator-'));
@@ -53,11 +80,22 @@ describe('operator setup: the service domain, its signed system mail, and the do
     dns.zone.set('sink.rcpt.test', 'A', [{ value: '127.0.0.1' }]);
     dnsPort = await freePort();
     env = {
-      OUTBOUND_MODE: 'mx', MX_PORT: String(sink.port), DNS_SERVERS: dns.server.address, SERVICE_DOMAIN: SERVICE, PUBLIC_IP: '127.0.0.1',
-      SMTP_TLS_KEY: tls.key, SMTP_TLS_CERT: tls.cert, OPERATOR_TOKEN: TOKEN, SECRET_KEY: 'test-secret-key-0123456789-abcdefghijklmnop',
+      OUTBOUND_MODE: 'mx',
+      MX_PORT: String(sink.port),
+      DNS_SERVERS: dns.server.address,
+      SERVICE_DOMAIN: SERVICE,
+      PUBLIC_IP: '127.0.0.1',
+      SMTP_TLS_KEY: tls.key,
+      SMTP_TLS_CERT: tls.cert,
+      OPERATOR_TOKEN: TOKEN,
+      SECRET_KEY: 'test-secret-key-0123456789-abcdefghijklmnop',
     };
     stack = await startStack({ ...env, DNS_PORT: String(dnsPort) });
-    Object.assign(env, { DATABASE_URL: stack.config.databaseUrl!, TEMPORAL_ADDRESS: stack.config.temporal.address!, DATA_DIR: dir });
+    Object.assign(env, {
+      DATABASE_URL: stack.config.databaseUrl!,
+      TEMPORAL_ADDRESS: stack.config.temporal.address!,
+      DATA_DIR: dir,
+    });
   }, 120_000);
 
   afterAll(async () => {
@@ -68,11 +106,19 @@ describe('operator setup: the service domain, its signed system mail, and the do
   });
 
   it('signs the verification mail with the service domain key the built-in DNS server publishes, with a return path on it', async () => {
-    expect((await stack.api('POST', '/api/auth/signup', { body: { email: 'newcomer@rcpt.test', password: 'newcomer password' } })).status).toBe(201);
+    expect(
+      (
+        await stack.api('POST', '/api/auth/signup', {
+          body: { email: 'newcomer@rcpt.test', password: 'newcomer password' },
+        })
+      ).status,
+    ).toBe(201);
     const got = await sink.waitFor((r) => r.to.includes('newcomer@rcpt.test'));
     expect(got.from).toMatch(new RegExp(`^bounce\\+msg_[\\w-]+@bounces\\.${SERVICE.replace(/\./g, '\\.')}$`));
     const builtin = resolverFor(`127.0.0.1:${dnsPort}`);
-    const verdict = await dkimVerify(got.raw, { resolver: ((name: string, rr: string) => builtin.resolve(name, rr)) as never });
+    const verdict = await dkimVerify(got.raw, {
+      resolver: ((name: string, rr: string) => builtin.resolve(name, rr)) as never,
+    });
     expect(verdict.results[0]).toMatchObject({ status: { result: 'pass' }, signingDomain: SERVICE, selector: 'svc1' });
     // The rest of the service domain's records, answered by the built-in server too.
     expect((await builtin.resolveMx(SERVICE)).map((r) => r.exchange)).toEqual([SERVICE]);
@@ -92,32 +138,76 @@ describe('operator setup: the service domain, its signed system mail, and the do
     expect((await row()).kind).toBe('system');
     const boundary = 'dsn-boundary';
     const raw = [
-      'From: MAILER-DAEMON@mx.rcpt.test', `To: ${got.from}`, 'Subject: Undelivered Mail Returned to Sender',
-      `Content-Type: multipart/report; report-type=delivery-status; boundary="${boundary}"`, 'MIME-Version: 1.0', '',
-      `--${boundary}`, 'Content-Type: text/plain', '', 'Your message could not be delivered.', '',
-      `--${boundary}`, 'Content-Type: message/delivery-status', '', 'Reporting-MTA: dns; mx.rcpt.test', '',
-      'Final-Recipient: rfc822; gone@rcpt.test', 'Action: failed', 'Status: 5.1.1', 'Diagnostic-Code: smtp; 550 5.1.1 mailbox gone', '',
-      `--${boundary}--`, '',
+      'From: MAILER-DAEMON@mx.rcpt.test',
+      `To: ${got.from}`,
+      'Subject: Undelivered Mail Returned to Sender',
+      `Content-Type: multipart/report; report-type=delivery-status; boundary="${boundary}"`,
+      'MIME-Version: 1.0',
+      '',
+      `--${boundary}`,
+      'Content-Type: text/plain',
+      '',
+      'Your message could not be delivered.',
+      '',
+      `--${boundary}`,
+      'Content-Type: message/delivery-status',
+      '',
+      'Reporting-MTA: dns; mx.rcpt.test',
+      '',
+      'Final-Recipient: rfc822; gone@rcpt.test',
+      'Action: failed',
+      'Status: 5.1.1',
+      'Diagnostic-Code: smtp; 550 5.1.1 mailbox gone',
+      '',
+      `--${boundary}--`,
+      '',
     ].join('\r\n');
-    const t = nodemailer.createTransport({ host: '127.0.0.1', port: stack.service.smtpPort!, secure: false, ignoreTLS: true });
+    const t = nodemailer.createTransport({
+      host: '127.0.0.1',
+      port: stack.service.smtpPort!,
+      secure: false,
+      ignoreTLS: true,
+    });
     await t.sendMail({ envelope: { from: '', to: [got.from] }, raw });
-    const bounced = await eventually(async () => { const r = await row(); return r.status === 'bounced' ? r : undefined; });
-    expect(bounced).toMatchObject({ bounceType: 'hard', recipients: { 'gone@rcpt.test': { status: 'bounced', response: '550 5.1.1 mailbox gone' } } });
-    const events = await db.select().from(schema.events).where(and(eq(schema.events.messageId, id), eq(schema.events.type, 'email.bounced')));
+    const bounced = await eventually(async () => {
+      const r = await row();
+      return r.status === 'bounced' ? r : undefined;
+    });
+    expect(bounced).toMatchObject({
+      bounceType: 'hard',
+      recipients: { 'gone@rcpt.test': { status: 'bounced', response: '550 5.1.1 mailbox gone' } },
+    });
+    const events = await db
+      .select()
+      .from(schema.events)
+      .where(and(eq(schema.events.messageId, id), eq(schema.events.type, 'email.bounced')));
     expect(events).toHaveLength(1);
     expect(events[0]).toMatchObject({ recipient: 'gone@rcpt.test', data: { bounce: { type: 'hard' } } });
   });
 
   it('names every missing record; once the records it lists are published, every check is green', async () => {
     const before = await doctor();
-    expect(failures(before).map((c) => c.id)).toEqual(['dns.mx', 'dns.address', 'dns.mx-hosts', 'dns.spf', 'dns.dkim', 'dns.dmarc', 'dns.bounces-mx', 'dns.bounces-spf', 'dns.ptr']);
-    expect(before.find((c) => c.id === 'dns.dkim')!.fix).toMatch(/^publish TXT svc1\._domainkey\.mail\.operator\.test "v=DKIM1; k=rsa; p=/);
+    expect(failures(before).map((c) => c.id)).toEqual([
+      'dns.mx',
+      'dns.address',
+      'dns.mx-hosts',
+      'dns.spf',
+      'dns.dkim',
+      'dns.dmarc',
+      'dns.bounces-mx',
+      'dns.bounces-spf',
+      'dns.ptr',
+    ]);
+    expect(before.find((c) => c.id === 'dns.dkim')!.fix).toMatch(
+      /^publish TXT svc1\._domainkey\.mail\.operator\.test "v=DKIM1; k=rsa; p=/,
+    );
 
     expect((await stack.api('GET', '/api/health?detail=1')).status).toBe(401);
     expect((await stack.api('GET', '/api/health?detail=1', { token: 'wrong' })).status).toBe(401);
     const detail = await stack.api('GET', '/api/health?detail=1', { token: TOKEN });
     expect(detail).toMatchObject({ status: 503, body: { ok: false, failed: expect.arrayContaining(['dns.mx']) } });
-    for (const r of detail.body.records) dns.zone.add({ name: r.name, type: r.type, value: r.value, priority: r.priority });
+    for (const r of detail.body.records)
+      dns.zone.add({ name: r.name, type: r.type, value: r.value, priority: r.priority });
     dns.zone.set(PTR_NAME, 'PTR', [{ value: SERVICE }]);
 
     const after = await doctor();
@@ -126,8 +216,13 @@ describe('operator setup: the service domain, its signed system mail, and the do
     expect(byStatus('warn')).toEqual([]);
     expect(byStatus('skipped')).toEqual(['smtp.port25']); // offline here: said so, not failed
     expect(after.find((c) => c.id === 'smtp.port25')!.detail).toMatch(/^offline\?/);
-    expect(after.map((c) => c.id)).toEqual(expect.arrayContaining(['smtp.tls', 'secret.key', 'outbound.mode', 'database', 'temporal', 'temporal.retention']));
-    expect((await stack.api('GET', '/api/health?detail=1', { token: TOKEN })).body).toMatchObject({ ok: true, failed: [] });
+    expect(after.map((c) => c.id)).toEqual(
+      expect.arrayContaining(['smtp.tls', 'secret.key', 'outbound.mode', 'database', 'temporal', 'temporal.retention']),
+    );
+    expect((await stack.api('GET', '/api/health?detail=1', { token: TOKEN })).body).toMatchObject({
+      ok: true,
+      failed: [],
+    });
     const plain = await stack.api('GET', '/api/health');
     expect(Object.keys(plain.body).sort()).toEqual(['database', 'ok', 'temporal']);
   });
@@ -142,12 +237,27 @@ describe('operator setup: the service domain, its signed system mail, and the do
 
   it('the STARTTLS check fails for a certificate of another host, an expired one, and none at all', async () => {
     const other = await certificateFor(mkdtempSync(join(dir, 'other-')), 'other.test');
-    const smtp = (files: { key?: string; cert?: string }) => ({ ...stack.config, smtp: { ...stack.config.smtp, tlsKeyFile: files.key, tlsCertFile: files.cert } });
-    expect(checkTlsCertificate(smtp(other))).toMatchObject({ status: 'fail', detail: expect.stringContaining('not mail.operator.test') });
-    expect(checkTlsCertificate(stack.config, Date.now() + 60 * 86_400_000)).toMatchObject({ status: 'fail', detail: expect.stringMatching(/^expired /) });
+    const smtp = (files: { key?: string; cert?: string }) => ({
+      ...stack.config,
+      smtp: { ...stack.config.smtp, tlsKeyFile: files.key, tlsCertFile: files.cert },
+    });
+    expect(checkTlsCertificate(smtp(other))).toMatchObject({
+      status: 'fail',
+      detail: expect.stringContaining('not mail.operator.test'),
+    });
+    expect(checkTlsCertificate(stack.config, Date.now() + 60 * 86_400_000)).toMatchObject({
+      status: 'fail',
+      detail: expect.stringMatching(/^expired /),
+    });
     expect(checkTlsCertificate(stack.config, Date.now() + 20 * 86_400_000)).toMatchObject({ status: 'warn' });
-    expect(checkTlsCertificate(smtp({}))).toMatchObject({ status: 'fail', fix: expect.stringContaining('SMTP_TLS_CERT') });
-    expect(checkTlsCertificate(smtp({ key: other.key, cert: stack.config.smtp.tlsCertFile }))).toMatchObject({ status: 'fail', detail: expect.stringContaining('does not belong') });
+    expect(checkTlsCertificate(smtp({}))).toMatchObject({
+      status: 'fail',
+      fix: expect.stringContaining('SMTP_TLS_CERT'),
+    });
+    expect(checkTlsCertificate(smtp({ key: other.key, cert: stack.config.smtp.tlsCertFile }))).toMatchObject({
+      status: 'fail',
+      detail: expect.stringContaining('does not belong'),
+    });
   });
 
   it('npm run doctor: exit 0 with one line per check; with the DMARC record gone it names it and exits 1', async () => {
@@ -160,7 +270,9 @@ describe('operator setup: the service domain, its signed system mail, and the do
     dns.zone.remove(`_dmarc.${SERVICE}`);
     const red = await doctorScript();
     expect(red.code).toBe(1);
-    expect(red.out).toMatch(/^FAIL +dns\.dmarc .*no DMARC record at _dmarc\.mail\.operator\.test.*fix: publish TXT _dmarc\.mail\.operator\.test "v=DMARC1/m);
+    expect(red.out).toMatch(
+      /^FAIL +dns\.dmarc .*no DMARC record at _dmarc\.mail\.operator\.test.*fix: publish TXT _dmarc\.mail\.operator\.test "v=DMARC1/m,
+    );
     expect(red.out).toMatch(/^FAILED: dns\.dmarc$/m);
   });
 });

@@ -24,7 +24,14 @@ describe('outbound group commit', () => {
     const batches: string[][] = [];
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
-    const q = createOutboundQueue({ startBatch: async (ids) => { batches.push(ids); if (batches.length === 1) await gate; }, flushMs: 1, maxInFlight: 1 });
+    const q = createOutboundQueue({
+      startBatch: async (ids) => {
+        batches.push(ids);
+        if (batches.length === 1) await gate;
+      },
+      flushMs: 1,
+      maxInFlight: 1,
+    });
     q.enqueue(['first']);
     await eventually(async () => batches.length === 1, 2000, 1);
     for (const id of ['a', 'b', 'c', 'd']) q.enqueue([id]);
@@ -38,7 +45,13 @@ describe('outbound group commit', () => {
   it('paces partial batches to startsPerSecond (they gather while they wait); a full batch never waits', async () => {
     const batches: string[][] = [];
     // One token, refilled every 10 s: the first id starts at once, later partial batches wait for the next token.
-    const q = createOutboundQueue({ startBatch: async (ids) => void batches.push(ids), flushMs: 1, maxBatch: 3, startsPerSecond: 0.1, burst: 1 });
+    const q = createOutboundQueue({
+      startBatch: async (ids) => void batches.push(ids),
+      flushMs: 1,
+      maxBatch: 3,
+      startsPerSecond: 0.1,
+      burst: 1,
+    });
     q.enqueue(['a']);
     await eventually(async () => batches.length === 1, 2000, 5);
     q.enqueue(['b']);
@@ -56,8 +69,12 @@ describe('outbound group commit', () => {
     const started: string[][] = [];
     let calls = 0;
     const q = createOutboundQueue({
-      startBatch: async (ids) => { if (calls++ === 0) throw new Error('temporal down'); started.push(ids); },
-      onError: (_e, ids) => failed.push(ids), maxBatch: 1,
+      startBatch: async (ids) => {
+        if (calls++ === 0) throw new Error('temporal down');
+        started.push(ids);
+      },
+      onError: (_e, ids) => failed.push(ids),
+      maxBatch: 1,
     });
     q.enqueue(['x', 'y']);
     await q.flush();
@@ -68,17 +85,34 @@ describe('outbound group commit', () => {
 
 describe('outbound sweep', () => {
   let stack: TestStack;
-  beforeAll(async () => { stack = await startStack(); });
-  afterAll(async () => { await stack?.stop(); });
+  beforeAll(async () => {
+    stack = await startStack();
+  });
+  afterAll(async () => {
+    await stack?.stop();
+  });
 
   it('delivers a message left queued by a crash between commit and workflow start', async () => {
     const db = stack.service.core.db;
     const old = Date.now() - 5 * 60_000;
     await db.insert(schema.messages).values({
-      id: 'msg_stranded_by_a_crash_000', userId: null, direction: 'outbound', kind: 'system', fromAddr: 'svc <no-reply@localhost>',
-      toAddrs: ['someone@example.com'], subject: 'left behind', text: 'hello', status: 'queued', createdAt: old, updatedAt: old,
+      id: 'msg_stranded_by_a_crash_000',
+      userId: null,
+      direction: 'outbound',
+      kind: 'system',
+      fromAddr: 'svc <no-reply@localhost>',
+      toAddrs: ['someone@example.com'],
+      subject: 'left behind',
+      text: 'hello',
+      status: 'queued',
+      createdAt: old,
+      updatedAt: old,
     });
-    const t = await connectTemporal({ address: stack.service.temporalAddress, namespace: 'default', taskQueue: stack.config.temporal.taskQueue });
+    const t = await connectTemporal({
+      address: stack.service.temporalAddress,
+      namespace: 'default',
+      taskQueue: stack.config.temporal.taskQueue,
+    });
     await t.client.schedule.getHandle(sweepOutboundScheduleId(stack.config.temporal.taskQueue)).trigger();
     const row = await eventually(async () => {
       const [r] = await db.select().from(schema.messages).where(eq(schema.messages.id, 'msg_stranded_by_a_crash_000'));

@@ -14,12 +14,24 @@ import type { Core } from '../core/index.js';
  * leak one is found by any test that calls it. Served over real HTTP by the REST mount the app uses.
  */
 const leaky = defineOperation({
-  name: 'test.leaky', method: 'GET', path: '/leaky', auth: 'public', summary: 'answers one field more than it declares',
+  name: 'test.leaky',
+  method: 'GET',
+  path: '/leaky',
+  auth: 'public',
+  summary: 'answers one field more than it declares',
   output: z.object({ id: z.string(), items: z.array(z.object({ name: z.string() })) }),
-  handler: async () => ({ id: 'dom_1', privateKey: '-----BEGIN PRIVATE KEY-----', items: [{ name: 'a', secret: 'whsec_x' }] }),
+  handler: async () => ({
+    id: 'dom_1',
+    privateKey: '-----BEGIN PRIVATE KEY-----',
+    items: [{ name: 'a', secret: 'whsec_x' }],
+  }),
 });
 const wrong = defineOperation({
-  name: 'test.wrong', method: 'GET', path: '/wrong', auth: 'public', summary: 'answers a type its schema refuses',
+  name: 'test.wrong',
+  method: 'GET',
+  path: '/wrong',
+  auth: 'public',
+  summary: 'answers a type its schema refuses',
   output: z.object({ id: z.string() }),
   handler: async () => ({ id: 42 }) as never,
 });
@@ -75,10 +87,18 @@ describe('output schemas in every mode', () => {
 
   it('names the path of each undeclared field and ignores undefined ones', () => {
     const raw = { a: 1, gone: undefined, list: [{ x: 1, extra: true }], nested: { keep: 'k', drop: 'd' } };
-    const schema = z.object({ a: z.number(), list: z.array(z.object({ x: z.number() })), nested: z.object({ keep: z.string() }) });
+    const schema = z.object({
+      a: z.number(),
+      list: z.array(z.object({ x: z.number() })),
+      nested: z.object({ keep: z.string() }),
+    });
     expect(undeclaredPaths(raw, schema.parse(raw))).toEqual(['list[0].extra', 'nested.drop']);
     expect(() => outputOf(schema, raw, { strict: true, operation: 'x.y' })).toThrow(OutputMismatchError);
-    expect(outputOf(schema, raw, { strict: false, operation: 'x.y' })).toEqual({ a: 1, list: [{ x: 1 }], nested: { keep: 'k' } });
+    expect(outputOf(schema, raw, { strict: false, operation: 'x.y' })).toEqual({
+      a: 1,
+      list: [{ x: 1 }],
+      nested: { keep: 'k' },
+    });
     // Records keep their keys: nothing is undeclared in them.
     const rec = z.object({ payload: z.record(z.string(), z.unknown()) });
     expect(outputOf(rec, { payload: { any: 1 } }, { strict: true, operation: 'x.y' })).toEqual({ payload: { any: 1 } });

@@ -9,12 +9,17 @@ import { FROM_DOMAIN, SERVICE, startSendingStack, type SendingStack } from './he
 import { rawSmtp } from './helpers/smtp-client.js';
 
 /** A 10 MB HTML-only message: mailparser's HTML-to-text takes seconds on it (5 MB: 1.3 s on a quiet machine), the Subject alone a fraction of one. */
-const slowMail = () => Buffer.from(`Subject: slow\r\nContent-Type: text/html\r\n\r\n${'<p>hello world</p>\r\n'.repeat(500_000)}`);
-const small = Buffer.from('From: Ann <ann@x.test>\r\nSubject: hi\r\nContent-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\nContent-Type: text/plain\r\n\r\nhello\r\n--b\r\n'
-  + 'Content-Type: application/octet-stream; name=a.bin\r\nContent-Transfer-Encoding: base64\r\n\r\nAAEC\r\n--b--\r\n');
+const slowMail = () =>
+  Buffer.from(`Subject: slow\r\nContent-Type: text/html\r\n\r\n${'<p>hello world</p>\r\n'.repeat(500_000)}`);
+const small = Buffer.from(
+  'From: Ann <ann@x.test>\r\nSubject: hi\r\nContent-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\nContent-Type: text/plain\r\n\r\nhello\r\n--b\r\n' +
+    'Content-Type: application/octet-stream; name=a.bin\r\nContent-Transfer-Encoding: base64\r\n\r\nAAEC\r\n--b--\r\n',
+);
 /** Refusals of `task` counted so far, over the time budget or (`budget`) the memory one too. */
 const overBudget = async (task: string, budgets = ['time', 'memory']) =>
-  (await parseTasksOverBudget.get()).values.filter((v) => v.labels.task === task && budgets.includes(String(v.labels.budget))).reduce((n, v) => n + v.value, 0);
+  (await parseTasksOverBudget.get()).values
+    .filter((v) => v.labels.task === task && budgets.includes(String(v.labels.budget)))
+    .reduce((n, v) => n + v.value, 0);
 
 /** Runs `work` while a 10 ms timer measures how late the event loop answers; the worst lateness in ms. */
 async function worstTimerLag<T>(work: Promise<T>): Promise<{ result: T; worstMs: number; ticks: number }> {
@@ -105,7 +110,9 @@ describe('parse pool', () => {
   });
 
   it('the event loop keeps answering while a thread parses for a long time', async () => {
-    const { result, worstMs, ticks } = await worstTimerLag(pool.run('parseMail', slowMail(), { timeoutMs: 1_000 }).catch((e: unknown) => e));
+    const { result, worstMs, ticks } = await worstTimerLag(
+      pool.run('parseMail', slowMail(), { timeoutMs: 1_000 }).catch((e: unknown) => e),
+    );
     expect(result).toMatchObject({ code: 'parse_budget_exceeded' });
     // The same parse on this loop would hold every timer for the whole parse (seconds).
     expect(ticks).toBeGreaterThan(10);
@@ -157,14 +164,27 @@ describe('the running service with the pool', () => {
   const spaces = `${' '.repeat(200_000)}x`;
 
   it('a quoted-printable body of 200,000 spaces to bounce+x@SERVICE_DOMAIN: answered, health under a second meanwhile', async () => {
-    const plain = await deliver(`bounce+x@${SERVICE}`, `Subject: qp\r\nContent-Transfer-Encoding: quoted-printable\r\n\r\n${spaces}`);
+    const plain = await deliver(
+      `bounce+x@${SERVICE}`,
+      `Subject: qp\r\nContent-Transfer-Encoding: quoted-printable\r\n\r\n${spaces}`,
+    );
     expect(plain.answer.code).toBe(250);
     expectHealthUp(plain.samples);
     // The same run inside a report's delivery-status part, which the report parser does decode (in the pool).
-    const report = await deliver(`bounce+x@${SERVICE}`, [
-      'Subject: report', 'Content-Type: multipart/report; report-type=delivery-status; boundary=r', '',
-      '--r', 'Content-Type: message/delivery-status', 'Content-Transfer-Encoding: quoted-printable', '', spaces, '--r--',
-    ].join('\r\n'));
+    const report = await deliver(
+      `bounce+x@${SERVICE}`,
+      [
+        'Subject: report',
+        'Content-Type: multipart/report; report-type=delivery-status; boundary=r',
+        '',
+        '--r',
+        'Content-Type: message/delivery-status',
+        'Content-Transfer-Encoding: quoted-printable',
+        '',
+        spaces,
+        '--r--',
+      ].join('\r\n'),
+    );
     expect([250, 554]).toContain(report.answer.code);
     if (report.answer.code === 554) expect(report.answer.text).toContain('5.6.0');
     expectHealthUp(report.samples);
@@ -172,7 +192,10 @@ describe('the running service with the pool', () => {
 
   it('a message past the parse budget is refused 554 5.6.0 and counted; health answers meanwhile and the next message is stored', async () => {
     const before = await overBudget('parseMail');
-    const slow = await deliver(`someone@${DOMAIN}`, `From: a@far.example\r\nSubject: slow\r\nContent-Type: text/html\r\n\r\n${'<p>hello world</p>\r\n'.repeat(400_000)}`);
+    const slow = await deliver(
+      `someone@${DOMAIN}`,
+      `From: a@far.example\r\nSubject: slow\r\nContent-Type: text/html\r\n\r\n${'<p>hello world</p>\r\n'.repeat(400_000)}`,
+    );
     expect(slow.answer.code).toBe(554);
     expect(slow.answer.text).toContain('5.6.0');
     expect(slow.answer.text).toMatch(/processing (budget|memory limit)/);
@@ -194,22 +217,36 @@ describe('the running service with the pool', () => {
 
   it('a send whose merge would pass the limits is answered 422 JSON, not run on the API loop', async () => {
     const health = await watchHealth(env.stack.baseUrl, 50);
-    const res = await env.send({ to: 'merge@rcpt.test', html: '{{v}}'.repeat(100_000), templateData: { v: 'x'.repeat(5000) } });
+    const res = await env.send({
+      to: 'merge@rcpt.test',
+      html: '{{v}}'.repeat(100_000),
+      templateData: { v: 'x'.repeat(5000) },
+    });
     expectHealthUp(await health.stop());
     expect(res.status, JSON.stringify(res.body)).toBe(422);
-    expect(res.body).toEqual({ error: expect.any(String), code: expect.stringMatching(/^(parse_(budget|memory)_exceeded|content_too_large)$/) });
+    expect(res.body).toEqual({
+      error: expect.any(String),
+      code: expect.stringMatching(/^(parse_(budget|memory)_exceeded|content_too_large)$/),
+    });
   });
 
   it('a large HTML body is rendered and tracked in the pool exactly as a small one inline', async () => {
     const filler = `<p>${'lorem ipsum '.repeat(8000)}</p>`; // about 96 KB: past the 64 KiB inline bound
-    const res = await env.send({ to: 'big-track@rcpt.test', html: `<html><body>${filler}<a href="https://example.com/a?b=1">go</a></body></html>`, trackClicks: true, trackOpens: true });
+    const res = await env.send({
+      to: 'big-track@rcpt.test',
+      html: `<html><body>${filler}<a href="https://example.com/a?b=1">go</a></body></html>`,
+      trackClicks: true,
+      trackOpens: true,
+    });
     expect(res.status).toBe(200);
     const raw = (await env.sink.waitFor((m) => m.to.includes('big-track@rcpt.test'))).raw.toString('utf8');
     const html = (await parseMail(Buffer.from(raw))).html as string;
     expect(html).toMatch(new RegExp(`<img src="[^"]*/t/o/${res.body.id}\\.gif\\?s=[0-9a-f]+"[^>]*></body>`));
     // Signed in the thread, verified on the API loop: the same key, so the redirect answers.
     const click = /href="([^"]+\/t\/c\/[^"]+)"/.exec(html)![1]!.replace(/&amp;/g, '&');
-    const redirect = await fetch(`${env.stack.baseUrl}${click.replace(env.stack.config.publicUrl, '')}`, { redirect: 'manual' });
+    const redirect = await fetch(`${env.stack.baseUrl}${click.replace(env.stack.config.publicUrl, '')}`, {
+      redirect: 'manual',
+    });
     expect(redirect.status).toBe(302);
     expect(redirect.headers.get('location')).toBe('https://example.com/a?b=1');
   });

@@ -11,16 +11,41 @@ async function serve(handle: (n: number, socket: Socket, res: ServerResponse) =>
     req.resume();
     req.on('end', () => handle(++requests, req.socket, res));
   });
-  server.on('connection', () => { connections += 1; });
+  server.on('connection', () => {
+    connections += 1;
+  });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return { server, url: new URL(`http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`), connections: () => connections };
+  return {
+    server,
+    url: new URL(`http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`),
+    connections: () => connections,
+  };
 }
 
-const post = (url: URL) => requestPinned(url, { address: '127.0.0.1', family: 4 }, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}', timeoutMs: 5_000, maxResponseBytes: 1024 });
+const post = (url: URL) =>
+  requestPinned(
+    url,
+    { address: '127.0.0.1', family: 4 },
+    {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{}',
+      timeoutMs: 5_000,
+      maxResponseBytes: 1024,
+    },
+  );
 
 let open: Server[] = [];
 afterEach(async () => {
-  await Promise.all(open.map((s) => new Promise((r) => { s.closeAllConnections(); s.close(r); })));
+  await Promise.all(
+    open.map(
+      (s) =>
+        new Promise((r) => {
+          s.closeAllConnections();
+          s.close(r);
+        }),
+    ),
+  );
   open = [];
 });
 

@@ -28,7 +28,9 @@ async function expectLinear<T>(make: (size: number) => T, run: (input: T) => unk
   if (ms < BUDGET_MS) return;
   const quarter = make(size / 4);
   const quarterMs = await timed(() => run(quarter));
-  expect(ms, `${size}: ${Math.round(ms)} ms, a quarter of it ${Math.round(quarterMs)} ms`).toBeLessThan(GROWTH * Math.max(quarterMs, 1));
+  expect(ms, `${size}: ${Math.round(ms)} ms, a quarter of it ${Math.round(quarterMs)} ms`).toBeLessThan(
+    GROWTH * Math.max(quarterMs, 1),
+  );
 }
 
 const ID = 'msg_AbCdEfGhIjKlMnOpQrStUv-_';
@@ -37,14 +39,18 @@ const opts = { envelopeTo: [`bounce+${ID}@bounces.acme.test`], serviceDomain: SE
 
 /** A DSN whose status part is quoted-printable, `tail` written after the recipient group. */
 function qpReport(diagnostic: string, tail = '', headers = '') {
-  return Buffer.from(`${headers}Content-Type: multipart/report; report-type=delivery-status; boundary=b\r\n\r\n`
-    + '--b\r\nContent-Type: message/delivery-status\r\nContent-Transfer-Encoding: quoted-printable\r\n\r\n'
-    + 'Reporting-MTA: dns; mx.rcpt.test\r\n\r\n'
-    + `Final-Recipient: rfc822; Gone@Rcpt.test\r\nAction: failed\r\nStatus: 5.1.1\r\nDiagnostic-Code: smtp; ${diagnostic}\r\n`
-    + `${tail}\r\n--b--\r\n`, 'latin1');
+  return Buffer.from(
+    `${headers}Content-Type: multipart/report; report-type=delivery-status; boundary=b\r\n\r\n` +
+      '--b\r\nContent-Type: message/delivery-status\r\nContent-Transfer-Encoding: quoted-printable\r\n\r\n' +
+      'Reporting-MTA: dns; mx.rcpt.test\r\n\r\n' +
+      `Final-Recipient: rfc822; Gone@Rcpt.test\r\nAction: failed\r\nStatus: 5.1.1\r\nDiagnostic-Code: smtp; ${diagnostic}\r\n` +
+      `${tail}\r\n--b--\r\n`,
+    'latin1',
+  );
 }
 const bounced = (diagnostic: string) => ({
-  kind: 'bounce', messageId: ID,
+  kind: 'bounce',
+  messageId: ID,
   recipients: [{ address: 'gone@rcpt.test', action: 'failed', status: '5.1.1', diagnostic, type: 'hard' }],
 });
 
@@ -59,8 +65,15 @@ describe('quoted-printable in reports', () => {
     // The old expression, as an oracle on short strings only.
     // eslint-disable-next-line regexp/no-super-linear-move
     const old = (s: string) => s.replace(/[ \t]+(?=\r?\n)/g, '');
-    const text = fc.array(fc.constantFrom(' ', '\t', '\r', '\n', '\r\n', 'a', '='), { maxLength: 40 }).map((a) => a.join(''));
-    fc.assert(fc.property(text, (s) => { expect(withoutTrailingBlanks(s)).toBe(old(s)); }), { numRuns: 500 });
+    const text = fc
+      .array(fc.constantFrom(' ', '\t', '\r', '\n', '\r\n', 'a', '='), { maxLength: 40 })
+      .map((a) => a.join(''));
+    fc.assert(
+      fc.property(text, (s) => {
+        expect(withoutTrailingBlanks(s)).toBe(old(s));
+      }),
+      { numRuns: 500 },
+    );
     expect(withoutTrailingBlanks('a \t \r\nb  \nc  ')).toBe('a\r\nb\nc  ');
   });
 
@@ -77,22 +90,37 @@ describe('quoted-printable in reports', () => {
   });
 
   it('finds our Message-ID after a broken one in the returned headers', async () => {
-    const raw = Buffer.from('Content-Type: multipart/report; report-type=delivery-status; boundary=b\r\n\r\n'
-      + '--b\r\nContent-Type: message/delivery-status\r\n\r\nReporting-MTA: dns; mx.rcpt.test\r\n\r\n'
-      + 'Final-Recipient: rfc822; gone@rcpt.test\r\nAction: failed\r\nStatus: 5.1.1\r\n'
-      + `\r\n--b\r\nContent-Type: text/rfc822-headers\r\n\r\nMessage-ID: <msg_${'x'.repeat(24)}@<${ID}@${SERVICE}>\r\n\r\n--b--\r\n`);
-    expect(await parseReport(raw, { envelopeTo: ['postmaster@bounces.acme.test'], serviceDomain: SERVICE })).toMatchObject({ kind: 'bounce', messageId: ID });
+    const raw = Buffer.from(
+      'Content-Type: multipart/report; report-type=delivery-status; boundary=b\r\n\r\n' +
+        '--b\r\nContent-Type: message/delivery-status\r\n\r\nReporting-MTA: dns; mx.rcpt.test\r\n\r\n' +
+        'Final-Recipient: rfc822; gone@rcpt.test\r\nAction: failed\r\nStatus: 5.1.1\r\n' +
+        `\r\n--b\r\nContent-Type: text/rfc822-headers\r\n\r\nMessage-ID: <msg_${'x'.repeat(24)}@<${ID}@${SERVICE}>\r\n\r\n--b--\r\n`,
+    );
+    expect(
+      await parseReport(raw, { envelopeTo: ['postmaster@bounces.acme.test'], serviceDomain: SERVICE }),
+    ).toMatchObject({ kind: 'bounce', messageId: ID });
   });
 });
 
 describe('broadcast body tags', () => {
-  const broadcast = (html: string): BroadcastContent => ({ subject: 'Hi', preview: 'Preview', html, text: null, footerAddress: '1 Main St, $& Town' });
-  const render = (html: string) => renderForRecipient(broadcast(html), { email: 'a@b.test', name: null, attributes: {} }, 'https://svc.test/u/t').html!;
+  const broadcast = (html: string): BroadcastContent => ({
+    subject: 'Hi',
+    preview: 'Preview',
+    html,
+    text: null,
+    footerAddress: '1 Main St, $& Town',
+  });
+  const render = (html: string) =>
+    renderForRecipient(broadcast(html), { email: 'a@b.test', name: null, attributes: {} }, 'https://svc.test/u/t')
+      .html!;
   const PREVIEW = '<div style="display:none;max-height:0;overflow:hidden">Preview</div>';
-  const FOOTER = '<div style="margin-top:24px;font-size:12px;color:#666">1 Main St, $&amp; Town<br><a href="https://svc.test/u/t">Unsubscribe</a></div>';
+  const FOOTER =
+    '<div style="margin-top:24px;font-size:12px;color:#666">1 Main St, $&amp; Town<br><a href="https://svc.test/u/t">Unsubscribe</a></div>';
 
   it('puts the preview after <body…> and the footer before </body>, written as given', () => {
-    expect(render('<html><BODY class="x">hi</BODY></html>')).toBe(`<html><BODY class="x">${PREVIEW}hi${FOOTER}</body></html>`);
+    expect(render('<html><BODY class="x">hi</BODY></html>')).toBe(
+      `<html><BODY class="x">${PREVIEW}hi${FOOTER}</body></html>`,
+    );
     expect(render('<p>hi</p>')).toBe(`${PREVIEW}<p>hi</p>${FOOTER}`);
     expect(render('<body<body>x')).toBe(`<body<body>${PREVIEW}x${FOOTER}`);
   });
@@ -103,8 +131,18 @@ describe('broadcast body tags', () => {
       const opened = /<body[^>]*>/i.test(html) ? html.replace(/<body[^>]*>/i, (m) => m + PREVIEW) : PREVIEW + html;
       return /<\/body>/i.test(opened) ? opened.replace(/<\/body>/i, () => `${FOOTER}</body>`) : opened + FOOTER;
     };
-    const html = fc.array(fc.constantFrom('<body', '<BoDy', '>', '</body>', '</BODY>', 'x', ' ', '<'), { minLength: 1, maxLength: 20 }).map((a) => a.join(''));
-    fc.assert(fc.property(html, (h) => { expect(render(h)).toBe(old(h)); }), { numRuns: 500 });
+    const html = fc
+      .array(fc.constantFrom('<body', '<BoDy', '>', '</body>', '</BODY>', 'x', ' ', '<'), {
+        minLength: 1,
+        maxLength: 20,
+      })
+      .map((a) => a.join(''));
+    fc.assert(
+      fc.property(html, (h) => {
+        expect(render(h)).toBe(old(h));
+      }),
+      { numRuns: 500 },
+    );
   });
 
   it('renders 1 MB of <body repeated in linear time (the old scan took minutes)', async () => {
@@ -124,7 +162,8 @@ describe('other scans over outside input', () => {
 
   it('a forward destination is one address with a dot inside its domain', () => {
     for (const ok of ['a@b.test', 'a.b@c..d', 'x@sub.b.test']) expect(looksLikeAddress(ok), ok).toBe(true);
-    for (const bad of ['a@btest', '@b.test', 'a@.test', 'a@test.', 'a@b@c.test', 'a b@c.test', 'a@b.te st', 'ab.test']) expect(looksLikeAddress(bad), bad).toBe(false);
+    for (const bad of ['a@btest', '@b.test', 'a@.test', 'a@test.', 'a@b@c.test', 'a b@c.test', 'a@b.te st', 'ab.test'])
+      expect(looksLikeAddress(bad), bad).toBe(false);
   });
 
   it('IMAP SEARCH decodes an RFC 2231 charset and survives a run of * in one', async () => {
@@ -135,6 +174,10 @@ describe('other scans over outside input', () => {
   it('DNS names lose their trailing dots, in linear time on a run of dots', async () => {
     const zone = createStaticZone([{ name: 'mx.test.', type: 'A', value: '127.0.0.1' }]);
     expect((await zone.lookup('MX.TEST..', 'A')).records).toHaveLength(1);
-    await expectLinear((n) => `a${'.'.repeat(n)}b`, (name) => zone.lookup(name, 'A'), 200_000);
+    await expectLinear(
+      (n) => `a${'.'.repeat(n)}b`,
+      (name) => zone.lookup(name, 'A'),
+      200_000,
+    );
   });
 });

@@ -8,7 +8,9 @@ import { eventually, startStack, type TestStack } from './helpers/stack.js';
 let stack: TestStack;
 let relay: Awaited<ReturnType<typeof startSmtpSink>>;
 beforeAll(async () => {
-  relay = await startSmtpSink({ onRcpt: (a) => (a.startsWith('rejected') ? { code: 550, message: '5.7.1 Relay refused' } : undefined) });
+  relay = await startSmtpSink({
+    onRcpt: (a) => (a.startsWith('rejected') ? { code: 550, message: '5.7.1 Relay refused' } : undefined),
+  });
   stack = await startStack({ SMTP_RELAY_URL: `smtp://127.0.0.1:${relay.port}`, SERVICE_DOMAIN: 'relay.svc.test' });
 });
 afterAll(async () => {
@@ -19,15 +21,25 @@ afterAll(async () => {
 describe('OUTBOUND_MODE=relay', () => {
   it('hands every message to the smarthost; a 5xx there is a hard bounce', async () => {
     expect(stack.config.outboundMode).toBe('relay');
-    const s = (await stack.api('POST', '/api/auth/signup', { body: { email: 'relayer@example.com', password: 'relay user pw' } })).body;
+    const s = (
+      await stack.api('POST', '/api/auth/signup', { body: { email: 'relayer@example.com', password: 'relay user pw' } })
+    ).body;
     await stack.service.core.db.update(schema.users).set({ emailVerified: true }).where(eq(schema.users.id, s.user.id));
     await stack.api('POST', '/api/domains/subdomain', { token: s.token, body: { subdomain: 'out' } });
     const key = (await stack.api('GET', '/api/keys', { token: s.token })).body.key;
-    const send = (to: string) => stack.api('POST', '/v1/send', { token: key, body: { from: 'a@out.relay.svc.test', to, subject: 'via relay', text: 'x' } });
+    const send = (to: string) =>
+      stack.api('POST', '/v1/send', {
+        token: key,
+        body: { from: 'a@out.relay.svc.test', to, subject: 'via relay', text: 'x' },
+      });
     expect((await send('anyone@elsewhere.example')).status).toBe(200);
     const got = await relay.waitFor((r) => r.to.includes('anyone@elsewhere.example'));
     expect((await simpleParser(got.raw)).headers.get('dkim-signature')).toBeDefined();
     const bad = (await send('rejected@elsewhere.example')).body.id;
-    await eventually(async () => (await stack.service.core.db.select().from(schema.messages).where(eq(schema.messages.id, bad)))[0]?.status === 'bounced');
+    await eventually(
+      async () =>
+        (await stack.service.core.db.select().from(schema.messages).where(eq(schema.messages.id, bad)))[0]?.status ===
+        'bounced',
+    );
   });
 });

@@ -14,7 +14,11 @@ let env: SendingStack;
 let t: TemporalHandle;
 beforeAll(async () => {
   env = await startSendingStack();
-  t = await connectTemporal({ address: env.stack.service.temporalAddress, namespace: 'default', taskQueue: env.stack.config.temporal.taskQueue });
+  t = await connectTemporal({
+    address: env.stack.service.temporalAddress,
+    namespace: 'default',
+    taskQueue: env.stack.config.temporal.taskQueue,
+  });
 });
 afterAll(async () => {
   await t?.connection.close();
@@ -22,11 +26,15 @@ afterAll(async () => {
 });
 
 const to = (addr: string) => (r: { to: string[] }) => r.to.includes(addr);
-const row = async (id: string) => (await env.stack.service.core.db.select().from(schema.scheduledSends).where(eq(schema.scheduledSends.id, id)))[0]!;
+const row = async (id: string) =>
+  (await env.stack.service.core.db.select().from(schema.scheduledSends).where(eq(schema.scheduledSends.id, id)))[0]!;
 const handle = (id: string) => t.client.workflow.getHandle(scheduledSendWorkflowId(id));
-const sweep = (graceMs: number) => t.client.workflow.execute(sweepOutboundWorkflow, {
-  taskQueue: t.taskQueue, workflowId: `test-sweep-${Math.random().toString(36).slice(2)}`, args: [{ retrySchedule: [500], graceMs }],
-});
+const sweep = (graceMs: number) =>
+  t.client.workflow.execute(sweepOutboundWorkflow, {
+    taskQueue: t.taskQueue,
+    workflowId: `test-sweep-${Math.random().toString(36).slice(2)}`,
+    args: [{ retrySchedule: [500], graceMs }],
+  });
 
 describe('scheduled sends: operators and failures', () => {
   it('a cancelSignal (what the Temporal UI sends) cancels before the time, and the row says so', async () => {
@@ -46,7 +54,11 @@ describe('scheduled sends: operators and failures', () => {
   it('a terminated run is written canceled: by the API cancel, and by the sweep', async () => {
     const a = await env.send({ to: 'term-a@rcpt.test', scheduledAt: Date.now() + 60_000 });
     await handle(a.body.id).terminate('operator');
-    expect((await env.stack.api('DELETE', `/v1/scheduled/${a.body.id}`, { token: env.key })).body).toEqual({ ok: true, id: a.body.id, status: 'canceled' });
+    expect((await env.stack.api('DELETE', `/v1/scheduled/${a.body.id}`, { token: env.key })).body).toEqual({
+      ok: true,
+      id: a.body.id,
+      status: 'canceled',
+    });
     const b = await env.send({ to: 'term-b@rcpt.test', scheduledAt: Date.now() + 2500 });
     await handle(b.body.id).terminate('operator');
     await new Promise((r) => setTimeout(r, 2700)); // let its time pass: only overdue rows are checked
@@ -61,8 +73,33 @@ describe('scheduled sends: operators and failures', () => {
     const msgId = newId('msg');
     const id = newId('ssnd');
     const now = Date.now();
-    await db.insert(schema.messages).values({ id: msgId, userId: user!.id, direction: 'outbound', kind: 'user', domainId: dom!.id, fromAddr: `hello@${dom!.domain}`, toAddrs: ['stranded@rcpt.test'], subject: 's', text: 't', status: 'scheduled', createdAt: now, updatedAt: now });
-    await db.insert(schema.scheduledSends).values({ id, userId: user!.id, messageId: msgId, scheduledAt: now + 1500, status: 'scheduled', createdAt: now - 120_000, updatedAt: now });
+    await db
+      .insert(schema.messages)
+      .values({
+        id: msgId,
+        userId: user!.id,
+        direction: 'outbound',
+        kind: 'user',
+        domainId: dom!.id,
+        fromAddr: `hello@${dom!.domain}`,
+        toAddrs: ['stranded@rcpt.test'],
+        subject: 's',
+        text: 't',
+        status: 'scheduled',
+        createdAt: now,
+        updatedAt: now,
+      });
+    await db
+      .insert(schema.scheduledSends)
+      .values({
+        id,
+        userId: user!.id,
+        messageId: msgId,
+        scheduledAt: now + 1500,
+        status: 'scheduled',
+        createdAt: now - 120_000,
+        updatedAt: now,
+      });
     await sweep(60_000);
     expect((await row(id)).started).toBe(true);
     await env.sink.waitFor(to('stranded@rcpt.test'));
@@ -80,12 +117,20 @@ describe('scheduled sends: operators and failures', () => {
       expect(cancel.body.code).toBe('scheduler_unavailable');
       expect(Date.now() - started).toBeLessThan(10_000);
     } finally {
-      service.worker = await startWorker({ core: service.core, address: service.temporalAddress, workflowBundle: { codePath: inject('workflowBundlePath') } });
+      service.worker = await startWorker({
+        core: service.core,
+        address: service.temporalAddress,
+        workflowBundle: { codePath: inject('workflowBundlePath') },
+      });
     }
-    const again = await eventually(async () => {
-      const r = await env.stack.api('DELETE', `/v1/scheduled/${res.body.id}`, { token: env.key });
-      return r.status === 200 ? r : undefined;
-    }, 30_000, 500);
+    const again = await eventually(
+      async () => {
+        const r = await env.stack.api('DELETE', `/v1/scheduled/${res.body.id}`, { token: env.key });
+        return r.status === 200 ? r : undefined;
+      },
+      30_000,
+      500,
+    );
     expect(again.body.status).toBe('canceled');
   });
 

@@ -7,11 +7,16 @@ import { startSendingStack, type SendingStack } from './helpers/sending.js';
 import { eventually } from './helpers/stack.js';
 
 let env: SendingStack;
-beforeAll(async () => { env = await startSendingStack(); });
-afterAll(async () => { await env?.stop(); });
+beforeAll(async () => {
+  env = await startSendingStack();
+});
+afterAll(async () => {
+  await env?.stop();
+});
 
 const to = (addr: string) => (r: { to: string[] }) => r.to.includes(addr);
-const status = async (id: string) => (await env.stack.api('GET', `/v1/scheduled/${id}`, { token: env.key })).body.status;
+const status = async (id: string) =>
+  (await env.stack.api('GET', `/v1/scheduled/${id}`, { token: env.key })).body.status;
 
 describe('scheduled sends', () => {
   it('parks the message and fires within a second or two of its time', async () => {
@@ -19,7 +24,10 @@ describe('scheduled sends', () => {
     const res = await env.send({ to: 'later@rcpt.test', scheduledAt: new Date(at).toISOString() });
     expect(res.body).toEqual({ id: expect.stringMatching(/^ssnd_/), status: 'scheduled', scheduledAt: at });
     const listed = (await env.stack.api('GET', '/v1/scheduled', { token: env.key })).body;
-    expect(listed.find((s: any) => s.id === res.body.id)).toMatchObject({ status: 'scheduled', to: ['later@rcpt.test'] });
+    expect(listed.find((s: any) => s.id === res.body.id)).toMatchObject({
+      status: 'scheduled',
+      to: ['later@rcpt.test'],
+    });
     await env.sink.waitFor(to('later@rcpt.test'));
     const firedAt = Date.now();
     expect(firedAt).toBeGreaterThanOrEqual(at);
@@ -37,7 +45,9 @@ describe('scheduled sends', () => {
     const res = await env.send({ to: 'cancel-me@rcpt.test', scheduledAt: Date.now() + 2500 });
     const cancel = await env.stack.api('DELETE', `/v1/scheduled/${res.body.id}`, { token: env.key });
     expect(cancel.body).toEqual({ ok: true, id: res.body.id, status: 'canceled' });
-    expect((await env.stack.api('DELETE', `/v1/scheduled/${res.body.id}`, { token: env.key })).body.status).toBe('canceled');
+    expect((await env.stack.api('DELETE', `/v1/scheduled/${res.body.id}`, { token: env.key })).body.status).toBe(
+      'canceled',
+    );
     await new Promise((r) => setTimeout(r, 4000));
     expect(env.sink.received.some(to('cancel-me@rcpt.test'))).toBe(false);
     expect(await status(res.body.id)).toBe('canceled');
@@ -51,16 +61,29 @@ describe('scheduled sends', () => {
   });
 
   it('answers 404 for an unknown or foreign id', async () => {
-    expect((await env.stack.api('DELETE', '/v1/scheduled/ssnd_unknown00000000000000', { token: env.key })).status).toBe(404);
-    const other = (await env.stack.api('POST', '/api/auth/signup', { body: { email: 'foreign@example.com', password: 'foreign account' } })).body.token;
+    expect((await env.stack.api('DELETE', '/v1/scheduled/ssnd_unknown00000000000000', { token: env.key })).status).toBe(
+      404,
+    );
+    const other = (
+      await env.stack.api('POST', '/api/auth/signup', {
+        body: { email: 'foreign@example.com', password: 'foreign account' },
+      })
+    ).body.token;
     const mine = await env.send({ to: 'mine@rcpt.test', scheduledAt: 'in 1 hour' });
     expect((await env.stack.api('DELETE', `/v1/scheduled/${mine.body.id}`, { token: other })).status).toBe(404);
   });
 
   it('every message of a scheduled batch has its own cancelable id', async () => {
-    const res = await env.stack.api('POST', '/v1/send/batch', { token: env.key, body: {
-      from: 'hello@acme.send.svc.test', subject: 's', text: 't', scheduledAt: 'in 1 hour', recipients: [{ to: 'b1@rcpt.test' }, { to: 'b2@rcpt.test' }],
-    } });
+    const res = await env.stack.api('POST', '/v1/send/batch', {
+      token: env.key,
+      body: {
+        from: 'hello@acme.send.svc.test',
+        subject: 's',
+        text: 't',
+        scheduledAt: 'in 1 hour',
+        recipients: [{ to: 'b1@rcpt.test' }, { to: 'b2@rcpt.test' }],
+      },
+    });
     expect(res.body).toMatchObject({ sent: 0, scheduled: 2, failed: 0 });
     const [a, b] = res.body.results.map((r: any) => r.id);
     expect(a).not.toBe(b);
@@ -74,10 +97,17 @@ describe('scheduled sends', () => {
     const res = await env.send({ to: 'restart@rcpt.test', scheduledAt: Date.now() + 1500 });
     await new Promise((r) => setTimeout(r, 2500));
     expect(env.sink.received.some(to('restart@rcpt.test'))).toBe(false);
-    service.worker = await startWorker({ core: service.core, address: service.temporalAddress, workflowBundle: { codePath: inject('workflowBundlePath') } });
+    service.worker = await startWorker({
+      core: service.core,
+      address: service.temporalAddress,
+      workflowBundle: { codePath: inject('workflowBundlePath') },
+    });
     await env.sink.waitFor(to('restart@rcpt.test'));
     await eventually(async () => (await status(res.body.id)) === 'sent');
-    const [row] = await service.core.db.select().from(schema.scheduledSends).where(eq(schema.scheduledSends.id, res.body.id));
+    const [row] = await service.core.db
+      .select()
+      .from(schema.scheduledSends)
+      .where(eq(schema.scheduledSends.id, res.body.id));
     expect(row!.status).toBe('sent');
   });
 });

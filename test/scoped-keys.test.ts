@@ -10,17 +10,29 @@ let domB: string;
 
 beforeAll(async () => {
   stack = await startStack({ SERVICE_DOMAIN: 'scoped.svc.test' });
-  token = (await stack.api('POST', '/api/auth/signup', { body: { email: 'scopes@example.com', password: 'scoped keys pw' } })).body.token;
+  token = (
+    await stack.api('POST', '/api/auth/signup', { body: { email: 'scopes@example.com', password: 'scoped keys pw' } })
+  ).body.token;
   domA = (await stack.api('POST', '/api/domains/subdomain', { token, body: { subdomain: 'alpha' } })).body.domain.id;
   domB = (await stack.api('POST', '/api/domains/subdomain', { token, body: { subdomain: 'bravo' } })).body.domain.id;
 });
-afterAll(async () => { await stack?.stop(); });
+afterAll(async () => {
+  await stack?.stop();
+});
 
 describe('domain-scoped keys', () => {
   it('creates, lists in full, and limits the key to its one domain', async () => {
-    const created = await stack.api('POST', '/api/keys/scoped', { token, body: { domainId: domA, name: 'alpha sender' } });
+    const created = await stack.api('POST', '/api/keys/scoped', {
+      token,
+      body: { domainId: domA, name: 'alpha sender' },
+    });
     expect(created.status).toBe(201);
-    expect(created.body).toMatchObject({ domain_id: domA, domain: 'alpha.scoped.svc.test', name: 'alpha sender', last_used_at: null });
+    expect(created.body).toMatchObject({
+      domain_id: domA,
+      domain: 'alpha.scoped.svc.test',
+      name: 'alpha sender',
+      last_used_at: null,
+    });
     expect(created.body.id).toMatch(/^key_/);
     expect(created.body.key).toMatch(/^svc_live_/);
     const key = created.body.key as string;
@@ -30,18 +42,29 @@ describe('domain-scoped keys', () => {
     const domains = (await stack.api('GET', '/api/domains', { token: key })).body;
     expect(domains.map((d: any) => d.id)).toEqual([domA]);
     expect((await stack.api('GET', `/api/domains/${domA}`, { token: key })).status).toBe(200);
-    for (const [method, path] of [['GET', `/api/domains/${domB}`], ['POST', `/api/domains/${domB}/verify`], ['DELETE', `/api/domains/${domB}`]] as const) {
+    for (const [method, path] of [
+      ['GET', `/api/domains/${domB}`],
+      ['POST', `/api/domains/${domB}/verify`],
+      ['DELETE', `/api/domains/${domB}`],
+    ] as const) {
       const res = await stack.api(method, path, { token: key });
       expect(res, `${method} ${path}`).toMatchObject({ status: 404, body: { code: 'not_found' } });
     }
     expect((await stack.api('GET', '/v1/me', { token: key })).body.sendingDomains).toEqual(['alpha.scoped.svc.test']);
-    expect((await stack.api('GET', '/v1/me', { token })).body.sendingDomains).toEqual(['alpha.scoped.svc.test', 'bravo.scoped.svc.test']);
+    expect((await stack.api('GET', '/v1/me', { token })).body.sendingDomains).toEqual([
+      'alpha.scoped.svc.test',
+      'bravo.scoped.svc.test',
+    ]);
   });
 
   it('cannot add domains, manage keys or read the account key', async () => {
     const { key } = (await stack.api('POST', '/api/keys/scoped', { token, body: { domainId: domA } })).body;
-    expect((await stack.api('POST', '/api/domains', { token: key, body: { domain: 'new.example.com' } })).status).toBe(403);
-    expect((await stack.api('POST', '/api/domains/subdomain', { token: key, body: { subdomain: 'charlie' } })).status).toBe(400);
+    expect((await stack.api('POST', '/api/domains', { token: key, body: { domain: 'new.example.com' } })).status).toBe(
+      403,
+    );
+    expect(
+      (await stack.api('POST', '/api/domains/subdomain', { token: key, body: { subdomain: 'charlie' } })).status,
+    ).toBe(400);
     expect((await stack.api('GET', '/api/keys', { token: key })).body.code).toBe('wrong_credential');
     expect((await stack.api('GET', '/api/keys/scoped', { token: key })).status).toBe(403);
     expect((await stack.api('POST', '/api/keys/scoped', { token: key, body: { domainId: domA } })).status).toBe(403);
@@ -58,7 +81,11 @@ describe('domain-scoped keys', () => {
   });
 
   it('refuses a domain of another account as if it did not exist', async () => {
-    const other = (await stack.api('POST', '/api/auth/signup', { body: { email: 'other-scopes@example.com', password: 'other account pw' } })).body.token;
+    const other = (
+      await stack.api('POST', '/api/auth/signup', {
+        body: { email: 'other-scopes@example.com', password: 'other account pw' },
+      })
+    ).body.token;
     expect((await stack.api('POST', '/api/keys/scoped', { token: other, body: { domainId: domA } })).status).toBe(404);
     expect((await stack.api('GET', `/api/domains/${domA}`, { token: other })).status).toBe(404);
     const mine = (await stack.api('POST', '/api/keys/scoped', { token, body: { domainId: domA } })).body;
@@ -66,7 +93,8 @@ describe('domain-scoped keys', () => {
   });
 
   it('deleting the domain revokes its scoped keys and removes its routes', async () => {
-    const dom = (await stack.api('POST', '/api/domains/subdomain', { token, body: { subdomain: 'delta' } })).body.domain.id;
+    const dom = (await stack.api('POST', '/api/domains/subdomain', { token, body: { subdomain: 'delta' } })).body.domain
+      .id;
     const { key } = (await stack.api('POST', '/api/keys/scoped', { token, body: { domainId: dom } })).body;
     await stack.api('PUT', `/api/domains/${dom}/webhook`, { token, body: { url: 'https://hooks.example.com/delta' } });
     await stack.api('DELETE', `/api/domains/${dom}`, { token });

@@ -41,7 +41,9 @@ describe('search attributes on a server we did not start', () => {
     const namespace = await freshNamespace();
     const roles = await Promise.all([role(namespace), role(namespace), role(namespace)]);
     const logs: string[] = [];
-    await Promise.all(roles.map((t) => prepareSearchAttributes(t, { database, log: (m) => logs.push(m), timeoutMs: 60_000 })));
+    await Promise.all(
+      roles.map((t) => prepareSearchAttributes(t, { database, log: (m) => logs.push(m), timeoutMs: 60_000 })),
+    );
 
     // One role registered (the others found them listed), and each name holds exactly one column.
     expect(logs.filter((l) => l.includes('registered search attributes'))).toHaveLength(1);
@@ -51,7 +53,11 @@ describe('search attributes on a server we did not start', () => {
     expect(Object.keys(SEARCH_ATTRIBUTES).sort()).toEqual(ALL_SEARCH_ATTRIBUTES.map((k) => k.name).sort());
 
     // Ready means ready: a start naming every attribute and a query naming every attribute both succeed now.
-    const handle = await roles[1]!.client.workflow.start('noSuchWorkflow', { taskQueue: `sa-${namespace}`, workflowId: 'carries-all', typedSearchAttributes: everySearchAttribute() });
+    const handle = await roles[1]!.client.workflow.start('noSuchWorkflow', {
+      taskQueue: `sa-${namespace}`,
+      workflowId: 'carries-all',
+      typedSearchAttributes: everySearchAttribute(),
+    });
     await handle.terminate('test done');
     await roles[2]!.connection.workflowService.listWorkflowExecutions({ namespace, pageSize: 1, query: probeQuery() });
   });
@@ -70,10 +76,17 @@ describe('search attributes on a server we did not start', () => {
     const namespace = await freshNamespace();
     const t = await role(namespace);
     const [first, ...rest] = ALL_SEARCH_ATTRIBUTES;
-    await t.connection.operatorService.addSearchAttributes({ namespace, searchAttributes: { [first!.name]: proto.temporal.api.enums.v1.IndexedValueType[`INDEXED_VALUE_TYPE_${first!.type}`] } });
+    await t.connection.operatorService.addSearchAttributes({
+      namespace,
+      searchAttributes: {
+        [first!.name]: proto.temporal.api.enums.v1.IndexedValueType[`INDEXED_VALUE_TYPE_${first!.type}`],
+      },
+    });
     const logs: string[] = [];
     await prepareSearchAttributes(t, { database, log: (m) => logs.push(m) });
-    expect(logs[0]).toContain(`registered search attributes ${rest.map((k) => k.name).join(', ')} in namespace ${namespace}`);
+    expect(logs[0]).toContain(
+      `registered search attributes ${rest.map((k) => k.name).join(', ')} in namespace ${namespace}`,
+    );
     const listed = await t.connection.operatorService.listSearchAttributes({ namespace });
     expect(Object.keys(listed.customAttributes ?? {}).sort()).toEqual(Object.keys(SEARCH_ATTRIBUTES).sort());
   });
@@ -81,7 +94,8 @@ describe('search attributes on a server we did not start', () => {
   it('migrates SvcMessageId registered as a Keyword (before it held every id of a batch) to a KeywordList', async () => {
     const namespace = await freshNamespace();
     const t = await role(namespace);
-    const { INDEXED_VALUE_TYPE_KEYWORD: KEYWORD, INDEXED_VALUE_TYPE_KEYWORD_LIST: KEYWORD_LIST } = proto.temporal.api.enums.v1.IndexedValueType;
+    const { INDEXED_VALUE_TYPE_KEYWORD: KEYWORD, INDEXED_VALUE_TYPE_KEYWORD_LIST: KEYWORD_LIST } =
+      proto.temporal.api.enums.v1.IndexedValueType;
     await t.connection.operatorService.addSearchAttributes({ namespace, searchAttributes: { SvcMessageId: KEYWORD } });
     const logs: string[] = [];
     await prepareSearchAttributes(t, { database, log: (m) => logs.push(m) });
@@ -89,7 +103,11 @@ describe('search attributes on a server we did not start', () => {
     const listed = await t.connection.operatorService.listSearchAttributes({ namespace });
     expect(listed.customAttributes?.SvcMessageId).toBe(KEYWORD_LIST);
     // A run carrying a list of ids is accepted now, and found by any one of them.
-    const handle = await t.client.workflow.start('noSuchWorkflow', { taskQueue: `sa-${namespace}`, workflowId: 'many-ids', typedSearchAttributes: [{ key: SvcMessageId, value: ['msg_a', 'msg_b', 'msg_c'] }] });
+    const handle = await t.client.workflow.start('noSuchWorkflow', {
+      taskQueue: `sa-${namespace}`,
+      workflowId: 'many-ids',
+      typedSearchAttributes: [{ key: SvcMessageId, value: ['msg_a', 'msg_b', 'msg_c'] }],
+    });
     await handle.terminate('test done');
     const found = await eventually(async () => {
       const ids: string[] = [];
@@ -102,7 +120,8 @@ describe('search attributes on a server we did not start', () => {
   it('names a namespace it cannot prepare, with the attributes, within the timeout', async () => {
     const t = await role(await freshNamespace());
     const missing = { ...t, namespace: 'no-such-namespace' };
-    await expect(prepareSearchAttributes(missing, { database, timeoutMs: 1_500, address: inject('temporalAddress') }))
-      .rejects.toThrow(/namespace no-such-namespace.*SvcAccountId/);
+    await expect(
+      prepareSearchAttributes(missing, { database, timeoutMs: 1_500, address: inject('temporalAddress') }),
+    ).rejects.toThrow(/namespace no-such-namespace.*SvcAccountId/);
   });
 });

@@ -25,10 +25,14 @@ afterAll(async () => {
 });
 
 /** Waits until the account's message `id` has `status`; answers its row. */
-const settled = (acct: GateAccount, id: string, status: string) => eventually(async () => (await acct.outbound()).find((m) => m.id === id && m.status === status), 30_000, 100);
+const settled = (acct: GateAccount, id: string, status: string) =>
+  eventually(async () => (await acct.outbound()).find((m) => m.id === id && m.status === status), 30_000, 100);
 /** The message's timeline event types, and its `email.failed` event. */
 async function timeline(acct: GateAccount, id: string) {
-  const events = (await acct.api('GET', `/api/events?messageId=${id}`)).body as { type: string; data: Record<string, unknown> }[];
+  const events = (await acct.api('GET', `/api/events?messageId=${id}`)).body as {
+    type: string;
+    data: Record<string, unknown>;
+  }[];
   return { types: events.map((e) => e.type).sort(), failed: events.find((e) => e.type === 'email.failed') };
 }
 
@@ -68,13 +72,17 @@ describe('the send gate at departure', () => {
     expect(receivedBy(env, ['dep-sched@rcpt.test'])).toEqual([]);
   });
 
-  it('a queued message whose domain-scoped key is revoked before its batch runs ends failed with key_revoked; the account key\'s mail goes', async () => {
+  it("a queued message whose domain-scoped key is revoked before its batch runs ends failed with key_revoked; the account key's mail goes", async () => {
     const acct = await gateAccount(env, 'dep-key');
     const created = await acct.api('POST', '/api/keys/scoped', { domainId: acct.domainId }, acct.session);
     expect(created.status).toBe(201);
     const { service } = env.stack;
     const restart = async () => {
-      service.worker = await startWorker({ core: service.core, address: service.temporalAddress, workflowBundle: { codePath: inject('workflowBundlePath') } });
+      service.worker = await startWorker({
+        core: service.core,
+        address: service.temporalAddress,
+        workflowBundle: { codePath: inject('workflowBundlePath') },
+      });
       stopped = false;
     };
     // No worker: the batches are started but wait in Temporal until one comes back.
@@ -84,7 +92,9 @@ describe('the send gate at departure', () => {
       const byKey = await acct.send({ to: 'dep-key@rcpt.test' }, created.body.key);
       const byAccount = await acct.send({ to: 'dep-key-control@rcpt.test' });
       expect([byKey.status, byAccount.status]).toEqual([200, 200]);
-      expect((await acct.api('DELETE', `/api/keys/scoped/${created.body.id}`, undefined, acct.session)).status).toBe(200);
+      expect((await acct.api('DELETE', `/api/keys/scoped/${created.body.id}`, undefined, acct.session)).status).toBe(
+        200,
+      );
       await restart();
       const msg = await settled(acct, byKey.body.id, 'failed');
       expect(msg.lastError).toMatch(/^key_revoked: /);
@@ -92,7 +102,9 @@ describe('the send gate at departure', () => {
       expect(types).toEqual(['email.failed']);
       expect(failed!.data).toMatchObject({ reason: 'key_revoked' });
       await settled(acct, byAccount.body.id, 'sent');
-      expect(receivedBy(env, ['dep-key@rcpt.test', 'dep-key-control@rcpt.test'])).toEqual(['dep-key-control@rcpt.test']);
+      expect(receivedBy(env, ['dep-key@rcpt.test', 'dep-key-control@rcpt.test'])).toEqual([
+        'dep-key-control@rcpt.test',
+      ]);
     } finally {
       if (stopped) await restart();
     }

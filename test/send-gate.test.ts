@@ -13,23 +13,40 @@ let env: SendingStack;
 beforeAll(async () => {
   env = await startSendingStack({ env: { PLANS: JSON.stringify(GATE_PLANS) } });
 });
-afterAll(async () => { await env?.stop(); });
+afterAll(async () => {
+  await env?.stop();
+});
 
-const walk = (dir: string): string[] => readdirSync(dir).flatMap((f) => (statSync(join(dir, f)).isDirectory() ? walk(join(dir, f)) : [join(dir, f)]));
-const counter = async (userId: string, period: string) => (await env.stack.service.core.db.select().from(schema.usageCounters)
-  .where(and(eq(schema.usageCounters.userId, userId), eq(schema.usageCounters.period, period))))[0]?.count ?? 0;
+const walk = (dir: string): string[] =>
+  readdirSync(dir).flatMap((f) => (statSync(join(dir, f)).isDirectory() ? walk(join(dir, f)) : [join(dir, f)]));
+const counter = async (userId: string, period: string) =>
+  (
+    await env.stack.service.core.db
+      .select()
+      .from(schema.usageCounters)
+      .where(and(eq(schema.usageCounters.userId, userId), eq(schema.usageCounters.period, period)))
+  )[0]?.count ?? 0;
 
 describe('one gate', () => {
   it('every module that inserts an outbound message row reserves through the send gate; system mail alone is exempt', () => {
-    const inserting = walk('core').filter((f) => f.endsWith('.ts') && readFileSync(f, 'utf8').includes("direction: 'outbound'")).sort();
+    const inserting = walk('core')
+      .filter((f) => f.endsWith('.ts') && readFileSync(f, 'utf8').includes("direction: 'outbound'"))
+      .sort();
     expect(inserting).toEqual([
-      'core/broadcasts/fanout-batch.ts', 'core/mailboxes/forward.ts', 'core/sending/service.ts', 'core/sequences/enrolments.ts', 'core/transport/system-mail.ts',
+      'core/broadcasts/fanout-batch.ts',
+      'core/mailboxes/forward.ts',
+      'core/sending/service.ts',
+      'core/sequences/enrolments.ts',
+      'core/transport/system-mail.ts',
     ]);
-    for (const f of inserting.filter((x) => !x.endsWith('system-mail.ts'))) expect(readFileSync(f, 'utf8'), f).toMatch(/deps\.gate\.(reserve|reserveUpTo)\(/);
+    for (const f of inserting.filter((x) => !x.endsWith('system-mail.ts')))
+      expect(readFileSync(f, 'utf8'), f).toMatch(/deps\.gate\.(reserve|reserveUpTo)\(/);
   });
 
   it('system mail is not gated: an unverified account gets its verification link', async () => {
-    const res = await env.stack.api('POST', '/api/auth/signup', { body: { email: 'new-owner@rcpt.test', password: 'a gate password' } });
+    const res = await env.stack.api('POST', '/api/auth/signup', {
+      body: { email: 'new-owner@rcpt.test', password: 'a gate password' },
+    });
     expect(res.body.user.emailVerified).toBe(false);
     const got = await env.sink.waitFor((r) => r.to.includes('new-owner@rcpt.test'));
     expect(got.raw.toString()).toContain('Verify your email address');
@@ -39,10 +56,16 @@ describe('one gate', () => {
 describe('POST /v1/send', () => {
   it('refuses an unverified and a suspended account, and past the caps answers 429 daily_limit or 402 monthly_quota_exceeded', async () => {
     const unverified = await gateAccount(env, 'send-unverified', { verified: false });
-    expect(await unverified.send({ to: 'u@rcpt.test' })).toMatchObject({ status: 403, body: { code: 'email_not_verified' } });
+    expect(await unverified.send({ to: 'u@rcpt.test' })).toMatchObject({
+      status: 403,
+      body: { code: 'email_not_verified' },
+    });
     const suspended = await gateAccount(env, 'send-suspended');
     await suspended.setStanding({ suspendedAt: Date.now() });
-    expect(await suspended.send({ to: 's@rcpt.test' })).toMatchObject({ status: 403, body: { code: 'account_suspended' } });
+    expect(await suspended.send({ to: 's@rcpt.test' })).toMatchObject({
+      status: 403,
+      body: { code: 'account_suspended' },
+    });
 
     const tiny = await gateAccount(env, 'send-tiny', { plan: 'tiny' });
     expect((await tiny.send({ to: 't1@rcpt.test' })).status).toBe(200);
@@ -52,7 +75,10 @@ describe('POST /v1/send', () => {
     expect(Number(over.headers.get('retry-after'))).toBeGreaterThan(0);
     const month = await gateAccount(env, 'send-month', { plan: 'month' });
     expect((await month.send({ to: ['m1@rcpt.test', 'm2@rcpt.test'] })).status).toBe(200);
-    expect(await month.send({ to: 'm3@rcpt.test' })).toMatchObject({ status: 402, body: { code: 'monthly_quota_exceeded' } });
+    expect(await month.send({ to: 'm3@rcpt.test' })).toMatchObject({
+      status: 402,
+      body: { code: 'monthly_quota_exceeded' },
+    });
     for (const a of [unverified, suspended]) expect(await a.outbound()).toEqual([]);
     expect((await tiny.outbound()).length).toBe(2);
   });
@@ -60,7 +86,12 @@ describe('POST /v1/send', () => {
 
 describe('POST /v1/send/batch', () => {
   const batch = (a: Awaited<ReturnType<typeof gateAccount>>, prefix: string, n: number) =>
-    a.api('POST', '/v1/send/batch', { from: `hello@${a.domain}`, subject: 'Hi', text: 'Hello', recipients: Array.from({ length: n }, (_, i) => ({ to: `${prefix}-${i}@rcpt.test` })) });
+    a.api('POST', '/v1/send/batch', {
+      from: `hello@${a.domain}`,
+      subject: 'Hi',
+      text: 'Hello',
+      recipients: Array.from({ length: n }, (_, i) => ({ to: `${prefix}-${i}@rcpt.test` })),
+    });
 
   it('refuses an unverified account; past the daily cap each recipient over it fails with daily_limit', async () => {
     const unverified = await gateAccount(env, 'batch-unverified', { verified: false });
@@ -68,7 +99,12 @@ describe('POST /v1/send/batch', () => {
     const tiny = await gateAccount(env, 'batch-tiny', { plan: 'tiny' });
     const res = await batch(tiny, 'bt', 4);
     expect(res.body).toMatchObject({ sent: 2, failed: 2 });
-    expect(res.body.results.map((r: any) => r.code ?? r.status)).toEqual(['sent', 'sent', 'daily_limit', 'daily_limit']);
+    expect(res.body.results.map((r: any) => r.code ?? r.status)).toEqual([
+      'sent',
+      'sent',
+      'daily_limit',
+      'daily_limit',
+    ]);
   });
 
   it('two concurrent batches never pass the cap together: of 8 recipients on a cap of 5, exactly 5 are accepted', async () => {
@@ -108,7 +144,10 @@ describe('scheduled sends', () => {
     const b = await banned.send({ to: 'release-s@rcpt.test', scheduledAt: at });
     await gone.setStanding({ emailVerified: false });
     await banned.setStanding({ suspendedAt: Date.now() });
-    for (const [acct, res, code] of [[gone, a, 'email_not_verified'], [banned, b, 'account_suspended']] as const) {
+    for (const [acct, res, code] of [
+      [gone, a, 'email_not_verified'],
+      [banned, b, 'account_suspended'],
+    ] as const) {
       const row = await eventually(async () => {
         const r = (await acct.api('GET', `/v1/scheduled/${res.body.id}`)).body;
         return r.status === 'failed' ? r : undefined;
@@ -126,10 +165,17 @@ describe('a domain-scoped key and sequences', () => {
   it('reaches only the sequences that send from its own domain (another is 404, as if it did not exist)', async () => {
     const owner = await gateAccount(env, 'scope-a');
     const other = `scope-b.${SERVICE}`;
-    expect((await owner.api('POST', '/api/domains/subdomain', { subdomain: 'scope-b' }, owner.session)).status).toBeLessThan(300);
-    const sequence = (name: string, domain: string) => owner.api('POST', '/api/sequences', {
-      name, status: 'active', from: `news@${domain}`, trigger: { type: 'send' }, steps: [{ type: 'send', subject: `From ${name}`, text: 'x' }],
-    });
+    expect(
+      (await owner.api('POST', '/api/domains/subdomain', { subdomain: 'scope-b' }, owner.session)).status,
+    ).toBeLessThan(300);
+    const sequence = (name: string, domain: string) =>
+      owner.api('POST', '/api/sequences', {
+        name,
+        status: 'active',
+        from: `news@${domain}`,
+        trigger: { type: 'send' },
+        steps: [{ type: 'send', subject: `From ${name}`, text: 'x' }],
+      });
     expect((await sequence('Own', owner.domain)).status).toBe(201);
     expect((await sequence('Elsewhere', other)).status).toBe(201);
     const scoped = (await owner.api('POST', '/api/keys/scoped', { domainId: owner.domainId }, owner.session)).body.key;

@@ -13,20 +13,33 @@ beforeAll(async () => {
   env = await startSendingStack({ roles: ['api', 'smtp'] });
   const c = env.stack.config;
   workerEnv = {
-    OUTBOUND_MODE: 'mx', MX_PORT: String(env.sink.port), DNS_SERVERS: env.dns.server.address, SERVICE_DOMAIN: c.serviceDomain, OUTBOUND_RETRY_SCHEDULE: '500,500',
-    ALLOW_PRIVATE_NETWORKS: '1', DATABASE_URL: c.databaseUrl!, TEMPORAL_ADDRESS: env.stack.service.temporalAddress, TEMPORAL_TASK_QUEUE: c.temporal.taskQueue,
-    SECRET_KEY: c.secretKey, DATA_DIR: c.dataDir, NODE_ENV: 'test', PUBLIC_URL: c.publicUrl,
+    OUTBOUND_MODE: 'mx',
+    MX_PORT: String(env.sink.port),
+    DNS_SERVERS: env.dns.server.address,
+    SERVICE_DOMAIN: c.serviceDomain,
+    OUTBOUND_RETRY_SCHEDULE: '500,500',
+    ALLOW_PRIVATE_NETWORKS: '1',
+    DATABASE_URL: c.databaseUrl!,
+    TEMPORAL_ADDRESS: env.stack.service.temporalAddress,
+    TEMPORAL_TASK_QUEUE: c.temporal.taskQueue,
+    SECRET_KEY: c.secretKey,
+    DATA_DIR: c.dataDir,
+    NODE_ENV: 'test',
+    PUBLIC_URL: c.publicUrl,
   };
   h = sequenceHelpers(env);
 }, 180_000);
-afterAll(async () => { await env?.stop(); });
+afterAll(async () => {
+  await env?.stop();
+});
 
 describe('enrolments across a worker crash', () => {
   it('killing the worker during waits loses nothing: each enrolment resumes and finishes once', async () => {
     let worker = await startWorkerProcess(workerEnv);
     try {
       const seq = await h.sequence({
-        name: 'Crash', trigger: { type: 'event', event: 'crash-start' },
+        name: 'Crash',
+        trigger: { type: 'event', event: 'crash-start' },
         steps: [
           { type: 'send', subject: 'First', text: '1' },
           { type: 'wait', duration: '2s' },
@@ -48,18 +61,26 @@ describe('enrolments across a worker crash', () => {
       for (const [i, email] of emails.entries()) {
         const [e] = await h.ended(seq.id, email, 1, 60_000);
         expect(e.status).toBe('completed');
-        expect(e.steps.map((s: any) => s.outcome)).toEqual(i < 5 ? ['sent', 'waited', 'arrived', 'sent'] : ['sent', 'waited', 'timed_out', 'sent', ]);
+        expect(e.steps.map((s: any) => s.outcome)).toEqual(
+          i < 5 ? ['sent', 'waited', 'arrived', 'sent'] : ['sent', 'waited', 'timed_out', 'sent'],
+        );
       }
       await eventually(async () => emails.every((e) => h.subjects(e).length === 2), 30_000);
-      for (const [i, email] of emails.entries()) expect(h.subjects(email)).toEqual(['First', i < 5 ? 'Thanks' : 'Reminder']);
+      for (const [i, email] of emails.entries())
+        expect(h.subjects(email)).toEqual(['First', i < 5 ? 'Thanks' : 'Reminder']);
 
       // Visible in the Temporal UI by sequence, contact and step.
-      const client = new Client({ connection: await Connection.connect({ address: env.stack.service.temporalAddress }) });
+      const client = new Client({
+        connection: await Connection.connect({ address: env.stack.service.temporalAddress }),
+      });
       try {
         const [e0] = await h.ended(seq.id, emails[0]!);
         const runs = await eventually(async () => {
           const found: string[] = [];
-          for await (const w of client.workflow.list({ query: `SvcSequenceId = '${seq.id}' AND SvcContactId = '${e0.contactId}' AND SvcSequenceStep = 5` })) found.push(w.workflowId);
+          for await (const w of client.workflow.list({
+            query: `SvcSequenceId = '${seq.id}' AND SvcContactId = '${e0.contactId}' AND SvcSequenceStep = 5`,
+          }))
+            found.push(w.workflowId);
           return found.length ? found : undefined;
         });
         expect(runs).toEqual([e0.workflowId]);

@@ -15,7 +15,8 @@ describe('shaping value syntax (KumoMTA)', () => {
     expect(parseRate('86400/d').perSecond).toBe(1);
     expect(parseRate(' 2 / minute ').perSecond).toBeCloseTo(2 / 60);
     expect(parseRate(4)).toMatchObject({ perSecond: 4, burst: 4 });
-    for (const bad of ['300', '300/fortnight', '/min', '0/s', '-1/s', 'ten/s', '', 0, null]) expect(() => parseRate(bad), String(bad)).toThrow(/not a rate/);
+    for (const bad of ['300', '300/fortnight', '/min', '0/s', '-1/s', 'ten/s', '', 0, null])
+      expect(() => parseRate(bad), String(bad)).toThrow(/not a rate/);
   });
 
   it('reads durations', () => {
@@ -26,7 +27,8 @@ describe('shaping value syntax (KumoMTA)', () => {
     expect(parseDuration('500ms')).toBe(500);
     expect(parseDuration('2 hours')).toBe(7_200_000);
     expect(parseDuration(90)).toBe(90_000);
-    for (const bad of ['1w', 'h', '10', '', '1.2.3s', true]) expect(() => parseDuration(bad), String(bad)).toThrow(/not a duration/);
+    for (const bad of ['1w', 'h', '10', '', '1.2.3s', true])
+      expect(() => parseDuration(bad), String(bad)).toThrow(/not a duration/);
   });
 
   it('reads counts', () => {
@@ -73,12 +75,27 @@ describe('shaping.toml', () => {
   const config = parseShaping(FILE, 'test.toml');
 
   it('reads the default, domain and provider tables and their rules', () => {
-    expect(config.defaults).toEqual({ connectionLimit: 4, maxMessageRate: null, maxConnectionRate: null, maxDeliveriesPerConnection: 20 });
+    expect(config.defaults).toEqual({
+      connectionLimit: 4,
+      maxMessageRate: null,
+      maxConnectionRate: null,
+      maxDeliveriesPerConnection: 20,
+    });
     expect(config.defaultRules).toHaveLength(1);
-    expect(config.domains.get('example.com')!.patch).toMatchObject({ connectionLimit: 2, maxMessageRate: { perSecond: 5, burst: 300 } });
+    expect(config.domains.get('example.com')!.patch).toMatchObject({
+      connectionLimit: 2,
+      maxMessageRate: { perSecond: 5, burst: 300 },
+    });
     expect(config.domains.get('solo.example')!.mxRollup).toBe(false);
-    expect(config.providers[0]).toMatchObject({ name: 'provider.google', mxSuffixes: ['.google.com'], domainSuffixes: ['.gmail.test'] });
-    expect(config.providers[0]!.rules[0]!.actions).toEqual([{ kind: 'suspend' }, { kind: 'set', name: 'max_message_rate', value: '10/min' }]);
+    expect(config.providers[0]).toMatchObject({
+      name: 'provider.google',
+      mxSuffixes: ['.google.com'],
+      domainSuffixes: ['.gmail.test'],
+    });
+    expect(config.providers[0]!.rules[0]!.actions).toEqual([
+      { kind: 'suspend' },
+      { kind: 'set', name: 'max_message_rate', value: '10/min' },
+    ]);
     expect(config.providers[0]!.rules[0]!.durationMs).toBe(900_000);
   });
 
@@ -112,7 +129,18 @@ describe('shaping.toml', () => {
   it('lets SetConfig overrides in force replace the file limits', () => {
     const site = siteFor(config, 'x.test', ['mx.x.test'], new Map());
     const now = Date.now();
-    const limits = effectiveLimits(site, { suspendedUntil: null, suspendCause: null, overrides: { connection_limit: { value: '1', until: now + 1000, cause: 'x' }, max_message_rate: { value: '5/s', until: now - 1, cause: 'old' } } }, now);
+    const limits = effectiveLimits(
+      site,
+      {
+        suspendedUntil: null,
+        suspendCause: null,
+        overrides: {
+          connection_limit: { value: '1', until: now + 1000, cause: 'x' },
+          max_message_rate: { value: '5/s', until: now - 1, cause: 'old' },
+        },
+      },
+      now,
+    );
     expect(limits.connectionLimit).toBe(1);
     expect(limits.maxMessageRate).toBeNull();
   });
@@ -124,8 +152,14 @@ describe('shaping.toml', () => {
       ['["default"]\nconection_limit = 3', /unknown key "conection_limit"/],
       ['["example.com"]\nmx_rollup = "no"', /mx_rollup must be true or false/],
       ['[["x.com".automation]]\nregex = "a"\naction = "Pause"\nduration = "1m"', /action must be "Suspend"/],
-      ['[["x.com".automation]]\nregex = "a"\naction = { SetConfig = { name = "speed", value = "1" } }\nduration = "1m"', /SetConfig name must be one of/],
-      ['[["x.com".automation]]\nregex = "a"\naction = "Suspend"\nduration = "soon"', /duration: "soon" is not a duration/],
+      [
+        '[["x.com".automation]]\nregex = "a"\naction = { SetConfig = { name = "speed", value = "1" } }\nduration = "1m"',
+        /SetConfig name must be one of/,
+      ],
+      [
+        '[["x.com".automation]]\nregex = "a"\naction = "Suspend"\nduration = "soon"',
+        /duration: "soon" is not a duration/,
+      ],
       ['[["x.com".automation]]\nregex = "(a+)+$"\naction = "Suspend"\nduration = "1m"', /nested quantifiers/],
       ['[["x.com".automation]]\nregex = "(a|ab)*c"\naction = "Suspend"\nduration = "1m"', /nested quantifiers/],
       ['[["x.com".automation]]\nregex = "(a)\\\\1"\naction = "Suspend"\nduration = "1m"', /back-references/],
@@ -150,12 +184,21 @@ describe('shaping.toml', () => {
 
   it('ships a default file that loads, with rules for the large providers and a generic 421', () => {
     const shipped = loadShapingFile(DEFAULT_SHAPING_FILE);
-    const gmail = siteFor(shipped, 'gmail.com', ['gmail-smtp-in.l.google.com', 'alt1.gmail-smtp-in.l.google.com'], new Map());
+    const gmail = siteFor(
+      shipped,
+      'gmail.com',
+      ['gmail-smtp-in.l.google.com', 'alt1.gmail-smtp-in.l.google.com'],
+      new Map(),
+    );
     const rule = (site: typeof gmail, answer: string) => site.rules.find((r) => r.regex.test(answer));
-    expect(rule(gmail, '421-4.7.28 [192.0.2.1] Our system has detected an unusual rate of unsolicited mail')?.table).toBe('provider.google');
+    expect(
+      rule(gmail, '421-4.7.28 [192.0.2.1] Our system has detected an unusual rate of unsolicited mail')?.table,
+    ).toBe('provider.google');
     expect(rule(gmail, '421 4.7.0 Try again later, closing connection.')?.table).toBe('provider.google');
     const outlook = siteFor(shipped, 'outlook.com', ['outlook-com.olc.protection.outlook.com'], new Map());
-    expect(rule(outlook, '421 4.3.2 The maximum number of concurrent server connections has exceeded a limit')?.actions).toEqual([{ kind: 'set', name: 'connection_limit', value: '2' }]);
+    expect(
+      rule(outlook, '421 4.3.2 The maximum number of concurrent server connections has exceeded a limit')?.actions,
+    ).toEqual([{ kind: 'set', name: 'connection_limit', value: '2' }]);
     const yahoo = siteFor(shipped, 'yahoo.com', ['mta5.am0.yahoodns.net'], new Map());
     expect(rule(yahoo, '421 4.7.0 [TSS04] Messages from 192.0.2.1 temporarily deferred')?.table).toBe('provider.yahoo');
     const other = siteFor(shipped, 'example.org', ['mx.example.org'], new Map());
@@ -165,12 +208,17 @@ describe('shaping.toml', () => {
 
   it('SHAPING_FILE names the file; a bad one stops startup with a clear error', () => {
     const dir = mkdtempSync(join(tmpdir(), 'svc-shaping-'));
-    const env = (file: string) => ({ SHAPING_FILE: file, DATA_DIR: dir, SECRET_KEY: 'x'.repeat(40) }) as NodeJS.ProcessEnv;
+    const env = (file: string) =>
+      ({ SHAPING_FILE: file, DATA_DIR: dir, SECRET_KEY: 'x'.repeat(40) }) as NodeJS.ProcessEnv;
     expect(() => loadConfig(env(join(dir, 'missing.toml')))).toThrow(/SHAPING_FILE: .*missing\.toml: cannot read it/);
     writeFileSync(join(dir, 'bad.toml'), '["default"]\nmax_message_rate = "lots"\n');
-    expect(() => loadConfig(env(join(dir, 'bad.toml')))).toThrow(/Invalid configuration:\n {2}SHAPING_FILE: .*bad\.toml: \["default"\] max_message_rate: "lots" is not a rate/);
+    expect(() => loadConfig(env(join(dir, 'bad.toml')))).toThrow(
+      /Invalid configuration:\n {2}SHAPING_FILE: .*bad\.toml: \["default"\] max_message_rate: "lots" is not a rate/,
+    );
     writeFileSync(join(dir, 'ok.toml'), '["default"]\nconnection_limit = 3\n');
     expect(loadConfig(env(join(dir, 'ok.toml'))).shaping.defaults.connectionLimit).toBe(3);
-    expect(loadConfig({ DATA_DIR: dir, SECRET_KEY: 'x'.repeat(40) } as NodeJS.ProcessEnv).shaping.file).toBe(DEFAULT_SHAPING_FILE);
+    expect(loadConfig({ DATA_DIR: dir, SECRET_KEY: 'x'.repeat(40) } as NodeJS.ProcessEnv).shaping.file).toBe(
+      DEFAULT_SHAPING_FILE,
+    );
   });
 });

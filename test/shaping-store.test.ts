@@ -31,13 +31,17 @@ afterAll(async () => {
 const limits = { connection_limit: 2 };
 
 describe('shaping state in PostgreSQL', () => {
-  it('grants at most connection_limit leases across holders, and a crashed holder\'s leases come back when they expire', async () => {
+  it("grants at most connection_limit leases across holders, and a crashed holder's leases come back when they expire", async () => {
     const store = createShapingStore(database.db);
     await store.touch('mx.lease.test', limits, 'lease.test', { message: 1, connection: 1 });
     const now = Date.now();
     const opts = (holder: string, ttlMs = 60_000) => ({ holder, limit: 2, rate: null, burst: 1, ttlMs });
     // Two workers asking at once for three slots: exactly two are granted.
-    const asked = await Promise.all([store.acquireLease('mx.lease.test', opts('a', 1000), now), store.acquireLease('mx.lease.test', opts('b'), now), store.acquireLease('mx.lease.test', opts('b'), now)]);
+    const asked = await Promise.all([
+      store.acquireLease('mx.lease.test', opts('a', 1000), now),
+      store.acquireLease('mx.lease.test', opts('b'), now),
+      store.acquireLease('mx.lease.test', opts('b'), now),
+    ]);
     expect(asked.filter((r) => 'id' in r)).toHaveLength(2);
     expect(asked.find((r) => !('id' in r))).toMatchObject({ why: 'connection_limit 2 reached' });
     if (!('id' in asked[0]!)) {
@@ -48,7 +52,9 @@ describe('shaping state in PostgreSQL', () => {
     // Worker "a" dies holding its lease: once it has expired the slot is free again, and only that one.
     const later = await store.acquireLease('mx.lease.test', opts('c'), now + 1001);
     expect('id' in later).toBe(true);
-    expect(await store.acquireLease('mx.lease.test', opts('d'), now + 1002)).toMatchObject({ why: 'connection_limit 2 reached' });
+    expect(await store.acquireLease('mx.lease.test', opts('d'), now + 1002)).toMatchObject({
+      why: 'connection_limit 2 reached',
+    });
     // A released lease frees its slot at once.
     await store.releaseLease((later as { id: string }).id);
     expect('id' in (await store.acquireLease('mx.lease.test', opts('d'), now + 1003))).toBe(true);
@@ -60,7 +66,10 @@ describe('shaping state in PostgreSQL', () => {
     const now = Date.now();
     const opts = { holder: 'a', limit: 10, rate: 1, burst: 1, ttlMs: 60_000 };
     expect('id' in (await store.acquireLease('mx.connrate.test', opts, now))).toBe(true);
-    expect(await store.acquireLease('mx.connrate.test', opts, now + 100)).toMatchObject({ why: 'max_connection_rate reached', waitMs: 900 });
+    expect(await store.acquireLease('mx.connrate.test', opts, now + 100)).toMatchObject({
+      why: 'max_connection_rate reached',
+      waitMs: 900,
+    });
     expect('id' in (await store.acquireLease('mx.connrate.test', opts, now + 1000))).toBe(true);
   });
 
@@ -78,7 +87,13 @@ describe('shaping state in PostgreSQL', () => {
     // A shorter suspension does not cut a longer one short.
     await store.suspend('mx.bucket.test', now + 2000, 'rule', '421 other', now + 1000);
     expect(await store.state('mx.bucket.test')).toMatchObject({ suspendedUntil: now + 5000, suspendCause: '421 busy' });
-    expect((await store.acquireLease('mx.bucket.test', { holder: 'a', limit: 5, rate: null, burst: 1, ttlMs: 1000 }, now + 1000))).toMatchObject({ why: 'suspended: 421 busy' });
+    expect(
+      await store.acquireLease(
+        'mx.bucket.test',
+        { holder: 'a', limit: 5, rate: null, burst: 1, ttlMs: 1000 },
+        now + 1000,
+      ),
+    ).toMatchObject({ why: 'suspended: 421 busy' });
   });
 
   it('automation rules: Suspend makes admission wait for the suspension, SetConfig changes the limits in force', async () => {
@@ -102,25 +117,43 @@ action = { SetConfig = { name = "max_message_rate", value = "2/s" } }
 duration = "1h"
 `);
     const shaper = createShaper({
-      db: database.db, config, smtp: { port: 25, heloName: 'test', timeoutMs: 1000 },
-      resolveMx: async () => [], addressOf: async () => '127.0.0.1', stateCacheMs: 0,
+      db: database.db,
+      config,
+      smtp: { port: 25, heloName: 'test', timeoutMs: 1000 },
+      resolveMx: async () => [],
+      addressOf: async () => '127.0.0.1',
+      stateCacheMs: 0,
     });
     const site = await shaper.site('rules.test', ['mx.rules.test']);
     expect(await shaper.admit(site)).toEqual({ limits: expect.objectContaining({ connectionLimit: 4 }) });
 
-    expect((await shaper.observe(site, '421 4.3.2 Too many connections from your IP'))?.pattern).toBe('(?i)too many connections');
+    expect((await shaper.observe(site, '421 4.3.2 Too many connections from your IP'))?.pattern).toBe(
+      '(?i)too many connections',
+    );
     expect(await shaper.admit(site)).toEqual({ limits: expect.objectContaining({ connectionLimit: 1 }) });
     expect(await shaper.observe(site, '550 5.1.1 No such user')).toBeUndefined();
 
     await shaper.observe(site, '452 4.5.3 slow down');
     const rated = await shaper.admit(site);
-    expect(rated).toEqual({ limits: expect.objectContaining({ connectionLimit: 1, maxMessageRate: expect.objectContaining({ perSecond: 2 }) }) });
+    expect(rated).toEqual({
+      limits: expect.objectContaining({
+        connectionLimit: 1,
+        maxMessageRate: expect.objectContaining({ perSecond: 2 }),
+      }),
+    });
 
     await shaper.observe(site, '421-4.7.28 rate limited');
     const waiting = await shaper.admit(site);
-    expect(waiting).toMatchObject({ throttled: true, site: 'mx.rules.test', cause: 'suspended: 421-4.7.28 rate limited' });
+    expect(waiting).toMatchObject({
+      throttled: true,
+      site: 'mx.rules.test',
+      cause: 'suspended: 421-4.7.28 rate limited',
+    });
     expect((waiting as { waitMs: number }).waitMs).toBeGreaterThan(3_500_000);
-    const actions = (await createShapingStore(database.db).list()).active.filter((a) => a.site === 'mx.rules.test').map((a) => a.action).sort();
+    const actions = (await createShapingStore(database.db).list()).active
+      .filter((a) => a.site === 'mx.rules.test')
+      .map((a) => a.action)
+      .sort();
     expect(actions).toEqual(['SetConfig connection_limit=1', 'SetConfig max_message_rate=2/s', 'Suspend']);
     await shaper.close();
   });
@@ -130,24 +163,47 @@ duration = "1h"
     const mx = await startShapingMx({ host: '127.0.0.5', port });
     const store = createShapingStore(database.db);
     const answers: string[] = [];
-    const counting = { ...store, acquireLease: async (...args: Parameters<typeof store.acquireLease>) => {
-      const r = await store.acquireLease(...args);
-      answers.push('id' in r ? 'granted' : r.why);
-      return r;
-    } };
-    const pool = createConnectionPool({ store: counting, holder: 'pool-test', smtp: { port, heloName: 'test', timeoutMs: 5000 }, addressOf: async () => '127.0.0.5' });
+    const counting = {
+      ...store,
+      acquireLease: async (...args: Parameters<typeof store.acquireLease>) => {
+        const r = await store.acquireLease(...args);
+        answers.push('id' in r ? 'granted' : r.why);
+        return r;
+      },
+    };
+    const pool = createConnectionPool({
+      store: counting,
+      holder: 'pool-test',
+      smtp: { port, heloName: 'test', timeoutMs: 5000 },
+      addressOf: async () => '127.0.0.5',
+    });
     const lim = { connectionLimit: 2, maxMessageRate: null, maxConnectionRate: null, maxDeliveriesPerConnection: 3 };
-    const site = { key: 'mx.rollover.test', domain: 'rollover.test', hosts: ['mx.rollover.test'], limits: lim, rules: [], sources: ['default'] };
+    const site = {
+      key: 'mx.rollover.test',
+      domain: 'rollover.test',
+      hosts: ['mx.rollover.test'],
+      limits: lim,
+      rules: [],
+      sources: ['default'],
+    };
     try {
       // 40 messages, 10 at a time, over 2 connections of 3 messages each: 14 connections one after another.
-      const results = await Promise.all(Array.from({ length: 10 }, async (_, lane) => {
-        const out: string[] = [];
-        for (let i = lane; i < 40; i += 10) {
-          const r = await pool.send(site, lim, { from: 'a@test', to: [`r${i}@rollover.test`] }, Buffer.from('Subject: x\r\n\r\nx\r\n'), async () => undefined);
-          out.push('info' in r ? 'sent' : 'throttled' in r ? `throttled: ${r.cause}` : `error: ${r.err.message}`);
-        }
-        return out;
-      }));
+      const results = await Promise.all(
+        Array.from({ length: 10 }, async (_, lane) => {
+          const out: string[] = [];
+          for (let i = lane; i < 40; i += 10) {
+            const r = await pool.send(
+              site,
+              lim,
+              { from: 'a@test', to: [`r${i}@rollover.test`] },
+              Buffer.from('Subject: x\r\n\r\nx\r\n'),
+              async () => undefined,
+            );
+            out.push('info' in r ? 'sent' : 'throttled' in r ? `throttled: ${r.cause}` : `error: ${r.err.message}`);
+          }
+          return out;
+        }),
+      );
       expect(results.flat().filter((r) => r !== 'sent')).toEqual([]);
       expect(answers.filter((a) => a !== 'granted')).toEqual([]);
       expect(answers.length).toBeGreaterThanOrEqual(40 / 3);

@@ -54,24 +54,44 @@ beforeAll(async () => {
   mx.busy = await startShapingMx({ host: MX.busy, port, acceptFirst: 3, refuseForMs: 1500 });
   mx.calm = await startShapingMx({ host: MX.calm, port });
   dns = await startTestDns();
-  for (const d of ['shared-a.test', 'shared-b.test']) dns.zone.set(d, 'MX', [{ value: 'mx.shared.test', priority: 10 }]);
+  for (const d of ['shared-a.test', 'shared-b.test'])
+    dns.zone.set(d, 'MX', [{ value: 'mx.shared.test', priority: 10 }]);
   dns.zone.set('busy.test', 'MX', [{ value: 'mx.busy.test', priority: 10 }]);
   dns.zone.set('calm.test', 'MX', [{ value: 'mx.calm.test', priority: 10 }]);
   for (const [name, ip] of Object.entries(MX)) dns.zone.set(`mx.${name}.test`, 'A', [{ value: ip }]);
   const file = join(mkdtempSync(join(tmpdir(), 'svc-shaping-')), 'shaping.toml');
   writeFileSync(file, SHAPING);
   const env = {
-    OUTBOUND_MODE: 'mx', MX_PORT: String(port), DNS_SERVERS: dns.server.address, SERVICE_DOMAIN: SERVICE, OUTBOUND_RETRY_SCHEDULE: '500,500,500',
-    ATTACHMENT_FETCH_ALLOW_PRIVATE: '1', ALLOW_PRIVATE_NETWORKS: '1', SHAPING_FILE: file, OPERATOR_TOKEN: OPERATOR,
+    OUTBOUND_MODE: 'mx',
+    MX_PORT: String(port),
+    DNS_SERVERS: dns.server.address,
+    SERVICE_DOMAIN: SERVICE,
+    OUTBOUND_RETRY_SCHEDULE: '500,500,500',
+    ATTACHMENT_FETCH_ALLOW_PRIVATE: '1',
+    ALLOW_PRIVATE_NETWORKS: '1',
+    SHAPING_FILE: file,
+    OPERATOR_TOKEN: OPERATOR,
   };
   stack = await startStack(env);
   const c = stack.config;
   workerEnv = {
-    ...env, DATABASE_URL: c.databaseUrl!, TEMPORAL_ADDRESS: stack.service.temporalAddress, TEMPORAL_TASK_QUEUE: c.temporal.taskQueue,
-    SECRET_KEY: c.secretKey, DATA_DIR: c.dataDir, NODE_ENV: 'test',
+    ...env,
+    DATABASE_URL: c.databaseUrl!,
+    TEMPORAL_ADDRESS: stack.service.temporalAddress,
+    TEMPORAL_TASK_QUEUE: c.temporal.taskQueue,
+    SECRET_KEY: c.secretKey,
+    DATA_DIR: c.dataDir,
+    NODE_ENV: 'test',
   };
-  const s = (await stack.api('POST', '/api/auth/signup', { body: { email: 'shaping@example.com', password: 'shaping password' } })).body;
-  await stack.service.core.db.update(schema.users).set({ emailVerified: true, plan: 'unlimited' }).where(eq(schema.users.id, s.user.id));
+  const s = (
+    await stack.api('POST', '/api/auth/signup', {
+      body: { email: 'shaping@example.com', password: 'shaping password' },
+    })
+  ).body;
+  await stack.service.core.db
+    .update(schema.users)
+    .set({ emailVerified: true, plan: 'unlimited' })
+    .where(eq(schema.users.id, s.user.id));
   await stack.api('POST', '/api/domains/subdomain', { token: s.token, body: { subdomain: 'acme' } });
   key = (await stack.api('GET', '/api/keys', { token: s.token })).body.key;
 }, 180_000);
@@ -83,15 +103,24 @@ afterAll(async () => {
 });
 
 async function sendBatch(to: string[]): Promise<string[]> {
-  const res = await stack.api('POST', '/v1/send/batch', { token: key, body: { from: FROM, subject: 'shaped', text: 'hello', recipients: to.map((t) => ({ to: t })) } });
+  const res = await stack.api('POST', '/v1/send/batch', {
+    token: key,
+    body: { from: FROM, subject: 'shaped', text: 'hello', recipients: to.map((t) => ({ to: t })) },
+  });
   expect(res.status, JSON.stringify(res.body)).toBe(200);
   return res.body.results.map((r: { id: string }) => r.id);
 }
-const rowsOf = (ids: string[]) => stack.service.core.db.select().from(schema.messages).where(inArray(schema.messages.id, ids));
-const allSent = (ids: string[], timeoutMs = 90_000) => eventually(async () => {
-  const rows = await rowsOf(ids);
-  return rows.length === ids.length && rows.every((r) => r.status === 'sent') ? rows : undefined;
-}, timeoutMs, 200);
+const rowsOf = (ids: string[]) =>
+  stack.service.core.db.select().from(schema.messages).where(inArray(schema.messages.id, ids));
+const allSent = (ids: string[], timeoutMs = 90_000) =>
+  eventually(
+    async () => {
+      const rows = await rowsOf(ids);
+      return rows.length === ids.length && rows.every((r) => r.status === 'sent') ? rows : undefined;
+    },
+    timeoutMs,
+    200,
+  );
 const sites = async () => {
   const res = await stack.api('GET', '/api/deliverability/sites', { token: OPERATOR });
   expect(res.status).toBe(200);
@@ -102,8 +131,11 @@ describe('egress shaping per site', () => {
   it('two domains with the same MX hosts share one connection limit, held across two worker processes; every message arrives once', async () => {
     const worker = await startWorkerProcess(workerEnv);
     try {
-      const to = [...Array.from({ length: 30 }, (_, i) => `a${i}@shared-a.test`), ...Array.from({ length: 30 }, (_, i) => `b${i}@shared-b.test`)];
-      const ids = [...await sendBatch(to.slice(0, 30)), ...await sendBatch(to.slice(30))];
+      const to = [
+        ...Array.from({ length: 30 }, (_, i) => `a${i}@shared-a.test`),
+        ...Array.from({ length: 30 }, (_, i) => `b${i}@shared-b.test`),
+      ];
+      const ids = [...(await sendBatch(to.slice(0, 30))), ...(await sendBatch(to.slice(30)))];
       const rows = await allSent(ids);
       for (const a of to) expect(mx.shared.copies.get(a), a).toBe(1);
       // The server counted: never more than the site's 2 connections at once, and a new one every 4 messages.
@@ -112,7 +144,10 @@ describe('egress shaping per site', () => {
       // 60 messages at once against 20/s (a burst of 20): some waited for their site, on a timer, and said so.
       expect(rows.some((r) => (r.trail ?? []).some((t: { status: string }) => t.status === 'throttled'))).toBe(true);
       const site = (await sites()).sites.find((s) => s.site === 'mx.shared.test');
-      expect(site).toMatchObject({ limits: { connection_limit: 2, max_message_rate: '20/s', max_deliveries_per_connection: 4 }, sources: ['default', 'shared-a.test'] });
+      expect(site).toMatchObject({
+        limits: { connection_limit: 2, max_message_rate: '20/s', max_deliveries_per_connection: 4 },
+        sources: ['default', 'shared-a.test'],
+      });
       expect([...site.domains].sort()).toEqual(['shared-a.test', 'shared-b.test']);
     } finally {
       await worker.kill();
@@ -122,14 +157,23 @@ describe('egress shaping per site', () => {
   it('a site answering 421 4.7.28 is suspended: no connection until the suspension ends, another site is served meanwhile, then its mail drains', async () => {
     const db = stack.service.core.db;
     const busy = await sendBatch(Array.from({ length: 10 }, (_, i) => `u${i}@busy.test`));
-    const suspension = await eventually(async () => (await db.select().from(schema.shapingActions).where(eq(schema.shapingActions.site, 'mx.busy.test')))[0], 60_000, 50);
+    const suspension = await eventually(
+      async () =>
+        (await db.select().from(schema.shapingActions).where(eq(schema.shapingActions.site, 'mx.busy.test')))[0],
+      60_000,
+      50,
+    );
     expect(suspension).toMatchObject({ action: 'Suspend', rule: expect.stringContaining('4\\.7\\.28') });
     expect(suspension.cause).toMatch(/^421 4\.7\.28 Our system has detected/);
     expect(suspension.expiresAt - suspension.createdAt).toBe(4000);
 
     // The listing shows the suspension and its cause while it lasts.
     const listed = (await sites()).sites.find((s) => s.site === 'mx.busy.test');
-    expect(listed.suspension).toMatchObject({ until: suspension.expiresAt, cause: suspension.cause, rule: suspension.rule });
+    expect(listed.suspension).toMatchObject({
+      until: suspension.expiresAt,
+      cause: suspension.cause,
+      rule: suspension.rule,
+    });
 
     // Another site's mail goes out during the suspension.
     const calm = await sendBatch(['c1@calm.test', 'c2@calm.test']);
@@ -144,7 +188,13 @@ describe('egress shaping per site', () => {
     expect(mx.busy.connectedAt.filter((t) => t >= suspension.createdAt && t < suspension.expiresAt)).toEqual([]);
     expect(mx.busy.maxOpen).toBe(1);
     // Messages that met the suspension waited for it (trail), none bounced.
-    expect(rows.some((r) => (r.trail ?? []).some((t: { status: string; response: string }) => t.status === 'throttled' && t.response.includes('suspended')))).toBe(true);
+    expect(
+      rows.some((r) =>
+        (r.trail ?? []).some(
+          (t: { status: string; response: string }) => t.status === 'throttled' && t.response.includes('suspended'),
+        ),
+      ),
+    ).toBe(true);
     expect(rows.every((r) => Object.values(r.recipients ?? {}).every((s) => s.status === 'sent'))).toBe(true);
   }, 180_000);
 
@@ -157,19 +207,40 @@ describe('egress shaping per site', () => {
     const id = 'msg_stranded_for_a_suspended_site';
     const old = Date.now() - 5 * 60_000;
     await db.insert(schema.messages).values({
-      id, userId: null, direction: 'outbound', kind: 'system', fromAddr: `svc <no-reply@${SERVICE}>`,
-      toAddrs: ['late@calm.test'], subject: 'stranded', text: 'hello', status: 'queued', createdAt: old, updatedAt: old,
+      id,
+      userId: null,
+      direction: 'outbound',
+      kind: 'system',
+      fromAddr: `svc <no-reply@${SERVICE}>`,
+      toAddrs: ['late@calm.test'],
+      subject: 'stranded',
+      text: 'hello',
+      status: 'queued',
+      createdAt: old,
+      updatedAt: old,
     });
-    const t = await connectTemporal({ address: stack.service.temporalAddress, namespace: 'default', taskQueue: stack.config.temporal.taskQueue });
+    const t = await connectTemporal({
+      address: stack.service.temporalAddress,
+      namespace: 'default',
+      taskQueue: stack.config.temporal.taskQueue,
+    });
     try {
       // (The scheduled sweep may get to the row first: either way one run, named after it, takes it.)
-      await t.client.workflow.execute(sweepOutboundWorkflow, { taskQueue: t.taskQueue, workflowId: `test-sweep-${Date.now()}`, args: [{ retrySchedule: [500], graceMs: 0 }] });
+      await t.client.workflow.execute(sweepOutboundWorkflow, {
+        taskQueue: t.taskQueue,
+        workflowId: `test-sweep-${Date.now()}`,
+        args: [{ retrySchedule: [500], graceMs: 0 }],
+      });
       // Returned while the site is still suspended; the message waits in its own run.
       expect(Date.now()).toBeLessThan(until);
-      const row = await eventually(async () => {
-        const [r] = await db.select().from(schema.messages).where(eq(schema.messages.id, id));
-        return r?.workflowId ? r : undefined;
-      }, 10_000, 100);
+      const row = await eventually(
+        async () => {
+          const [r] = await db.select().from(schema.messages).where(eq(schema.messages.id, id));
+          return r?.workflowId ? r : undefined;
+        },
+        10_000,
+        100,
+      );
       expect(row).toMatchObject({ status: 'queued', workflowId: `outbound-${id}-sweep` });
       expect(Date.now()).toBeLessThan(until);
       expect(mx.calm.copies.get('late@calm.test')).toBeUndefined();

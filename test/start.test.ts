@@ -10,7 +10,8 @@ import { apiClient, eventually } from './helpers/stack.js';
 /** `npm start` as a newcomer runs it: embedded PGlite, the Temporal dev server with its UI, all roles. */
 async function start(env: Record<string, string>): Promise<{ child: ChildProcess; output: () => string }> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'main.ts'], {
-    env: { ...process.env, ...env, DATABASE_URL: '', TEMPORAL_ADDRESS: '' }, stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, ...env, DATABASE_URL: '', TEMPORAL_ADDRESS: '' },
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
   child.stdout!.on('data', (b) => (out += b));
@@ -22,23 +23,40 @@ const exited = (child: ChildProcess) => new Promise<number | null>((r) => child.
 
 describe('npm start', () => {
   const children: ChildProcess[] = [];
-  afterAll(() => { for (const c of children) c.kill('SIGKILL'); });
+  afterAll(() => {
+    for (const c of children) c.kill('SIGKILL');
+  });
 
   it('serves health and the Temporal UI, stops everything on SIGTERM, and keeps data across a restart', async () => {
     const env = {
-      PORT: String(await freePort()), SMTP_PORT: String(await freePort()), IMAP_PORT: String(await freePort()), IMAPS_PORT: String(await freePort()), TEMPORAL_DEV_PORT: String(await freePort()),
-      TEMPORAL_UI_PORT: String(await freePort()), DATA_DIR: mkdtempSync(join(tmpdir(), 'svc-start-')),
+      PORT: String(await freePort()),
+      SMTP_PORT: String(await freePort()),
+      IMAP_PORT: String(await freePort()),
+      IMAPS_PORT: String(await freePort()),
+      TEMPORAL_DEV_PORT: String(await freePort()),
+      TEMPORAL_UI_PORT: String(await freePort()),
+      DATA_DIR: mkdtempSync(join(tmpdir(), 'svc-start-')),
     };
     const api = apiClient(`http://127.0.0.1:${env.PORT}`);
     const first = await start(env);
     children.push(first.child);
-    const health = await eventually(async () => { const r = await api('GET', '/api/health'); return r.status === 200 ? r : undefined; }, 90_000, 500)
-      .catch((err) => { throw new Error(`${err.message}\n${first.output()}`); });
+    const health = await eventually(
+      async () => {
+        const r = await api('GET', '/api/health');
+        return r.status === 200 ? r : undefined;
+      },
+      90_000,
+      500,
+    ).catch((err) => {
+      throw new Error(`${err.message}\n${first.output()}`);
+    });
     expect(health.body).toMatchObject({ ok: true, database: { ok: true, kind: 'pglite' }, temporal: { ok: true } });
     const ui = await fetch(`http://127.0.0.1:${env.TEMPORAL_UI_PORT}/`);
     expect(ui.status).toBe(200);
     expect(await ui.text()).toContain('<html');
-    const signup = await api('POST', '/api/auth/signup', { body: { email: 'restart@example.com', password: 'survives restarts' } });
+    const signup = await api('POST', '/api/auth/signup', {
+      body: { email: 'restart@example.com', password: 'survives restarts' },
+    });
     expect(signup.status).toBe(201);
 
     first.child.kill('SIGTERM');
@@ -49,7 +67,9 @@ describe('npm start', () => {
     const second = await start(env);
     children.push(second.child);
     await eventually(async () => (await api('GET', '/api/health')).status === 200, 90_000, 500);
-    const login = await api('POST', '/api/auth/login', { body: { email: 'restart@example.com', password: 'survives restarts' } });
+    const login = await api('POST', '/api/auth/login', {
+      body: { email: 'restart@example.com', password: 'survives restarts' },
+    });
     expect(login.status).toBe(200);
     second.child.kill('SIGTERM');
     expect(await exited(second.child)).toBe(0);

@@ -21,7 +21,11 @@ describe('traces', () => {
     const sent = await s.send({ to: 'trace@rcpt.test' });
     expect(sent.status).toBe(200);
     await s.sink.waitFor((r) => r.to.includes('trace@rcpt.test'));
-    const smtp = await eventually(async () => otlp.spans.find((sp) => sp.name === 'smtp transaction' && sp.attributes['svc.message_id'] === sent.body.id), 20_000);
+    const smtp = await eventually(
+      async () =>
+        otlp.spans.find((sp) => sp.name === 'smtp transaction' && sp.attributes['svc.message_id'] === sent.body.id),
+      20_000,
+    );
     const trace = otlp.spans.filter((sp) => sp.traceId === smtp.traceId);
     const byId = new Map(trace.map((sp) => [sp.spanId, sp]));
     const ancestry = (sp: ReceivedSpan): string[] => {
@@ -58,7 +62,7 @@ describe('traces', () => {
         otlp.spans.find((sp) => sp.name.startsWith('DELETE ') && sp.name.includes('suppressions')),
         otlp.spans.find((sp) => sp.name === 'GET /auth/verify'),
       ];
-      return found.every(Boolean) ? found as ReceivedSpan[] : undefined;
+      return found.every(Boolean) ? (found as ReceivedSpan[]) : undefined;
     }, 20_000);
     for (const sp of spans) {
       expect(sp.traceId).not.toBe(foreignTrace);

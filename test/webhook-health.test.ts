@@ -17,8 +17,14 @@ beforeAll(async () => {
   // A receiver that accepts the connection and hangs up at once: a network failure, not an HTTP one.
   hangUp = createServer((socket) => socket.destroy());
   await new Promise<void>((r) => hangUp.listen(0, '127.0.0.1', r));
-  stack = await startStack({ SERVICE_DOMAIN: SERVICE, WEBHOOK_RETRY_SCHEDULE: '200,200', WEBHOOK_TIMEOUT_MS: String(TIMEOUT_MS) });
-  token = (await stack.api('POST', '/api/auth/signup', { body: { email: 'health@example.com', password: 'health password' } })).body.token;
+  stack = await startStack({
+    SERVICE_DOMAIN: SERVICE,
+    WEBHOOK_RETRY_SCHEDULE: '200,200',
+    WEBHOOK_TIMEOUT_MS: String(TIMEOUT_MS),
+  });
+  token = (
+    await stack.api('POST', '/api/auth/signup', { body: { email: 'health@example.com', password: 'health password' } })
+  ).body.token;
 });
 afterAll(async () => {
   await stack?.stop();
@@ -28,25 +34,39 @@ afterAll(async () => {
 
 /** A claimed domain with its catch-all webhook at `url`; answers its id. */
 async function domainWithHook(label: string, url: string): Promise<string> {
-  const id = (await stack.api('POST', '/api/domains/subdomain', { token, body: { subdomain: label } })).body.domain.id as string;
+  const id = (await stack.api('POST', '/api/domains/subdomain', { token, body: { subdomain: label } })).body.domain
+    .id as string;
   expect((await stack.api('PUT', `/api/domains/${id}/webhook`, { token, body: { url } })).status).toBe(200);
   return id;
 }
 const mail = (to: string, extra: Record<string, unknown> = {}) =>
-  nodemailer.createTransport({ host: '127.0.0.1', port: stack.service.smtpPort!, secure: false, ignoreTLS: true })
+  nodemailer
+    .createTransport({ host: '127.0.0.1', port: stack.service.smtpPort!, secure: false, ignoreTLS: true })
     .sendMail({ from: 'sender@far.example', to, subject: 'health', text: 'body', ...extra });
-const statusOf = async (id: string) => (await stack.api('GET', `/api/domains/${id}`, { token })).body.domain.webhookStatus;
+const statusOf = async (id: string) =>
+  (await stack.api('GET', `/api/domains/${id}`, { token })).body.domain.webhookStatus;
 /** The health is written just after the attempt it folds in: wait for the streak to reach `n`. */
 /** A POST unanswered for a second marks the domain running: wait for the mark. */
-const runningOf = (id: string) => eventually(async () => { const s = await statusOf(id); return s?.status === 'running' ? s : undefined; });
-const streakOf = (id: string, n: number) => eventually(async () => { const s = await statusOf(id); return s?.consecutiveFailures === n ? s : undefined; });
-const deliveryOf = async (messageId: string) => (await stack.api('GET', `/api/messages/${messageId}`, { token })).body.deliveries?.[0];
+const runningOf = (id: string) =>
+  eventually(async () => {
+    const s = await statusOf(id);
+    return s?.status === 'running' ? s : undefined;
+  });
+const streakOf = (id: string, n: number) =>
+  eventually(async () => {
+    const s = await statusOf(id);
+    return s?.consecutiveFailures === n ? s : undefined;
+  });
+const deliveryOf = async (messageId: string) =>
+  (await stack.api('GET', `/api/messages/${messageId}`, { token })).body.deliveries?.[0];
 /** Waits until the message's first delivery ran its whole ladder and failed; answers it. */
-const failedDelivery = (messageId: string) => eventually(async () => {
-  const d = await deliveryOf(messageId);
-  return d?.status === 'failed' ? d : undefined;
-}, 30_000);
-const attemptsOf = async (deliveryId: string) => (await stack.api('GET', `/api/deliveries/${deliveryId}/attempts`, { token })).body.attempts;
+const failedDelivery = (messageId: string) =>
+  eventually(async () => {
+    const d = await deliveryOf(messageId);
+    return d?.status === 'failed' ? d : undefined;
+  }, 30_000);
+const attemptsOf = async (deliveryId: string) =>
+  (await stack.api('GET', `/api/deliveries/${deliveryId}/attempts`, { token })).body.attempts;
 
 describe('webhookStatus', () => {
   it('is running while a delivery is in flight, then ok', async () => {
@@ -56,9 +76,17 @@ describe('webhookStatus', () => {
     await mail(`x@held.${SERVICE}`);
     await hooks.waitFor('/held');
     // The receiver has the request and does not answer: the delivery is in flight.
-    expect(await runningOf(id)).toMatchObject({ message: 'Delivery in flight', code: null, consecutiveFailures: 0, unhealthy: false });
+    expect(await runningOf(id)).toMatchObject({
+      message: 'Delivery in flight',
+      code: null,
+      consecutiveFailures: 0,
+      unhealthy: false,
+    });
     hooks.release('/held');
-    const ok = await eventually(async () => { const s = await statusOf(id); return s?.status === 'ok' ? s : undefined; });
+    const ok = await eventually(async () => {
+      const s = await statusOf(id);
+      return s?.status === 'ok' ? s : undefined;
+    });
     expect(ok).toMatchObject({ code: 200, consecutiveFailures: 0, firstFailedAt: null, unhealthy: false });
   });
 
@@ -80,14 +108,27 @@ describe('webhookStatus', () => {
     expect(await runningOf(id)).toMatchObject({ consecutiveFailures: 4, unhealthy: false });
     hooks.release('/down');
     await hooks.waitFor('/down', 6);
-    expect(await runningOf(id)).toMatchObject({ consecutiveFailures: 5, unhealthy: true, firstFailedAt: three.firstFailedAt });
+    expect(await runningOf(id)).toMatchObject({
+      consecutiveFailures: 5,
+      unhealthy: true,
+      firstFailedAt: three.firstFailedAt,
+    });
     hooks.release('/down');
     await failedDelivery(second);
-    expect(await streakOf(id, 6)).toMatchObject({ status: 'fail', unhealthy: true, firstFailedAt: three.firstFailedAt });
+    expect(await streakOf(id, 6)).toMatchObject({
+      status: 'fail',
+      unhealthy: true,
+      firstFailedAt: three.firstFailedAt,
+    });
     failing = false;
     const replayed = await stack.api('POST', '/api/deliveries/retry', { token, body: { messageIds: [second] } });
     expect(replayed.body).toMatchObject({ delivered: 1 });
-    expect(await statusOf(id)).toMatchObject({ status: 'ok', consecutiveFailures: 0, firstFailedAt: null, unhealthy: false });
+    expect(await statusOf(id)).toMatchObject({
+      status: 'ok',
+      consecutiveFailures: 0,
+      firstFailedAt: null,
+      unhealthy: false,
+    });
   });
 
   it('timeout is its own failure class: attempts, webhookStatus and bulk replay say timeout', async () => {
@@ -111,12 +152,21 @@ describe('webhookStatus', () => {
   it('a receiver that hangs up is a network failure, in attempts and in bulk replay', async () => {
     await domainWithHook('hangup', `http://127.0.0.1:${(hangUp.address() as AddressInfo).port}/hook`);
     await mail(`x@hangup.${SERVICE}`);
-    const messageId = await eventually(async () => (await stack.api('GET', `/api/messages?direction=inbound&search=hangup.${SERVICE}`, { token })).body[0]?.id as string | undefined);
+    const messageId = await eventually(
+      async () =>
+        (await stack.api('GET', `/api/messages?direction=inbound&search=hangup.${SERVICE}`, { token })).body[0]?.id as
+          string | undefined,
+    );
     const d = await failedDelivery(messageId);
     expect((await attemptsOf(d.id)).map((a: any) => a.reason)).toEqual(['network', 'network', 'network']);
     const res = await stack.api('POST', '/api/deliveries/retry', { token, body: { deliveryIds: [d.id] } });
     expect(res.status).toBe(200);
-    expect(res.body.results[0]).toMatchObject({ deliveryId: expect.stringMatching(/^dlv_/), ok: false, status: null, reason: 'network' });
+    expect(res.body.results[0]).toMatchObject({
+      deliveryId: expect.stringMatching(/^dlv_/),
+      ok: false,
+      status: null,
+      reason: 'network',
+    });
   });
 });
 
@@ -128,7 +178,10 @@ describe('attempt capture', () => {
     await mail(`x@big.${SERVICE}`, { text: `start ${'long line of text '.repeat(1500)} end` });
     const [hit] = await hooks.waitFor('/big');
     expect(hit!.body.length).toBeGreaterThan(20_000);
-    const d = await eventually(async () => { const x = await deliveryOf(hit!.json.id); return x?.status === 'delivered' ? x : undefined; });
+    const d = await eventually(async () => {
+      const x = await deliveryOf(hit!.json.id);
+      return x?.status === 'delivered' ? x : undefined;
+    });
     const [a] = await attemptsOf(d.id);
     expect(Buffer.byteLength(a.request_body)).toBe(4096);
     expect(hit!.body.startsWith(a.request_body)).toBe(true);

@@ -19,13 +19,18 @@ describe('workflow histories replay against the current code', () => {
     // timer, then sending), sweepOutboundWorkflow.handover (a stranded batch started, not awaited).
     const recorded = [...new Set(files.map((f) => f.slice(0, -HISTORY_EXT.length).split('.')[0]!))].sort();
     expect(recorded).toEqual(Object.keys(workflows).sort());
-    expect(files).toEqual(expect.arrayContaining(['deliverOutboundWorkflow.throttled.binpb', 'sweepOutboundWorkflow.handover.binpb']));
+    expect(files).toEqual(
+      expect.arrayContaining(['deliverOutboundWorkflow.throttled.binpb', 'sweepOutboundWorkflow.handover.binpb']),
+    );
   });
 
   it('replays every recorded history without nondeterminism', async () => {
     const histories = files.map((f) => ({ workflowId: f, history: readHistory(readFileSync(join(HISTORIES_DIR, f))) }));
     const failures: string[] = [];
-    for await (const r of Worker.runReplayHistories({ workflowBundle: { codePath: inject('workflowBundlePath') } }, histories)) {
+    for await (const r of Worker.runReplayHistories(
+      { workflowBundle: { codePath: inject('workflowBundlePath') } },
+      histories,
+    )) {
       if (r.error) failures.push(`${r.workflowId}: ${r.error.message}`);
     }
     expect(failures).toEqual([]);

@@ -5,7 +5,11 @@ import type { ActivityOptions } from '@temporalio/workflow';
  * are retried without a count limit at a capped interval; errors retrying cannot fix arrive as
  * non-retryable failures (activities/failures.ts) and stop at once.
  */
-export const UNLIMITED_RETRY: ActivityOptions['retry'] = { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute' };
+export const UNLIMITED_RETRY: ActivityOptions['retry'] = {
+  initialInterval: '1 second',
+  backoffCoefficient: 2,
+  maximumInterval: '1 minute',
+};
 
 /** Heartbeat timeout of activities that do irreversible work item by item (they beat at least every 5 s). */
 export const HEARTBEAT_TIMEOUT = '30 seconds';

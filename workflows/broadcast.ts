@@ -1,4 +1,16 @@
-import { condition, continueAsNew, defineQuery, defineSignal, executeChild, proxyActivities, proxyLocalActivities, setHandler, sleep, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import {
+  condition,
+  continueAsNew,
+  defineQuery,
+  defineSignal,
+  executeChild,
+  proxyActivities,
+  proxyLocalActivities,
+  setHandler,
+  sleep,
+  upsertSearchAttributes,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import { deliverOutboundWorkflow } from './deliver-outbound.js';
 import { broadcastBatchWorkflowId } from './ids.js';
@@ -11,15 +23,38 @@ const { prepareBroadcastBatch } = proxyLocalActivities<Activities>({ startToClos
 
 /** Stop sending: no batch starts after it; batches in flight finish; the broadcast ends `canceled`. */
 export const cancelSignal = defineSignal('cancelSignal');
-export type BroadcastProgress = { phase: string; sent: number; failed: number; skipped: number; remaining: number | null; currentBatch: number; audience: number | null };
+export type BroadcastProgress = {
+  phase: string;
+  sent: number;
+  failed: number;
+  skipped: number;
+  remaining: number | null;
+  currentBatch: number;
+  audience: number | null;
+};
 /** Live counts for GET /api/broadcasts/:id and the Temporal UI. */
 export const progressQuery = defineQuery<BroadcastProgress>('progressQuery');
 
 /** Carried across continue-as-new: the ledger cursor, the counts, and when each recipient domain may be sent to next. */
-type State = { cursor: number; total: number; sent: number; failed: number; skipped: number; batch: number; nextFree: Record<string, number> };
+type State = {
+  cursor: number;
+  total: number;
+  sent: number;
+  failed: number;
+  skipped: number;
+  batch: number;
+  nextFree: Record<string, number>;
+};
 export type BroadcastInput = {
-  broadcastId: string; userId: string; scheduledAt?: number; retrySchedule: number[];
-  batchSize: number; concurrency: number; domainRate: number; batchesPerRun: number; state?: State;
+  broadcastId: string;
+  userId: string;
+  scheduledAt?: number;
+  retrySchedule: number[];
+  batchSize: number;
+  concurrency: number;
+  domainRate: number;
+  batchesPerRun: number;
+  state?: State;
 };
 
 /**
@@ -34,8 +69,13 @@ export async function broadcastWorkflow(input: BroadcastInput) {
   let phase = input.state ? 'sending' : input.scheduledAt ? 'scheduled' : 'sending';
   setHandler(cancelSignal, () => void (canceled = true));
   setHandler(progressQuery, () => ({
-    phase: canceled ? 'canceling' : phase, sent: s.sent, failed: s.failed, skipped: s.skipped,
-    remaining: phase === 'scheduled' ? null : Math.max(0, s.total - s.cursor), currentBatch: s.batch, audience: phase === 'scheduled' ? null : s.total,
+    phase: canceled ? 'canceling' : phase,
+    sent: s.sent,
+    failed: s.failed,
+    skipped: s.skipped,
+    remaining: phase === 'scheduled' ? null : Math.max(0, s.total - s.cursor),
+    currentBatch: s.batch,
+    audience: phase === 'scheduled' ? null : s.total,
   }));
   const finish = async (error?: string) => {
     const r = await acts.finishBroadcast({ broadcastId: input.broadcastId, canceled, error });
@@ -65,7 +105,10 @@ export async function broadcastWorkflow(input: BroadcastInput) {
     let b: Awaited<ReturnType<typeof prepareBroadcastBatch>>;
     try {
       b = await prepareBroadcastBatch({
-        broadcastId: input.broadcastId, afterSeq: s.cursor, limit: input.batchSize, progress: { sent: s.sent, failed: s.failed, skipped: s.skipped },
+        broadcastId: input.broadcastId,
+        afterSeq: s.cursor,
+        limit: input.batchSize,
+        progress: { sent: s.sent, failed: s.failed, skipped: s.skipped },
       });
     } catch (err) {
       // Only a failure that retrying cannot fix gets here (infrastructure errors retry without limit).
@@ -84,11 +127,29 @@ export async function broadcastWorkflow(input: BroadcastInput) {
       if (wait > 0) await sleep(wait);
       const n = ++s.batch;
       const ids = b.messageIds;
-      inflight.set(n, executeChild(deliverOutboundWorkflow, {
-        workflowId: broadcastBatchWorkflowId(input.broadcastId, b.firstSeq), args: [{ messageIds: ids, retrySchedule: input.retrySchedule }],
-        // Every id of the batch, so `SvcMessageId = '<id>'` finds it (about 3.1 KB: the server's value limit is raised to 4 KB).
-        typedSearchAttributes: [{ key: SvcBroadcastId, value: input.broadcastId }, { key: SvcAccountId, value: input.userId }, { key: SvcMessageId, value: ids }],
-      }).then((r) => { s.sent += r.sent; s.failed += r.bounced; }, () => { s.failed += ids.length; }).finally(() => void inflight.delete(n)));
+      inflight.set(
+        n,
+        executeChild(deliverOutboundWorkflow, {
+          workflowId: broadcastBatchWorkflowId(input.broadcastId, b.firstSeq),
+          args: [{ messageIds: ids, retrySchedule: input.retrySchedule }],
+          // Every id of the batch, so `SvcMessageId = '<id>'` finds it (about 3.1 KB: the server's value limit is raised to 4 KB).
+          typedSearchAttributes: [
+            { key: SvcBroadcastId, value: input.broadcastId },
+            { key: SvcAccountId, value: input.userId },
+            { key: SvcMessageId, value: ids },
+          ],
+        })
+          .then(
+            (r) => {
+              s.sent += r.sent;
+              s.failed += r.bounced;
+            },
+            () => {
+              s.failed += ids.length;
+            },
+          )
+          .finally(() => void inflight.delete(n)),
+      );
     }
     if (b.done) break;
     if (inflight.size >= input.concurrency) await Promise.race(inflight.values());

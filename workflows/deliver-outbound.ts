@@ -1,5 +1,12 @@
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
-import { continueAsNew, ParentClosePolicy, proxyActivities, sleep, startChild, workflowInfo } from '@temporalio/workflow';
+import {
+  continueAsNew,
+  ParentClosePolicy,
+  proxyActivities,
+  sleep,
+  startChild,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import type { DeliveryResult } from '../core/outbound/delivery.js';
 import { HEARTBEAT_TIMEOUT, sizedTimeoutMs, UNLIMITED_RETRY } from './activity-options.js';
@@ -8,7 +15,13 @@ import { deferredDeliveryWorkflowId } from './ids.js';
 import { SvcMessageId } from './search-attributes.js';
 
 /** `waiting`: messages of this batch whose site could not take them yet, carried over a continue-as-new. */
-export type DeliverOutboundInput = { messageIds: string[]; retrySchedule: number[]; lanes?: number; perMessageMs?: number; waiting?: { id: string; waitMs: number }[] };
+export type DeliverOutboundInput = {
+  messageIds: string[];
+  retrySchedule: number[];
+  lanes?: number;
+  perMessageMs?: number;
+  waiting?: { id: string; waitMs: number }[];
+};
 type Waiting = { id: string; waitMs: number };
 
 /** Per message: connect, greeting and DATA each bounded by the SMTP timeout (about a minute), for up to a few MX hosts. */
@@ -27,18 +40,28 @@ const MIN_WAIT_MS = 500;
  */
 export async function deliverOutboundWorkflow(input: DeliverOutboundInput) {
   const { sendQueuedMessages } = proxyActivities<Activities>({
-    startToCloseTimeout: sizedTimeoutMs(input.messageIds.length, input.lanes ?? 20, input.perMessageMs ?? PER_MESSAGE_MS),
+    startToCloseTimeout: sizedTimeoutMs(
+      input.messageIds.length,
+      input.lanes ?? 20,
+      input.perMessageMs ?? PER_MESSAGE_MS,
+    ),
     heartbeatTimeout: HEARTBEAT_TIMEOUT,
     retry: UNLIMITED_RETRY,
   });
   const firstRetry = input.retrySchedule[0];
-  const send = (messageIds: string[]) => sendQueuedMessages({
-    messageIds, workflowId: workflowInfo().workflowId, nextAttemptAt: firstRetry === undefined ? null : Date.now() + firstRetry,
-  });
-  const result: DeliveryResult = input.waiting ? { sent: 0, bounced: 0, skipped: 0, deferred: [], throttled: input.waiting } : await send(input.messageIds);
+  const send = (messageIds: string[]) =>
+    sendQueuedMessages({
+      messageIds,
+      workflowId: workflowInfo().workflowId,
+      nextAttemptAt: firstRetry === undefined ? null : Date.now() + firstRetry,
+    });
+  const result: DeliveryResult = input.waiting
+    ? { sent: 0, bounced: 0, skipped: 0, deferred: [], throttled: input.waiting }
+    : await send(input.messageIds);
   await startDeferred(result.deferred, input.retrySchedule);
   const rest = await waitForSites(result, send, input.retrySchedule);
-  if (rest.length) await continueAsNew<typeof deliverOutboundWorkflow>({ ...input, messageIds: rest.map((w) => w.id), waiting: rest });
+  if (rest.length)
+    await continueAsNew<typeof deliverOutboundWorkflow>({ ...input, messageIds: rest.map((w) => w.id), waiting: rest });
   return result;
 }
 
@@ -47,7 +70,12 @@ export async function deliverOutboundWorkflow(input: DeliverOutboundInput) {
  * wait), adding what each try did to `total`. Answers those still waiting when the history grew long
  * enough that the run should continue as new (when it can).
  */
-export async function waitForSites(total: DeliveryResult, send: (ids: string[]) => Promise<DeliveryResult>, retrySchedule: number[], canContinueAsNew = true): Promise<Waiting[]> {
+export async function waitForSites(
+  total: DeliveryResult,
+  send: (ids: string[]) => Promise<DeliveryResult>,
+  retrySchedule: number[],
+  canContinueAsNew = true,
+): Promise<Waiting[]> {
   let waiting: Waiting[] = total.throttled ?? [];
   while (waiting.length) {
     if (canContinueAsNew && workflowInfo().continueAsNewSuggested) return waiting;

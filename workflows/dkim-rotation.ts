@@ -1,4 +1,12 @@
-import { condition, continueAsNew, defineSignal, proxyActivities, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
+import {
+  condition,
+  continueAsNew,
+  defineSignal,
+  proxyActivities,
+  setHandler,
+  sleep,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import { UNLIMITED_RETRY } from './activity-options.js';
 
@@ -10,11 +18,14 @@ export const dkimCheckNowSignal = defineSignal('dkimCheckNowSignal');
 export type DkimRotationInput = {
   domainId: string;
   /** The verification loop's schedule: first wait, longest wait, and how long a customer has to publish the record. */
-  initialDelayMs: number; maxDelayMs: number; deadlineMs: number;
+  initialDelayMs: number;
+  maxDelayMs: number;
+  deadlineMs: number;
   /** How long the old selector stays published after signing moved off it (at least the signers' key cache). */
   graceMs: number;
   /** Set on continue-as-new so the deadline and backoff carry over. */
-  startedAt?: number; delayMs?: number;
+  startedAt?: number;
+  delayMs?: number;
 };
 
 /**
@@ -42,7 +53,8 @@ export async function dkimRotationWorkflow(input: DkimRotationInput) {
     }
     await condition(() => nudged, Math.min(delay, remaining));
     delay = Math.min(delay * 2, input.maxDelayMs);
-    if (workflowInfo().continueAsNewSuggested) await continueAsNew<typeof dkimRotationWorkflow>({ ...input, startedAt, delayMs: delay });
+    if (workflowInfo().continueAsNewSuggested)
+      await continueAsNew<typeof dkimRotationWorkflow>({ ...input, startedAt, delayMs: delay });
   }
   const switched = await acts.switchDkimKey({ domainId: input.domainId });
   if (!switched) return { outcome: 'deleted' as const };

@@ -16,10 +16,12 @@ export const pruneAttemptsScheduleId = (taskQueue: string) => `attempts-prune-${
 export const pruneIdempotencyKeysScheduleId = (taskQueue: string) => `idempotency-prune-${taskQueue}`;
 export const broadcastWorkflowId = (broadcastId: string) => `broadcast-${broadcastId}`;
 /** One delivery run per broadcast batch, named by the ledger position of its first recipient. */
-export const broadcastBatchWorkflowId = (broadcastId: string, firstSeq: number) => `broadcast-${broadcastId}-batch-${firstSeq}`;
+export const broadcastBatchWorkflowId = (broadcastId: string, firstSeq: number) =>
+  `broadcast-${broadcastId}-batch-${firstSeq}`;
 export const contactImportWorkflowId = (importId: string) => `import-${importId}`;
 /** One enrolment at a time per (sequence, contact): starting or signalling this id reaches the open one. */
-export const sequenceEnrolmentWorkflowId = (sequenceId: string, contactId: string) => `sequence-${sequenceId}-${contactId}`;
+export const sequenceEnrolmentWorkflowId = (sequenceId: string, contactId: string) =>
+  `sequence-${sequenceId}-${contactId}`;
 export const sweepSequencesScheduleId = (taskQueue: string) => `sequences-sweep-${taskQueue}`;
 export const dkimRotationWorkflowId = (domainId: string) => `dkim-rotate-${domainId}`;
 export const dkimRotationScheduleId = (taskQueue: string) => `dkim-rotation-${taskQueue}`;

@@ -6,7 +6,14 @@ const { importContactsChunk } = proxyActivities<Activities>({
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute' },
 });
 
-export type ImportProgress = { status: 'running' | 'done' | 'failed'; rowsRead: number; created: number; updated: number; rejected: number; rejections: { row: number; reason: string }[] };
+export type ImportProgress = {
+  status: 'running' | 'done' | 'failed';
+  rowsRead: number;
+  created: number;
+  updated: number;
+  rejected: number;
+  rejections: { row: number; reason: string }[];
+};
 /** Rows read, created, updated and rejected (with reasons) so far. */
 export const importProgressQuery = defineQuery<ImportProgress | null>('importProgressQuery');
 
@@ -20,7 +27,8 @@ export async function importContactsWorkflow(input: { importId: string; chunkRow
   setHandler(importProgressQuery, () => progress);
   let offset = input.offset ?? 0;
   for (let i = 0; ; i++) {
-    if (i >= 100 || workflowInfo().continueAsNewSuggested) await continueAsNew<typeof importContactsWorkflow>({ ...input, offset });
+    if (i >= 100 || workflowInfo().continueAsNewSuggested)
+      await continueAsNew<typeof importContactsWorkflow>({ ...input, offset });
     const r = await importContactsChunk({ importId: input.importId, offset, limit: input.chunkRows });
     offset = r.offset;
     progress = r.progress;

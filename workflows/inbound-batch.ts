@@ -1,4 +1,10 @@
-import { CancellationScope, ParentClosePolicy, proxyLocalActivities, startChild, workflowInfo } from '@temporalio/workflow';
+import {
+  CancellationScope,
+  ParentClosePolicy,
+  proxyLocalActivities,
+  startChild,
+  workflowInfo,
+} from '@temporalio/workflow';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { Activities } from '../activities/index.js';
 import { sizedTimeoutMs, UNLIMITED_RETRY } from './activity-options.js';
@@ -10,7 +16,10 @@ import { SvcAccountId, SvcDomainId, SvcMessageId } from './search-attributes.js'
 const LANES = 16;
 const PER_MESSAGE_MS = 20_000;
 
-const { finishInboundBatch } = proxyLocalActivities<Activities>({ startToCloseTimeout: '30 seconds', retry: UNLIMITED_RETRY });
+const { finishInboundBatch } = proxyLocalActivities<Activities>({
+  startToCloseTimeout: '30 seconds',
+  retry: UNLIMITED_RETRY,
+});
 
 /**
  * Inbound messages accepted together (README, Receiving; the Temporal budget): the first attempt of every
@@ -27,20 +36,33 @@ export async function inboundBatchWorkflow(input: { messageIds: string[]; retryS
   });
   let over = false;
   try {
-    const handOff = await deliverInboundBatch({ batchId, messageIds: input.messageIds, nextDelayMs: input.retrySchedule[0] ?? null });
-    await Promise.all(handOff.map((m) => startChild(inboundDeliveryWorkflow, {
-      workflowId: inboundDeliveryWorkflowId(m.messageId),
-      args: [{ messageId: m.messageId, retrySchedule: input.retrySchedule, takeOverFrom: batchId }],
-      parentClosePolicy: ParentClosePolicy.ABANDON,
-      typedSearchAttributes: [{ key: SvcMessageId, value: [m.messageId] }, { key: SvcAccountId, value: m.userId }, ...(m.domainId ? [{ key: SvcDomainId, value: m.domainId }] : [])],
-    }).catch((err) => {
-      // Already there: an earlier attempt of this run started it.
-      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
-    })));
+    const handOff = await deliverInboundBatch({
+      batchId,
+      messageIds: input.messageIds,
+      nextDelayMs: input.retrySchedule[0] ?? null,
+    });
+    await Promise.all(
+      handOff.map((m) =>
+        startChild(inboundDeliveryWorkflow, {
+          workflowId: inboundDeliveryWorkflowId(m.messageId),
+          args: [{ messageId: m.messageId, retrySchedule: input.retrySchedule, takeOverFrom: batchId }],
+          parentClosePolicy: ParentClosePolicy.ABANDON,
+          typedSearchAttributes: [
+            { key: SvcMessageId, value: [m.messageId] },
+            { key: SvcAccountId, value: m.userId },
+            ...(m.domainId ? [{ key: SvcDomainId, value: m.domainId }] : []),
+          ],
+        }).catch((err) => {
+          // Already there: an earlier attempt of this run started it.
+          if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+        }),
+      ),
+    );
     over = true;
     return { messages: input.messageIds.length, handedOff: handOff.map((m) => m.messageId) };
   } finally {
     // Cut short (cancelled): the clear copies this run still holds go as they would have after the ladder.
-    if (!over) await CancellationScope.nonCancellable(() => finishInboundBatch({ batchId, messageIds: input.messageIds }));
+    if (!over)
+      await CancellationScope.nonCancellable(() => finishInboundBatch({ batchId, messageIds: input.messageIds }));
   }
 }

@@ -18,10 +18,19 @@ const { prepareInboundDeliveries, finishInboundMessage } = proxyLocalActivities<
  * whose first attempt failed: that attempt is recorded, so the ladder answers it from its row and goes on.
  * A message another run holds is left to it (no deliveries).
  */
-export async function inboundDeliveryWorkflow(input: { messageId: string; retrySchedule: number[]; takeOverFrom?: string }) {
-  const { deliveryIds, keepsNoCopy } = await prepareInboundDeliveries({ messageId: input.messageId, ...(input.takeOverFrom ? { takeOverFrom: input.takeOverFrom } : {}) });
+export async function inboundDeliveryWorkflow(input: {
+  messageId: string;
+  retrySchedule: number[];
+  takeOverFrom?: string;
+}) {
+  const { deliveryIds, keepsNoCopy } = await prepareInboundDeliveries({
+    messageId: input.messageId,
+    ...(input.takeOverFrom ? { takeOverFrom: input.takeOverFrom } : {}),
+  });
   try {
-    const results = await Promise.all(deliveryIds.map((id) => runLadder(id, input.retrySchedule, 1, { firstLocally: true })));
+    const results = await Promise.all(
+      deliveryIds.map((id) => runLadder(id, input.retrySchedule, 1, { firstLocally: true })),
+    );
     return { messageId: input.messageId, deliveries: results };
   } finally {
     if (keepsNoCopy) await CancellationScope.nonCancellable(() => finishInboundMessage({ messageId: input.messageId }));

@@ -8,7 +8,12 @@ export { inboundDeliveryWorkflow } from './inbound-delivery.js';
 export { inboundBatchWorkflow } from './inbound-batch.js';
 export { webhookDeliveryWorkflow } from './webhook-delivery.js';
 export { engagementDispatchWorkflow } from './engagement-dispatch.js';
-export { pruneAttemptsWorkflow, pruneIdempotencyKeysWorkflow, sweepEngagementWorkflow, sweepSequencesWorkflow } from './housekeeping.js';
+export {
+  pruneAttemptsWorkflow,
+  pruneIdempotencyKeysWorkflow,
+  sweepEngagementWorkflow,
+  sweepSequencesWorkflow,
+} from './housekeeping.js';
 export { enrolSequenceWorkflow } from './sequence-enrolment.js';
 export { referenceWorkflow } from './reference.js';
 export { broadcastWorkflow } from './broadcast.js';

@@ -1,17 +1,37 @@
-import { allHandlersFinished, ApplicationFailure, CancellationScope, condition, defineSignal, defineUpdate, isCancellation, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import {
+  allHandlersFinished,
+  ApplicationFailure,
+  CancellationScope,
+  condition,
+  defineSignal,
+  defineUpdate,
+  isCancellation,
+  proxyActivities,
+  setHandler,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import { HEARTBEAT_TIMEOUT, UNLIMITED_RETRY } from './activity-options.js';
 import { startDeferred, waitForSites } from './deliver-outbound.js';
 
 const acts = proxyActivities<Activities>({ startToCloseTimeout: '1 minute', retry: UNLIMITED_RETRY });
-const { sendQueuedMessages } = proxyActivities<Activities>({ startToCloseTimeout: '6 minutes', heartbeatTimeout: HEARTBEAT_TIMEOUT, retry: UNLIMITED_RETRY });
+const { sendQueuedMessages } = proxyActivities<Activities>({
+  startToCloseTimeout: '6 minutes',
+  heartbeatTimeout: HEARTBEAT_TIMEOUT,
+  retry: UNLIMITED_RETRY,
+});
 
 /** Cancel the parked send. Answers `canceled`, or fails with `too_late` once sending has started. */
 export const cancelUpdate = defineUpdate<{ status: 'canceled' }>('cancelUpdate');
 /** The same cancel as a signal, which an operator can send from the Temporal UI; ignored once sending started. */
 export const cancelSignal = defineSignal('cancelSignal');
 
-export type ScheduledSendInput = { scheduledSendId: string; messageId: string; scheduledAt: number; retrySchedule: number[] };
+export type ScheduledSendInput = {
+  scheduledSendId: string;
+  messageId: string;
+  scheduledAt: number;
+  retrySchedule: number[];
+};
 
 /**
  * One scheduled send (`ssnd_`): a durable timer until `scheduledAt` (it survives worker restarts),
@@ -21,15 +41,19 @@ export type ScheduledSendInput = { scheduledSendId: string; messageId: string; s
 export async function scheduledSendWorkflow(input: ScheduledSendInput) {
   let started = false;
   let canceled = false;
-  setHandler(cancelUpdate, async () => {
-    canceled = true;
-    await acts.markScheduledCanceled({ scheduledSendId: input.scheduledSendId });
-    return { status: 'canceled' as const };
-  }, {
-    validator: () => {
-      if (started) throw ApplicationFailure.nonRetryable('Sending has already started', 'too_late');
+  setHandler(
+    cancelUpdate,
+    async () => {
+      canceled = true;
+      await acts.markScheduledCanceled({ scheduledSendId: input.scheduledSendId });
+      return { status: 'canceled' as const };
     },
-  });
+    {
+      validator: () => {
+        if (started) throw ApplicationFailure.nonRetryable('Sending has already started', 'too_late');
+      },
+    },
+  );
   setHandler(cancelSignal, () => {
     if (!started) canceled = true;
   });
@@ -52,11 +76,19 @@ export async function scheduledSendWorkflow(input: ScheduledSendInput) {
   const released = await acts.releaseScheduledSend({ scheduledSendId: input.scheduledSendId, workflowId });
   if (!released.go) return { outcome: 'canceled' as const };
   const firstRetry = input.retrySchedule[0];
-  const send = (messageIds: string[]) => sendQueuedMessages({ messageIds, workflowId, nextAttemptAt: firstRetry === undefined ? null : Date.now() + firstRetry });
+  const send = (messageIds: string[]) =>
+    sendQueuedMessages({
+      messageIds,
+      workflowId,
+      nextAttemptAt: firstRetry === undefined ? null : Date.now() + firstRetry,
+    });
   const result = await send([released.messageId]);
   await startDeferred(result.deferred, input.retrySchedule);
   // Its site could not take it yet (traffic shaping): one message, so it waits in this run however long.
   await waitForSites(result, send, input.retrySchedule, false);
-  await acts.finishScheduledSend({ scheduledSendId: input.scheduledSendId, ok: result.sent + result.deferred.length > 0 });
+  await acts.finishScheduledSend({
+    scheduledSendId: input.scheduledSendId,
+    ok: result.sent + result.deferred.length > 0,
+  });
   return { outcome: 'sent' as const, result };
 }

@@ -23,6 +23,15 @@ export const SvcContactId = defineSearchAttributeKey('SvcContactId', SearchAttri
 export const SvcSequenceStep = defineSearchAttributeKey('SvcSequenceStep', SearchAttributeType.INT);
 
 export const ALL_SEARCH_ATTRIBUTES = [
-  SvcAccountId, SvcDomain, SvcDomainId, SvcDomainStatus, SvcMessageId, SvcDeliveryId, SvcBroadcastId, SvcBroadcastStatus,
-  SvcSequenceId, SvcContactId, SvcSequenceStep,
+  SvcAccountId,
+  SvcDomain,
+  SvcDomainId,
+  SvcDomainStatus,
+  SvcMessageId,
+  SvcDeliveryId,
+  SvcBroadcastId,
+  SvcBroadcastStatus,
+  SvcSequenceId,
+  SvcContactId,
+  SvcSequenceStep,
 ];

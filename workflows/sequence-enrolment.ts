@@ -1,4 +1,13 @@
-import { condition, defineQuery, defineSignal, proxyActivities, proxyLocalActivities, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import {
+  condition,
+  defineQuery,
+  defineSignal,
+  proxyActivities,
+  proxyLocalActivities,
+  setHandler,
+  upsertSearchAttributes,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import type { SequenceStep } from '../core/sequences/definition.js';
 import type { EnrolmentEvent, EnrolmentStart, EnrolmentState } from '../core/ports/sequences.js';
@@ -17,7 +26,14 @@ export const contactChangedSignal = defineSignal('contactChangedSignal');
 export const stateQuery = defineQuery<EnrolmentState>('stateQuery');
 
 const MAX_BUFFERED = 200;
-type StepRecord = { index: number; type: string; outcome: string; at: number; startedAt: number; detail?: Record<string, unknown> };
+type StepRecord = {
+  index: number;
+  type: string;
+  outcome: string;
+  at: number;
+  startedAt: number;
+  detail?: Record<string, unknown>;
+};
 
 /**
  * One enrolment of a contact in a sequence version (id per (sequence, contact): one at a time). Runs the
@@ -30,7 +46,15 @@ export async function enrolSequenceWorkflow(start: EnrolmentStart) {
   const used = new Set<string>([start.trigger.key]);
   let canceled = false;
   let recheck = false;
-  const state: EnrolmentState = { enrolmentId: null, step: null, stepType: null, waitingFor: null, waitUntil: null, stepsDone: 0, finished: false };
+  const state: EnrolmentState = {
+    enrolmentId: null,
+    step: null,
+    stepType: null,
+    waitingFor: null,
+    waitUntil: null,
+    stepsDone: 0,
+    finished: false,
+  };
   // {{event.*}}: the payload of the event that started the enrolment (it comes with the start), until a wait receives one.
   let triggerPayload: Record<string, unknown> = {};
   let lastEvent: Record<string, unknown> | undefined;
@@ -55,19 +79,43 @@ export async function enrolSequenceWorkflow(start: EnrolmentStart) {
   while (i < steps.length && !canceled) {
     const step = steps[i]!;
     const startedAt = Date.now();
-    Object.assign(state, { step: i, stepType: step.type, waitingFor: step.type === 'wait_for_event' ? step.event : null, waitUntil: null });
+    Object.assign(state, {
+      step: i,
+      stepType: step.type,
+      waitingFor: step.type === 'wait_for_event' ? step.event : null,
+      waitUntil: null,
+    });
     upsertSearchAttributes([{ key: SvcSequenceStep, value: i }]);
     const entered = await local.enterEnrolmentStep({
-      enrolmentId: opened.enrolmentId, index: i, type: step.type, record, waitingFor: state.waitingFor,
+      enrolmentId: opened.enrolmentId,
+      index: i,
+      type: step.type,
+      record,
+      waitingFor: state.waitingFor,
       findEvents: step.type === 'wait_for_event' ? { name: step.event, since: start.trigger.at } : undefined,
     });
     record = undefined;
     if (entered.exit) return finish('exited', entered.exit);
     if (step.type === 'exit') break;
     if (step.type === 'send') {
-      const r = await sendSequenceEmail({ enrolmentId: opened.enrolmentId, index: i, start, from: opened.definition.from, replyTo: opened.definition.replyTo, step, event: lastEvent ?? triggerPayload });
+      const r = await sendSequenceEmail({
+        enrolmentId: opened.enrolmentId,
+        index: i,
+        start,
+        from: opened.definition.from,
+        replyTo: opened.definition.replyTo,
+        step,
+        event: lastEvent ?? triggerPayload,
+      });
       if (r.exit) return finish('exited', r.exit);
-      record = { index: i, type: step.type, outcome: 'sent', at: Date.now(), startedAt, detail: { messageId: r.messageId } };
+      record = {
+        index: i,
+        type: step.type,
+        outcome: 'sent',
+        at: Date.now(),
+        startedAt,
+        detail: { messageId: r.messageId },
+      };
       i += 1;
     } else if (step.type === 'wait') {
       state.waitUntil = Date.now() + step.duration;
@@ -77,8 +125,10 @@ export async function enrolSequenceWorkflow(start: EnrolmentStart) {
       i += 1;
     } else {
       for (const ev of entered.events) if (!used.has(ev.id) && !received.some((r) => r.id === ev.id)) received.push(ev);
-      const matches = (ev: EnrolmentEvent) => !used.has(ev.id) && ev.name === step.event
-        && Object.entries(step.match ?? {}).every(([k, v]) => (ev.payload ?? {})[k] === v);
+      const matches = (ev: EnrolmentEvent) =>
+        !used.has(ev.id) &&
+        ev.name === step.event &&
+        Object.entries(step.match ?? {}).every(([k, v]) => (ev.payload ?? {})[k] === v);
       state.waitUntil = Date.now() + step.timeout;
       // The one decision: whichever the workflow sees first, a matching event or the timer.
       const exit = await park(() => received.some(matches), state.waitUntil);
@@ -89,7 +139,14 @@ export async function enrolSequenceWorkflow(start: EnrolmentStart) {
         used.add(ev.id);
         lastEvent = ev.payload ?? {};
       }
-      record = { index: i, type: step.type, outcome: ev ? 'arrived' : 'timed_out', at: Date.now(), startedAt, ...(ev ? { detail: { eventId: ev.id } } : {}) };
+      record = {
+        index: i,
+        type: step.type,
+        outcome: ev ? 'arrived' : 'timed_out',
+        at: Date.now(),
+        startedAt,
+        ...(ev ? { detail: { eventId: ev.id } } : {}),
+      };
       i = branch(steps, i, ev ? step.onArrived : step.onTimeout);
     }
     state.stepsDone += 1;

@@ -5,7 +5,8 @@ import { UNLIMITED_RETRY } from './activity-options.js';
 import { deliverOutboundWorkflow } from './deliver-outbound.js';
 import { deliverOutboundWorkflowId } from './ids.js';
 
-const { findStrandedMessages, restartAbandonedMessages, sweepScheduledSends, startUnstartedInbound } = proxyActivities<Activities>({ startToCloseTimeout: '2 minutes', retry: UNLIMITED_RETRY });
+const { findStrandedMessages, restartAbandonedMessages, sweepScheduledSends, startUnstartedInbound } =
+  proxyActivities<Activities>({ startToCloseTimeout: '2 minutes', retry: UNLIMITED_RETRY });
 
 /**
  * Run by a Temporal Schedule, so nothing accepted is left where no workflow moves it: messages left
@@ -16,12 +17,18 @@ const { findStrandedMessages, restartAbandonedMessages, sweepScheduledSends, sta
  * whose delivery workflow never started get it. Safe to overlap with
  * live work: rows are claimed, workflow ids are derived.
  */
-export async function sweepOutboundWorkflow(input: { retrySchedule: number[]; graceMs?: number }): Promise<{ swept: number; restarted: number; scheduled: { started: number; canceled: number }; inbound: number }> {
+export async function sweepOutboundWorkflow(input: {
+  retrySchedule: number[];
+  graceMs?: number;
+}): Promise<{ swept: number; restarted: number; scheduled: { started: number; canceled: number }; inbound: number }> {
   const grace = input.graceMs ?? 60_000;
   const ids = await findStrandedMessages({ olderThanMs: grace, limit: 1000 });
   for (let i = 0; i < ids.length; i += 100) {
     const batch = ids.slice(i, i + 100);
-    const options = { workflowId: `${deliverOutboundWorkflowId(batch[0]!)}-sweep`, args: [{ messageIds: batch, retrySchedule: input.retrySchedule }] as const };
+    const options = {
+      workflowId: `${deliverOutboundWorkflowId(batch[0]!)}-sweep`,
+      args: [{ messageIds: batch, retrySchedule: input.retrySchedule }] as const,
+    };
     // A batch whose site is suspended waits for it on timers: the sweep hands it over and goes on, so
     // the next sweeps (and the other sites' stranded mail) do not wait behind it. Runs started before
     // this change awaited each batch; they replay as they ran.
@@ -36,7 +43,11 @@ export async function sweepOutboundWorkflow(input: { retrySchedule: number[]; gr
     }
   }
   // A deferred row 10 minutes past its next attempt, or `sending` for two hours: its run was terminated.
-  const restarted = await restartAbandonedMessages({ deferredGraceMs: 10 * 60_000, sendingGraceMs: 2 * 3_600_000, limit: 500 });
+  const restarted = await restartAbandonedMessages({
+    deferredGraceMs: 10 * 60_000,
+    sendingGraceMs: 2 * 3_600_000,
+    limit: 500,
+  });
   const scheduled = await sweepScheduledSends({ olderThanMs: grace, limit: 500 });
   const inbound = await startUnstartedInbound({ olderThanMs: grace, limit: 1000 });
   return { swept: ids.length, restarted, scheduled, inbound };

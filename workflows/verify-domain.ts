@@ -1,4 +1,12 @@
-import { condition, continueAsNew, defineSignal, proxyActivities, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import {
+  condition,
+  continueAsNew,
+  defineSignal,
+  proxyActivities,
+  setHandler,
+  upsertSearchAttributes,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import { SvcDomainStatus } from './search-attributes.js';
 
@@ -12,10 +20,15 @@ const { checkDomainDns } = proxyActivities<Activities>({
 export const checkNowSignal = defineSignal('checkNowSignal');
 
 export type VerifyDomainInput = {
-  domainId: string; domain: string; userId: string;
-  initialDelayMs: number; maxDelayMs: number; deadlineMs: number;
+  domainId: string;
+  domain: string;
+  userId: string;
+  initialDelayMs: number;
+  maxDelayMs: number;
+  deadlineMs: number;
   /** Set on continue-as-new so the deadline and backoff carry over. */
-  startedAt?: number; delayMs?: number;
+  startedAt?: number;
+  delayMs?: number;
 };
 
 /**
@@ -38,6 +51,7 @@ export async function verifyDomainWorkflow(input: VerifyDomainInput) {
     if (remaining <= 0) return { outcome: 'timed_out' as const, status: r.status, checks: r.checks };
     await condition(() => nudged, Math.min(delay, remaining));
     delay = Math.min(delay * 2, input.maxDelayMs);
-    if (workflowInfo().continueAsNewSuggested) await continueAsNew<typeof verifyDomainWorkflow>({ ...input, startedAt, delayMs: delay });
+    if (workflowInfo().continueAsNewSuggested)
+      await continueAsNew<typeof verifyDomainWorkflow>({ ...input, startedAt, delayMs: delay });
   }
 }

@@ -2,7 +2,10 @@ import { proxyActivities, sleep } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import { UNLIMITED_RETRY } from './activity-options.js';
 
-const { advanceWarmup, finishWarmup } = proxyActivities<Activities>({ startToCloseTimeout: '1 minute', retry: UNLIMITED_RETRY });
+const { advanceWarmup, finishWarmup } = proxyActivities<Activities>({
+  startToCloseTimeout: '1 minute',
+  retry: UNLIMITED_RETRY,
+});
 
 /**
  * A sending domain's warm-up plan (`warmup-<domain id>`, one per warming domain): each day of the

@@ -22,7 +22,12 @@ const { attemptWebhookDelivery: attemptLocally } = proxyLocalActivities<Activiti
  * `schedule[n-1]` (durable timers), until one succeeds or the schedule is used up. An attempt whose
  * outcome is recorded is never posted again, so an activity retry (a database outage) does not repeat it.
  */
-export async function runLadder(deliveryId: string, schedule: number[], first = 1, opts: { firstLocally?: boolean } = {}) {
+export async function runLadder(
+  deliveryId: string,
+  schedule: number[],
+  first = 1,
+  opts: { firstLocally?: boolean } = {},
+) {
   for (let n = first; ; n++) {
     if (n > 1) await sleep(schedule[n - 2]!);
     const next = n - 1 < schedule.length ? schedule[n - 1]! : null;

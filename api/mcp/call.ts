@@ -20,7 +20,12 @@ export async function callTool(tool: McpTool, args: unknown, ctx: AuthedContext)
     if (!parsed.success) throw validationError(parsed.error.issues);
     const { input, key } = splitKeyField(parsed.data);
     // Parsed with the output schema as on REST (clients validate structured content against outputSchema).
-    const answer = await runOperation(tool.op, input, { ...ctx, principal }, { key, strictOutput: ctx.core.config.env !== 'production' });
+    const answer = await runOperation(
+      tool.op,
+      input,
+      { ...ctx, principal },
+      { key, strictOutput: ctx.core.config.env !== 'production' },
+    );
     const structured = (tool.wrapsOutput ? { items: answer.body } : answer.body) as Record<string, unknown>;
     return {
       content: [{ type: 'text', text: JSON.stringify(structured) }],
@@ -35,6 +40,8 @@ export async function callTool(tool: McpTool, args: unknown, ctx: AuthedContext)
 function errorResult(err: unknown, name: string): CallToolResult {
   const known = err instanceof AppError ? err : err instanceof z.ZodError ? validationError(err.issues) : undefined;
   if (!known) logError(`[mcp] tool ${name} failed`, err);
-  const body = known ? { error: known.message, code: known.code } : { error: 'Internal server error', code: 'internal_error' };
+  const body = known
+    ? { error: known.message, code: known.code }
+    : { error: 'Internal server error', code: 'internal_error' };
   return { isError: true, content: [{ type: 'text', text: JSON.stringify(body) }] };
 }

@@ -56,10 +56,17 @@ export function mountMcp(app: Express, core: Core, ops: readonly Operation[]): v
   const principalOf = async (req: Request, res: Response): Promise<Principal> => {
     const header = req.get('authorization');
     try {
-      const principal = requireKind(await core.auth.authenticate(header, { appPasswords: true, ip: req.ip ?? '' }), MCP_KINDS);
+      const principal = requireKind(
+        await core.auth.authenticate(header, { appPasswords: true, ip: req.ip ?? '' }),
+        MCP_KINDS,
+      );
       // RFC 8707: an OAuth token is taken here only when it was issued for this endpoint.
       if (principal.kind === 'oauth' && !core.oauth.resources.isMcp(principal.audience)) {
-        throw new AppError(401, 'invalid_token', `This access token was issued for another resource: ask for one with resource=${core.oauth.resources.mcp}`);
+        throw new AppError(
+          401,
+          'invalid_token',
+          `This access token was issued for another resource: ask for one with resource=${core.oauth.resources.mcp}`,
+        );
       }
       return principal;
     } catch (err) {
@@ -74,26 +81,44 @@ export function mountMcp(app: Express, core: Core, ops: readonly Operation[]): v
   app.options(MCP_PATH, mcpCors);
   // The page's origin first (DNS rebinding, foreign sites), then the credential, then the body within the
   // REST limit of the tool called: a stranger's body is never parsed.
-  app.all(MCP_PATH, mcpCors, mcpOrigin(core), async (req, res, next) => {
-    res.locals.principal = await principalOf(req, res);
-    next();
-  }, ...mcpBody(byKind), async (req, res) => {
-    const principal = res.locals.principal as Principal;
-    if (req.method !== 'POST') {
-      // Stateless: no session to resume (GET) or end (DELETE).
-      return void res.status(405).set('Allow', 'POST, OPTIONS')
-        .json({ jsonrpc: '2.0', error: { code: -32000, message: 'Method not allowed: this server is stateless, POST each message' }, id: null });
-    }
-    const ctx: AuthedContext = { core, principal, actor: actorOf(principal), clientIp: req.ip ?? req.socket.remoteAddress ?? '' };
-    const server = serverFor(byKind.get(principal.kind) ?? [], ctx);
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
-    res.on('close', () => {
-      void transport.close();
-      void server.close();
-    });
-    await server.connect(transport);
-    await transport.handleRequest(req, res, req.body);
-  });
+  app.all(
+    MCP_PATH,
+    mcpCors,
+    mcpOrigin(core),
+    async (req, res, next) => {
+      res.locals.principal = await principalOf(req, res);
+      next();
+    },
+    ...mcpBody(byKind),
+    async (req, res) => {
+      const principal = res.locals.principal as Principal;
+      if (req.method !== 'POST') {
+        // Stateless: no session to resume (GET) or end (DELETE).
+        return void res
+          .status(405)
+          .set('Allow', 'POST, OPTIONS')
+          .json({
+            jsonrpc: '2.0',
+            error: { code: -32000, message: 'Method not allowed: this server is stateless, POST each message' },
+            id: null,
+          });
+      }
+      const ctx: AuthedContext = {
+        core,
+        principal,
+        actor: actorOf(principal),
+        clientIp: req.ip ?? req.socket.remoteAddress ?? '',
+      };
+      const server = serverFor(byKind.get(principal.kind) ?? [], ctx);
+      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+      res.on('close', () => {
+        void transport.close();
+        void server.close();
+      });
+      await server.connect(transport);
+      await transport.handleRequest(req, res, req.body);
+    },
+  );
 }
 
 /**
@@ -101,12 +126,19 @@ export function mountMcp(app: Express, core: Core, ops: readonly Operation[]): v
  * the tool list is prebuilt JSON Schema, and errors must carry the API's code rather than a bare message.
  */
 function serverFor(tools: readonly McpTool[], ctx: AuthedContext): Server {
-  const server = new Server({ name: 'svc-mail', version: '1.0.0' }, { capabilities: { tools: { listChanged: false } }, instructions: INSTRUCTIONS });
+  const server = new Server(
+    { name: 'svc-mail', version: '1.0.0' },
+    { capabilities: { tools: { listChanged: false } }, instructions: INSTRUCTIONS },
+  );
   const byName = new Map(tools.map((t) => [t.definition.name, t]));
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: tools.map((t) => t.definition) }));
   server.setRequestHandler(CallToolRequestSchema, async (request) => {
     const tool = byName.get(request.params.name);
-    if (!tool) throw new McpError(ErrorCode.InvalidParams, `Unknown tool ${JSON.stringify(request.params.name)} (tools/list names the tools this credential may call)`);
+    if (!tool)
+      throw new McpError(
+        ErrorCode.InvalidParams,
+        `Unknown tool ${JSON.stringify(request.params.name)} (tools/list names the tools this credential may call)`,
+      );
     return callTool(tool, request.params.arguments, ctx);
   });
   return server;
@@ -114,7 +146,11 @@ function serverFor(tools: readonly McpTool[], ctx: AuthedContext): Server {
 
 /** The metadata is public: any origin may read it. */
 const publicCors: RequestHandler = (req, res, next) => {
-  res.set({ 'Access-Control-Allow-Origin': '*', 'Access-Control-Allow-Methods': 'GET, OPTIONS', 'Access-Control-Allow-Headers': 'mcp-protocol-version' });
+  res.set({
+    'Access-Control-Allow-Origin': '*',
+    'Access-Control-Allow-Methods': 'GET, OPTIONS',
+    'Access-Control-Allow-Headers': 'mcp-protocol-version',
+  });
   if (req.method === 'OPTIONS') return void res.status(204).end();
   next();
 };
@@ -124,7 +160,8 @@ const mcpCors: RequestHandler = (req, res, next) => {
   res.set({
     'Access-Control-Allow-Origin': '*',
     'Access-Control-Allow-Methods': 'GET, POST, DELETE, OPTIONS',
-    'Access-Control-Allow-Headers': 'authorization, content-type, accept, mcp-protocol-version, mcp-session-id, last-event-id',
+    'Access-Control-Allow-Headers':
+      'authorization, content-type, accept, mcp-protocol-version, mcp-session-id, last-event-id',
     'Access-Control-Expose-Headers': 'mcp-session-id, mcp-protocol-version, www-authenticate',
   });
   if (req.method === 'OPTIONS') return void res.status(204).end();

@@ -14,11 +14,19 @@ export type McpTool = {
 
 /** The tool name: the one the operation gives, else its name in snake case (`lists.addContacts` → `lists_add_contacts`). */
 export const toolName = (op: Operation): string =>
-  op.mcp?.name ?? op.name.replace(/([a-z])([A-Z])/g, '$1_$2').replace(/\./g, '_').toLowerCase();
+  op.mcp?.name ??
+  op.name
+    .replace(/([a-z])([A-Z])/g, '$1_$2')
+    .replace(/\./g, '_')
+    .toLowerCase();
 
 /** JSON Schema 2020-12 (the MCP default dialect, so no `$schema` key) of a zod schema, as REST and /v1/schemas derive theirs. */
 function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): Record<string, unknown> {
-  const { $schema: _ignored, ...rest } = z.toJSONSchema(schema, { target: 'draft-2020-12', io, unrepresentable: 'any' }) as Record<string, unknown>;
+  const { $schema: _ignored, ...rest } = z.toJSONSchema(schema, {
+    target: 'draft-2020-12',
+    io,
+    unrepresentable: 'any',
+  }) as Record<string, unknown>;
   return rest;
 }
 
@@ -29,13 +37,17 @@ function toolOf(op: Operation): McpTool {
   const wrapsOutput = !(op.output instanceof z.ZodObject);
   const output = jsonSchema(op.output, 'output');
   return {
-    op, input, wrapsOutput,
+    op,
+    input,
+    wrapsOutput,
     definition: {
       name: toolName(op),
       title: meta.title,
       description: `${op.summary}\n\nThe same operation as REST ${op.method} ${op.path} and tRPC ${op.name}.`,
       inputSchema: jsonSchema(input, 'input') as Tool['inputSchema'],
-      outputSchema: (wrapsOutput ? { type: 'object', properties: { items: output }, required: ['items'] } : output) as Tool['outputSchema'],
+      outputSchema: (wrapsOutput
+        ? { type: 'object', properties: { items: output }, required: ['items'] }
+        : output) as Tool['outputSchema'],
       annotations: {
         title: meta.title,
         readOnlyHint: meta.readOnly ?? op.method === 'GET',

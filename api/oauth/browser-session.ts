@@ -23,7 +23,12 @@ function readCookie(req: Request, name: string): string | undefined {
  * another request) is refused. The cookie carries the account's session version like every session
  * token: signing out (anywhere) or changing the password bumps it, and the cookie stops signing in.
  */
-export function createBrowserSession(deps: { tokens: TokenService; accounts: Pick<AccountService, 'getUser'>; secretKey: string; secure: boolean }) {
+export function createBrowserSession(deps: {
+  tokens: TokenService;
+  accounts: Pick<AccountService, 'getUser'>;
+  secretKey: string;
+  secure: boolean;
+}) {
   const csrfKey = deriveKey(deps.secretKey, 'oauth-csrf-v1');
   const cookieOpts = { httpOnly: true, sameSite: 'lax' as const, secure: deps.secure, path: '/oauth' };
 
@@ -41,7 +46,10 @@ export function createBrowserSession(deps: { tokens: TokenService; accounts: Pic
     async signIn(res: Response, userId: string): Promise<void> {
       const user = await deps.accounts.getUser(userId);
       if (!user) return;
-      const token = await deps.tokens.issue({ userId, kind: 'session', version: user.sessionVersion }, SESSION_TTL_SECONDS);
+      const token = await deps.tokens.issue(
+        { userId, kind: 'session', version: user.sessionVersion },
+        SESSION_TTL_SECONDS,
+      );
       res.cookie(SESSION_COOKIE, token, { ...cookieOpts, maxAge: SESSION_TTL_SECONDS * 1000 });
     },
 

@@ -10,40 +10,68 @@ import { unsupportedGrant } from '../../core/oauth/token-exchange.js';
 export function mountOAuthEndpoints(app: Express, core: Core): void {
   for (const path of ['/.well-known/oauth-authorization-server', '/.well-known/openid-configuration']) {
     app.options(path, cors);
-    app.get(path, cors, (_req, res) => void res.set('Cache-Control', 'public, max-age=300').json(core.oauth.metadata()));
+    app.get(
+      path,
+      cors,
+      (_req, res) => void res.set('Cache-Control', 'public, max-age=300').json(core.oauth.metadata()),
+    );
   }
 
   app.options(['/oauth/register', '/oauth/token', '/oauth/revoke'], cors);
 
-  app.post('/oauth/register', cors, oauthRoute(async (req, res) => {
-    const info = await core.oauth.clients.register(bodyOf(req), req.ip ?? '');
-    res.status(201).set('Cache-Control', 'no-store').json(info);
-  }));
+  app.post(
+    '/oauth/register',
+    cors,
+    oauthRoute(async (req, res) => {
+      const info = await core.oauth.clients.register(bodyOf(req), req.ip ?? '');
+      res.status(201).set('Cache-Control', 'no-store').json(info);
+    }),
+  );
 
-  app.post('/oauth/token', cors, oauthRoute(async (req, res) => {
-    const b = stringFields(bodyOf(req));
-    const result = b.grant_type === 'authorization_code' ? await core.oauth.exchange.exchangeCode(b)
-      : b.grant_type === 'refresh_token' ? await core.oauth.exchange.refresh(b)
-        : (() => { throw unsupportedGrant(b.grant_type); })();
-    res.set({ 'Cache-Control': 'no-store', Pragma: 'no-cache' }).json(result);
-  }));
+  app.post(
+    '/oauth/token',
+    cors,
+    oauthRoute(async (req, res) => {
+      const b = stringFields(bodyOf(req));
+      const result =
+        b.grant_type === 'authorization_code'
+          ? await core.oauth.exchange.exchangeCode(b)
+          : b.grant_type === 'refresh_token'
+            ? await core.oauth.exchange.refresh(b)
+            : (() => {
+                throw unsupportedGrant(b.grant_type);
+              })();
+      res.set({ 'Cache-Control': 'no-store', Pragma: 'no-cache' }).json(result);
+    }),
+  );
 
-  app.post('/oauth/revoke', cors, oauthRoute(async (req, res) => {
-    await core.oauth.exchange.revokeToken(stringFields(bodyOf(req)));
-    res.set('Cache-Control', 'no-store').status(200).json({});
-  }));
+  app.post(
+    '/oauth/revoke',
+    cors,
+    oauthRoute(async (req, res) => {
+      await core.oauth.exchange.revokeToken(stringFields(bodyOf(req)));
+      res.set('Cache-Control', 'no-store').status(200).json({});
+    }),
+  );
 
   // A malformed body fails in the body parser, before the routes: answer it in the OAuth shape too.
   app.use(['/oauth/register', '/oauth/token', '/oauth/revoke'], ((err, _req, res, next) => {
     const type = (err as { type?: string }).type;
     if (type !== 'entity.parse.failed' && type !== 'entity.too.large') return next(err);
-    res.status(400).set('Cache-Control', 'no-store').json({ error: 'invalid_request', error_description: 'The request body could not be parsed' });
+    res
+      .status(400)
+      .set('Cache-Control', 'no-store')
+      .json({ error: 'invalid_request', error_description: 'The request body could not be parsed' });
   }) as ErrorRequestHandler);
 }
 
 /** Public endpoints that browser-based clients call directly: any origin, no credentials. */
 const cors: RequestHandler = (req, res, next) => {
-  res.set({ 'Access-Control-Allow-Origin': '*', 'Access-Control-Allow-Methods': 'GET, POST, OPTIONS', 'Access-Control-Allow-Headers': 'content-type, authorization' });
+  res.set({
+    'Access-Control-Allow-Origin': '*',
+    'Access-Control-Allow-Methods': 'GET, POST, OPTIONS',
+    'Access-Control-Allow-Headers': 'content-type, authorization',
+  });
   if (req.method === 'OPTIONS') return void res.status(204).end();
   next();
 };
@@ -61,7 +89,8 @@ function oauthRoute(fn: (req: Request, res: Response) => Promise<void>): Request
   return (req: Request, res: Response, next: NextFunction) => {
     fn(req, res).catch((err: unknown) => {
       if (!(err instanceof AppError)) return next(err);
-      if (err.status === 429 && typeof err.details?.retryAfter === 'number') res.set('Retry-After', String(err.details.retryAfter));
+      if (err.status === 429 && typeof err.details?.retryAfter === 'number')
+        res.set('Retry-After', String(err.details.retryAfter));
       const error = err.status === 429 ? 'slow_down' : err.code;
       res.status(err.status).set('Cache-Control', 'no-store').json({ error, error_description: err.message });
     });

@@ -53,7 +53,8 @@ export const noticeHtml = (n: Notice | undefined) =>
 /** A form posting one action of the authorization request back to /oauth/authorize. */
 export function form(ctx: FormContext, action: string, inner: string, label?: string): string {
   const hidden = Object.entries({ ...ctx.fields, csrf: ctx.csrf })
-    .map(([k, v]) => `<input type="hidden" name="${esc(k)}" value="${esc(v)}">`).join('');
+    .map(([k, v]) => `<input type="hidden" name="${esc(k)}" value="${esc(v)}">`)
+    .join('');
   return `<form method="post" action="/oauth/authorize"${label ? ` aria-label="${esc(label)}"` : ''}>${hidden}<input type="hidden" name="action" value="${esc(action)}">${inner}</form>`;
 }
 
@@ -97,18 +98,28 @@ export function signinSections(ctx: FormContext, email = ''): string {
     `<label for="${id}">Email</label><input id="${id}" name="email" type="email" autocomplete="${auto}" required value="${esc(email)}">`;
   return `<section class="card" aria-labelledby="signin-h">
 <h2 id="signin-h">Sign in</h2>
-${form(ctx, 'login', `${emailInput('signin-email', 'username')}
+${form(
+  ctx,
+  'login',
+  `${emailInput('signin-email', 'username')}
 <label for="signin-password">Password</label><input id="signin-password" name="password" type="password" autocomplete="current-password" required>
-<button type="submit" class="primary">Sign in</button>`, 'Sign in')}
+<button type="submit" class="primary">Sign in</button>`,
+  'Sign in',
+)}
 <hr><p class="muted">No password, or forgot it? We can email you a link that signs you in and brings you back here.</p>
 ${form(ctx, 'link', `${emailInput('link-email', 'email')}<button type="submit" class="secondary">Email me a sign-in link</button>`, 'Email me a sign-in link')}
 </section>
 <section class="card" aria-labelledby="signup-h">
 <h2 id="signup-h">New here? Create an account</h2>
-${form(ctx, 'signup', `${emailInput('signup-email', 'email')}
+${form(
+  ctx,
+  'signup',
+  `${emailInput('signup-email', 'email')}
 <label for="signup-password">Choose a password</label><input id="signup-password" name="password" type="password" autocomplete="new-password" minlength="8" required aria-describedby="signup-hint">
 <p id="signup-hint" class="muted">At least 8 characters. We will email you a link to verify the address.</p>
-<button type="submit" class="primary">Create account</button>`, 'Create account')}
+<button type="submit" class="primary">Create account</button>`,
+  'Create account',
+)}
 </section>
 ${form(ctx, 'deny', '<button type="submit" class="link">Cancel and go back to the app</button>', 'Deny')}`;
 }

@@ -12,22 +12,46 @@ const retentionDays = z.literal(RETENTION_DAYS).describe('Days the file (and its
  * api/attachments-routes.ts, which answers with this operation's status and response shape.
  */
 export const uploadAttachment = defineOperation({
-  name: 'attachments.upload', method: 'POST', path: '/v1/attachments', auth: ATTACHMENT_AUTH, status: 201,
+  name: 'attachments.upload',
+  method: 'POST',
+  path: '/v1/attachments',
+  auth: ATTACHMENT_AUTH,
+  status: 201,
   idempotencyKey: true,
-  summary: 'Store a file (base64 content or an http(s) URL fetched now, max 25 MB) and answer a signed, time-limited URL.',
+  summary:
+    'Store a file (base64 content or an http(s) URL fetched now, max 25 MB) and answer a signed, time-limited URL.',
   body: z.strictObject({
     filename: z.string().min(1).max(255).optional().describe('File name; optional when it can be derived from the url'),
-    path: z.string().max(4096).optional()
-      .describe('Local path, read by client tooling only: the server never reads its own disk for a caller and answers 400 path_not_supported'),
-    url: z.string().min(1).max(2048).optional().describe('Public http(s) URL fetched now and re-hosted (max 25 MB, at most 5 redirects)'),
+    path: z
+      .string()
+      .max(4096)
+      .optional()
+      .describe(
+        'Local path, read by client tooling only: the server never reads its own disk for a caller and answers 400 path_not_supported',
+      ),
+    url: z
+      .string()
+      .min(1)
+      .max(2048)
+      .optional()
+      .describe('Public http(s) URL fetched now and re-hosted (max 25 MB, at most 5 redirects)'),
     content: z.string().optional().describe('The file bytes, base64'),
-    contentType: z.string().min(3).max(255).optional()
-      .describe('Media type; default inferred from the fetched response or the file extension, else application/octet-stream'),
+    contentType: z
+      .string()
+      .min(3)
+      .max(255)
+      .optional()
+      .describe(
+        'Media type; default inferred from the fetched response or the file extension, else application/octet-stream',
+      ),
     retentionDays: retentionDays.default(7),
   }),
   output: z.object({
     id: z.string().describe('Storage key of the file').optional(),
-    url: z.string().describe('Signed download URL, valid until expiresAt; usable as an attachment url in sends or as an inline link').optional(),
+    url: z
+      .string()
+      .describe('Signed download URL, valid until expiresAt; usable as an attachment url in sends or as an inline link')
+      .optional(),
     filename: z.string().optional(),
     contentType: z.string().optional(),
     size: z.number().int().describe('Stored bytes').optional(),

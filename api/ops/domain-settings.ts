@@ -6,13 +6,25 @@ import { DOMAIN_AUTH } from './domains.js';
 const flag = z.union([z.literal(0), z.literal(1), z.boolean()]);
 
 export const updateDomain = defineOperation({
-  name: 'domains.update', method: 'PATCH', path: '/api/domains/:id', auth: DOMAIN_AUTH,
-  summary: 'Set a domain\'s zero_retention and/or track_opens (0/1 or a boolean); answers the stored row.',
+  name: 'domains.update',
+  method: 'PATCH',
+  path: '/api/domains/:id',
+  auth: DOMAIN_AUTH,
+  summary: "Set a domain's zero_retention and/or track_opens (0/1 or a boolean); answers the stored row.",
   params: domainIdParams,
-  body: z.strictObject({
-    zero_retention: flag.optional().describe('1: inbound mail goes to the webhook and is never stored (no replay, no history)'),
-    track_opens: flag.optional().describe('Domain-wide default for open tracking; a per-send trackOpens overrides it'),
-  }).refine((b) => b.zero_retention !== undefined || b.track_opens !== undefined, 'give zero_retention and/or track_opens'),
+  body: z
+    .strictObject({
+      zero_retention: flag
+        .optional()
+        .describe('1: inbound mail goes to the webhook and is never stored (no replay, no history)'),
+      track_opens: flag
+        .optional()
+        .describe('Domain-wide default for open tracking; a per-send trackOpens overrides it'),
+    })
+    .refine(
+      (b) => b.zero_retention !== undefined || b.track_opens !== undefined,
+      'give zero_retention and/or track_opens',
+    ),
   output: z.object({ domain: domainRow }),
   handler: ({ id, ...input }, { core, actor }) => core.domainSettings.update(actor, id, input),
 });

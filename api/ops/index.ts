@@ -31,16 +31,43 @@ import * as warmup from './warmup.js';
 
 /** Every module of operations, by name: the runtime list below and the `AppRouter` type are both built from it. */
 const modules = {
-  accounts, keys, scopedKeys, me, oauthGrants, outbox, attachments, hosted, registration, domains, domainSettings, encryption, templates,
-  send, scheduled, messages, suppressions, webhooks, routes, deliveries, engagement, appPasswords, mailbox, contacts, lists, broadcasts,
-  sequences, events, warmup,
+  accounts,
+  keys,
+  scopedKeys,
+  me,
+  oauthGrants,
+  outbox,
+  attachments,
+  hosted,
+  registration,
+  domains,
+  domainSettings,
+  encryption,
+  templates,
+  send,
+  scheduled,
+  messages,
+  suppressions,
+  webhooks,
+  routes,
+  deliveries,
+  engagement,
+  appPasswords,
+  mailbox,
+  contacts,
+  lists,
+  broadcasts,
+  sequences,
+  events,
+  warmup,
 };
 
 type OperationsIn<M> = Extract<M[keyof M], { handler: unknown; name: string }>;
 /** The union of every operation's own type (its literal name and method, its zod schemas). */
 export type AnyOperation = { [K in keyof typeof modules]: OperationsIn<(typeof modules)[K]> }[keyof typeof modules];
 
-const ops = (m: Record<string, unknown>) => Object.values(m).filter((v): v is Operation => typeof v === 'object' && v !== null && 'handler' in v);
+const ops = (m: Record<string, unknown>) =>
+  Object.values(m).filter((v): v is Operation => typeof v === 'object' && v !== null && 'handler' in v);
 
 /** Literal path segments sort before `:param` ones, so `/api/templates/base` is matched before `/api/templates/:id`. */
 function specificity(a: Operation, b: Operation): number {
@@ -56,4 +83,6 @@ function specificity(a: Operation, b: Operation): number {
 }
 
 /** Every operation of the API, fixed paths ahead of parameterized ones. */
-export const operations: readonly Operation[] = Object.values(modules).flatMap((m) => ops(m)).sort(specificity);
+export const operations: readonly Operation[] = Object.values(modules)
+  .flatMap((m) => ops(m))
+  .sort(specificity);

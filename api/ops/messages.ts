@@ -6,20 +6,39 @@ import { deliverySchema } from './deliveries.js';
 const AUTH = ['session', 'oauth', 'account_key', 'scoped_key'] as const;
 const scalar = z.union([z.string(), z.number(), z.boolean(), z.null()]);
 const message = z.object({
-  id: z.string(), direction: z.enum(['outbound', 'inbound']), status: z.string(), domain_id: z.string().nullable(),
-  from: z.string(), to: z.array(z.string()), cc: z.array(z.string()), subject: z.string().nullable(),
-  metadata: z.record(z.string(), scalar).nullable(), attempts: z.number().int(), last_error: z.string().nullable(),
-  workflow_id: z.string().nullable().describe('The Temporal workflow run that delivered it'), smtp_message_id: z.string().nullable(),
-  bounce_type: z.string().nullable(), next_attempt_at: z.number().int().nullable(),
-  created_at: z.number().int(), updated_at: z.number().int(), sent_at: z.number().int().nullable(),
+  id: z.string(),
+  direction: z.enum(['outbound', 'inbound']),
+  status: z.string(),
+  domain_id: z.string().nullable(),
+  from: z.string(),
+  to: z.array(z.string()),
+  cc: z.array(z.string()),
+  subject: z.string().nullable(),
+  metadata: z.record(z.string(), scalar).nullable(),
+  attempts: z.number().int(),
+  last_error: z.string().nullable(),
+  workflow_id: z.string().nullable().describe('The Temporal workflow run that delivered it'),
+  smtp_message_id: z.string().nullable(),
+  bounce_type: z.string().nullable(),
+  next_attempt_at: z.number().int().nullable(),
+  created_at: z.number().int(),
+  updated_at: z.number().int(),
+  sent_at: z.number().int().nullable(),
 });
 export const eventSchema = z.object({
-  id: z.string().describe('evt_…'), type: z.string(), messageId: z.string().nullable(), recipient: z.string().nullable(),
-  data: z.record(z.string(), z.unknown()), createdAt: z.number().int(),
+  id: z.string().describe('evt_…'),
+  type: z.string(),
+  messageId: z.string().nullable(),
+  recipient: z.string().nullable(),
+  data: z.record(z.string(), z.unknown()),
+  createdAt: z.number().int(),
 });
 
 export const listMessages = defineOperation({
-  name: 'messages.list', method: 'GET', path: '/api/messages', auth: AUTH,
+  name: 'messages.list',
+  method: 'GET',
+  path: '/api/messages',
+  auth: AUTH,
   mcp: { title: 'List messages (sent and received)' },
   summary: 'Messages, newest first; page with `before` (the created_at of the last one seen).',
   query: z.object({
@@ -33,36 +52,75 @@ export const listMessages = defineOperation({
 });
 
 export const getMessage = defineOperation({
-  name: 'messages.get', method: 'GET', path: '/api/messages/:id', auth: AUTH,
+  name: 'messages.get',
+  method: 'GET',
+  path: '/api/messages/:id',
+  auth: AUTH,
   mcp: { title: 'Read a message with its delivery trail' },
   summary: 'One message with its metadata, attachments, deliveries and events.',
   params: z.object({ id: z.string().regex(/^msg_[A-Za-z0-9_-]+$/, 'not a message id (msg_…)') }),
   output: z.object({
     message: message.extend({
-      html: z.string().nullable(), text: z.string().nullable(), thread_id: z.string().nullable().describe('Inbound: the conversation root'),
+      html: z.string().nullable(),
+      text: z.string().nullable(),
+      thread_id: z.string().nullable().describe('Inbound: the conversation root'),
       auth: z.record(z.string(), z.string().nullable()).nullable().describe('Inbound: spf, dkim, dmarc, spam verdicts'),
-      recipients: z.array(z.object({
-        address: z.string(), status: z.enum(['pending', 'sent', 'deferred', 'bounced']), attempts: z.number().int(),
-        response: z.string().nullable().describe('The last answer of its server'), at: z.number().int().nullable(),
-        bounceClass: z.enum(BOUNCE_CLASSES).optional().describe('Why it failed or was deferred (docs/deliverability.md, Bounce classes); absent once sent'),
-      })).describe('Outbound: each recipient\'s outcome (one SMTP transaction per recipient domain); empty before the first attempt'),
+      recipients: z
+        .array(
+          z.object({
+            address: z.string(),
+            status: z.enum(['pending', 'sent', 'deferred', 'bounced']),
+            attempts: z.number().int(),
+            response: z.string().nullable().describe('The last answer of its server'),
+            at: z.number().int().nullable(),
+            bounceClass: z
+              .enum(BOUNCE_CLASSES)
+              .optional()
+              .describe('Why it failed or was deferred (docs/deliverability.md, Bounce classes); absent once sent'),
+          }),
+        )
+        .describe(
+          "Outbound: each recipient's outcome (one SMTP transaction per recipient domain); empty before the first attempt",
+        ),
     }),
     attachments: z.array(z.object({ filename: z.string(), contentType: z.string() })),
     deliveries: z.array(deliverySchema).describe('Webhook deliveries of an inbound message, newest first'),
     events: z.array(eventSchema),
-    trail: z.array(z.object({
-      kind: z.enum(['smtp', 'webhook']), at: z.number().int(), workflowId: z.string().nullable().describe('The Temporal run that made the attempt'),
-      to: z.array(z.string()).optional().describe('SMTP: the recipients of the transaction'), deliveryId: z.string().optional(), attempt: z.number().int().optional(),
-      status: z.string().describe('SMTP: sent, deferred, bounced or mixed, or throttled (no transaction: the recipients\' site could not take it yet, see docs/deliverability.md); webhook: delivered or failed'), response: z.string().describe('What the server answered'),
-    })).describe('Every SMTP transaction or webhook attempt of the message, oldest first'),
-    runs: z.array(z.object({ workflowId: z.string(), url: z.string().nullable().describe('The run in the Temporal UI (TEMPORAL_UI_URL)') }))
+    trail: z
+      .array(
+        z.object({
+          kind: z.enum(['smtp', 'webhook']),
+          at: z.number().int(),
+          workflowId: z.string().nullable().describe('The Temporal run that made the attempt'),
+          to: z.array(z.string()).optional().describe('SMTP: the recipients of the transaction'),
+          deliveryId: z.string().optional(),
+          attempt: z.number().int().optional(),
+          status: z
+            .string()
+            .describe(
+              "SMTP: sent, deferred, bounced or mixed, or throttled (no transaction: the recipients' site could not take it yet, see docs/deliverability.md); webhook: delivered or failed",
+            ),
+          response: z.string().describe('What the server answered'),
+        }),
+      )
+      .describe('Every SMTP transaction or webhook attempt of the message, oldest first'),
+    runs: z
+      .array(
+        z.object({
+          workflowId: z.string(),
+          url: z.string().nullable().describe('The run in the Temporal UI (TEMPORAL_UI_URL)'),
+        }),
+      )
       .describe('The workflow runs that touched the message'),
   }),
   handler: (input, { core, actor }) => core.messages.get(actor, input.id),
 });
 
 export const listEvents = defineOperation({
-  name: 'events.timeline', method: 'GET', path: '/api/events', auth: AUTH,
+  name: 'events.timeline',
+  method: 'GET',
+  path: '/api/events',
+  auth: AUTH,
   mcp: { title: 'Delivery timeline' },
   summary: 'The delivery timeline: what the service did with messages, newest first.',
   query: z.object({

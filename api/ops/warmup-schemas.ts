@@ -10,6 +10,8 @@ export const warmupView = z.object({
   startedAt: z.number().int(),
   nextDayAt: z.number().int().nullable().describe('When the next day begins (ms epoch); null once done'),
   completedAt: z.number().int().nullable(),
-  sentToday: z.record(z.string(), z.number().int()).describe('Messages sent today, by destination site (sorted MX host set)'),
-  workflowId: z.string().describe('The plan\'s workflow in the Temporal UI (warmup-<domain id>)'),
+  sentToday: z
+    .record(z.string(), z.number().int())
+    .describe('Messages sent today, by destination site (sorted MX host set)'),
+  workflowId: z.string().describe("The plan's workflow in the Temporal UI (warmup-<domain id>)"),
 });

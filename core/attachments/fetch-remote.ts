@@ -12,9 +12,14 @@ export type FetchRemoteOptions = { maxBytes: number; allowPrivate: boolean; time
 const MAX_REDIRECTS = 5;
 const DEFAULT_TIMEOUT_MS = 30_000;
 
-const fetchFailed = (message: string, retryable = false) => new AppError(400, 'attachment_fetch_failed', message, retryable);
+const fetchFailed = (message: string, retryable = false) =>
+  new AppError(400, 'attachment_fetch_failed', message, retryable);
 export const attachmentTooLarge = (maxBytes: number) =>
-  new AppError(413, 'attachment_too_large', `Attachment is larger than the ${Math.floor(maxBytes / (1024 * 1024))} MB limit`);
+  new AppError(
+    413,
+    'attachment_too_large',
+    `Attachment is larger than the ${Math.floor(maxBytes / (1024 * 1024))} MB limit`,
+  );
 
 /**
  * GETs an http(s) URL for an attachment: every hop's host is resolved once, checked against the
@@ -41,11 +46,19 @@ export async function fetchRemote(url: string, opts: FetchRemoteOptions): Promis
         throw fetchFailed(`Attachment URL answered HTTP ${status} (${current.host})`, status >= 500 || status === 429);
       }
       const content = await readCapped(res, opts.maxBytes);
-      return { content, contentType: contentTypeOf(res.headers['content-type']), filename: filenameOf(res.headers['content-disposition'], current) };
+      return {
+        content,
+        contentType: contentTypeOf(res.headers['content-type']),
+        filename: filenameOf(res.headers['content-disposition'], current),
+      };
     }
   } catch (err) {
     if (isAppError(err)) throw err;
-    if (signal.aborted) throw fetchFailed(`Attachment URL did not answer within ${Math.round(timeoutMs / 1000)} s (${current.host})`, true);
+    if (signal.aborted)
+      throw fetchFailed(
+        `Attachment URL did not answer within ${Math.round(timeoutMs / 1000)} s (${current.host})`,
+        true,
+      );
     throw fetchFailed(`Could not fetch the attachment URL (${current.host}): ${(err as Error).message}`, true);
   }
 }
@@ -58,7 +71,8 @@ export function parseHttpUrl(raw: string): URL {
   } catch {
     throw fetchFailed('Attachment url is not a valid absolute URL');
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw fetchFailed(`Attachment url must be http or https, not ${url.protocol.replace(/:$/, '')}`);
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw fetchFailed(`Attachment url must be http or https, not ${url.protocol.replace(/:$/, '')}`);
   if (url.username || url.password) throw fetchFailed('Attachment url must not carry credentials');
   return url;
 }
@@ -70,12 +84,18 @@ async function resolveAllowed(url: URL, allowPrivate: boolean): Promise<LookupAd
   try {
     addresses = await lookup(host, { all: true, verbatim: true });
   } catch (err) {
-    throw fetchFailed(`Could not resolve the attachment URL's host ${host} (${(err as NodeJS.ErrnoException).code ?? 'error'})`, true);
+    throw fetchFailed(
+      `Could not resolve the attachment URL's host ${host} (${(err as NodeJS.ErrnoException).code ?? 'error'})`,
+      true,
+    );
   }
   if (addresses.length === 0) throw fetchFailed(`The attachment URL's host ${host} has no address`, true);
   if (addresses.some((a) => isBlockedAddress(a.address, allowPrivate))) {
-    throw new AppError(400, 'attachment_url_blocked',
-      `Attachment URL host ${host} resolves to an internal address (loopback, private, link-local or reserved); only public addresses are fetched`);
+    throw new AppError(
+      400,
+      'attachment_url_blocked',
+      `Attachment URL host ${host} resolves to an internal address (loopback, private, link-local or reserved); only public addresses are fetched`,
+    );
   }
   return addresses[0]!;
 }
@@ -85,13 +105,26 @@ function get(url: URL, address: LookupAddress, signal: AbortSignal): Promise<Inc
   const host = url.hostname.replace(/^\[|\]$/g, '');
   const client = url.protocol === 'https:' ? https : http;
   return new Promise((resolve, reject) => {
-    const req = client.request({
-      method: 'GET', hostname: address.address, family: address.family, port: url.port || undefined, path: `${url.pathname}${url.search}`,
-      headers: { host: url.host, accept: '*/*', 'accept-encoding': 'identity', 'user-agent': 'svc-mail-attachments/1' },
-      // An IP literal must not be sent as SNI; '' keeps Node from deriving one from the Host header.
-      servername: isIP(host) ? '' : host,
-      agent: false, signal,
-    }, resolve);
+    const req = client.request(
+      {
+        method: 'GET',
+        hostname: address.address,
+        family: address.family,
+        port: url.port || undefined,
+        path: `${url.pathname}${url.search}`,
+        headers: {
+          host: url.host,
+          accept: '*/*',
+          'accept-encoding': 'identity',
+          'user-agent': 'svc-mail-attachments/1',
+        },
+        // An IP literal must not be sent as SNI; '' keeps Node from deriving one from the Host header.
+        servername: isIP(host) ? '' : host,
+        agent: false,
+        signal,
+      },
+      resolve,
+    );
     req.on('error', reject);
     req.end();
   });
@@ -130,7 +163,7 @@ export function filenameOf(disposition: string | undefined, url: URL): string | 
     if (plain) return plain[1] !== undefined ? plain[1].replace(/\\(.)/g, '$1') : plain[2];
   }
   const last = url.pathname.split('/').pop();
-  return last ? safeDecode(last) ?? last : undefined;
+  return last ? (safeDecode(last) ?? last) : undefined;
 }
 
 function safeDecode(s: string): string | undefined {

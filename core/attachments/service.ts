@@ -14,8 +14,16 @@ export type RetentionDays = (typeof RETENTION_DAYS)[number];
 const DAY_MS = 86_400_000;
 
 type Common = { filename?: string; contentType?: string; retentionDays?: RetentionDays };
-export type UploadInput = (Common & { url?: string; content?: string; path?: string }) | (Common & { raw: Buffer; filename: string });
-export type UploadedFile = { id: string; url: string; filename: string; contentType: string; size: number; expiresAt: string };
+export type UploadInput =
+  (Common & { url?: string; content?: string; path?: string }) | (Common & { raw: Buffer; filename: string });
+export type UploadedFile = {
+  id: string;
+  url: string;
+  filename: string;
+  contentType: string;
+  size: number;
+  expiresAt: string;
+};
 /** One entry of a send's `attachments` (SPEC.md, POST /v1/send). */
 export type AttachmentSpec = { filename: string; url?: string; content?: string; contentType?: string };
 /** What the send path keeps until delivery: a URL fetched then, or a file stored now. */
@@ -26,20 +34,45 @@ export type StoredFile = typeof schema.storedFiles.$inferSelect;
 const files = schema.storedFiles;
 const OCTET = 'application/octet-stream';
 const MIME_BY_EXT: Record<string, string> = {
-  pdf: 'application/pdf', png: 'image/png', jpg: 'image/jpeg', jpeg: 'image/jpeg', gif: 'image/gif', webp: 'image/webp',
-  svg: 'image/svg+xml', txt: 'text/plain', csv: 'text/csv', html: 'text/html', htm: 'text/html', md: 'text/markdown',
-  json: 'application/json', xml: 'application/xml', zip: 'application/zip', gz: 'application/gzip', ics: 'text/calendar',
-  doc: 'application/msword', docx: 'application/vnd.openxmlformats-officedocument.wordprocessingml.document',
-  xls: 'application/vnd.ms-excel', xlsx: 'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet',
-  ppt: 'application/vnd.ms-powerpoint', pptx: 'application/vnd.openxmlformats-officedocument.presentationml.presentation',
-  mp3: 'audio/mpeg', mp4: 'video/mp4', eml: 'message/rfc822',
+  pdf: 'application/pdf',
+  png: 'image/png',
+  jpg: 'image/jpeg',
+  jpeg: 'image/jpeg',
+  gif: 'image/gif',
+  webp: 'image/webp',
+  svg: 'image/svg+xml',
+  txt: 'text/plain',
+  csv: 'text/csv',
+  html: 'text/html',
+  htm: 'text/html',
+  md: 'text/markdown',
+  json: 'application/json',
+  xml: 'application/xml',
+  zip: 'application/zip',
+  gz: 'application/gzip',
+  ics: 'text/calendar',
+  doc: 'application/msword',
+  docx: 'application/vnd.openxmlformats-officedocument.wordprocessingml.document',
+  xls: 'application/vnd.ms-excel',
+  xlsx: 'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet',
+  ppt: 'application/vnd.ms-powerpoint',
+  pptx: 'application/vnd.openxmlformats-officedocument.presentationml.presentation',
+  mp3: 'audio/mpeg',
+  mp4: 'video/mp4',
+  eml: 'message/rfc822',
 };
 
 /**
  * Stored attachments (table stored_files) and their signed, time-limited download URLs; also the
  * send path's validation (at accept time) and loading (at delivery time) of `attachments[]`.
  */
-export function createAttachmentService(deps: { db: Db; publicUrl: string; secretKey: string; allowPrivate: boolean; storage?: StorageQuota }) {
+export function createAttachmentService(deps: {
+  db: Db;
+  publicUrl: string;
+  secretKey: string;
+  allowPrivate: boolean;
+  storage?: StorageQuota;
+}) {
   const { db } = deps;
   const urlKey = deriveKey(deps.secretKey, 'attachment-url-v1');
   const sign = (id: string, expires: string) => hmacHex(urlKey, `${id}.${expires}`);
@@ -56,13 +89,32 @@ export function createAttachmentService(deps: { db: Db; publicUrl: string; secre
   }
 
   /** Inserts one file within the account's storage quota (413 storage_quota_exceeded over it); answers its row without the bytes. */
-  async function store(userId: string, f: { filename: string; contentType: string; content: Buffer }, expiresAt: number) {
+  async function store(
+    userId: string,
+    f: { filename: string; contentType: string; content: Buffer },
+    expiresAt: number,
+  ) {
     return db.transaction(async (tx) => {
       await deps.storage?.reserve(tx, userId, f.content.length);
-      const [row] = await tx.insert(files).values({
-        id: newFileId(), userId, filename: f.filename, contentType: f.contentType, size: f.content.length, content: f.content,
-        createdAt: Date.now(), expiresAt,
-      }).returning({ id: files.id, filename: files.filename, contentType: files.contentType, size: files.size, expiresAt: files.expiresAt });
+      const [row] = await tx
+        .insert(files)
+        .values({
+          id: newFileId(),
+          userId,
+          filename: f.filename,
+          contentType: f.contentType,
+          size: f.content.length,
+          content: f.content,
+          createdAt: Date.now(),
+          expiresAt,
+        })
+        .returning({
+          id: files.id,
+          filename: files.filename,
+          contentType: files.contentType,
+          size: files.size,
+          expiresAt: files.expiresAt,
+        });
       return row!;
     });
   }
@@ -71,16 +123,26 @@ export function createAttachmentService(deps: { db: Db; publicUrl: string; secre
     /** Stores one file from content, url or raw bytes (exactly one) and answers its signed URL. Not idempotent: each call stores a new file. */
     async upload(userId: string, input: UploadInput): Promise<UploadedFile> {
       const retentionDays = input.retentionDays ?? 7;
-      if (!RETENTION_DAYS.includes(retentionDays)) throw badRequest('retentionDays must be one of 7, 30, 90 or 365', 'validation_error');
+      if (!RETENTION_DAYS.includes(retentionDays))
+        throw badRequest('retentionDays must be one of 7, 30, 90 or 365', 'validation_error');
       const explicitType = checkContentType(input.contentType);
       const source = await readSource(input, bytesOfUrl);
-      const filename = cleanFilename(input.filename) ?? cleanFilename(source.filename) ?? (source.fromUrl ? 'attachment' : undefined);
+      const filename =
+        cleanFilename(input.filename) ?? cleanFilename(source.filename) ?? (source.fromUrl ? 'attachment' : undefined);
       if (!filename) throw badRequest('filename is required when uploading content', 'filename_required');
       const contentType = explicitType ?? specific(source.contentType) ?? typeOfName(filename);
-      const row = await store(userId, { filename, contentType, content: source.content }, Date.now() + retentionDays * DAY_MS);
+      const row = await store(
+        userId,
+        { filename, contentType, content: source.content },
+        Date.now() + retentionDays * DAY_MS,
+      );
       return {
-        id: row.id, url: service.signedUrl(row.id, row.filename, row.expiresAt), filename: row.filename,
-        contentType: row.contentType, size: row.size, expiresAt: new Date(row.expiresAt).toISOString(),
+        id: row.id,
+        url: service.signedUrl(row.id, row.filename, row.expiresAt),
+        filename: row.filename,
+        contentType: row.contentType,
+        size: row.size,
+        expiresAt: new Date(row.expiresAt).toISOString(),
       };
     },
 
@@ -107,7 +169,11 @@ export function createAttachmentService(deps: { db: Db; publicUrl: string; secre
      * Send path, at accept time: validates `attachments[]` (total 25 MB) and stores inline content now
      * (kept 7 days past `keepUntil`, e.g. a scheduled time), so delivery never carries base64 around.
      */
-    async prepareForSend(userId: string, specs: readonly AttachmentSpec[], opts: { keepUntil?: number } = {}): Promise<PreparedAttachment[]> {
+    async prepareForSend(
+      userId: string,
+      specs: readonly AttachmentSpec[],
+      opts: { keepUntil?: number } = {},
+    ): Promise<PreparedAttachment[]> {
       const checked = specs.map(checkSpec);
       const total = checked.reduce((n, c) => n + (c.bytes?.length ?? 0), 0);
       if (total > MAX_ATTACHMENT_BYTES) throw attachmentTooLarge(MAX_ATTACHMENT_BYTES);
@@ -115,7 +181,12 @@ export function createAttachmentService(deps: { db: Db; publicUrl: string; secre
       const prepared: PreparedAttachment[] = [];
       for (const c of checked) {
         if (!c.bytes) prepared.push({ filename: c.filename, contentType: c.contentType, url: c.url! });
-        else prepared.push({ filename: c.filename, contentType: c.contentType, fileId: (await store(userId, { ...c, content: c.bytes }, expiresAt)).id });
+        else
+          prepared.push({
+            filename: c.filename,
+            contentType: c.contentType,
+            fileId: (await store(userId, { ...c, content: c.bytes }, expiresAt)).id,
+          });
       }
       return prepared;
     },
@@ -123,13 +194,16 @@ export function createAttachmentService(deps: { db: Db; publicUrl: string; secre
     /** Send path, at delivery time: the bytes of one prepared attachment (fetches its URL now). Read-only; safe to retry. */
     async loadForSend(userId: string, spec: PreparedAttachment): Promise<LoadedAttachment> {
       if (spec.fileId) {
-        const [row] = await db.select().from(files).where(and(eq(files.id, spec.fileId), eq(files.userId, userId)));
+        const [row] = await db
+          .select()
+          .from(files)
+          .where(and(eq(files.id, spec.fileId), eq(files.userId, userId)));
         if (!row) throw gone(`Attachment ${spec.filename} is no longer stored`, 'attachment_expired');
         return { filename: spec.filename, contentType: spec.contentType, content: row.content };
       }
       if (!spec.url) throw badRequest(`Attachment ${spec.filename} has neither url nor content`, 'invalid_attachment');
       const fetched = await bytesOfUrl(spec.url);
-      const contentType = spec.contentType === OCTET ? specific(fetched.contentType) ?? OCTET : spec.contentType;
+      const contentType = spec.contentType === OCTET ? (specific(fetched.contentType) ?? OCTET) : spec.contentType;
       return { filename: spec.filename, contentType, content: fetched.content };
     },
 
@@ -147,13 +221,26 @@ export type AttachmentService = ReturnType<typeof createAttachmentService>;
 type Source = { content: Buffer; contentType?: string; filename?: string; fromUrl: boolean };
 
 /** Exactly one of raw bytes, content, url; `path` is refused because the server never reads its own disk for a caller. */
-async function readSource(input: UploadInput, bytesOfUrl: (url: string) => Promise<Omit<Source, 'fromUrl'>>): Promise<Source> {
-  const given = (['raw', 'content', 'url', 'path'] as const).filter((k) => k in input && (input as Record<string, unknown>)[k] !== undefined);
-  if (given.length === 0) throw badRequest('Give the file as one of content (base64), url, or the raw request body with ?filename=', 'missing_source');
-  if (given.length > 1) throw badRequest(`Give exactly one of content, url or path (got ${given.join(', ')})`, 'multiple_sources');
+async function readSource(
+  input: UploadInput,
+  bytesOfUrl: (url: string) => Promise<Omit<Source, 'fromUrl'>>,
+): Promise<Source> {
+  const given = (['raw', 'content', 'url', 'path'] as const).filter(
+    (k) => k in input && (input as Record<string, unknown>)[k] !== undefined,
+  );
+  if (given.length === 0)
+    throw badRequest(
+      'Give the file as one of content (base64), url, or the raw request body with ?filename=',
+      'missing_source',
+    );
+  if (given.length > 1)
+    throw badRequest(`Give exactly one of content, url or path (got ${given.join(', ')})`, 'multiple_sources');
   if ('raw' in input) return { content: capped(input.raw), fromUrl: false };
   if (input.path !== undefined) {
-    throw badRequest('path is not supported: the server never reads its own disk for a caller; upload the bytes with content or the raw body', 'path_not_supported');
+    throw badRequest(
+      'path is not supported: the server never reads its own disk for a caller; upload the bytes with content or the raw body',
+      'path_not_supported',
+    );
   }
   if (input.content !== undefined) return { content: decodeBase64(input.content, 'content'), fromUrl: false };
   return { ...(await bytesOfUrl(input.url!)), fromUrl: true };
@@ -165,9 +252,11 @@ function checkSpec(spec: AttachmentSpec, i: number): CheckedSpec {
   const where = `attachments[${i}]`;
   const filename = cleanFilename(spec.filename);
   if (!filename) throw badRequest(`${where}.filename is required`, 'invalid_attachment');
-  if ((spec.url === undefined) === (spec.content === undefined)) throw badRequest(`${where}: give exactly one of url or content`, 'invalid_attachment');
+  if ((spec.url === undefined) === (spec.content === undefined))
+    throw badRequest(`${where}: give exactly one of url or content`, 'invalid_attachment');
   const contentType = checkContentType(spec.contentType, where) ?? typeOfName(filename);
-  if (spec.content !== undefined) return { filename, contentType, bytes: decodeBase64(spec.content, `${where}.content`) };
+  if (spec.content !== undefined)
+    return { filename, contentType, bytes: decodeBase64(spec.content, `${where}.content`) };
   try {
     parseHttpUrl(spec.url!);
   } catch (err) {
@@ -194,8 +283,12 @@ function capped(bytes: Buffer): Buffer {
 
 /** A display name only: no directories, no control characters, at most 255 characters. */
 function cleanFilename(name: string | undefined): string | undefined {
-  // eslint-disable-next-line no-control-regex
-  const base = name?.split(/[/\\]/).pop()?.replace(/[\u0000-\u001f\u007f]/g, '').trim();
+  const base = name
+    ?.split(/[/\\]/)
+    .pop()
+    // eslint-disable-next-line no-control-regex -- control characters are what it removes
+    ?.replace(/[\u0000-\u001f\u007f]/g, '')
+    .trim();
   if (!base || base === '.' || base === '..') return undefined;
   return [...base].slice(0, 255).join('');
 }
@@ -204,7 +297,10 @@ function checkContentType(value: string | undefined, where = 'contentType'): str
   if (value === undefined) return undefined;
   const v = value.trim();
   if (v.length > 255 || !/^[\w!#$&^.+-]+\/[\w!#$&^.+-]+(\s*;[^\r\n]*)?$/.test(v)) {
-    throw badRequest(`${where === 'contentType' ? where : `${where}.contentType`} must be a media type such as application/pdf`, 'invalid_content_type');
+    throw badRequest(
+      `${where === 'contentType' ? where : `${where}.contentType`} must be a media type such as application/pdf`,
+      'invalid_content_type',
+    );
   }
   return v;
 }

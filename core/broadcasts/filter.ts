@@ -13,7 +13,9 @@ import { badRequest } from '../errors.js';
  */
 export type Value = string | number | boolean | null;
 export type Op = '=' | '!=' | '>' | '>=' | '<' | '<=' | 'contains' | 'starts_with' | 'exists';
-export type Field = { kind: 'column'; name: 'email' | 'name' | 'created_at' | 'last_seen_at' | 'subscribed' } | { kind: 'attribute'; key: string };
+export type Field =
+  | { kind: 'column'; name: 'email' | 'name' | 'created_at' | 'last_seen_at' | 'subscribed' }
+  | { kind: 'attribute'; key: string };
 export type Node =
   | { type: 'and' | 'or'; left: Node; right: Node }
   | { type: 'not'; expr: Node }
@@ -25,7 +27,8 @@ export const FILTER_LIMITS = { length: 2000, conditions: 50, depth: 16 };
 const COLUMNS = new Set(['email', 'name', 'created_at', 'last_seen_at', 'subscribed']);
 const DATE = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?(Z|[+-]\d{2}:\d{2})?)?$/;
 const NUMBER = /^-?\d{1,15}(\.\d{1,6})?$/;
-const fail = (message: string, at?: number) => badRequest(`audience.query: ${message}${at === undefined ? '' : ` (at character ${at + 1})`}`, 'invalid_filter');
+const fail = (message: string, at?: number) =>
+  badRequest(`audience.query: ${message}${at === undefined ? '' : ` (at character ${at + 1})`}`, 'invalid_filter');
 
 /** Splits the query into tokens in one pass (no regex over the whole input, no backtracking). */
 function tokenize(q: string): Token[] {
@@ -34,8 +37,15 @@ function tokenize(q: string): Token[] {
   const isWord = (ch: string) => /[A-Za-z0-9_.:+-]/.test(ch);
   while (i < q.length) {
     const ch = q[i]!;
-    if (ch === ' ' || ch === '\t' || ch === '\n' || ch === '\r') { i++; continue; }
-    if (ch === '(' || ch === ')') { out.push({ kind: ch === '(' ? 'lparen' : 'rparen', text: ch, at: i }); i++; continue; }
+    if (ch === ' ' || ch === '\t' || ch === '\n' || ch === '\r') {
+      i++;
+      continue;
+    }
+    if (ch === '(' || ch === ')') {
+      out.push({ kind: ch === '(' ? 'lparen' : 'rparen', text: ch, at: i });
+      i++;
+      continue;
+    }
     if (ch === '"') {
       let s = '';
       let j = i + 1;
@@ -76,17 +86,26 @@ export function parseFilter(query: string): Node {
 
   function or(depth: number): Node {
     let left = and(depth);
-    while (keyword('or')) { pos++; left = { type: 'or', left, right: and(depth) }; }
+    while (keyword('or')) {
+      pos++;
+      left = { type: 'or', left, right: and(depth) };
+    }
     return left;
   }
   function and(depth: number): Node {
     let left = unary(depth);
-    while (keyword('and')) { pos++; left = { type: 'and', left, right: unary(depth) }; }
+    while (keyword('and')) {
+      pos++;
+      left = { type: 'and', left, right: unary(depth) };
+    }
     return left;
   }
   function unary(depth: number): Node {
     if (depth > FILTER_LIMITS.depth) throw fail(`nested deeper than ${FILTER_LIMITS.depth}`, peek()?.at);
-    if (keyword('not')) { pos++; return { type: 'not', expr: unary(depth + 1) }; }
+    if (keyword('not')) {
+      pos++;
+      return { type: 'not', expr: unary(depth + 1) };
+    }
     if (peek()?.kind === 'lparen') {
       pos++;
       const inner = or(depth + 1);
@@ -105,7 +124,8 @@ export function parseFilter(query: string): Node {
     if (!o) throw fail('expected an operator', query.length);
     const opText = o.text.toLowerCase();
     if (o.kind === 'word' && opText === 'exists') return { type: 'cmp', field, op: 'exists', value: null };
-    if (!(o.kind === 'op' || (o.kind === 'word' && (opText === 'contains' || opText === 'starts_with')))) throw fail(`unknown operator "${o.text}"`, o.at);
+    if (!(o.kind === 'op' || (o.kind === 'word' && (opText === 'contains' || opText === 'starts_with'))))
+      throw fail(`unknown operator "${o.text}"`, o.at);
     const v = tokens[pos++];
     if (!v || (v.kind !== 'word' && v.kind !== 'string')) throw fail('expected a value', v?.at ?? query.length);
     return { type: 'cmp', field, op: opText as Op, value: valueOf(v) };
@@ -118,7 +138,8 @@ export function parseFilter(query: string): Node {
 function fieldOf(t: Token): Field {
   const name = t.text.toLowerCase();
   if (COLUMNS.has(name)) return { kind: 'column', name: name as Extract<Field, { kind: 'column' }>['name'] };
-  if (t.text.startsWith('attributes.') && /^[A-Za-z0-9_-]{1,64}$/.test(t.text.slice(11))) return { kind: 'attribute', key: t.text.slice(11) };
+  if (t.text.startsWith('attributes.') && /^[A-Za-z0-9_-]{1,64}$/.test(t.text.slice(11)))
+    return { kind: 'attribute', key: t.text.slice(11) };
   throw fail(`unknown field "${t.text}" (email, name, created_at, last_seen_at, subscribed, attributes.<key>)`, t.at);
 }
 
@@ -154,12 +175,14 @@ function compileCmp(n: Extract<Node, { type: 'cmp' }>): SQL {
     if (op === '!=') return sql`${json} is distinct from ${JSON.stringify(value)}::jsonb`;
     if (op === 'contains' || op === 'starts_with') return sql`${text} ilike ${like(value, op === 'starts_with')}`;
     const cmp = sql.raw(ORDER[op]!);
-    if (typeof value === 'number') return sql`(case when jsonb_typeof(${json}) = 'number' then (${text})::numeric end) ${cmp} ${value}`;
+    if (typeof value === 'number')
+      return sql`(case when jsonb_typeof(${json}) = 'number' then (${text})::numeric end) ${cmp} ${value}`;
     return sql`(case when jsonb_typeof(${json}) = 'string' then ${text} end) ${cmp} ${String(value)}`;
   }
   const name = field.name;
   if (name === 'subscribed') {
-    if (typeof value !== 'boolean' || (op !== '=' && op !== '!=')) throw fail('subscribed compares with = or != true/false');
+    if (typeof value !== 'boolean' || (op !== '=' && op !== '!='))
+      throw fail('subscribed compares with = or != true/false');
     return op === '=' ? sql`${c.subscribed} = ${value}` : sql`${c.subscribed} <> ${value}`;
   }
   if (name === 'created_at' || name === 'last_seen_at') {

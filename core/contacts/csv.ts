@@ -14,7 +14,9 @@ type Tx = Pick<Db, 'insert'>;
 export async function stageCsv(tx: Tx, importId: string, csv: string, fromSeq = 0): Promise<number> {
   const { rows, total } = await runParse('parseCsv', { csv, fromSeq });
   for (let i = 0; i < rows.length; i += INSERT_ROWS) {
-    await tx.insert(schema.contactImportRows).values(rows.slice(i, i + INSERT_ROWS).map((r, j) => ({ importId, seq: fromSeq + i + j, ...r })));
+    await tx
+      .insert(schema.contactImportRows)
+      .values(rows.slice(i, i + INSERT_ROWS).map((r, j) => ({ importId, seq: fromSeq + i + j, ...r })));
   }
   return total;
 }

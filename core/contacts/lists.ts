@@ -15,7 +15,10 @@ export type MembersInput = { contactIds?: string[]; emails?: string[]; contacts?
 
 /** The actor's list, or 404 `not_found`: the ownership check of everything done to a list (its members, its imports). */
 export async function ownedList(db: Db, { userId }: Actor, id: string): Promise<ListRow> {
-  const [row] = await db.select().from(l).where(and(eq(l.userId, userId), eq(l.id, id)));
+  const [row] = await db
+    .select()
+    .from(l)
+    .where(and(eq(l.userId, userId), eq(l.id, id)));
   if (!row) throw notFound('List not found');
   return row;
 }
@@ -23,12 +26,21 @@ export async function ownedList(db: Db, { userId }: Actor, id: string): Promise<
 /** Lists of contacts: CRUD, paged membership, and adding members by id, address or full contact (upserting). */
 export function createListService(deps: { db: Db; contactCap?: number }) {
   const { db } = deps;
-  const dto = (r: ListRow, count: number) => ({ id: r.id, name: r.name, contact_count: count, created_at: r.createdAt, updated_at: r.updatedAt });
+  const dto = (r: ListRow, count: number) => ({
+    id: r.id,
+    name: r.name,
+    contact_count: count,
+    created_at: r.createdAt,
+    updated_at: r.updatedAt,
+  });
   const memberCount = sql<number>`(select count(*)::int from ${lm} where ${lm.listId} = ${l.id})`;
 
   const load = (actor: Actor, id: string) => ownedList(db, actor, id);
   async function withCount({ userId }: Actor, id: string) {
-    const [row] = await db.select({ list: l, count: memberCount }).from(l).where(and(eq(l.userId, userId), eq(l.id, id)));
+    const [row] = await db
+      .select({ list: l, count: memberCount })
+      .from(l)
+      .where(and(eq(l.userId, userId), eq(l.id, id)));
     if (!row) throw notFound('List not found');
     return dto(row.list, Number(row.count));
   }
@@ -36,13 +48,20 @@ export function createListService(deps: { db: Db; contactCap?: number }) {
   return {
     load,
     async list({ userId }: Actor) {
-      const rows = await db.select({ list: l, count: memberCount }).from(l).where(eq(l.userId, userId)).orderBy(desc(l.createdAt), desc(l.id));
+      const rows = await db
+        .select({ list: l, count: memberCount })
+        .from(l)
+        .where(eq(l.userId, userId))
+        .orderBy(desc(l.createdAt), desc(l.id));
       return rows.map((r) => dto(r.list, Number(r.count)));
     },
     get: withCount,
     async create({ userId }: Actor, name: string) {
       const now = Date.now();
-      const [row] = await db.insert(l).values({ id: newId('lst'), userId, name, createdAt: now, updatedAt: now }).returning();
+      const [row] = await db
+        .insert(l)
+        .values({ id: newId('lst'), userId, name, createdAt: now, updatedAt: now })
+        .returning();
       return dto(row!, 0);
     },
     async rename(actor: Actor, id: string, name: string) {
@@ -63,13 +82,20 @@ export function createListService(deps: { db: Db; contactCap?: number }) {
       await load(actor, id);
       let anchor: { at: number; id: string } | undefined;
       if (q.before) {
-        const [m] = await db.select({ at: lm.addedAt }).from(lm).where(and(eq(lm.listId, id), eq(lm.contactId, q.before)));
+        const [m] = await db
+          .select({ at: lm.addedAt })
+          .from(lm)
+          .where(and(eq(lm.listId, id), eq(lm.contactId, q.before)));
         if (!m) throw badRequest('before: not a member of this list', 'invalid_cursor');
         anchor = { at: m.at, id: q.before };
       }
-      const rows = await db.select({ contact: c }).from(lm).innerJoin(c, eq(c.id, lm.contactId))
+      const rows = await db
+        .select({ contact: c })
+        .from(lm)
+        .innerJoin(c, eq(c.id, lm.contactId))
         .where(and(eq(lm.listId, id), olderThan(lm.addedAt, lm.contactId, anchor)))
-        .orderBy(desc(lm.addedAt), desc(lm.contactId)).limit(q.limit);
+        .orderBy(desc(lm.addedAt), desc(lm.contactId))
+        .limit(q.limit);
       return rows.map((r) => contactDto(r.contact));
     },
     /** Adds contacts (ids of the account's contacts, or addresses/contacts upserted first); answers how many joined now. */
@@ -80,8 +106,12 @@ export function createListService(deps: { db: Db; contactCap?: number }) {
       return db.transaction(async (tx) => {
         const ids = new Set(input.contactIds ?? []);
         if (ids.size) {
-          const owned = await tx.select({ id: c.id }).from(c).where(and(eq(c.userId, userId), inArray(c.id, [...ids])));
-          if (owned.length !== ids.size) throw notFound('Some contactIds are not contacts of this account', 'contact_not_found');
+          const owned = await tx
+            .select({ id: c.id })
+            .from(c)
+            .where(and(eq(c.userId, userId), inArray(c.id, [...ids])));
+          if (owned.length !== ids.size)
+            throw notFound('Some contactIds are not contacts of this account', 'contact_not_found');
         }
         const upserted = await upsertContacts(tx, userId, upserts, { overwrite: true, cap: deps.contactCap });
         for (const u of upserted) ids.add(u.id);
@@ -91,7 +121,10 @@ export function createListService(deps: { db: Db; contactCap?: number }) {
     },
     async removeMember(actor: Actor, id: string, contactId: string) {
       await load(actor, id);
-      const gone = await db.delete(lm).where(and(eq(lm.listId, id), eq(lm.contactId, contactId))).returning({ id: lm.contactId });
+      const gone = await db
+        .delete(lm)
+        .where(and(eq(lm.listId, id), eq(lm.contactId, contactId)))
+        .returning({ id: lm.contactId });
       if (gone.length === 0) throw notFound('Contact is not in this list');
       return { ok: true as const };
     },
@@ -103,6 +136,10 @@ export type ListService = ReturnType<typeof createListService>;
 export async function addToList(tx: Pick<Db, 'insert'>, listId: string, contactIds: string[]): Promise<number> {
   if (contactIds.length === 0) return 0;
   const now = Date.now();
-  const rows = await tx.insert(lm).values(contactIds.map((contactId) => ({ listId, contactId, addedAt: now }))).onConflictDoNothing().returning({ id: lm.contactId });
+  const rows = await tx
+    .insert(lm)
+    .values(contactIds.map((contactId) => ({ listId, contactId, addedAt: now })))
+    .onConflictDoNothing()
+    .returning({ id: lm.contactId });
   return rows.length;
 }

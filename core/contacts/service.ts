@@ -15,13 +15,24 @@ const c = schema.contacts;
 
 /** The wire shape of a contact (snake_case like SPEC.md's records). */
 export const contactDto = (r: Row) => ({
-  id: r.id, email: r.email, name: r.name, attributes: r.attributes, subscribed: r.subscribed,
-  unsubscribed_at: r.unsubscribedAt, created_at: r.createdAt, updated_at: r.updatedAt, last_seen_at: r.lastSeenAt,
+  id: r.id,
+  email: r.email,
+  name: r.name,
+  attributes: r.attributes,
+  subscribed: r.subscribed,
+  unsubscribed_at: r.unsubscribedAt,
+  created_at: r.createdAt,
+  updated_at: r.updatedAt,
+  last_seen_at: r.lastSeenAt,
 });
 export type ContactDto = ReturnType<typeof contactDto>;
 
 /** Keyset condition "older than the row `before`" on (created, id), so rows sharing a timestamp are never skipped. */
-export function olderThan(created: Column, id: Column, anchor: { at: number; id: string } | undefined): SQL | undefined {
+export function olderThan(
+  created: Column,
+  id: Column,
+  anchor: { at: number; id: string } | undefined,
+): SQL | undefined {
   return anchor ? sql`(${created}, ${id}) < (${anchor.at}, ${anchor.id})` : undefined;
 }
 
@@ -31,17 +42,32 @@ export function olderThan(created: Column, id: Column, anchor: { at: number; id:
  * adding an address this way (a list, an import, a send naming a sequence) subscribes a contact that never
  * subscribed (an inbound sender); one that unsubscribed stays unsubscribed.
  */
-export async function upsertContacts(tx: Tx, userId: string, input: ContactInput[], opts: { touch?: boolean; overwrite?: boolean; cap?: number } = {}) {
+export async function upsertContacts(
+  tx: Tx,
+  userId: string,
+  input: ContactInput[],
+  opts: { touch?: boolean; overwrite?: boolean; cap?: number } = {},
+) {
   const byEmail = new Map<string, ContactInput>();
   for (const x of input) byEmail.set(x.email.toLowerCase(), { ...x, email: x.email.toLowerCase() });
   if (byEmail.size === 0) return [] as { id: string; email: string; created: boolean }[];
   // With `cap` (lists, imports): 403 contacts_limit when the new addresses would pass it.
   if (opts.cap !== undefined) await assertContactRoom(tx, userId, [...byEmail.keys()], opts.cap);
   const now = Date.now();
-  const rows = [...byEmail.values()].sort((a, b) => (a.email < b.email ? -1 : 1)).map((x) => ({
-    id: newId('ctc'), userId, email: x.email, name: x.name ?? null, attributes: x.attributes ?? {}, subscribed: x.subscribed ?? true,
-    unsubscribedAt: x.subscribed === false ? now : null, createdAt: now, updatedAt: now, lastSeenAt: opts.touch ? now : null,
-  }));
+  const rows = [...byEmail.values()]
+    .sort((a, b) => (a.email < b.email ? -1 : 1))
+    .map((x) => ({
+      id: newId('ctc'),
+      userId,
+      email: x.email,
+      name: x.name ?? null,
+      attributes: x.attributes ?? {},
+      subscribed: x.subscribed ?? true,
+      unsubscribedAt: x.subscribed === false ? now : null,
+      createdAt: now,
+      updatedAt: now,
+      lastSeenAt: opts.touch ? now : null,
+    }));
   const set: Record<string, SQL> = { subscribed: subscribeIfNever };
   if (opts.touch) set.lastSeenAt = sql`excluded.last_seen_at`;
   if (opts.overwrite) {
@@ -49,7 +75,10 @@ export async function upsertContacts(tx: Tx, userId: string, input: ContactInput
     set.attributes = sql`${c.attributes} || excluded.attributes`;
     set.updatedAt = sql`excluded.updated_at`;
   }
-  return tx.insert(c).values(rows).onConflictDoUpdate({ target: [c.userId, c.email], set })
+  return tx
+    .insert(c)
+    .values(rows)
+    .onConflictDoUpdate({ target: [c.userId, c.email], set })
     .returning({ id: c.id, email: c.email, created: sql<boolean>`(xmax = 0)` });
 }
 
@@ -61,14 +90,22 @@ export async function upsertContacts(tx: Tx, userId: string, input: ContactInput
 const subscribeIfNever = sql`case when ${c.unsubscribedAt} is null and excluded.subscribed then true else ${c.subscribed} end`;
 
 /** Contacts of an account: CRUD, search and cursor paging, and the bulk upsert used by imports and traffic. */
-export function createContactService(deps: { db: Db; touchWindowMs?: number; onUnsubscribed?: (userId: string, contactId: string) => void; cap?: number }) {
+export function createContactService(deps: {
+  db: Db;
+  touchWindowMs?: number;
+  onUnsubscribed?: (userId: string, contactId: string) => void;
+  cap?: number;
+}) {
   const { db } = deps;
   /** CONTACTS_PER_ACCOUNT: creating past it is 403 contacts_limit; traffic past it is not recorded. */
   const cap = deps.cap ?? Number.MAX_SAFE_INTEGER;
   const touches = createTouchQueue(db, deps.touchWindowMs ?? 100, cap);
 
   async function load(userId: string, id: string): Promise<Row> {
-    const [row] = await db.select().from(c).where(and(eq(c.userId, userId), eq(c.id, id)));
+    const [row] = await db
+      .select()
+      .from(c)
+      .where(and(eq(c.userId, userId), eq(c.id, id)));
     if (!row) throw notFound('Contact not found');
     return row;
   }
@@ -82,9 +119,18 @@ export function createContactService(deps: { db: Db; touchWindowMs?: number; onU
     async list({ userId }: Actor, q: { before?: string; limit: number; search?: string }) {
       const anchor = q.before ? await load(userId, q.before).then((r) => ({ at: r.createdAt, id: r.id })) : undefined;
       const like = q.search ? `%${q.search.replace(/[%_\\]/g, '\\$&')}%` : undefined;
-      const rows = await db.select().from(c).where(and(
-        eq(c.userId, userId), olderThan(c.createdAt, c.id, anchor), like ? or(ilike(c.email, like), ilike(c.name, like)) : undefined,
-      )).orderBy(desc(c.createdAt), desc(c.id)).limit(q.limit);
+      const rows = await db
+        .select()
+        .from(c)
+        .where(
+          and(
+            eq(c.userId, userId),
+            olderThan(c.createdAt, c.id, anchor),
+            like ? or(ilike(c.email, like), ilike(c.name, like)) : undefined,
+          ),
+        )
+        .orderBy(desc(c.createdAt), desc(c.id))
+        .limit(q.limit);
       return rows.map(contactDto);
     },
     async get({ userId }: Actor, id: string) {
@@ -94,10 +140,21 @@ export function createContactService(deps: { db: Db; touchWindowMs?: number; onU
       const now = Date.now();
       const [row] = await db.transaction(async (tx) => {
         await assertContactRoom(tx, userId, [input.email], cap);
-        return tx.insert(c).values({
-        id: newId('ctc'), userId, email: input.email.toLowerCase(), name: input.name ?? null, attributes: input.attributes ?? {},
-        subscribed: input.subscribed ?? true, unsubscribedAt: input.subscribed === false ? now : null, createdAt: now, updatedAt: now,
-        }).onConflictDoNothing().returning();
+        return tx
+          .insert(c)
+          .values({
+            id: newId('ctc'),
+            userId,
+            email: input.email.toLowerCase(),
+            name: input.name ?? null,
+            attributes: input.attributes ?? {},
+            subscribed: input.subscribed ?? true,
+            unsubscribedAt: input.subscribed === false ? now : null,
+            createdAt: now,
+            updatedAt: now,
+          })
+          .onConflictDoNothing()
+          .returning();
       });
       if (!row) throw conflict(`A contact with the address ${input.email} exists already`, 'contact_exists');
       return contactDto(row);
@@ -115,11 +172,16 @@ export function createContactService(deps: { db: Db; touchWindowMs?: number; onU
         set.unsubscribedAt = patch.subscribed ? null : now;
       }
       try {
-        const [row] = await db.update(c).set(set).where(and(eq(c.userId, userId), eq(c.id, id))).returning();
+        const [row] = await db
+          .update(c)
+          .set(set)
+          .where(and(eq(c.userId, userId), eq(c.id, id)))
+          .returning();
         if (patch.subscribed === false) deps.onUnsubscribed?.(userId, id);
         return contactDto(row!);
       } catch (err) {
-        if ((err as { code?: string }).code === '23505') throw conflict(`A contact with the address ${patch.email} exists already`, 'contact_exists');
+        if ((err as { code?: string }).code === '23505')
+          throw conflict(`A contact with the address ${patch.email} exists already`, 'contact_exists');
         throw err;
       }
     },
@@ -135,8 +197,11 @@ export function createContactService(deps: { db: Db; touchWindowMs?: number; onU
     /** Unsubscribes one contact from every broadcast (idempotent). */
     async unsubscribe(contactId: string) {
       const now = Date.now();
-      const [row] = await db.update(c).set({ subscribed: false, unsubscribedAt: sql`coalesce(${c.unsubscribedAt}, ${now})`, updatedAt: now })
-        .where(eq(c.id, contactId)).returning();
+      const [row] = await db
+        .update(c)
+        .set({ subscribed: false, unsubscribedAt: sql`coalesce(${c.unsubscribedAt}, ${now})`, updatedAt: now })
+        .where(eq(c.id, contactId))
+        .returning();
       if (row) deps.onUnsubscribed?.(row.userId, row.id);
       return row ? contactDto(row) : undefined;
     },
@@ -147,7 +212,8 @@ export function createContactService(deps: { db: Db; touchWindowMs?: number; onU
      * subscribe (issue 29: any stranger's `From:` was in the next `audience: all`). An existing contact
      * keeps its subscription either way.
      */
-    touch: (userId: string, emails: string[], opts: { subscribed?: boolean } = {}) => touches.add(userId, emails, opts.subscribed ?? true),
+    touch: (userId: string, emails: string[], opts: { subscribed?: boolean } = {}) =>
+      touches.add(userId, emails, opts.subscribed ?? true),
     /** Writes the traffic addresses still waiting (on shutdown). */
     flushTouches: () => touches.flush(),
   };
@@ -159,7 +225,9 @@ export function checkAttributes(a: Attributes | undefined): Attributes | undefin
   if (!a) return a;
   const keys = Object.keys(a);
   if (keys.length > 100) throw badRequest('attributes: at most 100 keys', 'invalid_attributes');
-  for (const k of keys) if (!/^[A-Za-z0-9_-]{1,64}$/.test(k)) throw badRequest(`attributes: "${k}" is not a valid key (letters, digits, _ and -)`, 'invalid_attributes');
+  for (const k of keys)
+    if (!/^[A-Za-z0-9_-]{1,64}$/.test(k))
+      throw badRequest(`attributes: "${k}" is not a valid key (letters, digits, _ and -)`, 'invalid_attributes');
   return a;
 }
 
@@ -183,10 +251,22 @@ function createTouchQueue(db: Db, windowMs: number, cap: number) {
     const kept = await withinContactCap(db, batch, cap);
     if (kept.length === 0) return;
     // Sorted, so concurrent writers lock rows in the same order; one row per (account, address).
-    const rows = kept.sort((a, b) => (a.userId + a.email < b.userId + b.email ? -1 : 1)).map((x) => ({
-      id: newId('ctc'), userId: x.userId, email: x.email, attributes: {}, subscribed: x.subscribed, createdAt: now, updatedAt: now, lastSeenAt: now,
-    }));
-    await db.insert(c).values(rows).onConflictDoUpdate({ target: [c.userId, c.email], set: { lastSeenAt: sql`excluded.last_seen_at` } });
+    const rows = kept
+      .sort((a, b) => (a.userId + a.email < b.userId + b.email ? -1 : 1))
+      .map((x) => ({
+        id: newId('ctc'),
+        userId: x.userId,
+        email: x.email,
+        attributes: {},
+        subscribed: x.subscribed,
+        createdAt: now,
+        updatedAt: now,
+        lastSeenAt: now,
+      }));
+    await db
+      .insert(c)
+      .values(rows)
+      .onConflictDoUpdate({ target: [c.userId, c.email], set: { lastSeenAt: sql`excluded.last_seen_at` } });
   }
 
   function flush(): Promise<void> {
@@ -196,10 +276,13 @@ function createTouchQueue(db: Db, windowMs: number, cap: number) {
     const callers = waiting;
     pending = new Map();
     waiting = [];
-    return write(batch).then(() => callers.forEach((w) => w.resolve()), (err) => {
-      callers.forEach((w) => w.reject(err));
-      throw err;
-    });
+    return write(batch).then(
+      () => callers.forEach((w) => w.resolve()),
+      (err) => {
+        callers.forEach((w) => w.reject(err));
+        throw err;
+      },
+    );
   }
 
   return {
@@ -208,7 +291,8 @@ function createTouchQueue(db: Db, windowMs: number, cap: number) {
         const email = raw.toLowerCase();
         const key = `${userId}\n${email}`;
         // The first traffic of an address creates it, within a window as across windows (later traffic only moves last_seen_at).
-        if (email.includes('@') && email.length <= 254 && !pending.has(key)) pending.set(key, { userId, email, subscribed });
+        if (email.includes('@') && email.length <= 254 && !pending.has(key))
+          pending.set(key, { userId, email, subscribed });
       }
       const done = new Promise<void>((resolve, reject) => waiting.push({ resolve, reject }));
       if (pending.size >= MAX_TOUCHES) flush().catch(() => undefined);

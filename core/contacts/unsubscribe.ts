@@ -67,7 +67,10 @@ export function createUnsubscribeTokens(opts: { secretKey: string; publicUrl: st
     /** The one-click URL and the mailto address for a contact of a broadcast sent from `senderDomain`. */
     links(contactId: string, senderDomain: string) {
       const t = token(contactId);
-      return { url: `${opts.publicUrl}/unsubscribe/${t}`, mailto: `${UNSUBSCRIBE_PREFIX}${t}@${BOUNCE_LABEL}.${senderDomain}` };
+      return {
+        url: `${opts.publicUrl}/unsubscribe/${t}`,
+        mailto: `${UNSUBSCRIBE_PREFIX}${t}@${BOUNCE_LABEL}.${senderDomain}`,
+      };
     },
   };
 }

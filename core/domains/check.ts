@@ -20,13 +20,22 @@ async function settle<T>(p: Promise<T[]>): Promise<T[] | undefined> {
     return isNoRecord(err) ? [] : undefined;
   }
 }
-const txt = (resolver: Resolver, name: string) => settle(resolver.resolveTxt(name)).then((rows) => rows?.map((chunks) => chunks.join('')));
+const txt = (resolver: Resolver, name: string) =>
+  settle(resolver.resolveTxt(name)).then((rows) => rows?.map((chunks) => chunks.join('')));
 const some = <T>(rows: T[] | undefined, test: (r: T) => boolean) => (rows === undefined ? undefined : rows.some(test));
 
 /** Looks up the records of a domain through DNS_SERVERS and says which point at the service (and which could not be read). */
-export async function checkDomainRecords(resolver: Resolver, d: {
-  domain: string; serviceDomain: string; mxHost: string; selector: string; publicKeyB64: string; ownershipToken: string;
-}): Promise<DnsObservation> {
+export async function checkDomainRecords(
+  resolver: Resolver,
+  d: {
+    domain: string;
+    serviceDomain: string;
+    mxHost: string;
+    selector: string;
+    publicKeyB64: string;
+    ownershipToken: string;
+  },
+): Promise<DnsObservation> {
   const [mx, apex, dkim, dmarc, owner] = await Promise.all([
     settle(resolver.resolveMx(d.domain)),
     txt(resolver, d.domain),
@@ -55,6 +64,9 @@ function dkimKeyOf(value: string): string | undefined {
 }
 
 /** Whether `<selector>._domainkey.<domain>` publishes `publicKeyB64` now; undefined when the lookup failed. */
-export async function dkimKeyPublished(resolver: Resolver, d: { domain: string; selector: string; publicKeyB64: string }): Promise<boolean | undefined> {
+export async function dkimKeyPublished(
+  resolver: Resolver,
+  d: { domain: string; selector: string; publicKeyB64: string },
+): Promise<boolean | undefined> {
   return some(await txt(resolver, `${d.selector}._domainkey.${d.domain}`), (v) => dkimKeyOf(v) === d.publicKeyB64);
 }

@@ -6,12 +6,25 @@ const flag = (n: number) => (n ? 1 : 0) as 0 | 1;
 /** The stored row as SPEC.md shows it: internal columns (DKIM private key, flags) never leave here. */
 export function domainDto(r: DomainRow) {
   return {
-    id: r.id, user_id: r.userId, domain: r.domain, status: r.status,
-    mx_verified: flag(r.mxVerified), spf_verified: flag(r.spfVerified), dkim_verified: flag(r.dkimVerified), dmarc_verified: flag(r.dmarcVerified),
-    zero_retention: flag(r.zeroRetention), track_opens: flag(r.trackOpens),
-    enc_public_key: r.encPublicKey, enc_key_alg: r.encKeyAlg, enc_fingerprint: r.encFingerprint, enc_format: r.encFormat,
-    provider: r.provider, email_provider_id: r.emailProviderId, dns_tokens: r.dnsTokens,
-    last_checked_at: r.lastCheckedAt, created_at: r.createdAt,
+    id: r.id,
+    user_id: r.userId,
+    domain: r.domain,
+    status: r.status,
+    mx_verified: flag(r.mxVerified),
+    spf_verified: flag(r.spfVerified),
+    dkim_verified: flag(r.dkimVerified),
+    dmarc_verified: flag(r.dmarcVerified),
+    zero_retention: flag(r.zeroRetention),
+    track_opens: flag(r.trackOpens),
+    enc_public_key: r.encPublicKey,
+    enc_key_alg: r.encKeyAlg,
+    enc_fingerprint: r.encFingerprint,
+    enc_format: r.encFormat,
+    provider: r.provider,
+    email_provider_id: r.emailProviderId,
+    dns_tokens: r.dnsTokens,
+    last_checked_at: r.lastCheckedAt,
+    created_at: r.createdAt,
     ...(r.trackingWebhookUrl ? { tracking_webhook_url: r.trackingWebhookUrl } : {}),
     ...(r.webhookEvents ? { webhook_events: r.webhookEvents } : {}),
   };
@@ -19,10 +32,18 @@ export function domainDto(r: DomainRow) {
 export type DomainDto = ReturnType<typeof domainDto>;
 
 export type WebhookStatus = {
-  status: 'ok' | 'fail' | 'running' | 'timeout' | null; message: string | null; code: number | null; at: number | null;
-  consecutiveFailures: number; firstFailedAt: number | null; unhealthy: boolean;
+  status: 'ok' | 'fail' | 'running' | 'timeout' | null;
+  message: string | null;
+  code: number | null;
+  at: number | null;
+  consecutiveFailures: number;
+  firstFailedAt: number | null;
+  unhealthy: boolean;
 };
 /** List/detail shape: the row plus the enrichment fields of SPEC.md. */
 export type EnrichedDomain = DomainDto & {
-  webhookUrl: string | null; webhookAckMode: 'lenient' | 'ack' | null; webhookStatus: WebhookStatus | null; dailyLimitReached: boolean;
+  webhookUrl: string | null;
+  webhookAckMode: 'lenient' | 'ack' | null;
+  webhookStatus: WebhookStatus | null;
+  dailyLimitReached: boolean;
 };

@@ -11,20 +11,64 @@ import type { Actor } from '../tenancy.js';
 import type { DomainService } from './service.js';
 
 const RESERVED = new Set([
-  'www', 'mail', 'smtp', 'imap', 'pop', 'pop3', 'mx', 'ns', 'ns1', 'ns2', 'dns', 'api', 'app', 'admin', 'root', 'postmaster',
-  'abuse', 'hostmaster', 'webmaster', 'support', 'help', 'status', 'billing', 'security', 'dashboard', 'bounces', 'dmarc',
-  'autoconfig', 'autodiscover', 'localhost', 'test', 'staging', 'dev', 'docs', 'blog', 'oauth', 'login', 'auth',
+  'www',
+  'mail',
+  'smtp',
+  'imap',
+  'pop',
+  'pop3',
+  'mx',
+  'ns',
+  'ns1',
+  'ns2',
+  'dns',
+  'api',
+  'app',
+  'admin',
+  'root',
+  'postmaster',
+  'abuse',
+  'hostmaster',
+  'webmaster',
+  'support',
+  'help',
+  'status',
+  'billing',
+  'security',
+  'dashboard',
+  'bounces',
+  'dmarc',
+  'autoconfig',
+  'autodiscover',
+  'localhost',
+  'test',
+  'staging',
+  'dev',
+  'docs',
+  'blog',
+  'oauth',
+  'login',
+  'auth',
 ]);
 
 export type SubdomainCheck = { available: boolean; reason?: string; domain?: string };
 
 /** Hosted subdomains under SERVICE_DOMAIN and the hosted zone records the built-in DNS server answers from. */
-export function createHostedZoneService(deps: { db: Db; base: string; domains: () => DomainService; ownRecords?: () => Promise<DnsRecordOut[]> }) {
+export function createHostedZoneService(deps: {
+  db: Db;
+  base: string;
+  domains: () => DomainService;
+  ownRecords?: () => Promise<DnsRecordOut[]>;
+}) {
   const { db, base } = deps;
   const h = schema.hostedDnsRecords;
 
   async function taken(fqdn: string): Promise<boolean> {
-    const [row] = await db.select({ id: schema.domains.id }).from(schema.domains).where(eq(schema.domains.domain, fqdn)).limit(1);
+    const [row] = await db
+      .select({ id: schema.domains.id })
+      .from(schema.domains)
+      .where(eq(schema.domains.domain, fqdn))
+      .limit(1);
     return Boolean(row);
   }
 
@@ -50,7 +94,19 @@ export function createHostedZoneService(deps: { db: Db; base: string; domains: (
     await db.transaction(async (tx) => {
       await tx.delete(h).where(eq(h.domainId, domainId));
       if (records.length > 0) {
-        await tx.insert(h).values(records.map((r) => ({ id: newId('dns'), domainId, name: r.name, type: r.type, value: r.value, priority: r.priority ?? null, createdAt: now })));
+        await tx
+          .insert(h)
+          .values(
+            records.map((r) => ({
+              id: newId('dns'),
+              domainId,
+              name: r.name,
+              type: r.type,
+              value: r.value,
+              priority: r.priority ?? null,
+              createdAt: now,
+            })),
+          );
       }
     });
   }
@@ -63,7 +119,9 @@ export function createHostedZoneService(deps: { db: Db; base: string; domains: (
 
     async suggest() {
       for (let i = 0; i < 20; i++) {
-        const label = `mail-${randomInt(36 ** 5).toString(36).padStart(5, '0')}`;
+        const label = `mail-${randomInt(36 ** 5)
+          .toString(36)
+          .padStart(5, '0')}`;
         if (!(await taken(`${label}.${base}`))) return { subdomain: label, domain: `${label}.${base}`, base };
       }
       throw new Error('could not find a free subdomain');
@@ -81,7 +139,8 @@ export function createHostedZoneService(deps: { db: Db; base: string; domains: (
       try {
         row = await domains.insertDomain(actor, c.domain!, { verified: true, hosted: true });
       } catch (err) {
-        if ((err as { code?: string }).code === '23505') throw conflict(`${c.domain} is already taken`, 'subdomain_taken');
+        if ((err as { code?: string }).code === '23505')
+          throw conflict(`${c.domain} is already taken`, 'subdomain_taken');
         throw err;
       }
       await publish(row.id, domains.mailRecordsOf(row));
@@ -102,17 +161,29 @@ export function createHostedZoneService(deps: { db: Db; base: string; domains: (
       // SERVICE_DOMAIN's own records (MX, SPF include target, DKIM of system mail, DMARC, the bounces. return path);
       // each domain row's own MX host (<token>.mx.<base>) has the addresses of SERVICE_DOMAIN itself.
       const ownName = isRowMxHost(name) ? base : name;
-      const own = isWithin(name, base) && deps.ownRecords
-        ? (await deps.ownRecords()).filter((r) => r.name === ownName && (ownName === name || r.type === 'A')).map((r) => ({ ...r, name }))
-        : [];
+      const own =
+        isWithin(name, base) && deps.ownRecords
+          ? (await deps.ownRecords())
+              .filter((r) => r.name === ownName && (ownName === name || r.type === 'A'))
+              .map((r) => ({ ...r, name }))
+          : [];
       const authoritative = isWithin(name, base) || rows.length > 0 || (await hostsZoneOf(name));
       return {
         authoritative,
         nameExists: rows.length > 0 || own.length > 0 || name === base || isRowMxHost(name),
         records: [
-          ...own.filter((r) => r.type === type).map((r) => ({ name: r.name, type: r.type, value: r.value, priority: r.priority })),
-          ...rows.filter((r) => r.type === type || r.type === 'CNAME')
-            .map((r) => ({ name: r.name, type: r.type as 'MX', value: r.value, priority: r.priority ?? undefined, ttl: r.ttl })),
+          ...own
+            .filter((r) => r.type === type)
+            .map((r) => ({ name: r.name, type: r.type, value: r.value, priority: r.priority })),
+          ...rows
+            .filter((r) => r.type === type || r.type === 'CNAME')
+            .map((r) => ({
+              name: r.name,
+              type: r.type as 'MX',
+              value: r.value,
+              priority: r.priority ?? undefined,
+              ttl: r.ttl,
+            })),
         ],
       };
     },
@@ -125,8 +196,16 @@ export function createHostedZoneService(deps: { db: Db; base: string; domains: (
   }
 
   async function hostsZoneOf(name: string): Promise<boolean> {
-    const [row] = await db.select({ id: schema.domains.id }).from(schema.domains)
-      .where(and(eq(schema.domains.hosted, true), sql`(${name} = ${schema.domains.domain} or ${name} like '%.' || ${schema.domains.domain})`)).limit(1);
+    const [row] = await db
+      .select({ id: schema.domains.id })
+      .from(schema.domains)
+      .where(
+        and(
+          eq(schema.domains.hosted, true),
+          sql`(${name} = ${schema.domains.domain} or ${name} like '%.' || ${schema.domains.domain})`,
+        ),
+      )
+      .limit(1);
     return Boolean(row);
   }
 }

@@ -15,12 +15,16 @@ export function normalizeDomainName(input: string, serviceDomain: string): strin
   const ascii = domainToASCII(raw.toLowerCase());
   if (!ascii) throw badRequest(`"${input}" is not a valid domain name`, 'invalid_domain');
   const labels = ascii.split('.');
-  if (labels.length < 2) throw badRequest('Use a full domain name such as example.com, not a single label', 'invalid_domain');
+  if (labels.length < 2)
+    throw badRequest('Use a full domain name such as example.com, not a single label', 'invalid_domain');
   if (ascii.length > 253 || !labels.every((l) => LABEL.test(l)) || /^\d+$/.test(labels.at(-1)!)) {
     throw badRequest(`"${input}" is not a valid domain name`, 'invalid_domain');
   }
   if (isWithin(ascii, serviceDomain)) {
-    throw badRequest(`Domains under ${serviceDomain} are the service's own; claim a hosted subdomain instead`, 'reserved_domain');
+    throw badRequest(
+      `Domains under ${serviceDomain} are the service's own; claim a hosted subdomain instead`,
+      'reserved_domain',
+    );
   }
   return ascii;
 }

@@ -15,7 +15,11 @@ export function createOwnershipTokens(secretKey: string) {
   const token = (userId: string, domain: string) => hmacHex(key, `${userId}\n${domain.toLowerCase()}`).slice(0, 40);
   return {
     token,
-    record: (userId: string, domain: string): DnsRecordOut => ({ type: 'TXT', name: `${OWNERSHIP_LABEL}.${domain}`, value: `${OWNERSHIP_PREFIX}${token(userId, domain)}` }),
+    record: (userId: string, domain: string): DnsRecordOut => ({
+      type: 'TXT',
+      name: `${OWNERSHIP_LABEL}.${domain}`,
+      value: `${OWNERSHIP_PREFIX}${token(userId, domain)}`,
+    }),
   };
 }
 export type OwnershipTokens = ReturnType<typeof createOwnershipTokens>;

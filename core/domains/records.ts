@@ -19,17 +19,27 @@ export const newMxToken = () => randomBytes(10).toString('hex');
  * What the built-in provider (the service's own MTA) needs published for `domain`. The MX points to the
  * row's own host, so publishing it proves the zone is the account's (another account's row has another host).
  */
-export function builtinRecords(domain: string, opts: {
-  serviceDomain: string; mxHost: string; selector: string; publicKeyB64: string;
-  /** Other DKIM keys published during a rotation: the next one (before the switch), the previous one (its grace period). */
-  otherKeys?: { selector: string; publicKeyB64: string }[];
-}): DnsRecordOut[] {
+export function builtinRecords(
+  domain: string,
+  opts: {
+    serviceDomain: string;
+    mxHost: string;
+    selector: string;
+    publicKeyB64: string;
+    /** Other DKIM keys published during a rotation: the next one (before the switch), the previous one (its grace period). */
+    otherKeys?: { selector: string; publicKeyB64: string }[];
+  },
+): DnsRecordOut[] {
   const spf = `v=spf1 include:${opts.serviceDomain} ~all`;
   return [
     { type: 'MX', name: domain, value: opts.mxHost, priority: 10 },
     { type: 'TXT', name: domain, value: spf },
     { type: 'TXT', name: `${opts.selector}._domainkey.${domain}`, value: dkimRecordValue(opts.publicKeyB64) },
-    ...(opts.otherKeys ?? []).map((k) => ({ type: 'TXT' as const, name: `${k.selector}._domainkey.${domain}`, value: dkimRecordValue(k.publicKeyB64) })),
+    ...(opts.otherKeys ?? []).map((k) => ({
+      type: 'TXT' as const,
+      name: `${k.selector}._domainkey.${domain}`,
+      value: dkimRecordValue(k.publicKeyB64),
+    })),
     { type: 'TXT', name: `_dmarc.${domain}`, value: `v=DMARC1; p=none; rua=mailto:dmarc@${opts.serviceDomain}` },
     { type: 'MX', name: `${BOUNCE_LABEL}.${domain}`, value: opts.serviceDomain, priority: 10 },
     { type: 'TXT', name: `${BOUNCE_LABEL}.${domain}`, value: spf },

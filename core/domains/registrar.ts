@@ -3,8 +3,17 @@ import { createHash } from 'node:crypto';
 export type Price = { amount: number; currency: string; period: number; periodUnit: 'y' | 'm' };
 export type Availability = { available: boolean; premium: boolean; reason: string; price?: Price };
 export type Contact = {
-  firstName: string; lastName: string; email: string; phone: string; address: string; city: string; zip: string; country: string;
-  state?: string; organization?: string; type?: 'individual' | 'company' | 'association' | 'publicbody';
+  firstName: string;
+  lastName: string;
+  email: string;
+  phone: string;
+  address: string;
+  city: string;
+  zip: string;
+  country: string;
+  state?: string;
+  organization?: string;
+  type?: 'individual' | 'company' | 'association' | 'publicbody';
 };
 
 /** A domain registrar the service can buy names through. */
@@ -31,12 +40,25 @@ export function simulatedRegistrar(): Registrar {
       if (amount === undefined) return { available: false, premium: false, reason: `.${tld} is not offered` };
       if (label.includes('taken')) return { available: false, premium: false, reason: 'Already registered' };
       if (label.length <= 3 || label.includes('premium')) {
-        return { available: true, premium: true, reason: 'Premium name: cannot be registered here', price: { amount: amount * 100, currency: 'USD', period: 1, periodUnit: 'y' } };
+        return {
+          available: true,
+          premium: true,
+          reason: 'Premium name: cannot be registered here',
+          price: { amount: amount * 100, currency: 'USD', period: 1, periodUnit: 'y' },
+        };
       }
-      return { available: true, premium: false, reason: 'Available', price: { amount, currency: 'USD', period: 1, periodUnit: 'y' } };
+      return {
+        available: true,
+        premium: false,
+        reason: 'Available',
+        price: { amount, currency: 'USD', period: 1, periodUnit: 'y' },
+      };
     },
     async register(domain) {
-      return { status: 'registered', reference: `sim-${createHash('sha256').update(domain).digest('hex').slice(0, 16)}` };
+      return {
+        status: 'registered',
+        reference: `sim-${createHash('sha256').update(domain).digest('hex').slice(0, 16)}`,
+      };
     },
   };
 }

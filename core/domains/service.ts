@@ -24,7 +24,13 @@ export const isUniqueViolation = (err: unknown): boolean =>
   (err as { code?: string })?.code === '23505' || (err as { cause?: { code?: string } })?.cause?.code === '23505';
 
 export type DomainDeps = {
-  db: Db; sealer: Sealer; resolver: Resolver; serviceDomain: string; providers: ProviderRegistry; workflows: VerificationWorkflows & DkimRotationWorkflows; ownership: OwnershipTokens;
+  db: Db;
+  sealer: Sealer;
+  resolver: Resolver;
+  serviceDomain: string;
+  providers: ProviderRegistry;
+  workflows: VerificationWorkflows & DkimRotationWorkflows;
+  ownership: OwnershipTokens;
   planOf(userId: string): Promise<Plan>;
   enrich(rows: DomainRow[], userId: string): Promise<EnrichedDomain[]>;
   cleanupHosted(domainId: string): Promise<number>;
@@ -37,7 +43,10 @@ export function createDomainService(deps: DomainDeps) {
 
   /** Loads a domain the actor may see; anything else is 404, as if it did not exist. */
   async function load(actor: Actor, id: string): Promise<DomainRow> {
-    const [row] = await db.select().from(d).where(and(eq(d.id, id), eq(d.userId, actor.userId)));
+    const [row] = await db
+      .select()
+      .from(d)
+      .where(and(eq(d.id, id), eq(d.userId, actor.userId)));
     if (!row || (actor.domainId && actor.domainId !== row.id)) throw notFound('Domain not found');
     return row;
   }
@@ -49,22 +58,51 @@ export function createDomainService(deps: DomainDeps) {
   const dnsOf = (row: DomainRow) => (row.hosted ? [] : mailRecordsOf(row));
 
   /** Inserts a domain row with a fresh DKIM key; `verified` rows (hosted) pass all four checks at once. */
-  async function insertDomain(actor: Actor, name: string, opts: { providerId?: string; verified?: boolean; hosted?: boolean }) {
-    const [own] = await db.select({ id: d.id }).from(d).where(and(eq(d.userId, actor.userId), eq(d.domain, name)));
+  async function insertDomain(
+    actor: Actor,
+    name: string,
+    opts: { providerId?: string; verified?: boolean; hosted?: boolean },
+  ) {
+    const [own] = await db
+      .select({ id: d.id })
+      .from(d)
+      .where(and(eq(d.userId, actor.userId), eq(d.domain, name)));
     if (own) throw conflict(`${name} is already on this account (${own.id})`, 'domain_exists');
-    const [held] = await db.select({ id: d.id }).from(d).where(and(eq(d.domain, name), eq(d.status, 'verified'), ne(d.userId, actor.userId)));
+    const [held] = await db
+      .select({ id: d.id })
+      .from(d)
+      .where(and(eq(d.domain, name), eq(d.status, 'verified'), ne(d.userId, actor.userId)));
     if (held) throw conflict(`${name} is verified by another account`, 'domain_taken');
     const key = await generateDkimKey();
     const now = Date.now();
     const provider = opts.providerId ? deps.providers.byId(opts.providerId)! : deps.providers.default;
     const v = opts.verified ? 1 : 0;
-    const rows = await db.insert(d).values({
-      id: newId('dom'), userId: actor.userId, domain: name, status: opts.verified ? 'verified' : 'pending',
-      mxVerified: v, spfVerified: v, dkimVerified: v, dmarcVerified: v, provider: provider.type,
-      emailProviderId: opts.providerId ?? null, dkimSelector: DKIM_SELECTOR, dkimPublicKey: key.publicKeyB64,
-      dkimPrivateKeySealed: deps.sealer.seal(key.privateKeyPem), sendingEnabled: Boolean(opts.verified), hosted: Boolean(opts.hosted),
-      lastCheckedAt: opts.verified ? now : null, createdAt: now, updatedAt: now, ownershipVerified: v, mxToken: newMxToken(),
-    }).onConflictDoNothing().returning();
+    const rows = await db
+      .insert(d)
+      .values({
+        id: newId('dom'),
+        userId: actor.userId,
+        domain: name,
+        status: opts.verified ? 'verified' : 'pending',
+        mxVerified: v,
+        spfVerified: v,
+        dkimVerified: v,
+        dmarcVerified: v,
+        provider: provider.type,
+        emailProviderId: opts.providerId ?? null,
+        dkimSelector: DKIM_SELECTOR,
+        dkimPublicKey: key.publicKeyB64,
+        dkimPrivateKeySealed: deps.sealer.seal(key.privateKeyPem),
+        sendingEnabled: Boolean(opts.verified),
+        hosted: Boolean(opts.hosted),
+        lastCheckedAt: opts.verified ? now : null,
+        createdAt: now,
+        updatedAt: now,
+        ownershipVerified: v,
+        mxToken: newMxToken(),
+      })
+      .onConflictDoNothing()
+      .returning();
     if (!rows[0]) throw conflict(`${name} is already on this account`, 'domain_exists');
     return rows[0];
   }
@@ -80,36 +118,59 @@ export function createDomainService(deps: DomainDeps) {
     const seen: DnsObservation = row.hosted
       ? { mx: true, sharedMx: true, spf: true, dkim: true, dmarc: true, ownership: true }
       : await checkDomainRecords(deps.resolver, {
-        domain: row.domain, serviceDomain: deps.serviceDomain, mxHost: mxHostOf(row.mxToken, deps.serviceDomain),
-        selector: row.dkimSelector, publicKeyB64: row.dkimPublicKey, ownershipToken: deps.ownership.token(row.userId, row.domain),
-      });
+          domain: row.domain,
+          serviceDomain: deps.serviceDomain,
+          mxHost: mxHostOf(row.mxToken, deps.serviceDomain),
+          selector: row.dkimSelector,
+          publicKeyB64: row.dkimPublicKey,
+          ownershipToken: deps.ownership.token(row.userId, row.domain),
+        });
     const before = {
-      mx: row.mxVerified === 1, spf: row.spfVerified === 1, dkim: row.dkimVerified === 1, dmarc: row.dmarcVerified === 1, ownership: row.ownershipVerified === 1,
+      mx: row.mxVerified === 1,
+      spf: row.spfVerified === 1,
+      dkim: row.dkimVerified === 1,
+      dmarc: row.dmarcVerified === 1,
+      ownership: row.ownershipVerified === 1,
     };
     const failed = (Object.keys(seen) as (keyof DnsObservation)[]).filter((k) => seen[k] === undefined);
     const known = (k: keyof DnsObservation, previous: boolean) => seen[k] ?? previous;
     const ownMx = known('mx', before.mx && before.ownership);
     const owned = ownMx || known('ownership', before.ownership);
     const checks: DomainChecks = {
-      mx: ownMx || (owned && known('sharedMx', before.mx)), spf: known('spf', before.spf), dkim: known('dkim', before.dkim),
-      dmarc: known('dmarc', before.dmarc), ownership: owned,
+      mx: ownMx || (owned && known('sharedMx', before.mx)),
+      spf: known('spf', before.spf),
+      dkim: known('dkim', before.dkim),
+      dmarc: known('dmarc', before.dmarc),
+      ownership: owned,
     };
     const sending = await enableSending(row, checks);
     const checkedAt = Date.now();
     const values = {
-      mxVerified: +checks.mx, spfVerified: +checks.spf, dkimVerified: +checks.dkim, dmarcVerified: +checks.dmarc, ownershipVerified: +owned,
-      sendingEnabled: row.sendingEnabled || Boolean(sending.enabled), lastCheckedAt: checkedAt, updatedAt: checkedAt,
+      mxVerified: +checks.mx,
+      spfVerified: +checks.spf,
+      dkimVerified: +checks.dkim,
+      dmarcVerified: +checks.dmarc,
+      ownershipVerified: +owned,
+      sendingEnabled: row.sendingEnabled || Boolean(sending.enabled),
+      lastCheckedAt: checkedAt,
+      updatedAt: checkedAt,
       lastCheckError: failed.length ? `DNS lookup failed for ${failed.join(', ')}; previous state kept` : null,
     };
     let status: 'verified' | 'pending' = checks.mx || row.status === 'verified' ? 'verified' : 'pending';
     try {
-      await db.update(d).set({ ...values, status }).where(eq(d.id, row.id));
+      await db
+        .update(d)
+        .set({ ...values, status })
+        .where(eq(d.id, row.id));
     } catch (err) {
       if (!isUniqueViolation(err)) throw err;
       // Another account holds this domain verified: nothing this row shows changes that.
       status = 'pending';
       checks.mx = false;
-      await db.update(d).set({ ...values, status, mxVerified: 0 }).where(eq(d.id, row.id));
+      await db
+        .update(d)
+        .set({ ...values, status, mxVerified: 0 })
+        .where(eq(d.id, row.id));
     }
     return { status, checks, checkedAt, sending };
   }
@@ -118,32 +179,52 @@ export function createDomainService(deps: DomainDeps) {
     const provider = providerOf(row);
     if (!(checks.spf && checks.dkim)) {
       const missing = [!checks.spf && 'SPF', !checks.dkim && 'DKIM'].filter(Boolean).join(' and ');
-      return { ok: false, enabled: row.sendingEnabled, dkimVerified: checks.dkim, providerId: provider.id, error: `${missing} not found yet` };
+      return {
+        ok: false,
+        enabled: row.sendingEnabled,
+        dkimVerified: checks.dkim,
+        providerId: provider.id,
+        error: `${missing} not found yet`,
+      };
     }
     try {
       const r = await provider.enableSending(row);
-      return { ok: true, enabled: r.enabled, dkimVerified: true, alreadyEnabled: r.alreadyEnabled, providerId: provider.id };
+      return {
+        ok: true,
+        enabled: r.enabled,
+        dkimVerified: true,
+        alreadyEnabled: r.alreadyEnabled,
+        providerId: provider.id,
+      };
     } catch (err) {
       return { ok: false, enabled: false, dkimVerified: true, providerId: provider.id, error: (err as Error).message };
     }
   }
 
   return {
-    load, insertDomain, dnsOf, mailRecordsOf,
+    load,
+    insertDomain,
+    dnsOf,
+    mailRecordsOf,
 
     async add(actor: Actor, input: { domain: string; email_provider_id?: string }) {
       if (actor.domainId) throw forbidden('A domain-scoped key cannot add domains', 'wrong_credential');
       const name = normalizeDomainName(input.domain, deps.serviceDomain);
       // SPEC.md: paid plans may choose a provider; free plans are pinned to the platform default (the choice is ignored).
-      const chosen = input.email_provider_id && (await deps.planOf(actor.userId)).paid ? input.email_provider_id : undefined;
-      if (chosen && !deps.providers.byId(chosen)) throw badRequest(`Unknown email_provider_id "${chosen}"`, 'unknown_provider');
+      const chosen =
+        input.email_provider_id && (await deps.planOf(actor.userId)).paid ? input.email_provider_id : undefined;
+      if (chosen && !deps.providers.byId(chosen))
+        throw badRequest(`Unknown email_provider_id "${chosen}"`, 'unknown_provider');
       const row = await insertDomain(actor, name, { providerId: chosen });
       await deps.workflows.startDomainVerification({ domainId: row.id, userId: row.userId, domain: row.domain });
       return { domain: domainDto(row), dns: dnsOf(row) };
     },
 
     async list(actor: Actor) {
-      const rows = await db.select().from(d).where(and(eq(d.userId, actor.userId), ...(actor.domainId ? [eq(d.id, actor.domainId)] : [])))
+      const rows = await db
+        .select()
+        .from(d)
+        .where(and(eq(d.userId, actor.userId), ...(actor.domainId ? [eq(d.id, actor.domainId)] : [])))
         .orderBy(d.createdAt);
       return deps.enrich(rows, actor.userId);
     },
@@ -169,14 +250,23 @@ export function createDomainService(deps: DomainDeps) {
       } catch (err) {
         warnings.push(`hosted DNS: ${(err as Error).message}`);
       }
-      await deps.workflows.stopDomainVerification(row.id).catch((err: Error) => warnings.push(`verification workflow: ${err.message}`));
+      await deps.workflows
+        .stopDomainVerification(row.id)
+        .catch((err: Error) => warnings.push(`verification workflow: ${err.message}`));
       await db.transaction(async (tx) => {
-        await tx.delete(schema.apiKeys).where(and(eq(schema.apiKeys.domainId, row.id), eq(schema.apiKeys.kind, 'scoped')));
+        await tx
+          .delete(schema.apiKeys)
+          .where(and(eq(schema.apiKeys.domainId, row.id), eq(schema.apiKeys.kind, 'scoped')));
         await tx.delete(schema.routes).where(eq(schema.routes.domainId, row.id));
         // Its mailboxes and the app passwords that opened them go with it.
         await tx.delete(schema.appPasswords).where(eq(schema.appPasswords.domainId, row.id));
-        await deleteMailboxMessages(tx, inArray(schema.mailboxMessages.mailboxId,
-          tx.select({ id: schema.mailboxes.id }).from(schema.mailboxes).where(eq(schema.mailboxes.domainId, row.id))));
+        await deleteMailboxMessages(
+          tx,
+          inArray(
+            schema.mailboxMessages.mailboxId,
+            tx.select({ id: schema.mailboxes.id }).from(schema.mailboxes).where(eq(schema.mailboxes.domainId, row.id)),
+          ),
+        );
         await tx.delete(schema.mailboxes).where(eq(schema.mailboxes.domainId, row.id));
         await tx.delete(d).where(eq(d.id, row.id));
       });
@@ -201,9 +291,16 @@ export function createDomainService(deps: DomainDeps) {
 
     /** Outbound-verified domains the actor may put in From. */
     async sendingDomains(actor: Actor): Promise<string[]> {
-      const rows = await db.select({ id: d.id, domain: d.domain }).from(d)
-        .where(and(eq(d.userId, actor.userId), eq(d.sendingEnabled, true), eq(d.spfVerified, 1), eq(d.dkimVerified, 1)));
-      return rows.filter((r) => !actor.domainId || r.id === actor.domainId).map((r) => r.domain).sort();
+      const rows = await db
+        .select({ id: d.id, domain: d.domain })
+        .from(d)
+        .where(
+          and(eq(d.userId, actor.userId), eq(d.sendingEnabled, true), eq(d.spfVerified, 1), eq(d.dkimVerified, 1)),
+        );
+      return rows
+        .filter((r) => !actor.domainId || r.id === actor.domainId)
+        .map((r) => r.domain)
+        .sort();
     },
   };
 }

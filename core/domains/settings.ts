@@ -18,8 +18,13 @@ export function createDomainSettings(deps: { db: Db; domains: DomainService }) {
     async update(actor: Actor, id: string, input: DomainSettings) {
       await deps.domains.load(actor, id);
       const values = { zeroRetention: flag(input.zero_retention), trackOpens: flag(input.track_opens) };
-      if (values.zeroRetention === undefined && values.trackOpens === undefined) throw badRequest('Give zero_retention and/or track_opens', 'validation_error');
-      const [row] = await deps.db.update(d).set({ ...values, updatedAt: Date.now() }).where(eq(d.id, id)).returning();
+      if (values.zeroRetention === undefined && values.trackOpens === undefined)
+        throw badRequest('Give zero_retention and/or track_opens', 'validation_error');
+      const [row] = await deps.db
+        .update(d)
+        .set({ ...values, updatedAt: Date.now() })
+        .where(eq(d.id, id))
+        .returning();
       if (!row) throw notFound('Domain not found');
       return { domain: domainDto(row) };
     },

@@ -22,8 +22,15 @@ import { accountRefusal, senderRefusal } from './gate.js';
 type MessageRow = typeof schema.messages.$inferSelect;
 /** What the gate needs to know about a row's sender, as it stands now. */
 export type Standing = {
-  account: string | null; emailVerified: boolean | null; suspendedAt: number | null;
-  domainId: string | null; domainUser: string | null; domainName: string | null; sendingEnabled: boolean | null; spfVerified: number | null; dkimVerified: number | null;
+  account: string | null;
+  emailVerified: boolean | null;
+  suspendedAt: number | null;
+  domainId: string | null;
+  domainUser: string | null;
+  domainName: string | null;
+  sendingEnabled: boolean | null;
+  spfVerified: number | null;
+  dkimVerified: number | null;
   key: string | null;
 };
 
@@ -47,20 +54,34 @@ export function standingColumn() {
 /** Why `row` may not leave now, given its sender's standing; undefined when it may (and for system mail). */
 export function refusalAtDeparture(row: MessageRow, s: Standing): AppError | undefined {
   if (row.kind !== 'user' || !row.userId) return undefined;
-  const byAccount = accountRefusal(s.account ? { emailVerified: Boolean(s.emailVerified), suspendedAt: s.suspendedAt === null ? null : Number(s.suspendedAt) } : undefined);
+  const byAccount = accountRefusal(
+    s.account
+      ? { emailVerified: Boolean(s.emailVerified), suspendedAt: s.suspendedAt === null ? null : Number(s.suspendedAt) }
+      : undefined,
+  );
   if (byAccount) return byAccount;
   const name = s.domainName ?? domainOf(bareAddress(row.fromAddr));
-  const domain = s.domainId && s.domainUser === row.userId
-    ? { id: s.domainId, sendingEnabled: Boolean(s.sendingEnabled), spfVerified: s.spfVerified ?? 0, dkimVerified: s.dkimVerified ?? 0 }
-    : undefined;
+  const domain =
+    s.domainId && s.domainUser === row.userId
+      ? {
+          id: s.domainId,
+          sendingEnabled: Boolean(s.sendingEnabled),
+          spfVerified: s.spfVerified ?? 0,
+          dkimVerified: s.dkimVerified ?? 0,
+        }
+      : undefined;
   const forward = Boolean(row.headers?.[FORWARD_HEADER]);
   if (forward ? !domain : senderRefusal(domain, name)) return senderRefusal(undefined, name);
-  if (row.auth?.key && !s.key) return forbidden('The domain-scoped key that sent this message was revoked before it left', 'key_revoked');
+  if (row.auth?.key && !s.key)
+    return forbidden('The domain-scoped key that sent this message was revoked before it left', 'key_revoked');
   return undefined;
 }
 
 /** Splits claimed rows (with their `standing`) into the rows and the refusals by message id. */
-export function judgeClaimed(claimed: (MessageRow & { standing: Standing })[]): { rows: MessageRow[]; refused: Map<string, AppError> } {
+export function judgeClaimed(claimed: (MessageRow & { standing: Standing })[]): {
+  rows: MessageRow[];
+  refused: Map<string, AppError>;
+} {
   const refused = new Map<string, AppError>();
   const rows = claimed.map(({ standing, ...row }) => {
     const why = refusalAtDeparture(row, standing);
@@ -75,7 +96,15 @@ export async function refusalsAtDeparture(db: Db, rows: MessageRow[]): Promise<M
   const refused = new Map<string, AppError>();
   if (rows.length === 0) return refused;
   const m = schema.messages;
-  const found = await db.select({ id: m.id, standing: standingColumn() }).from(m).where(inArray(m.id, rows.map((r) => r.id)));
+  const found = await db
+    .select({ id: m.id, standing: standingColumn() })
+    .from(m)
+    .where(
+      inArray(
+        m.id,
+        rows.map((r) => r.id),
+      ),
+    );
   const byId = new Map(found.map((f) => [f.id, f.standing]));
   for (const row of rows) {
     const standing = byId.get(row.id);
@@ -87,5 +116,11 @@ export async function refusalsAtDeparture(db: Db, rows: MessageRow[]): Promise<M
 
 /** The `email.failed` event of a message the gate refused as it left: the gate's code as `reason`, its message as `error`. */
 export function failedEvent(row: { id: string; userId: string | null; domainId: string | null }, refusal: AppError) {
-  return { userId: row.userId!, messageId: row.id, domainId: row.domainId, type: 'email.failed' as const, data: { reason: refusal.code, error: refusal.message } };
+  return {
+    userId: row.userId!,
+    messageId: row.id,
+    domainId: row.domainId,
+    type: 'email.failed' as const,
+    data: { reason: refusal.code, error: refusal.message },
+  };
 }

@@ -24,20 +24,37 @@ type Tx = Pick<Db, 'insert' | 'select'>;
 /** Why this account may not send now, or undefined. */
 export function accountRefusal(account: Standing | undefined): AppError | undefined {
   if (!account) return notFound('Account not found', 'account_not_found');
-  if (account.suspendedAt !== null) return forbidden('This account is suspended and cannot send mail; contact the operator of this service', 'account_suspended');
-  if (!account.emailVerified) return forbidden('Verify the account email before sending (see GET /v1/me)', 'email_not_verified');
+  if (account.suspendedAt !== null)
+    return forbidden(
+      'This account is suspended and cannot send mail; contact the operator of this service',
+      'account_suspended',
+    );
+  if (!account.emailVerified)
+    return forbidden('Verify the account email before sending (see GET /v1/me)', 'email_not_verified');
   return undefined;
 }
 
 /** Why mail may not go out from `name` (the domain row, or undefined when the account has none by that name), or undefined. */
-export function senderRefusal(domain: SenderDomain | undefined | null, name: string, actor?: Pick<Actor, 'domainId'>): AppError | undefined {
-  const usable = domain && domain.sendingEnabled && domain.spfVerified === 1 && domain.dkimVerified === 1 && (!actor?.domainId || actor.domainId === domain.id);
-  return usable ? undefined : forbidden(`${name} is not a verified sending domain for this credential`, 'domain_not_verified');
+export function senderRefusal(
+  domain: SenderDomain | undefined | null,
+  name: string,
+  actor?: Pick<Actor, 'domainId'>,
+): AppError | undefined {
+  const usable =
+    domain &&
+    domain.sendingEnabled &&
+    domain.spfVerified === 1 &&
+    domain.dkimVerified === 1 &&
+    (!actor?.domainId || actor.domainId === domain.id);
+  return usable
+    ? undefined
+    : forbidden(`${name} is not a verified sending domain for this credential`, 'domain_not_verified');
 }
 
 /** The answer for a cap that refused: 429 with Retry-After for the daily cap, 402 for the monthly bucket. */
 export function capRefusal(hit: CapHit, at?: number): AppError {
-  if (hit === 'monthly') return new AppError(402, 'monthly_quota_exceeded', 'The monthly email bucket of this plan is used up');
+  if (hit === 'monthly')
+    return new AppError(402, 'monthly_quota_exceeded', 'The monthly email bucket of this plan is used up');
   const day = at === undefined ? 'today' : `on ${new Date(at).toISOString().slice(0, 10)} (UTC)`;
   return tooMany(`The daily send cap of this plan is reached ${day}`, 'daily_limit', secondsToMidnight());
 }
@@ -53,26 +70,47 @@ export function createSendGate(deps: { db: Db; usage: UsageService }) {
      * Loads the account (and the sender domain when asked) and applies the account and sender rules:
      * answers the plan and domain, or the refusal. Pass `tx` when called inside a transaction.
      */
-    async judge(q: { userId: string; sender?: SenderQuery; actor?: Pick<Actor, 'domainId'> }, tx: Tx = deps.db): Promise<Admitted | AppError> {
+    async judge(
+      q: { userId: string; sender?: SenderQuery; actor?: Pick<Actor, 'domainId'> },
+      tx: Tx = deps.db,
+    ): Promise<Admitted | AppError> {
       const u = schema.users;
-      const [account] = await tx.select({ plan: u.plan, emailVerified: u.emailVerified, suspendedAt: u.suspendedAt }).from(u).where(eq(u.id, q.userId));
+      const [account] = await tx
+        .select({ plan: u.plan, emailVerified: u.emailVerified, suspendedAt: u.suspendedAt })
+        .from(u)
+        .where(eq(u.id, q.userId));
       const refused = accountRefusal(account);
       if (refused || !q.sender) return refused ?? { plan: account!.plan };
       const d = schema.domains;
       const s = q.sender;
-      const [domain] = await tx.select().from(d).where(and(eq(d.userId, q.userId), 'name' in s ? eq(d.domain, s.name) : eq(d.id, s.id)));
-      const name = 'name' in s ? s.name : domain?.domain ?? 'The sender domain';
+      const [domain] = await tx
+        .select()
+        .from(d)
+        .where(and(eq(d.userId, q.userId), 'name' in s ? eq(d.domain, s.name) : eq(d.id, s.id)));
+      const name = 'name' in s ? s.name : (domain?.domain ?? 'The sender domain');
       return senderRefusal(domain, name, q.actor) ?? { plan: account!.plan, domain };
     },
 
     /** Reserves `n` recipients all or nothing (for the day of `at`, default now); answers the refusal when a cap is reached. */
-    async reserve(tx: Pick<Db, 'insert'>, userId: string, plan: string, n: number, at?: number): Promise<AppError | undefined> {
+    async reserve(
+      tx: Pick<Db, 'insert'>,
+      userId: string,
+      plan: string,
+      n: number,
+      at?: number,
+    ): Promise<AppError | undefined> {
       const { hit } = await deps.usage.reserve(tx, userId, plan, n, { at });
       return hit ? capRefusal(hit, at) : undefined;
     },
 
     /** Reserves as many of `n` recipients as fit; answers how many, and the refusal of the rest. */
-    async reserveUpTo(tx: Pick<Db, 'insert'>, userId: string, plan: string, n: number, at?: number): Promise<{ granted: number; refusal?: AppError }> {
+    async reserveUpTo(
+      tx: Pick<Db, 'insert'>,
+      userId: string,
+      plan: string,
+      n: number,
+      at?: number,
+    ): Promise<{ granted: number; refusal?: AppError }> {
       const { granted, hit } = await deps.usage.reserve(tx, userId, plan, n, { at, partial: true });
       return hit ? { granted, refusal: capRefusal(hit, at) } : { granted };
     },

@@ -8,9 +8,20 @@ const NOT_SCORED: AuthVerdicts = { spf: null, dkim: null, dmarc: null, spam: nul
  * Scores SPF, DKIM and DMARC with mailauth through DNS_SERVERS. Bounded in time: a slow resolver
  * must not hold the SMTP transaction, so after `timeoutMs` the message is delivered unscored (nulls).
  */
-export async function scoreMessage(raw: Buffer, opts: { ip: string; helo: string; sender: string; mta: string; resolver: Resolver; timeoutMs?: number }): Promise<AuthVerdicts> {
+export async function scoreMessage(
+  raw: Buffer,
+  opts: { ip: string; helo: string; sender: string; mta: string; resolver: Resolver; timeoutMs?: number },
+): Promise<AuthVerdicts> {
   const resolve = (name: string, rr: string) => opts.resolver.resolve(name, rr);
-  const scoring = authenticate(raw, { ip: opts.ip, helo: opts.helo, sender: opts.sender, mta: opts.mta, resolver: resolve as never, disableArc: true, disableBimi: true } as never)
+  const scoring = authenticate(raw, {
+    ip: opts.ip,
+    helo: opts.helo,
+    sender: opts.sender,
+    mta: opts.mta,
+    resolver: resolve as never,
+    disableArc: true,
+    disableBimi: true,
+  } as never)
     .then((r) => ({
       spf: r.spf ? String(r.spf.status?.result ?? null) : null,
       dkim: r.dkim?.results?.length ? String(r.dkim.results[0]!.status?.result ?? null) : 'none',
@@ -19,7 +30,9 @@ export async function scoreMessage(raw: Buffer, opts: { ip: string; helo: string
     }))
     .catch(() => NOT_SCORED);
   let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<AuthVerdicts>((resolve) => { timer = setTimeout(() => resolve(NOT_SCORED), opts.timeoutMs ?? 5000); });
+  const timeout = new Promise<AuthVerdicts>((resolve) => {
+    timer = setTimeout(() => resolve(NOT_SCORED), opts.timeoutMs ?? 5000);
+  });
   try {
     return await Promise.race([scoring, timeout]);
   } finally {

@@ -23,11 +23,17 @@ export async function deliverInboundBatch(
 ): Promise<HandOff[]> {
   const prepared = await deps.inbound.prepareBatch(input.batchId, input.messageIds);
   // Every delivery of the batch read in one statement, then posted `concurrency` at a time.
-  const results = await deps.deliveries.attemptMany(prepared.flatMap((m) => m.deliveryIds), 1, input.nextDelayMs, { concurrency, ...(progress ? { progress } : {}) });
+  const results = await deps.deliveries.attemptMany(
+    prepared.flatMap((m) => m.deliveryIds),
+    1,
+    input.nextDelayMs,
+    { concurrency, ...(progress ? { progress } : {}) },
+  );
   const handOff: HandOff[] = [];
   const over: string[] = [];
   for (const m of prepared) {
-    if (m.deliveryIds.some((id) => !ladderEnds(results.get(id)!, input.nextDelayMs))) handOff.push({ messageId: m.messageId, userId: m.userId!, ...(m.domainId ? { domainId: m.domainId } : {}) });
+    if (m.deliveryIds.some((id) => !ladderEnds(results.get(id)!, input.nextDelayMs)))
+      handOff.push({ messageId: m.messageId, userId: m.userId!, ...(m.domainId ? { domainId: m.domainId } : {}) });
     else if (m.keepsNoCopy) over.push(m.messageId);
   }
   await forEachLimit(over, concurrency, (id) => deps.inbound.finish(id));

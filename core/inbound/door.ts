@@ -45,28 +45,46 @@ export function createInboundDoor(deps: { db: Db; storage: StorageQuota; unverif
    */
   async function read(q: Tx, userId: string, admitting?: number): Promise<View> {
     const day = Date.now() - (Date.now() % DAY_MS);
-    const u = schema.users, t = schema.inboundDaily, s = schema.storageUsage, f = schema.storedFiles;
-    const today = admitting === undefined
-      ? { messages: sql<string>`coalesce((select ${t.messages} from ${t} where ${t.userId} = ${u.id} and ${t.day} = ${day}), 0)`,
-        bytes: sql<string>`coalesce((select ${t.bytes} from ${t} where ${t.userId} = ${u.id} and ${t.day} = ${day}), 0)` }
-      : { messages: sql<string>`(select "messages" - 1 from "counted")`, bytes: sql<string>`(select "bytes" - ${admitting} from "counted")` };
+    const u = schema.users,
+      t = schema.inboundDaily,
+      s = schema.storageUsage,
+      f = schema.storedFiles;
+    const today =
+      admitting === undefined
+        ? {
+            messages: sql<string>`coalesce((select ${t.messages} from ${t} where ${t.userId} = ${u.id} and ${t.day} = ${day}), 0)`,
+            bytes: sql<string>`coalesce((select ${t.bytes} from ${t} where ${t.userId} = ${u.id} and ${t.day} = ${day}), 0)`,
+          }
+        : {
+            messages: sql<string>`(select "messages" - 1 from "counted")`,
+            bytes: sql<string>`(select "bytes" - ${admitting} from "counted")`,
+          };
     const fields = {
       verified: u.emailVerified,
       mail: sql<string>`coalesce((select ${s.bytes} from ${s} where ${s.userId} = ${u.id}), 0)`,
       files: sql<string>`coalesce((select sum(${f.size}) from ${f} where ${f.userId} = ${u.id} and ${f.expiresAt} > ${Date.now()}), 0)`,
-      todayMessages: today.messages, todayBytes: today.bytes,
+      todayMessages: today.messages,
+      todayBytes: today.bytes,
     };
     const admit = () => {
       // Admitting also bills the message to the month's usage (SPEC.md: inbound and outbound share the bucket).
-      const counted = q.$with('counted').as(q.insert(t).values({ userId, day, messages: 1, bytes: admitting! })
-        .onConflictDoUpdate({ target: [t.userId, t.day], set: { messages: sql`${t.messages} + 1`, bytes: sql`${t.bytes} + excluded.bytes` } })
-        .returning({ messages: t.messages, bytes: t.bytes }));
+      const counted = q.$with('counted').as(
+        q
+          .insert(t)
+          .values({ userId, day, messages: 1, bytes: admitting! })
+          .onConflictDoUpdate({
+            target: [t.userId, t.day],
+            set: { messages: sql`${t.messages} + 1`, bytes: sql`${t.bytes} + excluded.bytes` },
+          })
+          .returning({ messages: t.messages, bytes: t.bytes }),
+      );
       const billed = q.$with('billed').as(billMonth(q, userId, 1).returning({ count: schema.usageCounters.count }));
       return q.with(counted, billed);
     };
     const [row] = await (admitting === undefined ? q : admit()).select(fields).from(u).where(eq(u.id, userId));
     return {
-      verified: Boolean(row?.verified), used: Number(row?.mail ?? 0) + Number(row?.files ?? 0),
+      verified: Boolean(row?.verified),
+      used: Number(row?.mail ?? 0) + Number(row?.files ?? 0),
       today: { messages: Number(row?.todayMessages ?? 0), bytes: Number(row?.todayBytes ?? 0) },
     };
   }
@@ -75,14 +93,21 @@ export function createInboundDoor(deps: { db: Db; storage: StorageQuota; unverif
   function judge(v: View, bytes: number, keepsCopy: boolean, address: string): void {
     const quota = deps.storage.quotaBytes;
     if (keepsCopy) {
-      if (bytes > quota) throw never(`<${address}>: the message is larger than this mailbox's storage quota (${quota} bytes)`);
-      if (v.used + bytes > quota || v.used >= quota) throw full(`<${address}>: mailbox full (storage quota of ${quota} bytes reached), try again later`);
+      if (bytes > quota)
+        throw never(`<${address}>: the message is larger than this mailbox's storage quota (${quota} bytes)`);
+      if (v.used + bytes > quota || v.used >= quota)
+        throw full(`<${address}>: mailbox full (storage quota of ${quota} bytes reached), try again later`);
     }
     if (!v.verified) {
       const a = deps.unverifiedDaily;
-      if (bytes > a.bytes) throw never(`<${address}>: the message is larger than the daily inbound allowance (${a.bytes} bytes) of an unverified account`);
+      if (bytes > a.bytes)
+        throw never(
+          `<${address}>: the message is larger than the daily inbound allowance (${a.bytes} bytes) of an unverified account`,
+        );
       if (v.today.messages >= a.messages || v.today.bytes + bytes > a.bytes || v.today.bytes >= a.bytes) {
-        throw full(`<${address}>: daily inbound allowance of an unverified account used up (${a.messages} messages, ${a.bytes} bytes), try again tomorrow`);
+        throw full(
+          `<${address}>: daily inbound allowance of an unverified account used up (${a.messages} messages, ${a.bytes} bytes), try again tomorrow`,
+        );
       }
     }
   }
@@ -120,14 +145,24 @@ export function createInboundDoor(deps: { db: Db; storage: StorageQuota; unverif
      * ones before it. Counts the message in today's row in the same statement, and refuses (rolling all of
      * it back) a message that passes the quota or the allowance. The view RCPT goes by then counts it.
      */
-    async atData(tx: Tx, userId: string, address: string, bytes: number, keepsCopy: boolean, stored: number): Promise<void> {
+    async atData(
+      tx: Tx,
+      userId: string,
+      address: string,
+      bytes: number,
+      keepsCopy: boolean,
+      stored: number,
+    ): Promise<void> {
       const counted = await read(tx, userId, bytes);
       const v: View = { ...counted, used: counted.used - stored };
       judge(v, bytes, keepsCopy, address);
       // Days before yesterday limit nothing: pruned now and then, off the accepting transaction.
       if (Math.random() * PRUNE_EVERY < 1) {
         const t = schema.inboundDaily;
-        deps.db.delete(t).where(lt(t.day, Date.now() - (Date.now() % DAY_MS) - DAY_MS)).catch(() => undefined);
+        deps.db
+          .delete(t)
+          .where(lt(t.day, Date.now() - (Date.now() % DAY_MS) - DAY_MS))
+          .catch(() => undefined);
       }
       const next: View = { ...counted, today: { messages: v.today.messages + 1, bytes: v.today.bytes + bytes } };
       views.set(userId, { at: Date.now(), view: Promise.resolve(next) });

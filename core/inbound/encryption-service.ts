@@ -15,8 +15,15 @@ export function createEncryptionService(deps: { db: Db; domains: DomainService }
   const d = schema.domains;
 
   /** Writes the four enc_* columns of a domain the actor may see; 404 when it vanished meanwhile. */
-  async function writeKey(id: string, values: Pick<DomainRow, 'encPublicKey' | 'encKeyAlg' | 'encFingerprint' | 'encFormat'>) {
-    const [row] = await deps.db.update(d).set({ ...values, updatedAt: Date.now() }).where(eq(d.id, id)).returning();
+  async function writeKey(
+    id: string,
+    values: Pick<DomainRow, 'encPublicKey' | 'encKeyAlg' | 'encFingerprint' | 'encFormat'>,
+  ) {
+    const [row] = await deps.db
+      .update(d)
+      .set({ ...values, updatedAt: Date.now() })
+      .where(eq(d.id, id))
+      .returning();
     if (!row) throw notFound('Domain not found');
     return row;
   }
@@ -27,7 +34,12 @@ export function createEncryptionService(deps: { db: Db; domains: DomainService }
       // Ownership first, so a foreign or out-of-scope id is 404 whatever the key looks like.
       await deps.domains.load(actor, domainId);
       const key = await parseEncryptionKey(publicKey);
-      const row = await writeKey(domainId, { encPublicKey: key.publicKey, encKeyAlg: key.alg, encFingerprint: key.fingerprint, encFormat: key.format });
+      const row = await writeKey(domainId, {
+        encPublicKey: key.publicKey,
+        encKeyAlg: key.alg,
+        encFingerprint: key.fingerprint,
+        encFormat: key.format,
+      });
       return domainDto(row);
     },
 
@@ -43,7 +55,12 @@ export function createEncryptionService(deps: { db: Db; domains: DomainService }
       if (!domain.encPublicKey && !domain.encKeyAlg) return { content: raw, encrypted: false, encAlg: null };
       // Half a key or an unknown algorithm must never fall back to storing plaintext.
       if (!domain.encPublicKey || !isEncKeyAlg(domain.encKeyAlg)) {
-        throw new AppError(500, 'encryption_misconfigured', 'The domain\'s encryption key is incomplete; the message was not stored', true);
+        throw new AppError(
+          500,
+          'encryption_misconfigured',
+          "The domain's encryption key is incomplete; the message was not stored",
+          true,
+        );
       }
       const content = await encryptForStorage({ alg: domain.encKeyAlg, publicKey: domain.encPublicKey }, raw);
       return { content, encrypted: true, encAlg: domain.encKeyAlg };

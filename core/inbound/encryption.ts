@@ -1,4 +1,15 @@
-import { constants, createCipheriv, createDecipheriv, createHash, createPublicKey, privateDecrypt, publicEncrypt, randomBytes, X509Certificate, type KeyObject } from 'node:crypto';
+import {
+  constants,
+  createCipheriv,
+  createDecipheriv,
+  createHash,
+  createPublicKey,
+  privateDecrypt,
+  publicEncrypt,
+  randomBytes,
+  X509Certificate,
+  type KeyObject,
+} from 'node:crypto';
 import * as openpgp from 'openpgp';
 import * as pkijs from 'pkijs';
 import { badRequest } from '../errors.js';
@@ -35,14 +46,18 @@ export async function parseEncryptionKey(text: string): Promise<ParsedEncryption
   if (pem.startsWith('-----BEGIN PUBLIC KEY-----')) return parseSpki(pem);
   if (pem.startsWith('-----BEGIN CERTIFICATE-----')) return parseCertificate(pem);
   if (pem.startsWith('-----BEGIN PGP PUBLIC KEY BLOCK-----')) return parsePgpKey(pem);
-  throw invalidKey('Expected a PEM SPKI RSA public key (BEGIN PUBLIC KEY), an armored OpenPGP public key or a PEM X.509 certificate');
+  throw invalidKey(
+    'Expected a PEM SPKI RSA public key (BEGIN PUBLIC KEY), an armored OpenPGP public key or a PEM X.509 certificate',
+  );
 }
 
 function checkRsa(key: KeyObject, what: string): void {
   // rsa-pss keys are restricted to signing, so only plain rsaEncryption keys qualify.
-  if (key.asymmetricKeyType !== 'rsa') throw invalidKey(`${what} must hold an RSA key (got ${key.asymmetricKeyType ?? 'an unknown type'})`);
+  if (key.asymmetricKeyType !== 'rsa')
+    throw invalidKey(`${what} must hold an RSA key (got ${key.asymmetricKeyType ?? 'an unknown type'})`);
   const bits = key.asymmetricKeyDetails?.modulusLength ?? 0;
-  if (bits < MIN_RSA_BITS) throw invalidKey(`${what} is a ${bits}-bit RSA key; at least ${MIN_RSA_BITS} bits are required`);
+  if (bits < MIN_RSA_BITS)
+    throw invalidKey(`${what} is a ${bits}-bit RSA key; at least ${MIN_RSA_BITS} bits are required`);
 }
 
 function parseSpki(pem: string): ParsedEncryptionKey {
@@ -54,7 +69,12 @@ function parseSpki(pem: string): ParsedEncryptionKey {
   }
   checkRsa(key, 'The public key');
   const der = key.export({ type: 'spki', format: 'der' });
-  return { alg: 'RSA-OAEP-256', format: null, fingerprint: sha256Hex(der), publicKey: key.export({ type: 'spki', format: 'pem' }).toString() };
+  return {
+    alg: 'RSA-OAEP-256',
+    format: null,
+    fingerprint: sha256Hex(der),
+    publicKey: key.export({ type: 'spki', format: 'pem' }).toString(),
+  };
 }
 
 function parseCertificate(pem: string): ParsedEncryptionKey {
@@ -67,8 +87,10 @@ function parseCertificate(pem: string): ParsedEncryptionKey {
   }
   checkRsa(cert.publicKey, 'The certificate');
   const now = Date.now();
-  if (Date.parse(cert.validTo) < now) throw invalidKey(`The certificate expired on ${new Date(cert.validTo).toISOString()}`);
-  if (Date.parse(cert.validFrom) > now) throw invalidKey(`The certificate is not valid before ${new Date(cert.validFrom).toISOString()}`);
+  if (Date.parse(cert.validTo) < now)
+    throw invalidKey(`The certificate expired on ${new Date(cert.validTo).toISOString()}`);
+  if (Date.parse(cert.validFrom) > now)
+    throw invalidKey(`The certificate is not valid before ${new Date(cert.validFrom).toISOString()}`);
   return { alg: 'S/MIME', format: 'smime', fingerprint: sha256Hex(cert.raw), publicKey: cert.toString() };
 }
 
@@ -79,7 +101,8 @@ async function parsePgpKey(armoredKey: string): Promise<ParsedEncryptionKey> {
   } catch {
     throw invalidKey('The OpenPGP public key could not be parsed');
   }
-  if (key.isPrivate()) throw invalidKey('This is a private key: upload only the public key (keep the private key to yourself)');
+  if (key.isPrivate())
+    throw invalidKey('This is a private key: upload only the public key (keep the private key to yourself)');
   try {
     // Throws when no subkey or primary key may encrypt now (signing-only, expired, revoked, too weak).
     await key.getEncryptionKey();
@@ -92,9 +115,12 @@ async function parsePgpKey(armoredKey: string): Promise<ParsedEncryptionKey> {
 /** Seals raw message bytes for storage with the domain's public key (RSA-OAEP-256 envelope, OpenPGP or S/MIME). */
 export async function encryptForStorage(key: { alg: EncKeyAlg; publicKey: string }, raw: Buffer): Promise<Buffer> {
   switch (key.alg) {
-    case 'RSA-OAEP-256': return encryptRsaOaepEnvelope(key.publicKey, raw);
-    case 'PGP': return encryptPgp(key.publicKey, raw);
-    case 'S/MIME': return encryptSmime(key.publicKey, raw);
+    case 'RSA-OAEP-256':
+      return encryptRsaOaepEnvelope(key.publicKey, raw);
+    case 'PGP':
+      return encryptPgp(key.publicKey, raw);
+    case 'S/MIME':
+      return encryptSmime(key.publicKey, raw);
   }
 }
 
@@ -111,9 +137,20 @@ function encryptRsaOaepEnvelope(publicKeyPem: string, raw: Buffer): Buffer {
   const cipher = createCipheriv('aes-256-gcm', cek, iv);
   const ciphertext = Buffer.concat([cipher.update(raw), cipher.final()]);
   // Node's oaepHash sets the OAEP digest, and OpenSSL uses the same digest for MGF1 unless told otherwise.
-  const wrapped = publicEncrypt({ key: publicKeyPem, padding: constants.RSA_PKCS1_OAEP_PADDING, oaepHash: 'sha256' }, cek);
+  const wrapped = publicEncrypt(
+    { key: publicKeyPem, padding: constants.RSA_PKCS1_OAEP_PADDING, oaepHash: 'sha256' },
+    cek,
+  );
   const b64 = (b: Buffer) => b.toString('base64');
-  const envelope = { v: 1, alg: 'RSA-OAEP-256', enc: 'A256GCM', key: b64(wrapped), iv: b64(iv), tag: b64(cipher.getAuthTag()), ciphertext: b64(ciphertext) };
+  const envelope = {
+    v: 1,
+    alg: 'RSA-OAEP-256',
+    enc: 'A256GCM',
+    key: b64(wrapped),
+    iv: b64(iv),
+    tag: b64(cipher.getAuthTag()),
+    ciphertext: b64(ciphertext),
+  };
   return Buffer.from(JSON.stringify(envelope), 'utf8');
 }
 
@@ -129,8 +166,16 @@ export function decryptRsaOaepEnvelope(envelope: Buffer, privateKeyPem: string):
   if (e.v !== 1 || e.alg !== 'RSA-OAEP-256' || e.enc !== 'A256GCM' || !fields.every((f) => typeof f === 'string')) {
     throw badRequest('Not a version 1 RSA-OAEP-256 / A256GCM envelope', 'invalid_envelope');
   }
-  const [key, iv, tag, ciphertext] = (fields as string[]).map((f) => Buffer.from(f, 'base64')) as [Buffer, Buffer, Buffer, Buffer];
-  const cek = privateDecrypt({ key: privateKeyPem, padding: constants.RSA_PKCS1_OAEP_PADDING, oaepHash: 'sha256' }, key);
+  const [key, iv, tag, ciphertext] = (fields as string[]).map((f) => Buffer.from(f, 'base64')) as [
+    Buffer,
+    Buffer,
+    Buffer,
+    Buffer,
+  ];
+  const cek = privateDecrypt(
+    { key: privateKeyPem, padding: constants.RSA_PKCS1_OAEP_PADDING, oaepHash: 'sha256' },
+    key,
+  );
   const decipher = createDecipheriv('aes-256-gcm', cek, iv);
   decipher.setAuthTag(tag);
   return Buffer.concat([decipher.update(ciphertext), decipher.final()]);
@@ -157,12 +202,15 @@ async function encryptSmime(certPem: string, raw: Buffer): Promise<Buffer> {
   const info = new pkijs.ContentInfo({ contentType: pkijs.ContentInfo.ENVELOPED_DATA, content: enveloped.toSchema() });
   const der = Buffer.from(info.toSchema().toBER(false));
   const body = der.toString('base64').replace(/.{1,76}/g, '$&\r\n');
-  return Buffer.from([
-    'MIME-Version: 1.0',
-    'Content-Type: application/pkcs7-mime; smime-type=enveloped-data; name="smime.p7m"',
-    'Content-Transfer-Encoding: base64',
-    'Content-Disposition: attachment; filename="smime.p7m"',
-    '',
-    body,
-  ].join('\r\n'), 'utf8');
+  return Buffer.from(
+    [
+      'MIME-Version: 1.0',
+      'Content-Type: application/pkcs7-mime; smime-type=enveloped-data; name="smime.p7m"',
+      'Content-Transfer-Encoding: base64',
+      'Content-Disposition: attachment; filename="smime.p7m"',
+      '',
+      body,
+    ].join('\r\n'),
+    'utf8',
+  );
 }

@@ -2,7 +2,14 @@ import type { ParsedMail, AddressObject } from 'mailparser';
 import type { EmailReceivedPayload } from '../webhooks/payload-schemas.js';
 
 export type Party = { address: string; name?: string };
-export type InboundAttachment = { id: string; filename: string; contentType: string; size: number; url?: string; content?: string };
+export type InboundAttachment = {
+  id: string;
+  filename: string;
+  contentType: string;
+  size: number;
+  url?: string;
+  content?: string;
+};
 
 const firstAddress = (a: AddressObject | AddressObject[] | undefined): Party | undefined => {
   const v = (Array.isArray(a) ? a[0] : a)?.value[0];
@@ -18,7 +25,12 @@ export function threadIdOf(mail: ParsedMail): string | null {
 
 /** DESIGN.md `email.received` payload, without `to` (each delivery adds the RCPT it carries). */
 export function receivedPayload(m: {
-  id: string; mail: ParsedMail; envelopeFrom: string; receivedAt: number; auth: Record<string, string | null>; attachments: InboundAttachment[];
+  id: string;
+  mail: ParsedMail;
+  envelopeFrom: string;
+  receivedAt: number;
+  auth: Record<string, string | null>;
+  attachments: InboundAttachment[];
 }): Omit<EmailReceivedPayload, 'to'> & { type: 'email.received'; from: Party } {
   const from = firstAddress(m.mail.from) ?? { address: m.envelopeFrom.toLowerCase() };
   return {
@@ -31,7 +43,12 @@ export function receivedPayload(m: {
     threadId: threadIdOf(m.mail),
     receivedAt: m.receivedAt,
     receivedAtIso: new Date(m.receivedAt).toISOString(),
-    auth: { spf: m.auth.spf ?? null, dkim: m.auth.dkim ?? null, dmarc: m.auth.dmarc ?? null, spam: m.auth.spam ?? null },
+    auth: {
+      spf: m.auth.spf ?? null,
+      dkim: m.auth.dkim ?? null,
+      dmarc: m.auth.dmarc ?? null,
+      spam: m.auth.spam ?? null,
+    },
     attachments: m.attachments,
   };
 }

@@ -31,13 +31,19 @@ function resolveRecipient(reported: string | null, recipients: string[]): string
 }
 
 /** The class of a reported recipient: the Status field's code first, then the diagnostic's code and text ("failed" without a status is permanent). */
-export const classifyReported = (rules: BounceRules, r: BounceRecipient) => classifyBounce(rules, { text: r.diagnostic, status: r.status, permanent: r.type === 'hard' });
+export const classifyReported = (rules: BounceRules, r: BounceRecipient) =>
+  classifyBounce(rules, { text: r.diagnostic, status: r.status, permanent: r.type === 'hard' });
 
 /**
  * Asynchronous bounces and complaints: applies a parsed report to the outbound message it is about,
  * as `email.bounced` / `email.complained` events, suppressions and the message's bounce state.
  */
-export function createReportService(deps: { db: Db; events: EventService; suppressions: SuppressionService; bounceRules?: BounceRules }) {
+export function createReportService(deps: {
+  db: Db;
+  events: EventService;
+  suppressions: SuppressionService;
+  bounceRules?: BounceRules;
+}) {
   const { db } = deps;
   const rules = deps.bounceRules ?? defaultBounceRules();
   const m = schema.messages;
@@ -45,15 +51,24 @@ export function createReportService(deps: { db: Db; events: EventService; suppre
 
   async function load(id: string): Promise<MessageRow | undefined> {
     // System mail (verification, sign-in links) returns to the service domain and is reported on like customer mail.
-    const [row] = await db.select().from(m).where(and(eq(m.id, id), eq(m.direction, 'outbound'), inArray(m.kind, ['user', 'system'])));
+    const [row] = await db
+      .select()
+      .from(m)
+      .where(and(eq(m.id, id), eq(m.direction, 'outbound'), inArray(m.kind, ['user', 'system'])));
     return row?.userId ? { ...row, userId: row.userId } : undefined;
   }
 
   /** Keys of the report events the message already has, so a report that arrives twice is recorded once. */
   async function recorded(tx: Tx, messageId: string): Promise<Set<string>> {
-    const rows = await tx.select({ type: e.type, recipient: e.recipient, data: e.data }).from(e)
+    const rows = await tx
+      .select({ type: e.type, recipient: e.recipient, data: e.data })
+      .from(e)
       .where(and(eq(e.messageId, messageId), inArray(e.type, ['email.bounced', 'email.complained'])));
-    return new Set(rows.map((r) => eventKey(r.type, r.recipient, String((r.data?.bounce as { type?: string } | undefined)?.type ?? ''))));
+    return new Set(
+      rows.map((r) =>
+        eventKey(r.type, r.recipient, String((r.data?.bounce as { type?: string } | undefined)?.type ?? '')),
+      ),
+    );
   }
 
   /** One entry per affected recipient of the message; a hard failure outweighs a soft one for the same address. */
@@ -77,19 +92,43 @@ export function createReportService(deps: { db: Db; events: EventService; suppre
       for (const [address, r] of targets) {
         const c = classifyReported(rules, r);
         const bounceClass = c.bounceClass;
-        if (r.type === 'hard') bouncedNow[address] = { status: 'bounced', attempts: row.recipients?.[address]?.attempts ?? 1, response: (r.diagnostic ?? r.status ?? 'bounced').slice(0, 500), at: Date.now(), bounceClass };
+        if (r.type === 'hard')
+          bouncedNow[address] = {
+            status: 'bounced',
+            attempts: row.recipients?.[address]?.attempts ?? 1,
+            response: (r.diagnostic ?? r.status ?? 'bounced').slice(0, 500),
+            at: Date.now(),
+            bounceClass,
+          };
         // Only a permanent recipient-level failure suppresses; a system message's recipient is the account holder, never suppressed on their list.
-        if (r.type === 'hard' && suppresses(c) && row.kind === 'user') await deps.suppressions.add(row.userId, address, 'hard_bounce', { messageId: row.id, detail: r.diagnostic ?? undefined }, tx);
+        if (r.type === 'hard' && suppresses(c) && row.kind === 'user')
+          await deps.suppressions.add(
+            row.userId,
+            address,
+            'hard_bounce',
+            { messageId: row.id, detail: r.diagnostic ?? undefined },
+            tx,
+          );
         if (seen.has(eventKey('email.bounced', address, r.type))) continue;
-        await deps.events.record({
-          userId: row.userId, messageId: row.id, domainId: row.domainId, type: 'email.bounced', recipient: address,
-          data: { bounce: { type: r.type, diagnostic: r.diagnostic, bounceClass } },
-        }, tx);
+        await deps.events.record(
+          {
+            userId: row.userId,
+            messageId: row.id,
+            domainId: row.domainId,
+            type: 'email.bounced',
+            recipient: address,
+            data: { bounce: { type: r.type, diagnostic: r.diagnostic, bounceClass } },
+          },
+          tx,
+        );
       }
       // A later soft report (a delay notice arriving late) never downgrades a hard bounce.
       const bounceType = hard || row.bounceType === 'hard' ? 'hard' : 'soft';
       const recipients = sql`coalesce(${m.recipients}, '{}'::jsonb) || ${JSON.stringify(bouncedNow)}::jsonb`;
-      await tx.update(m).set({ bounceType, ...(hard ? { status: 'bounced', recipients } : {}), updatedAt: Date.now() }).where(eq(m.id, row.id));
+      await tx
+        .update(m)
+        .set({ bounceType, ...(hard ? { status: 'bounced', recipients } : {}), updatedAt: Date.now() })
+        .where(eq(m.id, row.id));
     });
   }
 
@@ -100,12 +139,20 @@ export function createReportService(deps: { db: Db; events: EventService; suppre
     const address = resolveRecipient(report.recipient, recipients);
     const detail = `${report.feedbackType} report${report.userAgent ? ` from ${report.userAgent}` : ''}`;
     await db.transaction(async (tx) => {
-      if (address && row.kind === 'user') await deps.suppressions.add(row.userId, address, 'complaint', { messageId: row.id, detail }, tx);
+      if (address && row.kind === 'user')
+        await deps.suppressions.add(row.userId, address, 'complaint', { messageId: row.id, detail }, tx);
       if ((await recorded(tx, row.id)).has(eventKey('email.complained', address, ''))) return;
-      await deps.events.record({
-        userId: row.userId, messageId: row.id, domainId: row.domainId, type: 'email.complained', recipient: address,
-        data: { complaint: { feedbackType: report.feedbackType, userAgent: report.userAgent } },
-      }, tx);
+      await deps.events.record(
+        {
+          userId: row.userId,
+          messageId: row.id,
+          domainId: row.domainId,
+          type: 'email.complained',
+          recipient: address,
+          data: { complaint: { feedbackType: report.feedbackType, userAgent: report.userAgent } },
+        },
+        tx,
+      );
     });
   }
 

@@ -32,15 +32,25 @@ const split = (address: string) => {
   return { local: address.slice(0, at).toLowerCase(), domain: address.slice(at + 1).toLowerCase() };
 };
 /** Return-path addresses of outbound mail (`bounce+<msg>@bounces.<domain>`): reports, not inbound mail. */
-export const isReturnPath = (address: string) => split(address).local.startsWith('bounce+') || split(address).domain.startsWith('bounces.');
+export const isReturnPath = (address: string) =>
+  split(address).local.startsWith('bounce+') || split(address).domain.startsWith('bounces.');
 
 export type Envelope = { from: string; rcpts: string[]; ip: string; helo: string };
 
 /** Inbound mail: who may receive, storing what arrives, and turning it into webhook deliveries. */
 export function createInboundService(deps: {
-  db: Db; sealer: Sealer; resolver: Resolver; serviceDomain: string; attachments: AttachmentService; encryption: EncryptionService;
-  routes: RouteService; deliveries: DeliveryStore; reports: ReportService; starts: { enqueue(ids: string[], account: string): void };
-  mailboxStore: MailboxStore; forwarder: Forwarder;
+  db: Db;
+  sealer: Sealer;
+  resolver: Resolver;
+  serviceDomain: string;
+  attachments: AttachmentService;
+  encryption: EncryptionService;
+  routes: RouteService;
+  deliveries: DeliveryStore;
+  reports: ReportService;
+  starts: { enqueue(ids: string[], account: string): void };
+  mailboxStore: MailboxStore;
+  forwarder: Forwarder;
   /** Storage counted at the door: the quota and the daily allowance of unverified accounts (RCPT and DATA). */
   door: InboundDoor;
   /** Records addresses of mail traffic as contacts (group-committed by the contact service). */
@@ -51,19 +61,38 @@ export function createInboundService(deps: {
   const { db } = deps;
   const d = schema.domains;
   // The reads every inbound message makes, prepared once (named statements: no query building per message).
-  const rcptDomain = db.select({
-    status: d.status, mx: d.mxVerified, sending: d.sendingEnabled, error: d.lastCheckError, userId: d.userId, zeroRetention: d.zeroRetention,
-  }).from(d).where(eq(d.domain, sql.placeholder('name'))).prepare('inbound_rcpt_domain');
-  const receivingRows = db.select({ domain: d, route: schema.routes }).from(d).leftJoin(schema.routes, eq(schema.routes.domainId, d.id))
-    .where(and(eq(d.domain, sql.placeholder('name')), eq(d.status, 'verified'), eq(d.mxVerified, 1))).prepare('inbound_receiving_domain');
-  const storedMessage = db.select({ id: schema.messages.id }).from(schema.messages).where(eq(schema.messages.id, sql.placeholder('id'))).prepare('inbound_stored_message');
+  const rcptDomain = db
+    .select({
+      status: d.status,
+      mx: d.mxVerified,
+      sending: d.sendingEnabled,
+      error: d.lastCheckError,
+      userId: d.userId,
+      zeroRetention: d.zeroRetention,
+    })
+    .from(d)
+    .where(eq(d.domain, sql.placeholder('name')))
+    .prepare('inbound_rcpt_domain');
+  const receivingRows = db
+    .select({ domain: d, route: schema.routes })
+    .from(d)
+    .leftJoin(schema.routes, eq(schema.routes.domainId, d.id))
+    .where(and(eq(d.domain, sql.placeholder('name')), eq(d.status, 'verified'), eq(d.mxVerified, 1)))
+    .prepare('inbound_receiving_domain');
+  const storedMessage = db
+    .select({ id: schema.messages.id })
+    .from(schema.messages)
+    .where(eq(schema.messages.id, sql.placeholder('id')))
+    .prepare('inbound_stored_message');
 
   /**
    * The domain that receives mail for `name` with its routes, in one statement. Only the verified row
    * counts (at most one account holds a domain verified): a pending row of another account that added
    * the same name never sees this mail.
    */
-  async function receivingDomain(name: string): Promise<{ domain: DomainRow; match: (local: string) => RouteRow | undefined } | undefined> {
+  async function receivingDomain(
+    name: string,
+  ): Promise<{ domain: DomainRow; match: (local: string) => RouteRow | undefined } | undefined> {
     const rows = await receivingRows.execute({ name });
     const domain = rows[0]?.domain;
     if (!domain) return undefined;
@@ -73,13 +102,30 @@ export function createInboundService(deps: {
   }
 
   /** Attachments as the payload carries them: signed URLs, or inline base64 when nothing may be kept in the clear. */
-  async function payloadAttachments(mail: ParsedMail, domain: DomainRow, messageId: string, inline: boolean): Promise<InboundAttachment[]> {
-    return Promise.all(mail.attachments.map(async (a, i) => {
-      const base = { id: `${messageId}_${i}`, filename: a.filename ?? `attachment-${i + 1}`, contentType: a.contentType, size: a.size };
-      if (inline) return { ...base, content: a.content.toString('base64') };
-      const up = await deps.attachments.upload(domain.userId, { raw: a.content, filename: base.filename, contentType: a.contentType, retentionDays: 30 });
-      return { ...base, id: up.id, url: up.url };
-    }));
+  async function payloadAttachments(
+    mail: ParsedMail,
+    domain: DomainRow,
+    messageId: string,
+    inline: boolean,
+  ): Promise<InboundAttachment[]> {
+    return Promise.all(
+      mail.attachments.map(async (a, i) => {
+        const base = {
+          id: `${messageId}_${i}`,
+          filename: a.filename ?? `attachment-${i + 1}`,
+          contentType: a.contentType,
+          size: a.size,
+        };
+        if (inline) return { ...base, content: a.content.toString('base64') };
+        const up = await deps.attachments.upload(domain.userId, {
+          raw: a.content,
+          filename: base.filename,
+          contentType: a.contentType,
+          retentionDays: 30,
+        });
+        return { ...base, id: up.id, url: up.url };
+      }),
+    );
   }
 
   /**
@@ -87,7 +133,14 @@ export function createInboundService(deps: {
    * encrypted domains), forwards it where a route says so, and starts its delivery workflow; idempotent
    * per (message bytes, recipients).
    */
-  async function acceptFor(domain: DomainRow, routed: { rcpt: string; route?: RouteRow }[], raw: Buffer, mail: ParsedMail, env: Envelope, auth: Record<string, string | null>) {
+  async function acceptFor(
+    domain: DomainRow,
+    routed: { rcpt: string; route?: RouteRow }[],
+    raw: Buffer,
+    mail: ParsedMail,
+    env: Envelope,
+    auth: Record<string, string | null>,
+  ) {
     const rcpts = routed.map((r) => r.rcpt);
     const id = hashId('msg', domain.id, rcpts.join(','), raw);
     const [seen] = await storedMessage.execute({ id });
@@ -97,20 +150,52 @@ export function createInboundService(deps: {
       const receivedAt = Date.now();
       const attachments = await payloadAttachments(mail, domain, id, keepNothing || encrypted);
       const payload = receivedPayload({ id, mail, envelopeFrom: env.from, receivedAt, auth, attachments });
-      const sealed = keepNothing ? { content: Buffer.alloc(0), encrypted: false, encAlg: null } : await deps.encryption.sealForDomain(domain, raw);
+      const sealed = keepNothing
+        ? { content: Buffer.alloc(0), encrypted: false, encAlg: null }
+        : await deps.encryption.sealForDomain(domain, raw);
       const clear = !keepNothing && !encrypted;
       const filed: string[] = [];
       await db.transaction(async (tx) => {
         // The message row and its raw copy in one statement (a data-modifying CTE always runs).
-        const stored = tx.$with('stored').as(tx.insert(schema.messages).values({
-          id, userId: domain.userId, direction: 'inbound', kind: 'user', domainId: domain.id, fromAddr: payload.from.address, toAddrs: rcpts,
-          subject: clear ? payload.subject : null, text: clear ? payload.text : null, html: clear ? payload.html : null, status: 'received',
-          threadId: payload.threadId, auth, envelopeFrom: env.from, receivedAt, sizeBytes: raw.length, createdAt: receivedAt, updatedAt: receivedAt,
-        }).onConflictDoNothing().returning({ id: schema.messages.id }));
-        await tx.with(stored).insert(schema.inboundRaw).values({
-          // A clear message's one stored copy is its mailbox body (filed below); the raw copy here is the sealed one only.
-          messageId: id, content: clear ? Buffer.alloc(0) : sealed.content, encrypted: sealed.encrypted, encAlg: sealed.encAlg, payloadSealed: deps.sealer.seal(JSON.stringify(payload)), createdAt: receivedAt,
-        }).onConflictDoNothing();
+        const stored = tx.$with('stored').as(
+          tx
+            .insert(schema.messages)
+            .values({
+              id,
+              userId: domain.userId,
+              direction: 'inbound',
+              kind: 'user',
+              domainId: domain.id,
+              fromAddr: payload.from.address,
+              toAddrs: rcpts,
+              subject: clear ? payload.subject : null,
+              text: clear ? payload.text : null,
+              html: clear ? payload.html : null,
+              status: 'received',
+              threadId: payload.threadId,
+              auth,
+              envelopeFrom: env.from,
+              receivedAt,
+              sizeBytes: raw.length,
+              createdAt: receivedAt,
+              updatedAt: receivedAt,
+            })
+            .onConflictDoNothing()
+            .returning({ id: schema.messages.id }),
+        );
+        await tx
+          .with(stored)
+          .insert(schema.inboundRaw)
+          .values({
+            // A clear message's one stored copy is its mailbox body (filed below); the raw copy here is the sealed one only.
+            messageId: id,
+            content: clear ? Buffer.alloc(0) : sealed.content,
+            encrypted: sealed.encrypted,
+            encAlg: sealed.encAlg,
+            payloadSealed: deps.sealer.seal(JSON.stringify(payload)),
+            createdAt: receivedAt,
+          })
+          .onConflictDoNothing();
         // What this message stores goes into the account's running total (whose row stays locked until commit).
         let storedBytes = 0;
         if (encrypted && !keepNothing) {
@@ -122,7 +207,16 @@ export function createInboundService(deps: {
           let bodyId: string | undefined;
           for (const rcpt of rcpts) {
             const box = await deps.mailboxStore.fileIn(tx, {
-              userId: domain.userId, domainId: domain.id, address: rcpt, folder: 'INBOX', raw, fromAddr: env.from, subject: payload.subject, messageId: id, internalDate: receivedAt, bodyId,
+              userId: domain.userId,
+              domainId: domain.id,
+              address: rcpt,
+              folder: 'INBOX',
+              raw,
+              fromAddr: env.from,
+              subject: payload.subject,
+              messageId: id,
+              internalDate: receivedAt,
+              bodyId,
             });
             if (box) filed.push(box.mailboxId);
             bodyId ??= box?.bodyId;
@@ -136,12 +230,22 @@ export function createInboundService(deps: {
       });
       filed.forEach(deps.mailboxStore.notify);
       // The sender becomes (or stays) a contact of the account, seen now (group-committed, off the 250's path).
-      deps.touchContacts(domain.userId, [payload.from.address]).catch((err: Error) => log.error({ error: err.message }, '[contacts] could not record a sender as a contact'));
+      deps
+        .touchContacts(domain.userId, [payload.from.address])
+        .catch((err: Error) => log.error({ error: err.message }, '[contacts] could not record a sender as a contact'));
       // A message we forwarded once is not forwarded again (two forward routes pointing at each other).
       const forwardedBefore = mail.headers.has(FORWARD_HEADER.toLowerCase());
       for (const { rcpt, route } of routed) {
         if (route?.action === 'forward' && route.destination && !forwardedBefore) {
-          await deps.forwarder.forward({ userId: domain.userId, domainId: domain.id, rcpt, destination: route.destination, raw, mail, envelopeFrom: env.from });
+          await deps.forwarder.forward({
+            userId: domain.userId,
+            domainId: domain.id,
+            rcpt,
+            destination: route.destination,
+            raw,
+            mail,
+            envelopeFrom: env.from,
+          });
         }
       }
     }
@@ -158,11 +262,17 @@ export function createInboundService(deps: {
    */
   async function claimMessages(messageIds: string[], as: string, takeOverFrom?: string): Promise<Claimed[]> {
     const m = schema.messages;
-    const free = takeOverFrom ? or(isNull(m.workflowId), eq(m.workflowId, as), eq(m.workflowId, takeOverFrom)) : or(isNull(m.workflowId), eq(m.workflowId, as));
-    return db.update(m).set({ workflowId: as }).where(and(inArray(m.id, messageIds), free)).returning({
-      ...getTableColumns(m),
-      keepsNoCopy: sql<boolean>`coalesce((select ${d.zeroRetention} = 1 or coalesce(${d.encPublicKey}, '') <> '' from ${d} where ${d.id} = ${m.domainId}), false)`,
-    });
+    const free = takeOverFrom
+      ? or(isNull(m.workflowId), eq(m.workflowId, as), eq(m.workflowId, takeOverFrom))
+      : or(isNull(m.workflowId), eq(m.workflowId, as));
+    return db
+      .update(m)
+      .set({ workflowId: as })
+      .where(and(inArray(m.id, messageIds), free))
+      .returning({
+        ...getTableColumns(m),
+        keepsNoCopy: sql<boolean>`coalesce((select ${d.zeroRetention} = 1 or coalesce(${d.encPublicKey}, '') <> '' from ${d} where ${d.id} = ${m.domainId}), false)`,
+      });
   }
 
   /**
@@ -171,25 +281,43 @@ export function createInboundService(deps: {
    */
   async function deliveriesFor(claimed: Claimed[], workflowId: string): Promise<Prepared[]> {
     const matchers = new Map<string, Promise<(local: string) => RouteRow | undefined>>();
-    const planned = await Promise.all(claimed.map(async (m) => {
-      if (!m.domainId || !m.userId) return { m, rows: [] as NewDelivery[] };
-      if (!matchers.has(m.domainId)) matchers.set(m.domainId, deps.routes.matcher(m.domainId));
-      const match = await matchers.get(m.domainId)!;
-      const byRoute = new Map<string, { route: RouteRow; to: string[] }>();
-      for (const rcpt of m.toAddrs) {
-        const route = match(split(rcpt).local);
-        if (route?.action === 'webhook') byRoute.set(route.id, { route, to: [...(byRoute.get(route.id)?.to ?? []), rcpt] });
-      }
-      const rows = [...byRoute.values()].map(({ route, to }): NewDelivery => ({
-        id: hashId('dlv', m.id, route.id), userId: m.userId!, messageId: m.id, routeId: route.id, domainId: m.domainId, url: route.url!,
-        kind: 'inbound', payload: { to: to.map((address) => ({ address })) }, workflowId,
-      }));
-      return { m, rows };
-    }));
+    const planned = await Promise.all(
+      claimed.map(async (m) => {
+        if (!m.domainId || !m.userId) return { m, rows: [] as NewDelivery[] };
+        if (!matchers.has(m.domainId)) matchers.set(m.domainId, deps.routes.matcher(m.domainId));
+        const match = await matchers.get(m.domainId)!;
+        const byRoute = new Map<string, { route: RouteRow; to: string[] }>();
+        for (const rcpt of m.toAddrs) {
+          const route = match(split(rcpt).local);
+          if (route?.action === 'webhook')
+            byRoute.set(route.id, { route, to: [...(byRoute.get(route.id)?.to ?? []), rcpt] });
+        }
+        const rows = [...byRoute.values()].map(({ route, to }): NewDelivery => ({
+          id: hashId('dlv', m.id, route.id),
+          userId: m.userId!,
+          messageId: m.id,
+          routeId: route.id,
+          domainId: m.domainId,
+          url: route.url!,
+          kind: 'inbound',
+          payload: { to: to.map((address) => ({ address })) },
+          workflowId,
+        }));
+        return { m, rows };
+      }),
+    );
     const stored = new Set((await deps.deliveries.createMany(planned.flatMap((p) => p.rows))).map((r) => r.id));
-    return planned.map(({ m, rows }) => (m.domainId && m.userId
-      ? { messageId: m.id, userId: m.userId, domainId: m.domainId, deliveryIds: rows.map((r) => r.id!).filter((id) => stored.has(id)), keepsNoCopy: Boolean(m.keepsNoCopy) }
-      : { messageId: m.id, deliveryIds: [], keepsNoCopy: false }));
+    return planned.map(({ m, rows }) =>
+      m.domainId && m.userId
+        ? {
+            messageId: m.id,
+            userId: m.userId,
+            domainId: m.domainId,
+            deliveryIds: rows.map((r) => r.id!).filter((id) => stored.has(id)),
+            keepsNoCopy: Boolean(m.keepsNoCopy),
+          }
+        : { messageId: m.id, deliveryIds: [], keepsNoCopy: false },
+    );
   }
 
   /** Receiving domains RCPT just read (name -> account), so DATA's early answer needs no query of its own. */
@@ -204,13 +332,28 @@ export function createInboundService(deps: {
   /** DATA's early answer: each receiving domain's account must have room (acceptFor decides again under the lock). */
   async function admitAll(bytes: number, rcpts: string[]): Promise<void> {
     const names = [...new Set(rcpts.map((r) => split(r).domain))];
-    const known = names.map((name) => ({ name, seen: seenAtRcpt.get(name) })).filter((n) => n.seen && Date.now() - n.seen.at < SEEN_MS);
+    const known = names
+      .map((name) => ({ name, seen: seenAtRcpt.get(name) }))
+      .filter((n) => n.seen && Date.now() - n.seen.at < SEEN_MS);
     const missing = names.filter((name) => !known.some((k) => k.name === name));
-    const rows = missing.length === 0 ? [] : await db.select({ name: d.domain, userId: d.userId, zeroRetention: d.zeroRetention }).from(d)
-      .where(and(inArray(d.domain, missing), eq(d.status, 'verified'), eq(d.mxVerified, 1)));
-    const accounts = [...known.map((k) => ({ name: k.name, userId: k.seen!.userId, keepsCopy: k.seen!.keepsCopy })),
-      ...rows.map((r) => ({ name: r.name, userId: r.userId, keepsCopy: r.zeroRetention !== 1 }))];
-    for (const a of accounts) await deps.door.early(a.userId, rcpts.find((r) => split(r).domain === a.name)!, bytes, a.keepsCopy);
+    const rows =
+      missing.length === 0
+        ? []
+        : await db
+            .select({ name: d.domain, userId: d.userId, zeroRetention: d.zeroRetention })
+            .from(d)
+            .where(and(inArray(d.domain, missing), eq(d.status, 'verified'), eq(d.mxVerified, 1)));
+    const accounts = [
+      ...known.map((k) => ({ name: k.name, userId: k.seen!.userId, keepsCopy: k.seen!.keepsCopy })),
+      ...rows.map((r) => ({ name: r.name, userId: r.userId, keepsCopy: r.zeroRetention !== 1 })),
+    ];
+    for (const a of accounts)
+      await deps.door.early(
+        a.userId,
+        rcpts.find((r) => split(r).domain === a.name)!,
+        bytes,
+        a.keepsCopy,
+      );
   }
 
   return {
@@ -234,7 +377,12 @@ export function createInboundService(deps: {
         return deps.door.atRcpt(verified.userId, address, verified.zeroRetention !== 1);
       }
       if (rows.some((r) => r.error)) {
-        throw new AppError(503, 'dns_unavailable', `<${address}>: cannot check ${name} right now, try again later`, true);
+        throw new AppError(
+          503,
+          'dns_unavailable',
+          `<${address}>: cannot check ${name} right now, try again later`,
+          true,
+        );
       }
       throw new AppError(404, 'unknown_domain', `<${address}>: ${name} is not a verified domain here`);
     },
@@ -249,16 +397,30 @@ export function createInboundService(deps: {
       const returnPaths = env.rcpts.filter((a) => isReturnPath(a) && !unsubscribeTokenOf(a));
       if (returnPaths.length > 0) {
         // In the parse pool, as every parse of outside bytes (a report past its budget is refused for good).
-        const report = await runParse('parseReport', { raw, envelopeTo: returnPaths, serviceDomain: deps.serviceDomain });
+        const report = await runParse('parseReport', {
+          raw,
+          envelopeTo: returnPaths,
+          serviceDomain: deps.serviceDomain,
+        });
         if (report) await deps.reports.apply(report);
       }
       if (env.rcpts.every(isReturnPath)) return [];
       // Room first: a message refused at the door (`mailbox_full`) costs no parse and is stored for no domain.
-      await admitAll(raw.length, env.rcpts.filter((a) => !isReturnPath(a)));
+      await admitAll(
+        raw.length,
+        env.rcpts.filter((a) => !isReturnPath(a)),
+      );
       const mail = await parseMail(raw);
-      const auth = await scoreMessage(raw, { ip: env.ip, helo: env.helo, sender: env.from, mta: deps.serviceDomain, resolver: deps.resolver });
+      const auth = await scoreMessage(raw, {
+        ip: env.ip,
+        helo: env.helo,
+        sender: env.from,
+        mta: deps.serviceDomain,
+        resolver: deps.resolver,
+      });
       const byDomain = new Map<string, string[]>();
-      for (const r of env.rcpts.filter((a) => !isReturnPath(a))) byDomain.set(split(r).domain, [...(byDomain.get(split(r).domain) ?? []), r.toLowerCase()]);
+      for (const r of env.rcpts.filter((a) => !isReturnPath(a)))
+        byDomain.set(split(r).domain, [...(byDomain.get(split(r).domain) ?? []), r.toLowerCase()]);
       const ids: string[] = [];
       for (const [name, rcpts] of byDomain) {
         const found = await receivingDomain(name);
@@ -290,17 +452,35 @@ export function createInboundService(deps: {
     },
 
     /** Stored inbound messages whose workflow never started (a crash, or a failed start, after the commit). */
-    async findUnstarted(olderThanMs: number, limit: number): Promise<{ messageId: string; userId: string; domainId?: string }[]> {
+    async findUnstarted(
+      olderThanMs: number,
+      limit: number,
+    ): Promise<{ messageId: string; userId: string; domainId?: string }[]> {
       const m = schema.messages;
-      const rows = await db.select({ id: m.id, userId: m.userId, domainId: m.domainId }).from(m)
-        .where(and(eq(m.direction, 'inbound'), eq(m.status, 'received'), isNull(m.workflowId), lt(m.createdAt, Date.now() - olderThanMs))).limit(limit);
-      return rows.filter((r) => r.userId).map((r) => ({ messageId: r.id, userId: r.userId!, ...(r.domainId ? { domainId: r.domainId } : {}) }));
+      const rows = await db
+        .select({ id: m.id, userId: m.userId, domainId: m.domainId })
+        .from(m)
+        .where(
+          and(
+            eq(m.direction, 'inbound'),
+            eq(m.status, 'received'),
+            isNull(m.workflowId),
+            lt(m.createdAt, Date.now() - olderThanMs),
+          ),
+        )
+        .limit(limit);
+      return rows
+        .filter((r) => r.userId)
+        .map((r) => ({ messageId: r.id, userId: r.userId!, ...(r.domainId ? { domainId: r.domainId } : {}) }));
     },
 
     /** A cancelled batch's `finally`: finishes (see `finish`) the given messages still claimed by that run. */
     async finishClaimed(runId: string, messageIds: string[]): Promise<void> {
       const m = schema.messages;
-      const rows = await db.select({ id: m.id }).from(m).where(and(inArray(m.id, messageIds), eq(m.workflowId, runId)));
+      const rows = await db
+        .select({ id: m.id })
+        .from(m)
+        .where(and(inArray(m.id, messageIds), eq(m.workflowId, runId)));
       for (const r of rows) await finish(r.id);
     },
 
@@ -309,14 +489,27 @@ export function createInboundService(deps: {
 
   /** Workflow step after the last attempt: zero-retention and encrypted domains keep no clear copy. */
   async function finish(messageId: string): Promise<void> {
-    const [m] = await db.select({ domainId: schema.messages.domainId }).from(schema.messages).where(eq(schema.messages.id, messageId));
+    const [m] = await db
+      .select({ domainId: schema.messages.domainId })
+      .from(schema.messages)
+      .where(eq(schema.messages.id, messageId));
     if (!m?.domainId) return;
     const [dom] = await db.select().from(d).where(eq(d.id, m.domainId));
     if (!dom) return;
     if (dom.zeroRetention === 1) await db.delete(schema.inboundRaw).where(eq(schema.inboundRaw.messageId, messageId));
-    else if (dom.encPublicKey) await db.update(schema.inboundRaw).set({ payloadSealed: null }).where(inArray(schema.inboundRaw.messageId, [messageId]));
+    else if (dom.encPublicKey)
+      await db
+        .update(schema.inboundRaw)
+        .set({ payloadSealed: null })
+        .where(inArray(schema.inboundRaw.messageId, [messageId]));
   }
 }
 export type InboundService = ReturnType<typeof createInboundService>;
 /** A claimed message's deliveries; `userId` and `domainId` name it for the run that may take it over. */
-export type Prepared = { messageId: string; userId?: string; domainId?: string; deliveryIds: string[]; keepsNoCopy: boolean };
+export type Prepared = {
+  messageId: string;
+  userId?: string;
+  domainId?: string;
+  deliveryIds: string[];
+  keepsNoCopy: boolean;
+};

@@ -24,5 +24,6 @@ export function parseMailboxes(value: string | string[] | undefined, field: stri
 }
 
 /** "Name <address>" for a header, or the bare address without a name. */
-export const formatMailbox = (m: Mailbox) => (m.name ? `"${m.name.replace(/["\\]/g, '\\$&')}" <${m.address}>` : m.address);
+export const formatMailbox = (m: Mailbox) =>
+  m.name ? `"${m.name.replace(/["\\]/g, '\\$&')}" <${m.address}>` : m.address;
 export const domainOf = (address: string) => address.slice(address.lastIndexOf('@') + 1).toLowerCase();

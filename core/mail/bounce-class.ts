@@ -20,21 +20,25 @@ export const MAX_TEXT = 2000;
 const MAX_RULES = 1000;
 const MAX_SUBSTRINGS = 200;
 
-const isClass = (v: unknown): v is BounceClass => typeof v === 'string' && (BOUNCE_CLASSES as readonly string[]).includes(v);
+const isClass = (v: unknown): v is BounceClass =>
+  typeof v === 'string' && (BOUNCE_CLASSES as readonly string[]).includes(v);
 const CODE_KEY = /^(?:[245x](?:\.\d{1,3}(?:\.\d{1,3})?)?)$/;
 
 function classOf(v: unknown, where: string): BounceClass {
-  if (!isClass(v)) throw new Error(`${where}: "${String(v)}" is not a bounce class (one of ${BOUNCE_CLASSES.join(', ')})`);
+  if (!isClass(v))
+    throw new Error(`${where}: "${String(v)}" is not a bounce class (one of ${BOUNCE_CLASSES.join(', ')})`);
   return v;
 }
 
 function codeTable(v: unknown, where: string): Map<string, BounceClass> {
   const out = new Map<string, BounceClass>();
   if (v === undefined) return out;
-  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new Error(`[${where}] must be a table of "code" = "class"`);
+  if (typeof v !== 'object' || v === null || Array.isArray(v))
+    throw new Error(`[${where}] must be a table of "code" = "class"`);
   for (const [k, c] of Object.entries(v)) {
     const key = k.toLowerCase();
-    if (!CODE_KEY.test(key)) throw new Error(`[${where}] key "${k}": expected an enhanced status code such as "5.1.1", "x.1.1", "5.7" or "5"`);
+    if (!CODE_KEY.test(key))
+      throw new Error(`[${where}] key "${k}": expected an enhanced status code such as "5.1.1", "x.1.1", "5.7" or "5"`);
     out.set(key, classOf(c, `[${where}] "${k}"`));
   }
   return out;
@@ -42,33 +46,54 @@ function codeTable(v: unknown, where: string): Map<string, BounceClass> {
 
 function textRules(v: unknown, where: string): TextRule[] {
   if (v === undefined) return [];
-  if (!Array.isArray(v) || v.length > MAX_RULES) throw new Error(`${where}: [[text]] must be an array of at most ${MAX_RULES} tables`);
+  if (!Array.isArray(v) || v.length > MAX_RULES)
+    throw new Error(`${where}: [[text]] must be an array of at most ${MAX_RULES} tables`);
   return v.map((r: Record<string, unknown>, i) => {
     const at = `${where}: [[text]] #${i + 1}`;
     const contains = r.contains;
-    if (!Array.isArray(contains) || contains.length === 0 || contains.length > MAX_SUBSTRINGS || contains.some((s) => typeof s !== 'string' || s.length === 0 || s.length > 200)) {
+    if (
+      !Array.isArray(contains) ||
+      contains.length === 0 ||
+      contains.length > MAX_SUBSTRINGS ||
+      contains.some((s) => typeof s !== 'string' || s.length === 0 || s.length > 200)
+    ) {
       throw new Error(`${at}: "contains" must be a non-empty array of strings (1 to 200 characters each)`);
     }
-    if (r.when !== undefined && r.when !== 'permanent' && r.when !== 'temporary') throw new Error(`${at}: "when" must be "permanent" or "temporary"`);
-    return { class: classOf(r.class, at), contains: (contains as string[]).map((s) => s.toLowerCase()), when: r.when as TextRule['when'] };
+    if (r.when !== undefined && r.when !== 'permanent' && r.when !== 'temporary')
+      throw new Error(`${at}: "when" must be "permanent" or "temporary"`);
+    return {
+      class: classOf(r.class, at),
+      contains: (contains as string[]).map((s) => s.toLowerCase()),
+      when: r.when as TextRule['when'],
+    };
   });
 }
 
 /** Parses one rules file's text (TOML); throws naming the bad entry. */
 export function parseBounceRules(text: string, where = 'bounce rules'): BounceRules {
   const t = parse(text) as Record<string, unknown>;
-  return { codes: codeTable(t.codes, 'codes'), text: textRules(t.text, where), fallback: codeTable(t.fallback, 'fallback') };
+  return {
+    codes: codeTable(t.codes, 'codes'),
+    text: textRules(t.text, where),
+    fallback: codeTable(t.fallback, 'fallback'),
+  };
 }
 
 /** `extra` on top of `base`: its code and fallback keys win, its text rules are tried first. */
 export function mergeBounceRules(base: BounceRules, extra: BounceRules): BounceRules {
-  return { codes: new Map([...base.codes, ...extra.codes]), text: [...extra.text, ...base.text], fallback: new Map([...base.fallback, ...extra.fallback]) };
+  return {
+    codes: new Map([...base.codes, ...extra.codes]),
+    text: [...extra.text, ...base.text],
+    fallback: new Map([...base.fallback, ...extra.fallback]),
+  };
 }
 
 /** The shipped rules, plus the operator's file (BOUNCE_RULES_FILE) when given. */
 export function loadBounceRules(operatorFile?: string): BounceRules {
   const shipped = parseBounceRules(readFileSync(SHIPPED_RULES_FILE, 'utf8'), SHIPPED_RULES_FILE);
-  return operatorFile ? mergeBounceRules(shipped, parseBounceRules(readFileSync(operatorFile, 'utf8'), operatorFile)) : shipped;
+  return operatorFile
+    ? mergeBounceRules(shipped, parseBounceRules(readFileSync(operatorFile, 'utf8'), operatorFile))
+    : shipped;
 }
 
 let shipped: BounceRules | undefined;
@@ -86,7 +111,8 @@ function enhancedAt(s: string, i: number): string | undefined {
   if (j === subjectStart || j - subjectStart > 3 || s[j] !== '.') return undefined;
   const detailStart = ++j;
   while (isDigit(s[j]) && j - detailStart < 4) j++;
-  if (j === detailStart || j - detailStart > 3 || isDigit(s[j]) || (s[j] === '.' && isDigit(s[j + 1]))) return undefined;
+  if (j === detailStart || j - detailStart > 3 || isDigit(s[j]) || (s[j] === '.' && isDigit(s[j + 1])))
+    return undefined;
   return s.slice(i, j);
 }
 
@@ -119,7 +145,10 @@ const keysOf = (code: string, depth: 2 | 3) => {
  * or the DSN's diagnostic; `permanent` says how the outcome ended when no code says it (a network failure).
  * Linear in the (bounded) text: substring search only.
  */
-export function classifyBounce(rules: BounceRules, input: { text: string | null | undefined; status?: string | null; permanent?: boolean }): Classified {
+export function classifyBounce(
+  rules: BounceRules,
+  input: { text: string | null | undefined; status?: string | null; permanent?: boolean },
+): Classified {
   const text = (input.text ?? '').slice(0, MAX_TEXT);
   const status = input.status ? findEnhancedCode(input.status) : undefined;
   const codes = [status, findEnhancedCode(text)].filter((c): c is string => Boolean(c));
@@ -128,10 +157,11 @@ export function classifyBounce(rules: BounceRules, input: { text: string | null 
   const permanent = classDigit ? classDigit === '5' : input.permanent;
   const done = (bounceClass: BounceClass): Classified => ({ bounceClass, permanent });
 
-  for (const code of codes) for (const key of keysOf(code, 3)) {
-    const hit = rules.codes.get(key);
-    if (hit) return done(hit);
-  }
+  for (const code of codes)
+    for (const key of keysOf(code, 3)) {
+      const hit = rules.codes.get(key);
+      if (hit) return done(hit);
+    }
   const lower = text.toLowerCase();
   for (const rule of rules.text) {
     if (rule.when === 'permanent' && permanent !== true) continue;

@@ -9,11 +9,16 @@ const UNITS: Record<string, number> = { second: 1e3, minute: 60e3, hour: 3600e3,
  */
 export function parseScheduledAt(value: string | number, now = Date.now()): number {
   if (typeof value === 'number') {
-    if (!Number.isFinite(value) || value < 0) throw badRequest('scheduledAt must be a positive ms epoch', 'bad_schedule');
+    if (!Number.isFinite(value) || value < 0)
+      throw badRequest('scheduledAt must be a positive ms epoch', 'bad_schedule');
     return Math.floor(value);
   }
   const text = value.trim();
-  if (/^\d+$/.test(text)) throw badRequest('scheduledAt as a digit-only string is ambiguous: send a number (ms epoch) or ISO 8601', 'bad_schedule');
+  if (/^\d+$/.test(text))
+    throw badRequest(
+      'scheduledAt as a digit-only string is ambiguous: send a number (ms epoch) or ISO 8601',
+      'bad_schedule',
+    );
   const rel = /^in\s+(\d+)\s*(second|minute|hour|day|week)s?$/i.exec(text);
   if (rel) return now + Number(rel[1]) * UNITS[rel[2]!.toLowerCase()]!;
   const tomorrow = /^tomorrow(?:\s+(?:at\s+)?(\d{1,2})(?::(\d{2}))?\s*(am|pm)?)?$/i.exec(text);

@@ -16,14 +16,17 @@ export const LEGACY_PREFIX = 'svc_imap_';
 type Row = typeof schema.appPasswords.$inferSelect;
 const PATTERN = /^(\*|[a-z0-9._+-]+|[a-z0-9._+-]+\*|\*[a-z0-9._+-]+)$/;
 
-
 /** Whether a local-part pattern (`*`, exact, `support-*`, `*-agent`) covers a local part. */
 export const patternCovers = (pattern: string, local: string) => patternScore(pattern, local.toLowerCase()) >= 0;
 
 const isCredential = (s: string) => s.startsWith(APP_PASSWORD_PREFIX) || s.startsWith(LEGACY_PREFIX);
 const checkPattern = (address: string) => {
   const p = address.trim().toLowerCase();
-  if (p.includes('@') || !PATTERN.test(p)) throw badRequest('address must be *, a local part, or one wildcard at its start or end (support-*, *-agent); no @', 'invalid_pattern');
+  if (p.includes('@') || !PATTERN.test(p))
+    throw badRequest(
+      'address must be *, a local part, or one wildcard at its start or end (support-*, *-agent); no @',
+      'invalid_pattern',
+    );
   return p;
 };
 
@@ -34,8 +37,17 @@ export function createAppPasswordService(deps: { db: Db; domains: DomainService;
   const d = schema.domains;
 
   const dto = (r: Row, domain: string | null) => ({
-    id: r.id, user_id: r.userId, label: r.label, domain_id: r.domainId, domain: r.legacy ? '*' : domain ?? '', address: r.address,
-    protocols: r.protocols, key_prefix: r.keyPrefix, created_at: r.createdAt, last_used_at: r.lastUsedAt, legacy: r.legacy,
+    id: r.id,
+    user_id: r.userId,
+    label: r.label,
+    domain_id: r.domainId,
+    domain: r.legacy ? '*' : (domain ?? ''),
+    address: r.address,
+    protocols: r.protocols,
+    key_prefix: r.keyPrefix,
+    created_at: r.createdAt,
+    last_used_at: r.lastUsedAt,
+    legacy: r.legacy,
   });
   const noScoped = (actor: Actor) => {
     if (actor.domainId) throw forbidden('A domain-scoped key cannot manage app passwords', 'wrong_credential');
@@ -43,12 +55,17 @@ export function createAppPasswordService(deps: { db: Db; domains: DomainService;
   const checkProtocols = (protocols: Protocol[], legacy: boolean) => {
     const set = [...new Set(protocols)];
     if (set.length === 0) throw badRequest('protocols must name imap and/or api', 'validation_error');
-    if (legacy && set.includes('api')) throw badRequest('A legacy svc_imap_ credential is IMAP-only and cannot be granted api', 'legacy_imap_only');
+    if (legacy && set.includes('api'))
+      throw badRequest('A legacy svc_imap_ credential is IMAP-only and cannot be granted api', 'legacy_imap_only');
     return set;
   };
   async function own(actor: Actor, id: string) {
     noScoped(actor);
-    const [row] = await db.select({ p: t, domain: d.domain }).from(t).leftJoin(d, eq(d.id, t.domainId)).where(and(eq(t.id, id), eq(t.userId, actor.userId)));
+    const [row] = await db
+      .select({ p: t, domain: d.domain })
+      .from(t)
+      .leftJoin(d, eq(d.id, t.domainId))
+      .where(and(eq(t.id, id), eq(t.userId, actor.userId)));
     if (!row) throw notFound('App password not found');
     return row;
   }
@@ -60,27 +77,49 @@ export function createAppPasswordService(deps: { db: Db; domains: DomainService;
   return {
     async list(actor: Actor) {
       noScoped(actor);
-      const rows = await db.select({ p: t, domain: d.domain }).from(t).leftJoin(d, eq(d.id, t.domainId)).where(eq(t.userId, actor.userId)).orderBy(desc(t.createdAt));
+      const rows = await db
+        .select({ p: t, domain: d.domain })
+        .from(t)
+        .leftJoin(d, eq(d.id, t.domainId))
+        .where(eq(t.userId, actor.userId))
+        .orderBy(desc(t.createdAt));
       return rows.map((r) => dto(r.p, r.domain));
     },
 
-    async create(actor: Actor, input: { domain?: string; domainId?: string; address?: string; protocols?: Protocol[]; label?: string }) {
+    async create(
+      actor: Actor,
+      input: { domain?: string; domainId?: string; address?: string; protocols?: Protocol[]; label?: string },
+    ) {
       noScoped(actor);
       let domainId = input.domainId;
       if (!domainId) {
         if (!input.domain) throw badRequest('domain (or domainId) is required', 'validation_error');
-        const [row] = await db.select({ id: d.id }).from(d).where(and(eq(d.domain, input.domain.trim().toLowerCase()), eq(d.userId, actor.userId)));
+        const [row] = await db
+          .select({ id: d.id })
+          .from(d)
+          .where(and(eq(d.domain, input.domain.trim().toLowerCase()), eq(d.userId, actor.userId)));
         if (!row) throw notFound(`No domain ${input.domain} on this account`);
         domainId = row.id;
       }
       const domain = await deps.domains.load(actor, domainId);
-      if (input.domain && input.domain.trim().toLowerCase() !== domain.domain) throw badRequest('domain and domainId name different domains', 'validation_error');
+      if (input.domain && input.domain.trim().toLowerCase() !== domain.domain)
+        throw badRequest('domain and domainId name different domains', 'validation_error');
       const address = checkPattern(input.address ?? '*');
       const protocols = checkProtocols(input.protocols ?? ['imap'], false);
       const { secret, ...material } = mint(false);
-      const [row] = await db.insert(t).values({
-        id: newId('apw'), userId: actor.userId, domainId: domain.id, label: input.label ?? `${address}@${domain.domain}`, address, protocols, ...material, createdAt: Date.now(),
-      }).returning();
+      const [row] = await db
+        .insert(t)
+        .values({
+          id: newId('apw'),
+          userId: actor.userId,
+          domainId: domain.id,
+          label: input.label ?? `${address}@${domain.domain}`,
+          address,
+          protocols,
+          ...material,
+          createdAt: Date.now(),
+        })
+        .returning();
       deps.changed?.(actor.userId);
       return { ...dto(row!, domain.domain), secret };
     },
@@ -116,20 +155,41 @@ export function createAppPasswordService(deps: { db: Db; domains: DomainService;
     async verify(secret: string): Promise<MailboxScope | undefined> {
       if (!isCredential(secret)) return undefined;
       const hash = credentialHash(secret);
-      const [row] = await db.select({ p: t, domain: d.domain }).from(t).leftJoin(d, eq(d.id, t.domainId)).where(eq(t.secretHash, hash));
+      const [row] = await db
+        .select({ p: t, domain: d.domain })
+        .from(t)
+        .leftJoin(d, eq(d.id, t.domainId))
+        .where(eq(t.secretHash, hash));
       if (!row || (!row.p.legacy && !row.domain)) return undefined;
       const now = Date.now();
       if (!row.p.lastUsedAt || now - row.p.lastUsedAt > 60_000) {
-        await db.update(t).set({ lastUsedAt: now }).where(and(eq(t.id, row.p.id), sql`coalesce(${t.lastUsedAt}, 0) < ${now - 60_000}`));
+        await db
+          .update(t)
+          .set({ lastUsedAt: now })
+          .where(and(eq(t.id, row.p.id), sql`coalesce(${t.lastUsedAt}, 0) < ${now - 60_000}`));
       }
       const protocols = row.p.legacy ? (['imap'] as Protocol[]) : row.p.protocols;
-      return { passwordId: row.p.id, secretHash: hash, userId: row.p.userId, domainId: row.p.domainId, domain: row.domain ?? '*', pattern: row.p.address, protocols, legacy: row.p.legacy };
+      return {
+        passwordId: row.p.id,
+        secretHash: hash,
+        userId: row.p.userId,
+        domainId: row.p.domainId,
+        domain: row.domain ?? '*',
+        pattern: row.p.address,
+        protocols,
+        legacy: row.p.legacy,
+      };
     },
 
     /** Whether a scope seen earlier still holds: same secret, not deleted, same pattern (checked before each IMAP command). */
     async stillValid(scope: MailboxScope): Promise<boolean> {
-      const [row] = await db.select({ h: t.secretHash, a: t.address, p: t.protocols }).from(t).where(eq(t.id, scope.passwordId));
-      return Boolean(row && row.h === scope.secretHash && row.a === scope.pattern && (scope.legacy || row.p.includes('imap')));
+      const [row] = await db
+        .select({ h: t.secretHash, a: t.address, p: t.protocols })
+        .from(t)
+        .where(eq(t.id, scope.passwordId));
+      return Boolean(
+        row && row.h === scope.secretHash && row.a === scope.pattern && (scope.legacy || row.p.includes('imap')),
+      );
     },
   };
 }

@@ -21,9 +21,17 @@ export function createLoginGuard(db: Db, opts: { maxFailures: number; lockoutMs:
   return {
     /** Throws 429 `login_locked` (with Retry-After seconds) while this address is locked out; else answers its failures so far. */
     async check(ip: string, now = Date.now()): Promise<number> {
-      const [w] = await db.select({ last: t.windowStart, count: t.count }).from(t).where(and(eq(t.name, NAME), eq(t.key, clientKey(ip))));
+      const [w] = await db
+        .select({ last: t.windowStart, count: t.count })
+        .from(t)
+        .where(and(eq(t.name, NAME), eq(t.key, clientKey(ip))));
       const ms = w && w.count >= opts.maxFailures ? w.last + opts.lockoutMs - now : 0;
-      if (ms > 0) throw tooMany('Too many failed logins from this address; try again later', 'login_locked', Math.ceil(ms / 1000));
+      if (ms > 0)
+        throw tooMany(
+          'Too many failed logins from this address; try again later',
+          'login_locked',
+          Math.ceil(ms / 1000),
+        );
       return w?.count ?? 0;
     },
     /**
@@ -34,21 +42,37 @@ export function createLoginGuard(db: Db, opts: { maxFailures: number; lockoutMs:
     async begin(ip: string, now = Date.now()): Promise<void> {
       const stale = sql`${t.windowStart} <= ${now - opts.lockoutMs}`;
       const open = sql`${stale} or ${t.count} < ${opts.maxFailures}`;
-      const [w] = await db.insert(t).values({ name: NAME, key: clientKey(ip), windowStart: now, count: 1 }).onConflictDoUpdate({
-        target: [t.name, t.key],
-        set: { windowStart: sql`case when ${open} then ${now} else ${t.windowStart} end`, count: sql`case when ${stale} then 1 else ${t.count} + 1 end` },
-      }).returning({ last: t.windowStart, count: t.count });
+      const [w] = await db
+        .insert(t)
+        .values({ name: NAME, key: clientKey(ip), windowStart: now, count: 1 })
+        .onConflictDoUpdate({
+          target: [t.name, t.key],
+          set: {
+            windowStart: sql`case when ${open} then ${now} else ${t.windowStart} end`,
+            count: sql`case when ${stale} then 1 else ${t.count} + 1 end`,
+          },
+        })
+        .returning({ last: t.windowStart, count: t.count });
       if (w && w.count > opts.maxFailures) {
-        throw tooMany('Too many failed logins from this address; try again later', 'login_locked', Math.max(1, Math.ceil((w.last + opts.lockoutMs - now) / 1000)));
+        throw tooMany(
+          'Too many failed logins from this address; try again later',
+          'login_locked',
+          Math.max(1, Math.ceil((w.last + opts.lockoutMs - now) / 1000)),
+        );
       }
     },
     /** Counts a failure: one more after a recent one, else the first of a new run. */
     async fail(ip: string, now = Date.now()): Promise<void> {
       const stale = sql`${t.windowStart} <= ${now - opts.lockoutMs}`;
-      await db.insert(t).values({ name: NAME, key: clientKey(ip), windowStart: now, count: 1 }).onConflictDoUpdate({
-        target: [t.name, t.key], set: { windowStart: now, count: sql`case when ${stale} then 1 else ${t.count} + 1 end` },
-      });
-      if (Math.random() * PRUNE_EVERY < 1) await db.delete(t).where(and(eq(t.name, NAME), lte(t.windowStart, now - opts.lockoutMs)));
+      await db
+        .insert(t)
+        .values({ name: NAME, key: clientKey(ip), windowStart: now, count: 1 })
+        .onConflictDoUpdate({
+          target: [t.name, t.key],
+          set: { windowStart: now, count: sql`case when ${stale} then 1 else ${t.count} + 1 end` },
+        });
+      if (Math.random() * PRUNE_EVERY < 1)
+        await db.delete(t).where(and(eq(t.name, NAME), lte(t.windowStart, now - opts.lockoutMs)));
     },
     /**
      * A good login gives back the attempt `begin` counted. Only its own: clearing the address's failures
@@ -56,7 +80,10 @@ export function createLoginGuard(db: Db, opts: { maxFailures: number; lockoutMs:
      * places of a concurrent burst's guesses still being checked.
      */
     async succeed(ip: string): Promise<void> {
-      await db.update(t).set({ count: sql`greatest(${t.count} - 1, 0)` }).where(and(eq(t.name, NAME), eq(t.key, clientKey(ip))));
+      await db
+        .update(t)
+        .set({ count: sql`greatest(${t.count} - 1, 0)` })
+        .where(and(eq(t.name, NAME), eq(t.key, clientKey(ip))));
     },
   };
 }

@@ -25,8 +25,14 @@ export async function subjectOf(raw: Buffer): Promise<string | null> {
 
 /** A message that went out, as the delivery path knows it (see `fileSent`). */
 export type SentMessage = {
-  userId: string | null; domainId: string | null; from: string; raw: Buffer; messageId?: string; subject?: string | null;
-  kind?: string; headers?: Record<string, string> | null;
+  userId: string | null;
+  domainId: string | null;
+  from: string;
+  raw: Buffer;
+  messageId?: string;
+  subject?: string | null;
+  kind?: string;
+  headers?: Record<string, string> | null;
 };
 
 /** One opened mailbox account: the address logged in and the password scope that opened it. */
@@ -36,7 +42,12 @@ export type MailboxLogin = { scope: MailboxScope; address: string; userId: strin
  * Mailboxes of addresses on the account's domains: who may open which (app password scope, the
  * login guard), the mailbox API, and filing of sent mail.
  */
-export function createMailboxService(deps: { db: Db; store: MailboxStore; passwords: AppPasswordService; guard: LoginGuard }) {
+export function createMailboxService(deps: {
+  db: Db;
+  store: MailboxStore;
+  passwords: AppPasswordService;
+  guard: LoginGuard;
+}) {
   const { db, store } = deps;
 
   // Patterns of an account's app passwords (domain id, null for legacy account-wide), kept briefly per account.
@@ -46,7 +57,10 @@ export function createMailboxService(deps: { db: Db; store: MailboxStore; passwo
   async function openable(userId: string, domainId: string, address: string): Promise<boolean> {
     let hit = patterns.get(userId);
     if (!hit || Date.now() - hit.at > PATTERN_CACHE_MS) {
-      const rows = await db.select({ domainId: schema.appPasswords.domainId, pattern: schema.appPasswords.address }).from(schema.appPasswords).where(eq(schema.appPasswords.userId, userId));
+      const rows = await db
+        .select({ domainId: schema.appPasswords.domainId, pattern: schema.appPasswords.address })
+        .from(schema.appPasswords)
+        .where(eq(schema.appPasswords.userId, userId));
       hit = { at: Date.now(), rows };
       patterns.set(userId, hit);
     }
@@ -55,7 +69,9 @@ export function createMailboxService(deps: { db: Db; store: MailboxStore; passwo
   }
 
   const covers = (scope: MailboxScope, box: { userId: string; domainId: string; address: string }) =>
-    box.userId === scope.userId && (scope.domainId === null || box.domainId === scope.domainId) && patternCovers(scope.pattern, splitAddress(box.address).local);
+    box.userId === scope.userId &&
+    (scope.domainId === null || box.domainId === scope.domainId) &&
+    patternCovers(scope.pattern, splitAddress(box.address).local);
 
   /**
    * Verifies a presented secret for one protocol. The attempt is counted per client address before the
@@ -67,7 +83,12 @@ export function createMailboxService(deps: { db: Db; store: MailboxStore; passwo
     if (!scope) throw unauthorized('Invalid or revoked app password', 'invalid_app_password');
     await deps.guard.succeed(ip);
     if (!scope.protocols.includes(protocol)) {
-      throw forbidden(scope.legacy ? 'A legacy svc_imap_ credential works for IMAP only' : `This app password does not grant ${protocol}`, 'protocol_not_granted');
+      throw forbidden(
+        scope.legacy
+          ? 'A legacy svc_imap_ credential works for IMAP only'
+          : `This app password does not grant ${protocol}`,
+        'protocol_not_granted',
+      );
     }
     return scope;
   }
@@ -76,10 +97,16 @@ export function createMailboxService(deps: { db: Db; store: MailboxStore; passwo
    * The domain an address's mailbox lives on, when the scope covers that address: only the verified row
    * of that name (at most one exists), so another account's pending row of the same name never shadows it.
    */
-  async function resolve(scope: MailboxScope, address: string): Promise<{ userId: string; domainId: string } | undefined> {
+  async function resolve(
+    scope: MailboxScope,
+    address: string,
+  ): Promise<{ userId: string; domainId: string } | undefined> {
     const { domain } = splitAddress(address);
     const d = schema.domains;
-    const [row] = await db.select({ id: d.id, userId: d.userId }).from(d).where(and(eq(d.domain, domain), eq(d.status, 'verified')));
+    const [row] = await db
+      .select({ id: d.id, userId: d.userId })
+      .from(d)
+      .where(and(eq(d.domain, domain), eq(d.status, 'verified')));
     if (!row || !covers(scope, { userId: row.userId, domainId: row.id, address })) return undefined;
     return { userId: row.userId, domainId: row.id };
   }
@@ -111,17 +138,43 @@ export function createMailboxService(deps: { db: Db; store: MailboxStore; passwo
         const box = await store.find({ domainId: target.domainId, address: q.address, folder });
         boxes = box ? [box] : [];
       } else {
-        const all = await db.select().from(mb).where(and(eq(mb.userId, scope.userId), eq(mb.name, folder), ...(scope.domainId ? [eq(mb.domainId, scope.domainId)] : [])));
+        const all = await db
+          .select()
+          .from(mb)
+          .where(
+            and(
+              eq(mb.userId, scope.userId),
+              eq(mb.name, folder),
+              ...(scope.domainId ? [eq(mb.domainId, scope.domainId)] : []),
+            ),
+          );
         boxes = all.filter((b) => covers(scope, b));
       }
       if (boxes.length === 0) return { messages: [], nextBefore: null };
-      const rows = await db.select(store.metaQuery).from(mm)
-        .where(and(inArray(mm.mailboxId, boxes.map((b) => b.id)), ...(q.before !== undefined ? [lt(mm.uid, q.before)] : [])))
-        .orderBy(desc(mm.uid)).limit(limit + 1);
+      const rows = await db
+        .select(store.metaQuery)
+        .from(mm)
+        .where(
+          and(
+            inArray(
+              mm.mailboxId,
+              boxes.map((b) => b.id),
+            ),
+            ...(q.before !== undefined ? [lt(mm.uid, q.before)] : []),
+          ),
+        )
+        .orderBy(desc(mm.uid))
+        .limit(limit + 1);
       const page = rows.slice(0, limit);
       return {
         messages: page.map((r) => ({
-          uid: r.uid, flags: flagsToApi(r.flags), internaldate: new Date(r.internalDate).toISOString(), from_addr: r.fromAddr, to_addr: r.toAddr, subject: r.subject, size: r.size,
+          uid: r.uid,
+          flags: flagsToApi(r.flags),
+          internaldate: new Date(r.internalDate).toISOString(),
+          from_addr: r.fromAddr,
+          to_addr: r.toAddr,
+          subject: r.subject,
+          size: r.size,
         })),
         nextBefore: rows.length > limit ? page.at(-1)!.uid : null,
       };
@@ -152,17 +205,37 @@ export function createMailboxService(deps: { db: Db; store: MailboxStore; passwo
 
     async fileSent(m: SentMessage): Promise<void> {
       const address = bare(m.from);
-      if (!m.userId || !m.domainId || (m.kind && m.kind !== 'user') || !address.includes('@') || m.headers?.[FORWARD_HEADER]) return;
+      if (
+        !m.userId ||
+        !m.domainId ||
+        (m.kind && m.kind !== 'user') ||
+        !address.includes('@') ||
+        m.headers?.[FORWARD_HEADER]
+      )
+        return;
       // Only a mailbox someone can open gets Sent copies: a no-reply sender of transactional mail stores
       // nothing and takes no folder lock per message (the send path's cost stays what it was).
       if (!(await openable(m.userId, m.domainId, address))) return;
       try {
-        await store.file({
-          userId: m.userId, domainId: m.domainId, address, folder: 'Sent', raw: m.raw, fromAddr: address,
-          subject: m.subject !== undefined ? m.subject : await subjectOf(m.raw), flags: ['\\Seen'], messageId: m.messageId ?? null,
-        }, { quota: true });
+        await store.file(
+          {
+            userId: m.userId,
+            domainId: m.domainId,
+            address,
+            folder: 'Sent',
+            raw: m.raw,
+            fromAddr: address,
+            subject: m.subject !== undefined ? m.subject : await subjectOf(m.raw),
+            flags: ['\\Seen'],
+            messageId: m.messageId ?? null,
+          },
+          { quota: true },
+        );
       } catch (err) {
-        log.error({ error: (err as Error).message }, `[mailbox] could not file ${m.messageId ?? 'a sent message'} into Sent`);
+        log.error(
+          { error: (err as Error).message },
+          `[mailbox] could not file ${m.messageId ?? 'a sent message'} into Sent`,
+        );
       }
     },
   };

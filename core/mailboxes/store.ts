@@ -21,14 +21,34 @@ type Tx = Db | Parameters<Parameters<Db['transaction']>[0]>[0] | any;
  * locked first so its last other row cannot take it away meanwhile. Without either, a new body is stored.
  */
 export type FileInput = {
-  userId: string; domainId: string; address: string; folder: Folder; raw: Buffer; fromAddr: string; subject: string | null;
-  flags?: string[]; internalDate?: number; messageId?: string | null; bodyId?: string; shareBody?: string;
+  userId: string;
+  domainId: string;
+  address: string;
+  folder: Folder;
+  raw: Buffer;
+  fromAddr: string;
+  subject: string | null;
+  flags?: string[];
+  internalDate?: number;
+  messageId?: string | null;
+  bodyId?: string;
+  shareBody?: string;
 };
 const mb = schema.mailboxes;
 const mm = schema.mailboxMessages;
 const bodies = schema.mailboxBodies;
 /** Columns without the raw bytes, for listings. */
-const META = { uid: mm.uid, mailboxId: mm.mailboxId, messageId: mm.messageId, flags: mm.flags, fromAddr: mm.fromAddr, toAddr: mm.toAddr, subject: mm.subject, size: mm.size, internalDate: mm.internalDate };
+const META = {
+  uid: mm.uid,
+  mailboxId: mm.mailboxId,
+  messageId: mm.messageId,
+  flags: mm.flags,
+  fromAddr: mm.fromAddr,
+  toAddr: mm.toAddr,
+  subject: mm.subject,
+  size: mm.size,
+  internalDate: mm.internalDate,
+};
 const FULL = { ...META, raw: bodies.raw };
 
 /**
@@ -41,15 +61,27 @@ export function createMailboxStore(deps: { db: Db; storage?: StorageQuota }) {
   const events = new EventEmitter();
   events.setMaxListeners(0);
 
-  async function ensure(tx: Tx, m: { userId: string; domainId: string; address: string; folder: Folder }): Promise<MailboxRow> {
+  async function ensure(
+    tx: Tx,
+    m: { userId: string; domainId: string; address: string; folder: Folder },
+  ): Promise<MailboxRow> {
     const address = m.address.toLowerCase();
     const where = and(eq(mb.domainId, m.domainId), eq(mb.address, address), eq(mb.name, m.folder));
     const [found] = await tx.select().from(mb).where(where);
     if (found) return found;
-    await tx.insert(mb).values({
-      id: newId('mbx'), userId: m.userId, domainId: m.domainId, address, name: m.folder,
-      uidValidity: Math.floor(Date.now() / 1000) % 2_000_000_000, uidNext: 1, createdAt: Date.now(),
-    }).onConflictDoNothing();
+    await tx
+      .insert(mb)
+      .values({
+        id: newId('mbx'),
+        userId: m.userId,
+        domainId: m.domainId,
+        address,
+        name: m.folder,
+        uidValidity: Math.floor(Date.now() / 1000) % 2_000_000_000,
+        uidNext: 1,
+        createdAt: Date.now(),
+      })
+      .onConflictDoNothing();
     const [row] = await tx.select().from(mb).where(where);
     return row!;
   }
@@ -58,11 +90,24 @@ export function createMailboxStore(deps: { db: Db; storage?: StorageQuota }) {
    * The folder row, created if missing, and locked until `tx` commits (so UIDs become visible in
    * ascending order): one statement, where a lookup, an insert and a lock were three.
    */
-  async function lockFolder(tx: Tx, m: { userId: string; domainId: string; address: string; folder: Folder }): Promise<MailboxRow> {
-    const [row] = await tx.insert(mb).values({
-      id: newId('mbx'), userId: m.userId, domainId: m.domainId, address: m.address.toLowerCase(), name: m.folder,
-      uidValidity: Math.floor(Date.now() / 1000) % 2_000_000_000, uidNext: 1, createdAt: Date.now(),
-    }).onConflictDoUpdate({ target: [mb.domainId, mb.address, mb.name], set: { uidNext: sql`${mb.uidNext}` } }).returning();
+  async function lockFolder(
+    tx: Tx,
+    m: { userId: string; domainId: string; address: string; folder: Folder },
+  ): Promise<MailboxRow> {
+    const [row] = await tx
+      .insert(mb)
+      .values({
+        id: newId('mbx'),
+        userId: m.userId,
+        domainId: m.domainId,
+        address: m.address.toLowerCase(),
+        name: m.folder,
+        uidValidity: Math.floor(Date.now() / 1000) % 2_000_000_000,
+        uidNext: 1,
+        createdAt: Date.now(),
+      })
+      .onConflictDoUpdate({ target: [mb.domainId, mb.address, mb.name], set: { uidNext: sql`${mb.uidNext}` } })
+      .returning();
     return row!;
   }
 
@@ -73,20 +118,47 @@ export function createMailboxStore(deps: { db: Db; storage?: StorageQuota }) {
   async function fileIn(tx: Tx, f: FileInput): Promise<{ mailboxId: string; uid: number; bodyId: string } | undefined> {
     const box = await lockFolder(tx, f);
     if (f.messageId) {
-      const [dup] = await tx.select({ uid: mm.uid }).from(mm).where(and(eq(mm.mailboxId, box.id), eq(mm.messageId, f.messageId)));
+      const [dup] = await tx
+        .select({ uid: mm.uid })
+        .from(mm)
+        .where(and(eq(mm.mailboxId, box.id), eq(mm.messageId, f.messageId)));
       if (dup) return undefined;
     }
     // FOR SHARE waits for a deleter holding the body and then finds it gone: the bytes are stored anew.
-    const shared = f.shareBody ? (await tx.select({ id: bodies.id }).from(bodies).where(eq(bodies.id, f.shareBody)).for('share'))[0]?.id : undefined;
+    const shared = f.shareBody
+      ? (await tx.select({ id: bodies.id }).from(bodies).where(eq(bodies.id, f.shareBody)).for('share'))[0]?.id
+      : undefined;
     const bodyId = f.bodyId ?? shared ?? newId('mbb');
     // New bytes, the message and the folder's next UID in one statement (a data-modifying CTE always runs).
-    const body = tx.$with('body').as(tx.insert(bodies).values({ id: bodyId, userId: f.userId, size: f.raw.length, raw: f.raw, createdAt: Date.now() }).returning({ id: bodies.id }));
-    const filed = tx.$with('filed').as(tx.insert(mm).values({
-      mailboxId: box.id, messageId: f.messageId ?? null, flags: f.flags ?? [], fromAddr: f.fromAddr, toAddr: f.address.toLowerCase(),
-      subject: f.subject, size: f.raw.length, bodyId, internalDate: f.internalDate ?? Date.now(),
-    }).returning({ uid: mm.uid }));
-    const [row] = await (f.bodyId || shared ? tx.with(filed) : tx.with(body, filed)).update(mb).set({ uidNext: sql`greatest(${mb.uidNext}, (select uid + 1 from ${filed}))` })
-      .where(eq(mb.id, box.id)).returning({ uid: sql<number>`(select uid from ${filed})` });
+    const body = tx
+      .$with('body')
+      .as(
+        tx
+          .insert(bodies)
+          .values({ id: bodyId, userId: f.userId, size: f.raw.length, raw: f.raw, createdAt: Date.now() })
+          .returning({ id: bodies.id }),
+      );
+    const filed = tx.$with('filed').as(
+      tx
+        .insert(mm)
+        .values({
+          mailboxId: box.id,
+          messageId: f.messageId ?? null,
+          flags: f.flags ?? [],
+          fromAddr: f.fromAddr,
+          toAddr: f.address.toLowerCase(),
+          subject: f.subject,
+          size: f.raw.length,
+          bodyId,
+          internalDate: f.internalDate ?? Date.now(),
+        })
+        .returning({ uid: mm.uid }),
+    );
+    const [row] = await (f.bodyId || shared ? tx.with(filed) : tx.with(body, filed))
+      .update(mb)
+      .set({ uidNext: sql`greatest(${mb.uidNext}, (select uid + 1 from ${filed}))` })
+      .where(eq(mb.id, box.id))
+      .returning({ uid: sql<number>`(select uid from ${filed})` });
     return { mailboxId: box.id, uid: Number(row!.uid), bodyId };
   }
 
@@ -101,7 +173,10 @@ export function createMailboxStore(deps: { db: Db; storage?: StorageQuota }) {
      * Files one message in its own transaction and tells listeners. With `quota`, the account's storage
      * quota is reserved first (413 storage_quota_exceeded over it).
      */
-    async file(f: FileInput, opts: { quota?: boolean } = {}): Promise<{ mailboxId: string; uid: number; bodyId: string } | undefined> {
+    async file(
+      f: FileInput,
+      opts: { quota?: boolean } = {},
+    ): Promise<{ mailboxId: string; uid: number; bodyId: string } | undefined> {
       const out = await db.transaction(async (tx) => {
         if (opts.quota) await deps.storage?.reserve(tx, f.userId, f.raw.length);
         return fileIn(tx, f);
@@ -117,7 +192,10 @@ export function createMailboxStore(deps: { db: Db; storage?: StorageQuota }) {
     },
 
     async find(m: { domainId: string; address: string; folder: string }): Promise<MailboxRow | undefined> {
-      const [row] = await db.select().from(mb).where(and(eq(mb.domainId, m.domainId), eq(mb.address, m.address.toLowerCase()), eq(mb.name, m.folder)));
+      const [row] = await db
+        .select()
+        .from(mb)
+        .where(and(eq(mb.domainId, m.domainId), eq(mb.address, m.address.toLowerCase()), eq(mb.name, m.folder)));
       return row;
     },
     async byId(id: string): Promise<MailboxRow | undefined> {
@@ -127,16 +205,29 @@ export function createMailboxStore(deps: { db: Db; storage?: StorageQuota }) {
 
     /** UIDs and flags of a folder, ascending (an IMAP session's view of it). */
     async index(mailboxId: string): Promise<{ uid: number; flags: string[] }[]> {
-      return db.select({ uid: mm.uid, flags: mm.flags }).from(mm).where(eq(mm.mailboxId, mailboxId)).orderBy(asc(mm.uid));
+      return db
+        .select({ uid: mm.uid, flags: mm.flags })
+        .from(mm)
+        .where(eq(mm.mailboxId, mailboxId))
+        .orderBy(asc(mm.uid));
     },
 
     async meta(mailboxId: string, uids: number[]): Promise<MessageMeta[]> {
       if (uids.length === 0) return [];
-      return db.select(META).from(mm).where(and(eq(mm.mailboxId, mailboxId), inArray(mm.uid, uids))).orderBy(asc(mm.uid));
+      return db
+        .select(META)
+        .from(mm)
+        .where(and(eq(mm.mailboxId, mailboxId), inArray(mm.uid, uids)))
+        .orderBy(asc(mm.uid));
     },
     async full(mailboxId: string, uids: number[]): Promise<MailboxMessage[]> {
       if (uids.length === 0) return [];
-      return db.select(FULL).from(mm).innerJoin(bodies, eq(bodies.id, mm.bodyId)).where(and(eq(mm.mailboxId, mailboxId), inArray(mm.uid, uids))).orderBy(asc(mm.uid));
+      return db
+        .select(FULL)
+        .from(mm)
+        .innerJoin(bodies, eq(bodies.id, mm.bodyId))
+        .where(and(eq(mm.mailboxId, mailboxId), inArray(mm.uid, uids)))
+        .orderBy(asc(mm.uid));
     },
     async byUid(uid: number): Promise<MailboxMessage | undefined> {
       const [row] = await db.select(FULL).from(mm).innerJoin(bodies, eq(bodies.id, mm.bodyId)).where(eq(mm.uid, uid));
@@ -145,8 +236,15 @@ export function createMailboxStore(deps: { db: Db; storage?: StorageQuota }) {
     metaQuery: META,
 
     /** Replaces the flags of these messages of a folder. */
-    async setFlags(mailboxId: string, uids: number[], flags: (old: string[]) => string[]): Promise<{ uid: number; flags: string[] }[]> {
-      const rows = await db.select({ uid: mm.uid, flags: mm.flags }).from(mm).where(and(eq(mm.mailboxId, mailboxId), inArray(mm.uid, uids)));
+    async setFlags(
+      mailboxId: string,
+      uids: number[],
+      flags: (old: string[]) => string[],
+    ): Promise<{ uid: number; flags: string[] }[]> {
+      const rows = await db
+        .select({ uid: mm.uid, flags: mm.flags })
+        .from(mm)
+        .where(and(eq(mm.mailboxId, mailboxId), inArray(mm.uid, uids)));
       const out: { uid: number; flags: string[] }[] = [];
       for (const r of rows) {
         const next = flags(r.flags);
@@ -163,19 +261,39 @@ export function createMailboxStore(deps: { db: Db; storage?: StorageQuota }) {
      * size is reserved against the storage quota first. With `share` (MOVE, whose source rows go next)
      * the new rows refer to the same bodies: nothing more is stored.
      */
-    async copy(fromId: string, uids: number[], target: MailboxRow, opts: { quota?: boolean; share?: boolean } = {}): Promise<[number, number][]> {
+    async copy(
+      fromId: string,
+      uids: number[],
+      target: MailboxRow,
+      opts: { quota?: boolean; share?: boolean } = {},
+    ): Promise<[number, number][]> {
       const pairs: [number, number][] = [];
       await db.transaction(async (tx) => {
         if (opts.quota && deps.storage && uids.length) {
-          const [sum] = await tx.select({ n: sql<string>`coalesce(sum(${mm.size}), 0)` }).from(mm).where(and(eq(mm.mailboxId, fromId), inArray(mm.uid, uids)));
+          const [sum] = await tx
+            .select({ n: sql<string>`coalesce(sum(${mm.size}), 0)` })
+            .from(mm)
+            .where(and(eq(mm.mailboxId, fromId), inArray(mm.uid, uids)));
           await deps.storage.reserve(tx, target.userId, Number(sum?.n ?? 0));
         }
         for (const uid of uids) {
-          const [row] = await tx.select({ ...FULL, bodyId: mm.bodyId }).from(mm).innerJoin(bodies, eq(bodies.id, mm.bodyId)).where(and(eq(mm.mailboxId, fromId), eq(mm.uid, uid)));
+          const [row] = await tx
+            .select({ ...FULL, bodyId: mm.bodyId })
+            .from(mm)
+            .innerJoin(bodies, eq(bodies.id, mm.bodyId))
+            .where(and(eq(mm.mailboxId, fromId), eq(mm.uid, uid)));
           if (!row) continue;
           const out = await fileIn(tx, {
-            userId: target.userId, domainId: target.domainId, address: target.address, folder: target.name as Folder, raw: row.raw,
-            fromAddr: row.fromAddr, subject: row.subject, flags: row.flags, internalDate: row.internalDate, ...(opts.share ? { shareBody: row.bodyId } : {}),
+            userId: target.userId,
+            domainId: target.domainId,
+            address: target.address,
+            folder: target.name as Folder,
+            raw: row.raw,
+            fromAddr: row.fromAddr,
+            subject: row.subject,
+            flags: row.flags,
+            internalDate: row.internalDate,
+            ...(opts.share ? { shareBody: row.bodyId } : {}),
           });
           if (out) pairs.push([uid, out.uid]);
         }
@@ -193,8 +311,16 @@ export function createMailboxStore(deps: { db: Db; storage?: StorageQuota }) {
 
     /** Removes the messages flagged \Deleted (only those in `uids` when given); answers the removed UIDs. */
     async expunge(mailboxId: string, uids?: number[]): Promise<number[]> {
-      const gone = await db.transaction((tx) => deleteMailboxMessages(tx,
-        and(eq(mm.mailboxId, mailboxId), sql`${mm.flags} @> ${JSON.stringify(['\\Deleted'])}::jsonb`, ...(uids ? [inArray(mm.uid, uids.length ? uids : [-1])] : []))));
+      const gone = await db.transaction((tx) =>
+        deleteMailboxMessages(
+          tx,
+          and(
+            eq(mm.mailboxId, mailboxId),
+            sql`${mm.flags} @> ${JSON.stringify(['\\Deleted'])}::jsonb`,
+            ...(uids ? [inArray(mm.uid, uids.length ? uids : [-1])] : []),
+          ),
+        ),
+      );
       if (gone.length) notify(mailboxId);
       return gone.map((g) => g.uid).sort((a, b) => a - b);
     },

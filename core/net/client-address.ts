@@ -7,7 +7,10 @@ import { isIP } from 'node:net';
  * not an address (an empty socket address, say) is its own key.
  */
 export function clientKey(address: string): string {
-  const bare = address.replace(/^\[|\]$/g, '').split('%')[0]!.toLowerCase(); // a zone id (fe80::1%eth0) is not part of it
+  const bare = address
+    .replace(/^\[|\]$/g, '')
+    .split('%')[0]!
+    .toLowerCase(); // a zone id (fe80::1%eth0) is not part of it
   const mapped = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/.exec(bare);
   if (mapped && isIP(mapped[1]!) === 4) return mapped[1]!;
   if (isIP(bare) !== 6) return bare;
@@ -46,14 +49,18 @@ export function parseTrustProxy(value: string | undefined): TrustProxy | { error
   if (v === '' || v === 'false' || v === '0') return false;
   if (v === 'true') return true;
   if (/^\d{1,2}$/.test(v)) return Number(v);
-  const items = v.split(',').map((s) => s.trim()).filter(Boolean);
+  const items = v
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   for (const item of items) {
     if (NAMED.has(item)) continue;
     const [ip, prefix, extra] = item.split('/');
     const family = isIP(ip ?? '');
     const maxPrefix = family === 4 ? 32 : 128;
     const prefixOk = prefix === undefined || (/^\d{1,3}$/.test(prefix) && Number(prefix) <= maxPrefix);
-    if (!family || !prefixOk || extra !== undefined) return { error: `"${item}" is not an address, a CIDR range or loopback/linklocal/uniquelocal` };
+    if (!family || !prefixOk || extra !== undefined)
+      return { error: `"${item}" is not an address, a CIDR range or loopback/linklocal/uniquelocal` };
   }
   return items;
 }

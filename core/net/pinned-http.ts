@@ -23,9 +23,17 @@ const agents = {
  * followed; the response body is read up to `maxResponseBytes` and the rest dropped. A request on a kept
  * socket that the server had closed meanwhile (ECONNRESET before any answer) is sent again on a new one.
  */
-export async function requestPinned(url: URL, address: CheckedAddress, opts: {
-  method: string; headers: Record<string, string>; body?: string; timeoutMs: number; maxResponseBytes: number;
-}): Promise<PinnedResponse> {
+export async function requestPinned(
+  url: URL,
+  address: CheckedAddress,
+  opts: {
+    method: string;
+    headers: Record<string, string>;
+    body?: string;
+    timeoutMs: number;
+    maxResponseBytes: number;
+  },
+): Promise<PinnedResponse> {
   try {
     return await requestOnce(url, address, opts, false);
   } catch (err) {
@@ -37,32 +45,60 @@ export async function requestPinned(url: URL, address: CheckedAddress, opts: {
 
 class StaleSocketError extends Error {}
 
-function requestOnce(url: URL, address: CheckedAddress, opts: {
-  method: string; headers: Record<string, string>; body?: string; timeoutMs: number; maxResponseBytes: number;
-}, fresh: boolean): Promise<PinnedResponse> {
+function requestOnce(
+  url: URL,
+  address: CheckedAddress,
+  opts: {
+    method: string;
+    headers: Record<string, string>;
+    body?: string;
+    timeoutMs: number;
+    maxResponseBytes: number;
+  },
+  fresh: boolean,
+): Promise<PinnedResponse> {
   const host = url.hostname.replace(/^\[|\]$/g, '');
   const client = url.protocol === 'https:' ? https : http;
   return new Promise((resolve, reject) => {
-    const req = client.request({
-      method: opts.method, host: address.address, family: address.family, port: url.port || undefined, path: `${url.pathname}${url.search}`,
-      headers: { host: url.host, ...opts.headers, ...(opts.body !== undefined ? { 'content-length': String(Buffer.byteLength(opts.body)) } : {}) },
-      // An IP literal must not be sent as SNI; '' keeps Node from deriving one from the address.
-      servername: isIP(host) ? '' : host,
-      agent: fresh ? false : agents[url.protocol === 'https:' ? 'https' : 'http'], signal: AbortSignal.timeout(opts.timeoutMs),
-    }, (res) => {
-      const chunks: Buffer[] = [];
-      let kept = 0;
-      res.on('data', (chunk: Buffer) => {
-        if (kept >= opts.maxResponseBytes) return;
-        chunks.push(chunk);
-        kept += chunk.length;
-      });
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).subarray(0, opts.maxResponseBytes).toString('utf8') }));
-      res.on('error', reject);
-    });
+    const req = client.request(
+      {
+        method: opts.method,
+        host: address.address,
+        family: address.family,
+        port: url.port || undefined,
+        path: `${url.pathname}${url.search}`,
+        headers: {
+          host: url.host,
+          ...opts.headers,
+          ...(opts.body !== undefined ? { 'content-length': String(Buffer.byteLength(opts.body)) } : {}),
+        },
+        // An IP literal must not be sent as SNI; '' keeps Node from deriving one from the address.
+        servername: isIP(host) ? '' : host,
+        agent: fresh ? false : agents[url.protocol === 'https:' ? 'https' : 'http'],
+        signal: AbortSignal.timeout(opts.timeoutMs),
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        let kept = 0;
+        res.on('data', (chunk: Buffer) => {
+          if (kept >= opts.maxResponseBytes) return;
+          chunks.push(chunk);
+          kept += chunk.length;
+        });
+        res.on('end', () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            headers: res.headers,
+            text: Buffer.concat(chunks).subarray(0, opts.maxResponseBytes).toString('utf8'),
+          }),
+        );
+        res.on('error', reject);
+      },
+    );
     req.on('error', (err: NodeJS.ErrnoException) => {
       // The server closed a kept socket just as this request went out: nothing reached it, so it goes again.
-      if (req.reusedSocket && err.code === 'ECONNRESET') reject(new StaleSocketError('stale keep-alive socket', { cause: err }));
+      if (req.reusedSocket && err.code === 'ECONNRESET')
+        reject(new StaleSocketError('stale keep-alive socket', { cause: err }));
       else reject(err);
     });
     req.end(opts.body);

@@ -26,7 +26,12 @@ export function clientInfo(c: ClientRow) {
 
 /** Dynamic registration of public clients (RFC 7591): no secret, no review, strict redirect URIs. */
 export function createClientService(deps: { db: Db }) {
-  const registerLimiter = createSharedRateLimiter(deps.db, 'oauth_register', { limit: 300, windowMs: 3600_000, message: 'Too many client registrations from this address; try again later', perAddress: true });
+  const registerLimiter = createSharedRateLimiter(deps.db, 'oauth_register', {
+    limit: 300,
+    windowMs: 3600_000,
+    message: 'Too many client registrations from this address; try again later',
+    perAddress: true,
+  });
 
   return {
     /** Registers a client from RFC 7591 metadata; unknown metadata is ignored, as the RFC allows. */
@@ -38,18 +43,35 @@ export function createClientService(deps: { db: Db }) {
       }
       if (meta.redirect_uris.length > 20) throw oauthError('invalid_redirect_uri', 'redirect_uris: at most 20 entries');
       const redirectUris = [...new Set(meta.redirect_uris.map(checkRedirectUri))];
-      if (meta.client_name !== undefined && (typeof meta.client_name !== 'string' || meta.client_name.trim().length === 0 || meta.client_name.length > 200)) {
+      if (
+        meta.client_name !== undefined &&
+        (typeof meta.client_name !== 'string' || meta.client_name.trim().length === 0 || meta.client_name.length > 200)
+      ) {
         throw invalid('client_name must be a non-empty string of at most 200 characters');
       }
-      const grantTypes = listOf(meta.grant_types, 'grant_types', GRANT_TYPES, ['authorization_code', 'refresh_token'], invalid);
+      const grantTypes = listOf(
+        meta.grant_types,
+        'grant_types',
+        GRANT_TYPES,
+        ['authorization_code', 'refresh_token'],
+        invalid,
+      );
       if (!grantTypes.includes('authorization_code')) throw invalid('grant_types must include authorization_code');
       const responseTypes = listOf(meta.response_types, 'response_types', RESPONSE_TYPES, ['code'], invalid);
       const auth = meta.token_endpoint_auth_method;
-      if (auth !== undefined && auth !== 'none') throw invalid('token_endpoint_auth_method must be "none": clients are public and prove themselves with PKCE');
-      const [row] = await deps.db.insert(schema.oauthClients).values({
-        id: newId('oac'), name: typeof meta.client_name === 'string' ? meta.client_name.trim() : null,
-        redirectUris, grantTypes, responseTypes, createdAt: Date.now(),
-      }).returning();
+      if (auth !== undefined && auth !== 'none')
+        throw invalid('token_endpoint_auth_method must be "none": clients are public and prove themselves with PKCE');
+      const [row] = await deps.db
+        .insert(schema.oauthClients)
+        .values({
+          id: newId('oac'),
+          name: typeof meta.client_name === 'string' ? meta.client_name.trim() : null,
+          redirectUris,
+          grantTypes,
+          responseTypes,
+          createdAt: Date.now(),
+        })
+        .returning();
       return clientInfo(row!);
     },
 
@@ -62,9 +84,16 @@ export function createClientService(deps: { db: Db }) {
 }
 export type ClientService = ReturnType<typeof createClientService>;
 
-function listOf(value: unknown, field: string, allowed: readonly string[], fallback: string[], invalid: (why: string) => Error): string[] {
+function listOf(
+  value: unknown,
+  field: string,
+  allowed: readonly string[],
+  fallback: string[],
+  invalid: (why: string) => Error,
+): string[] {
   if (value === undefined) return fallback;
-  if (!Array.isArray(value) || value.length === 0 || !value.every((v) => typeof v === 'string')) throw invalid(`${field} must be a non-empty array of strings`);
+  if (!Array.isArray(value) || value.length === 0 || !value.every((v) => typeof v === 'string'))
+    throw invalid(`${field} must be a non-empty array of strings`);
   const unknown = value.filter((v) => !allowed.includes(v));
   if (unknown.length) throw invalid(`${field}: ${unknown.join(', ')} not supported (supported: ${allowed.join(', ')})`);
   return [...new Set(value as string[])];

@@ -34,7 +34,11 @@ export function createResourceRules(publicUrl: string) {
     audienceFor(resource: string | undefined): string {
       if (resource === undefined) return mcp;
       const n = normalize(resource);
-      if (n === undefined || !accepted.has(n)) throw oauthError('invalid_target', `This server issues tokens for ${mcp} and ${[...accepted][1]} only (RFC 8707 resource)`);
+      if (n === undefined || !accepted.has(n))
+        throw oauthError(
+          'invalid_target',
+          `This server issues tokens for ${mcp} and ${[...accepted][1]} only (RFC 8707 resource)`,
+        );
       return n;
     },
     /** Is a token with this audience one for /mcp? */

@@ -8,11 +8,23 @@ import { serverMetadata } from './metadata.js';
 import { createTokenExchange } from './token-exchange.js';
 
 /** Account linking over OAuth 2.1: registration, authorization requests, tokens, grants (SPEC.md, Account linking). */
-export function createOAuthService(deps: { db: Db; tokens: TokenService; publicUrl: string; accessTtlSeconds: number; appsCap?: number }) {
+export function createOAuthService(deps: {
+  db: Db;
+  tokens: TokenService;
+  publicUrl: string;
+  accessTtlSeconds: number;
+  appsCap?: number;
+}) {
   const clients = createClientService({ db: deps.db });
   const grants = createGrantStore({ db: deps.db, cap: deps.appsCap });
   const resources = createResourceRules(deps.publicUrl);
-  const exchange = createTokenExchange({ db: deps.db, tokens: deps.tokens, grants, accessTtlSeconds: deps.accessTtlSeconds, resources });
+  const exchange = createTokenExchange({
+    db: deps.db,
+    tokens: deps.tokens,
+    grants,
+    accessTtlSeconds: deps.accessTtlSeconds,
+    resources,
+  });
   return {
     metadata: () => serverMetadata(deps.publicUrl),
     clients,

@@ -1,7 +1,14 @@
 /** How one doctor check came out; `skipped` (nothing to check here, or offline) never counts as a failure. */
 export type CheckStatus = 'ok' | 'warn' | 'fail' | 'skipped';
 /** One line of the doctor's report: what was checked, what was found, and the fix when it is not ok. */
-export type CheckResult = { id: string; status: CheckStatus; required: boolean; what: string; detail: string; fix?: string };
+export type CheckResult = {
+  id: string;
+  status: CheckStatus;
+  required: boolean;
+  what: string;
+  detail: string;
+  fix?: string;
+};
 
 /** Builds check results with the same id/what/required, so each check reads as one decision. */
 export function check(id: string, what: string, required = true) {
@@ -17,7 +24,12 @@ export function check(id: string, what: string, required = true) {
 export async function within<T>(ms: number, what: string, fn: () => Promise<T>): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   try {
-    return await Promise.race([fn(), new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms`)), ms); })]);
+    return await Promise.race([
+      fn(),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms`)), ms);
+      }),
+    ]);
   } finally {
     clearTimeout(timer);
   }
@@ -29,7 +41,10 @@ export const failures = (results: CheckResult[]) => results.filter((r) => r.requ
 /** One line per check: status, id, what was found, and the fix. */
 export function formatReport(results: CheckResult[]): string {
   const width = Math.max(...results.map((r) => r.id.length));
-  const lines = results.map((r) => `${r.status.toUpperCase().padEnd(7)} ${r.id.padEnd(width)}  ${r.what}: ${r.detail}${r.fix ? ` | fix: ${r.fix}` : ''}`);
+  const lines = results.map(
+    (r) =>
+      `${r.status.toUpperCase().padEnd(7)} ${r.id.padEnd(width)}  ${r.what}: ${r.detail}${r.fix ? ` | fix: ${r.fix}` : ''}`,
+  );
   const failed = failures(results);
   lines.push(failed.length ? `FAILED: ${failed.map((r) => r.id).join(', ')}` : 'All required checks passed.');
   return lines.join('\n');

@@ -14,7 +14,10 @@ const why = (err: unknown) => (err as NodeJS.ErrnoException).code ?? (err as Err
 
 /** The `p=` tag of a DKIM TXT value, whitespace removed. */
 function dkimKeyOf(value: string): string | undefined {
-  const tag = value.split(';').map((t) => t.trim()).find((t) => t.startsWith('p='));
+  const tag = value
+    .split(';')
+    .map((t) => t.trim())
+    .find((t) => t.startsWith('p='));
   return tag?.slice(2).replace(/\s+/g, '');
 }
 
@@ -23,26 +26,45 @@ function dkimKeyOf(value: string): string | undefined {
  * MX points to) and address, the SPF customers include, the DKIM key of system mail, DMARC, and the
  * `bounces.` return path; then the reverse DNS of PUBLIC_IP.
  */
-export async function checkServiceDns(resolver: Resolver, opts: { domain: string; publicKeyB64: string | null; publicIp?: string }): Promise<CheckResult[]> {
+export async function checkServiceDns(
+  resolver: Resolver,
+  opts: { domain: string; publicKeyB64: string | null; publicIp?: string },
+): Promise<CheckResult[]> {
   const d = opts.domain;
   const bounces = `${BOUNCE_LABEL}.${d}`;
   const mx = async (name: string, id: string, what: string) => {
     const c = check(id, what);
     const fix = publish('MX', name, `10 ${d}`);
     try {
-      const found = (await within(DNS_LIMIT_MS, `MX ${name}`, () => resolver.resolveMx(name))).map((r) => stripDot(r.exchange));
-      return found.includes(d) ? c.ok(`MX ${name} → ${d}`) : c.fail(`MX ${name} points to ${found.join(', ') || 'nothing'}, not ${d}`, fix);
+      const found = (await within(DNS_LIMIT_MS, `MX ${name}`, () => resolver.resolveMx(name))).map((r) =>
+        stripDot(r.exchange),
+      );
+      return found.includes(d)
+        ? c.ok(`MX ${name} → ${d}`)
+        : c.fail(`MX ${name} points to ${found.join(', ') || 'nothing'}, not ${d}`, fix);
     } catch (err) {
       return c.fail(`no MX at ${name} (${why(err)})`, fix);
     }
   };
-  const spf = async (name: string, id: string, what: string, expected: string, accepts: (tokens: string[]) => boolean) => {
+  const spf = async (
+    name: string,
+    id: string,
+    what: string,
+    expected: string,
+    accepts: (tokens: string[]) => boolean,
+  ) => {
     const c = check(id, what);
     try {
       const records = (await txt(resolver, name)).filter((v) => /^v=spf1(\s|$)/i.test(v));
       if (records.length === 0) return c.fail(`no SPF record at ${name}`, publish('TXT', name, expected));
-      if (records.length > 1) return c.fail(`${records.length} SPF records at ${name} (receivers treat that as an error)`, `keep one: ${expected}`);
-      return accepts(records[0]!.toLowerCase().split(/\s+/)) ? c.ok(`TXT ${name} "${records[0]}"`) : c.fail(`SPF at ${name} is "${records[0]}"`, `publish TXT ${name} "${expected}" instead`);
+      if (records.length > 1)
+        return c.fail(
+          `${records.length} SPF records at ${name} (receivers treat that as an error)`,
+          `keep one: ${expected}`,
+        );
+      return accepts(records[0]!.toLowerCase().split(/\s+/))
+        ? c.ok(`TXT ${name} "${records[0]}"`)
+        : c.fail(`SPF at ${name} is "${records[0]}"`, `publish TXT ${name} "${expected}" instead`);
     } catch (err) {
       return c.fail(`no SPF record at ${name} (${why(err)})`, publish('TXT', name, expected));
     }
@@ -53,12 +75,23 @@ export async function checkServiceDns(resolver: Resolver, opts: { domain: string
     mx(d, 'dns.mx', `MX of ${d} (inbound mail; customers' MX points to this host)`),
     checkAddress(resolver, d, ip),
     checkRowMxHosts(resolver, d, ip),
-    spf(d, 'dns.spf', `SPF of ${d} (the target of customers' include:${d})`, serviceSpf(ip),
-      (t) => !ipToken || t.includes(ipToken) || t.includes('a') || t.includes('mx')),
+    spf(
+      d,
+      'dns.spf',
+      `SPF of ${d} (the target of customers' include:${d})`,
+      serviceSpf(ip),
+      (t) => !ipToken || t.includes(ipToken) || t.includes('a') || t.includes('mx'),
+    ),
     checkDkim(resolver, d, opts.publicKeyB64),
     checkDmarc(resolver, d),
     mx(bounces, 'dns.bounces-mx', `MX of ${bounces} (the return path of system mail)`),
-    spf(bounces, 'dns.bounces-spf', `SPF of ${bounces}`, `v=spf1 include:${d} ~all`, (t) => t.includes(`include:${d}`) || t.includes('a') || t.includes('mx')),
+    spf(
+      bounces,
+      'dns.bounces-spf',
+      `SPF of ${bounces}`,
+      `v=spf1 include:${d} ~all`,
+      (t) => t.includes(`include:${d}`) || t.includes('a') || t.includes('mx'),
+    ),
     checkPtr(resolver, d, ip),
   ]);
 }
@@ -66,7 +99,9 @@ export async function checkServiceDns(resolver: Resolver, opts: { domain: string
 /** The address of SERVICE_DOMAIN (an MX target must resolve); with PUBLIC_IP set, it must be that address. */
 async function checkAddress(resolver: Resolver, d: string, ip: string | undefined): Promise<CheckResult> {
   const c = check('dns.address', `address of ${d}`);
-  const fix = ip ? `publish ${ip.includes(':') ? 'AAAA' : 'A'} ${d} ${ip}` : `publish A ${d} <your public IPv4> (and set PUBLIC_IP)`;
+  const fix = ip
+    ? `publish ${ip.includes(':') ? 'AAAA' : 'A'} ${d} ${ip}`
+    : `publish A ${d} <your public IPv4> (and set PUBLIC_IP)`;
   const lookup = (fn: () => Promise<string[]>) => within(DNS_LIMIT_MS, `A ${d}`, fn).catch(() => [] as string[]);
   const found = [...(await lookup(() => resolver.resolve4(d))), ...(await lookup(() => resolver.resolve6(d)))];
   if (found.length === 0) return c.fail(`${d} has no A/AAAA record`, fix);
@@ -92,12 +127,19 @@ async function checkRowMxHosts(resolver: Resolver, d: string, ip: string | undef
 async function checkDkim(resolver: Resolver, d: string, publicKeyB64: string | null): Promise<CheckResult> {
   const name = `${SERVICE_DKIM_SELECTOR}._domainkey.${d}`;
   const c = check('dns.dkim', `DKIM key of system mail (${name})`);
-  if (!publicKeyB64) return c.fail('the service domain has no DKIM key yet', 'start the service once (it creates the key at first boot), then run the doctor again');
+  if (!publicKeyB64)
+    return c.fail(
+      'the service domain has no DKIM key yet',
+      'start the service once (it creates the key at first boot), then run the doctor again',
+    );
   const expected = serviceDomainRecords(d, { publicKeyB64 }).find((r) => r.name === name)!.value;
   try {
     const found = await txt(resolver, name);
     if (found.some((v) => dkimKeyOf(v) === publicKeyB64)) return c.ok(`TXT ${name} carries the service's key`);
-    return c.fail(found.length ? `TXT ${name} carries a different key` : `no TXT at ${name}`, publish('TXT', name, expected));
+    return c.fail(
+      found.length ? `TXT ${name} carries a different key` : `no TXT at ${name}`,
+      publish('TXT', name, expected),
+    );
   } catch (err) {
     return c.fail(`no TXT at ${name} (${why(err)})`, publish('TXT', name, expected));
   }
@@ -109,7 +151,9 @@ async function checkDmarc(resolver: Resolver, d: string): Promise<CheckResult> {
   const fix = publish('TXT', name, 'v=DMARC1; p=quarantine; adkim=r; aspf=r');
   try {
     const found = (await txt(resolver, name)).filter((v) => /^v=DMARC1\s*(;|$)/i.test(v));
-    return found.length === 1 ? c.ok(`TXT ${name} "${found[0]}"`) : c.fail(found.length ? `${found.length} DMARC records at ${name}` : `no DMARC record at ${name}`, fix);
+    return found.length === 1
+      ? c.ok(`TXT ${name} "${found[0]}"`)
+      : c.fail(found.length ? `${found.length} DMARC records at ${name}` : `no DMARC record at ${name}`, fix);
   } catch (err) {
     return c.fail(`no DMARC record at ${name} (${why(err)})`, fix);
   }
@@ -118,7 +162,8 @@ async function checkDmarc(resolver: Resolver, d: string): Promise<CheckResult> {
 /** Reverse DNS of PUBLIC_IP: receivers distrust mail from an address whose PTR does not name the sending host. */
 async function checkPtr(resolver: Resolver, d: string, ip: string | undefined): Promise<CheckResult> {
   const c = check('dns.ptr', 'reverse DNS (PTR) of the public address', Boolean(ip));
-  if (!ip) return c.skipped('PUBLIC_IP is not set, so there is no address to check (set it to the address mail leaves from)');
+  if (!ip)
+    return c.skipped('PUBLIC_IP is not set, so there is no address to check (set it to the address mail leaves from)');
   const fix = `ask the owner of ${ip} (your hosting provider) to set its PTR to ${d}`;
   try {
     // resolvePtr on the arpa name asks DNS_SERVERS only (reverse() would answer from /etc/hosts first).
@@ -135,6 +180,8 @@ export function reverseName(ip: string): string {
   const [head = '', tail = ''] = ip.split('::');
   const groups = (part: string) => (part ? part.split(':') : []);
   const fill = Array(8 - groups(head).length - groups(tail).length).fill('0');
-  const nibbles = [...groups(head), ...(ip.includes('::') ? fill : []), ...groups(tail)].map((g) => g.padStart(4, '0')).join('');
+  const nibbles = [...groups(head), ...(ip.includes('::') ? fill : []), ...groups(tail)]
+    .map((g) => g.padStart(4, '0'))
+    .join('');
   return `${[...nibbles].reverse().join('.')}.ip6.arpa`;
 }

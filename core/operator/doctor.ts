@@ -33,7 +33,9 @@ async function servicePublicKey(deps: DoctorDeps): Promise<string | null> {
   if ('error' in deps.database) return null;
   const t = schema.serviceDomains;
   const db = deps.database.db;
-  const [row] = await within(5_000, 'service domain key', () => db.select({ key: t.dkimPublicKey }).from(t).where(eq(t.domain, deps.config.serviceDomain))).catch(() => []);
+  const [row] = await within(5_000, 'service domain key', () =>
+    db.select({ key: t.dkimPublicKey }).from(t).where(eq(t.domain, deps.config.serviceDomain)),
+  ).catch(() => []);
   return row?.key ?? null;
 }
 
@@ -42,9 +44,21 @@ async function checkTemporal(deps: DoctorDeps): Promise<CheckResult[]> {
   const where = `${address ?? 'the dev server'} (namespace ${namespace})`;
   const reach = check('temporal', `Temporal at ${where}`);
   const keep = check('temporal.retention', `retention of closed workflow runs in namespace ${namespace}`);
-  if ('error' in deps.temporal) return [reach.fail(deps.temporal.error, 'start Temporal or fix TEMPORAL_ADDRESS / TEMPORAL_NAMESPACE'), keep.skipped('Temporal is not reachable')];
+  if ('error' in deps.temporal)
+    return [
+      reach.fail(deps.temporal.error, 'start Temporal or fix TEMPORAL_ADDRESS / TEMPORAL_NAMESPACE'),
+      keep.skipped('Temporal is not reachable'),
+    ];
   const t = deps.temporal;
-  const reachable = await probe('temporal', `Temporal at ${where}`, async () => { await t.ping(); return 'reachable'; }, 'start Temporal or fix TEMPORAL_ADDRESS');
+  const reachable = await probe(
+    'temporal',
+    `Temporal at ${where}`,
+    async () => {
+      await t.ping();
+      return 'reachable';
+    },
+    'start Temporal or fix TEMPORAL_ADDRESS',
+  );
   if (reachable.status !== 'ok') return [reachable, keep.skipped('Temporal is not reachable')];
   const fix = `temporal operator namespace update --namespace ${namespace} --retention 7d`;
   try {
@@ -52,7 +66,12 @@ async function checkTemporal(deps: DoctorDeps): Promise<CheckResult[]> {
     if (ms === null) return [reachable, keep.fail('the namespace reports no retention', fix)];
     const days = ms / DAY_MS;
     const shown = days >= 1 ? `${+days.toFixed(1)} day${days === 1 ? '' : 's'}` : `${Math.round(ms / 3_600_000)} h`;
-    return [reachable, days >= 1 ? keep.ok(`${shown} (an operator can inspect a finished run that long)`) : keep.warn(`${shown}: finished runs vanish before anyone can look`, fix)];
+    return [
+      reachable,
+      days >= 1
+        ? keep.ok(`${shown} (an operator can inspect a finished run that long)`)
+        : keep.warn(`${shown}: finished runs vanish before anyone can look`, fix),
+    ];
   } catch (err) {
     return [reachable, keep.fail((err as Error).message, fix)];
   }
@@ -66,13 +85,34 @@ async function checkTemporal(deps: DoctorDeps): Promise<CheckResult[]> {
 export async function runDoctor(deps: DoctorDeps): Promise<CheckResult[]> {
   const { config } = deps;
   const resolver = createResolver(config.dnsServers, 2_000);
-  const database = 'error' in deps.database
-    ? check('database', 'database').fail(deps.database.error, 'start PostgreSQL or fix DATABASE_URL')
-    : await probe('database', `database (${config.databaseUrl ? 'PostgreSQL' : 'embedded PGlite'})`, async () => { await (deps.database as { ping(): Promise<void> }).ping(); return 'reachable'; }, 'start PostgreSQL or fix DATABASE_URL');
+  const database =
+    'error' in deps.database
+      ? check('database', 'database').fail(deps.database.error, 'start PostgreSQL or fix DATABASE_URL')
+      : await probe(
+          'database',
+          `database (${config.databaseUrl ? 'PostgreSQL' : 'embedded PGlite'})`,
+          async () => {
+            await (deps.database as { ping(): Promise<void> }).ping();
+            return 'reachable';
+          },
+          'start PostgreSQL or fix DATABASE_URL',
+        );
   const [dns, port25, temporal] = await Promise.all([
-    checkServiceDns(resolver, { domain: config.serviceDomain, publicKeyB64: await servicePublicKey(deps), publicIp: config.publicIp }),
+    checkServiceDns(resolver, {
+      domain: config.serviceDomain,
+      publicKeyB64: await servicePublicKey(deps),
+      publicIp: config.publicIp,
+    }),
     checkPort25(resolver, config, deps.probeDomain ?? PORT25_PROBE_DOMAIN),
     checkTemporal(deps),
   ]);
-  return [...dns, port25, checkTlsCertificate(config), checkSecretKey(config), checkOutboundMode(config), database, ...temporal];
+  return [
+    ...dns,
+    port25,
+    checkTlsCertificate(config),
+    checkSecretKey(config),
+    checkOutboundMode(config),
+    database,
+    ...temporal,
+  ];
 }

@@ -13,24 +13,36 @@ const CONNECT_LIMIT_MS = 6_000;
  * MX cannot even be resolved (no internet), the check says "skipped" instead of failing or hanging.
  */
 export async function checkPort25(resolver: Resolver, config: Config, probeDomain: string): Promise<CheckResult> {
-  const c = check('smtp.port25', `outbound port ${config.mxPort} to a known MX (${probeDomain})`, config.outboundMode === 'mx');
-  if (config.outboundMode !== 'mx') return c.skipped(`OUTBOUND_MODE=${config.outboundMode}: mail does not go to MX hosts directly`);
+  const c = check(
+    'smtp.port25',
+    `outbound port ${config.mxPort} to a known MX (${probeDomain})`,
+    config.outboundMode === 'mx',
+  );
+  if (config.outboundMode !== 'mx')
+    return c.skipped(`OUTBOUND_MODE=${config.outboundMode}: mail does not go to MX hosts directly`);
   let host: string;
   let address: string;
   try {
-    const mx = (await within(8_000, `MX ${probeDomain}`, () => resolver.resolveMx(probeDomain))).sort((a, b) => a.priority - b.priority);
+    const mx = (await within(8_000, `MX ${probeDomain}`, () => resolver.resolveMx(probeDomain))).sort(
+      (a, b) => a.priority - b.priority,
+    );
     host = mx[0]!.exchange;
     address = (await within(8_000, `A ${host}`, () => resolver.resolve4(host)))[0]!;
   } catch (err) {
-    return c.skipped(`offline? could not resolve the MX of ${probeDomain} through DNS_SERVERS (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}), so port ${config.mxPort} was not tried`);
+    return c.skipped(
+      `offline? could not resolve the MX of ${probeDomain} through DNS_SERVERS (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}), so port ${config.mxPort} was not tried`,
+    );
   }
   try {
     const greeting = await within(CONNECT_LIMIT_MS, `${host}:${config.mxPort}`, () => greet(address, config.mxPort));
-    return greeting.startsWith('220') ? c.ok(`${host} (${address}) answered "${greeting.slice(0, 60)}"`)
+    return greeting.startsWith('220')
+      ? c.ok(`${host} (${address}) answered "${greeting.slice(0, 60)}"`)
       : c.fail(`${host} answered "${greeting.slice(0, 60)}"`, 'check the firewall in front of this host');
   } catch (err) {
-    return c.fail(`could not reach ${host} (${address}) on port ${config.mxPort}: ${(err as Error).message}`,
-      'ask your hosting provider to open outbound port 25, or send through a relay (OUTBOUND_MODE=relay with SMTP_RELAY_URL)');
+    return c.fail(
+      `could not reach ${host} (${address}) on port ${config.mxPort}: ${(err as Error).message}`,
+      'ask your hosting provider to open outbound port 25, or send through a relay (OUTBOUND_MODE=relay with SMTP_RELAY_URL)',
+    );
   }
 }
 
@@ -54,32 +66,58 @@ export function checkTlsCertificate(config: Config, now = Date.now()): CheckResu
   const host = config.serviceDomain;
   const c = check('smtp.tls', `STARTTLS certificate (SMTP_TLS_CERT) for ${host}`);
   const { tlsCertFile, tlsKeyFile } = config.smtp;
-  if (!tlsCertFile || !tlsKeyFile) return c.fail('SMTP_TLS_CERT/SMTP_TLS_KEY are not set: inbound SMTP offers no STARTTLS', `set SMTP_TLS_CERT and SMTP_TLS_KEY to PEM files of a certificate for ${host} (e.g. from Let's Encrypt)`);
+  if (!tlsCertFile || !tlsKeyFile)
+    return c.fail(
+      'SMTP_TLS_CERT/SMTP_TLS_KEY are not set: inbound SMTP offers no STARTTLS',
+      `set SMTP_TLS_CERT and SMTP_TLS_KEY to PEM files of a certificate for ${host} (e.g. from Let's Encrypt)`,
+    );
   let cert: X509Certificate;
   try {
     cert = new X509Certificate(readFileSync(tlsCertFile));
   } catch (err) {
-    return c.fail(`cannot read ${tlsCertFile}: ${(err as Error).message}`, 'point SMTP_TLS_CERT at a PEM certificate file');
+    return c.fail(
+      `cannot read ${tlsCertFile}: ${(err as Error).message}`,
+      'point SMTP_TLS_CERT at a PEM certificate file',
+    );
   }
   try {
-    if (!cert.checkPrivateKey(createPrivateKey(readFileSync(tlsKeyFile)))) return c.fail(`SMTP_TLS_KEY does not belong to the certificate`, 'point SMTP_TLS_KEY at the key of this certificate');
+    if (!cert.checkPrivateKey(createPrivateKey(readFileSync(tlsKeyFile))))
+      return c.fail(
+        `SMTP_TLS_KEY does not belong to the certificate`,
+        'point SMTP_TLS_KEY at the key of this certificate',
+      );
   } catch (err) {
-    return c.fail(`cannot read the key ${tlsKeyFile}: ${(err as Error).message}`, 'point SMTP_TLS_KEY at a PEM private key');
+    return c.fail(
+      `cannot read the key ${tlsKeyFile}: ${(err as Error).message}`,
+      'point SMTP_TLS_KEY at a PEM private key',
+    );
   }
   const renew = `renew the certificate for ${host} and restart the smtp role`;
   const [from, to] = [Date.parse(cert.validFrom), Date.parse(cert.validTo)];
-  if (now < from) return c.fail(`not valid before ${cert.validFrom}`, 'check the clock of this host, or the certificate');
+  if (now < from)
+    return c.fail(`not valid before ${cert.validFrom}`, 'check the clock of this host, or the certificate');
   if (now > to) return c.fail(`expired ${cert.validTo}`, renew);
-  if (!cert.checkHost(host)) return c.fail(`the certificate is for ${cert.subjectAltName ?? cert.subject}, not ${host}`, `use a certificate whose subjectAltName includes DNS:${host}`);
-  if (to - now < 14 * DAY_MS) return c.warn(`expires ${cert.validTo} (in ${Math.floor((to - now) / DAY_MS)} days)`, renew);
+  if (!cert.checkHost(host))
+    return c.fail(
+      `the certificate is for ${cert.subjectAltName ?? cert.subject}, not ${host}`,
+      `use a certificate whose subjectAltName includes DNS:${host}`,
+    );
+  if (to - now < 14 * DAY_MS)
+    return c.warn(`expires ${cert.validTo} (in ${Math.floor((to - now) / DAY_MS)} days)`, renew);
   return c.ok(`valid until ${cert.validTo}, matches ${host}`);
 }
 
 /** Where SECRET_KEY comes from; a generated file is fine as long as it is backed up (sealed keys die with it). */
 export function checkSecretKey(config: Config): CheckResult {
   const c = check('secret.key', 'SECRET_KEY origin');
-  if (config.secretKeySource === 'env') return c.ok('set in the environment; keep a copy in your secrets store: without it sealed DKIM keys, API keys and webhook secrets are lost');
-  return c.warn(`generated on first boot and kept in ${config.dataDir}/secret.key`, `back that file up, or move its value into SECRET_KEY (every role of a split deployment needs the same one)`);
+  if (config.secretKeySource === 'env')
+    return c.ok(
+      'set in the environment; keep a copy in your secrets store: without it sealed DKIM keys, API keys and webhook secrets are lost',
+    );
+  return c.warn(
+    `generated on first boot and kept in ${config.dataDir}/secret.key`,
+    `back that file up, or move its value into SECRET_KEY (every role of a split deployment needs the same one)`,
+  );
 }
 
 /** Whether mail actually leaves: `capture` keeps it in a local outbox. */
@@ -87,5 +125,8 @@ export function checkOutboundMode(config: Config): CheckResult {
   const c = check('outbound.mode', 'OUTBOUND_MODE');
   if (config.outboundMode === 'mx') return c.ok(`mx: direct delivery to recipients' MX on port ${config.mxPort}`);
   if (config.outboundMode === 'relay') return c.ok(`relay: everything goes through ${new URL(config.relayUrl!).host}`);
-  return c.fail('capture: outbound mail is kept in a local outbox and never delivered', 'set OUTBOUND_MODE=mx (direct delivery, needs outbound port 25) or OUTBOUND_MODE=relay with SMTP_RELAY_URL');
+  return c.fail(
+    'capture: outbound mail is kept in a local outbox and never delivered',
+    'set OUTBOUND_MODE=mx (direct delivery, needs outbound port 25) or OUTBOUND_MODE=relay with SMTP_RELAY_URL',
+  );
 }

@@ -19,7 +19,15 @@ import type { WarmupService } from '../shaping/warmup.js';
 import { createOutcomeWriter, type Outcome } from './outcome-writer.js';
 import { failedEvent, judgeClaimed, standingColumn } from '../gate/departure.js';
 import { refusalNote } from '../gate/gate.js';
-import { applyResults, messageStatus, owed, recipientsOf, type MessageStatus, type RecipientStates, type TrailEntry } from '../mail/recipients.js';
+import {
+  applyResults,
+  messageStatus,
+  owed,
+  recipientsOf,
+  type MessageStatus,
+  type RecipientStates,
+  type TrailEntry,
+} from '../mail/recipients.js';
 
 type MessageRow = typeof schema.messages.$inferSelect;
 /** Messages in flight at once in one batch: each waits mostly on its SMTP round trip; the transport pools connections. */
@@ -28,11 +36,24 @@ export const DELIVERY_CONCURRENCY = 20;
  * `throttled`: messages whose site could not take them yet (shaping), each with how long to wait before the next try;
  * `failed`: messages the send gate refused as they left (ended `failed`, nothing sent).
  */
-export type DeliveryResult = { sent: number; bounced: number; skipped: number; deferred: string[]; throttled: { id: string; waitMs: number }[]; failed?: number };
+export type DeliveryResult = {
+  sent: number;
+  bounced: number;
+  skipped: number;
+  deferred: string[];
+  throttled: { id: string; waitMs: number }[];
+  failed?: number;
+};
 /** A message none of whose owed recipients' sites could take it now: try again after `waitMs` (not an attempt of the ladder). */
 export type Throttle = { waitMs: number; site?: string; spacingMs?: number };
 /** `ladder`: an attempt of the deferred ladder (a throttled message stays `deferred`); else a first delivery (it goes back to `queued`). */
-type Attempt = { workflowId: string; final: boolean; nextAttemptAt: number | null; progress: Progress; ladder?: boolean };
+type Attempt = {
+  workflowId: string;
+  final: boolean;
+  nextAttemptAt: number | null;
+  progress: Progress;
+  ladder?: boolean;
+};
 
 /**
  * Outbound delivery: renders MIME, DKIM-signs with the domain's key, hands the bytes to the provider
@@ -41,8 +62,13 @@ type Attempt = { workflowId: string; final: boolean; nextAttemptAt: number | nul
  * only the recipients with no final outcome, so nothing recorded is ever sent again.
  */
 export function createDeliveryService(deps: {
-  db: Db; transport: OutboundTransport; sealer: Sealer; serviceDomain: string;
-  attachments: AttachmentService; events: EventService; suppressions: SuppressionService;
+  db: Db;
+  transport: OutboundTransport;
+  sealer: Sealer;
+  serviceDomain: string;
+  attachments: AttachmentService;
+  events: EventService;
+  suppressions: SuppressionService;
   /** Files what went out into the sender's Sent mailbox (issue 12). */
   fileSent?: (m: SentMessage) => Promise<void>;
   /** Signs domainless system mail (verification, sign-in links) with the service domain's key. */
@@ -73,7 +99,11 @@ export function createDeliveryService(deps: {
     const hit = keys.get(id);
     if (hit && Date.now() - hit.at < SIGNING_KEY_CACHE_MS) return hit.key;
     const [d] = await db.select().from(schema.domains).where(eq(schema.domains.id, id));
-    const key = d && { domain: d.domain, selector: d.dkimSelector, privateKey: parsePrivateKey(deps.sealer.open(d.dkimPrivateKeySealed)) };
+    const key = d && {
+      domain: d.domain,
+      selector: d.dkimSelector,
+      privateKey: parsePrivateKey(deps.sealer.open(d.dkimPrivateKeySealed)),
+    };
     keys.set(id, { at: Date.now(), key });
     return key;
   }
@@ -83,7 +113,10 @@ export function createDeliveryService(deps: {
     const s: ServiceSigner | undefined = await deps.serviceSigner?.();
     if (!s) return undefined;
     if (service?.pem !== s.privateKey || service.key.domain !== s.domain || service.key.selector !== s.selector) {
-      service = { pem: s.privateKey, key: { domain: s.domain, selector: s.selector, privateKey: parsePrivateKey(s.privateKey) } };
+      service = {
+        pem: s.privateKey,
+        key: { domain: s.domain, selector: s.selector, privateKey: parsePrivateKey(s.privateKey) },
+      };
     }
     return service.key;
   }
@@ -96,11 +129,16 @@ export function createDeliveryService(deps: {
 
   /** The signed bytes and envelope sender of a message (the same bytes for every transaction of it). */
   async function build(row: MessageRow): Promise<{ raw: Buffer; from: string; smtpMessageId: string }> {
-    const attachments = await Promise.all((row.attachments ?? []).map((a) => deps.attachments.loadForSend(row.userId ?? '', a)));
+    const attachments = await Promise.all(
+      (row.attachments ?? []).map((a) => deps.attachments.loadForSend(row.userId ?? '', a)),
+    );
     // System mail returns to the service domain, so its bounces are processed like customers' (VERP id in the local part).
-    const domain = row.kind === 'system' ? deps.serviceDomain : recipientsOf({ toAddrs: [row.fromAddr] })[0]?.split('@')[1];
+    const domain =
+      row.kind === 'system' ? deps.serviceDomain : recipientsOf({ toAddrs: [row.fromAddr] })[0]?.split('@')[1];
     const rendered = await renderMessage({
-      ...row, attachments, serviceDomain: deps.serviceDomain,
+      ...row,
+      attachments,
+      serviceDomain: deps.serviceDomain,
       envelopeFrom: domain ? `bounce+${row.id}@${BOUNCE_LABEL}.${domain}` : undefined,
     });
     return { raw: await sign(row, rendered.raw), from: rendered.envelope.from, smtpMessageId: rendered.messageId };
@@ -108,12 +146,29 @@ export function createDeliveryService(deps: {
 
   /** Writes one transaction's outcome (and, on the last one, the message status and its events): durable on return. */
   const writer = createOutcomeWriter({ db, events: deps.events });
-  function record(row: MessageRow, changed: RecipientStates, entry: TrailEntry, final?: { status: MessageStatus | 'queued' | 'failed'; attempt: Attempt; smtpMessageId: string; sentAny: boolean; events: Outcome['events'] }) {
+  function record(
+    row: MessageRow,
+    changed: RecipientStates,
+    entry: TrailEntry,
+    final?: {
+      status: MessageStatus | 'queued' | 'failed';
+      attempt: Attempt;
+      smtpMessageId: string;
+      sentAny: boolean;
+      events: Outcome['events'];
+    },
+  ) {
     return writer.write({
-      id: row.id, changed, entry, events: final?.events ?? [],
+      id: row.id,
+      changed,
+      entry,
+      events: final?.events ?? [],
       final: final && {
-        status: final.status, nextAttemptAt: final.status === 'deferred' || final.status === 'queued' ? final.attempt.nextAttemptAt : null,
-        lastError: entry.status === 'sent' ? null : entry.response, smtpMessageId: final.smtpMessageId || null, sentAny: final.sentAny,
+        status: final.status,
+        nextAttemptAt: final.status === 'deferred' || final.status === 'queued' ? final.attempt.nextAttemptAt : null,
+        lastError: entry.status === 'sent' ? null : entry.response,
+        smtpMessageId: final.smtpMessageId || null,
+        sentAny: final.sentAny,
       },
     });
   }
@@ -140,7 +195,8 @@ export function createDeliveryService(deps: {
     let status: MessageStatus = messageStatus(all, states);
     const throttled: { to: string[]; waitMs: number; cause: string; site?: string; spacingMs?: number }[] = [];
     for (const [i, group] of groups.entries()) {
-      const out = built ? await deps.transport.send(row.id, { from: built.from, to: group }, built.raw, row.subject, { warmup })
+      const out = built
+        ? await deps.transport.send(row.id, { from: built.from, to: group }, built.raw, row.subject, { warmup })
         : group.map((address) => ({ address, status: buildError!, response: why }));
       if (isThrottled(out)) {
         // Its site cannot take it yet (shaping): nothing was sent, its recipients stay owed.
@@ -149,23 +205,78 @@ export function createDeliveryService(deps: {
         continue;
       }
       let results = out.map(classify);
-      if (attempt.final) results = results.map((r) => (r.status === 'deferred' ? { ...r, status: 'bounced' as const } : r));
+      if (attempt.final)
+        results = results.map((r) => (r.status === 'deferred' ? { ...r, status: 'bounced' as const } : r));
       const { changed, entry } = applyResults(states, results, attempt.workflowId);
-      log.info({ messageId: row.id, accountId: row.userId, domainId: row.domainId, to: group.length, result: entry.status, response: entry.response.slice(0, 200) }, 'smtp transaction');
+      log.info(
+        {
+          messageId: row.id,
+          accountId: row.userId,
+          domainId: row.domainId,
+          to: group.length,
+          result: entry.status,
+          response: entry.response.slice(0, 200),
+        },
+        'smtp transaction',
+      );
       sent.push(...results.filter((r) => r.status === 'sent').map((r) => r.address));
       bounced.push(...results.filter((r) => r.status === 'bounced'));
       const last = i === groups.length - 1 && throttled.length === 0;
       status = messageStatus(all, states);
-      await record(row, changed, entry, last ? { status, attempt, smtpMessageId: built?.smtpMessageId ?? '', sentAny: sent.length > 0, events: eventsOf(row, sent, bounced, status, entry.response) } : undefined);
+      await record(
+        row,
+        changed,
+        entry,
+        last
+          ? {
+              status,
+              attempt,
+              smtpMessageId: built?.smtpMessageId ?? '',
+              sentAny: sent.length > 0,
+              events: eventsOf(row, sent, bounced, status, entry.response),
+            }
+          : undefined,
+      );
       attempt.progress.beat();
     }
-    const waiting = throttled.length ? await recordThrottled(row, states, throttled, attempt, { smtpMessageId: built?.smtpMessageId ?? '', sent, bounced }) : undefined;
-    if (groups.length === 0) await record(row, {}, { at: Date.now(), workflowId: attempt.workflowId, to: [], status: status === 'deferred' ? 'deferred' : status, response: 'nothing owed' }, { status, attempt, smtpMessageId: row.smtpMessageId ?? '', sentAny: false, events: [] });
+    const waiting = throttled.length
+      ? await recordThrottled(row, states, throttled, attempt, {
+          smtpMessageId: built?.smtpMessageId ?? '',
+          sent,
+          bounced,
+        })
+      : undefined;
+    if (groups.length === 0)
+      await record(
+        row,
+        {},
+        {
+          at: Date.now(),
+          workflowId: attempt.workflowId,
+          to: [],
+          status: status === 'deferred' ? 'deferred' : status,
+          response: 'nothing owed',
+        },
+        { status, attempt, smtpMessageId: row.smtpMessageId ?? '', sentAny: false, events: [] },
+      );
     // Only a permanent recipient-level failure (invalid_recipient, bad_domain) suppresses; spam, policy or reputation blocks never do.
-    for (const b of bounced) if (b.suppress && row.userId && row.kind === 'user') await deps.suppressions.add(row.userId, b.address, 'hard_bounce', { messageId: row.id, detail: b.response });
-    if (row.enrols && (sent.length || bounced.length)) await deps.settleEnrolments?.(row.id, { sent, failed: bounced.map((b) => b.address) });
+    for (const b of bounced)
+      if (b.suppress && row.userId && row.kind === 'user')
+        await deps.suppressions.add(row.userId, b.address, 'hard_bounce', { messageId: row.id, detail: b.response });
+    if (row.enrols && (sent.length || bounced.length))
+      await deps.settleEnrolments?.(row.id, { sent, failed: bounced.map((b) => b.address) });
     // A copy in the sender's Sent mailbox once anyone got it (idempotent per message).
-    if (built && sent.length) await deps.fileSent?.({ userId: row.userId, domainId: row.domainId, from: row.fromAddr, raw: built.raw, messageId: row.id, subject: row.subject, kind: row.kind, headers: row.headers });
+    if (built && sent.length)
+      await deps.fileSent?.({
+        userId: row.userId,
+        domainId: row.domainId,
+        from: row.fromAddr,
+        raw: built.raw,
+        messageId: row.id,
+        subject: row.subject,
+        kind: row.kind,
+        headers: row.headers,
+      });
     return waiting ?? status;
   }
 
@@ -175,29 +286,57 @@ export function createDeliveryService(deps: {
    * on) or this is a ladder attempt, else back to `queued` until its site can take it. Answers the wait
    * when no real answer deferred anyone.
    */
-  async function recordThrottled(row: MessageRow, states: RecipientStates, throttled: { to: string[]; waitMs: number; cause: string; site?: string; spacingMs?: number }[], attempt: Attempt,
-    done: { smtpMessageId: string; sent: string[]; bounced: RecipientResult[] }): Promise<Throttle | undefined> {
+  async function recordThrottled(
+    row: MessageRow,
+    states: RecipientStates,
+    throttled: { to: string[]; waitMs: number; cause: string; site?: string; spacingMs?: number }[],
+    attempt: Attempt,
+    done: { smtpMessageId: string; sent: string[]; bounced: RecipientResult[] },
+  ): Promise<Throttle | undefined> {
     const first = throttled.reduce((a, b) => (b.waitMs < a.waitMs ? b : a));
     const waitMs = first.waitMs;
     const waitingFor = new Set(throttled.flatMap((t) => t.to));
     const deferredByAnswer = owed(recipientsOf(row), states).some((a) => !waitingFor.has(a));
     const status = deferredByAnswer || attempt.ladder ? 'deferred' : 'queued';
-    const response = `waiting ${Math.ceil(waitMs / 1000)} s for the recipients' site: ${throttled[0]!.cause}`.slice(0, 500);
-    const entry: TrailEntry = { at: Date.now(), workflowId: attempt.workflowId, to: [...waitingFor], status: 'throttled', response };
+    const response = `waiting ${Math.ceil(waitMs / 1000)} s for the recipients' site: ${throttled[0]!.cause}`.slice(
+      0,
+      500,
+    );
+    const entry: TrailEntry = {
+      at: Date.now(),
+      workflowId: attempt.workflowId,
+      to: [...waitingFor],
+      status: 'throttled',
+      response,
+    };
     await record(row, {}, entry, {
-      status, attempt: deferredByAnswer ? attempt : { ...attempt, nextAttemptAt: Date.now() + waitMs }, smtpMessageId: done.smtpMessageId, sentAny: done.sent.length > 0,
+      status,
+      attempt: deferredByAnswer ? attempt : { ...attempt, nextAttemptAt: Date.now() + waitMs },
+      smtpMessageId: done.smtpMessageId,
+      sentAny: done.sent.length > 0,
       events: eventsOf(row, done.sent, done.bounced, deferredByAnswer ? 'deferred' : status, response),
     });
     return deferredByAnswer ? undefined : { waitMs, site: first.site, spacingMs: first.spacingMs };
   }
 
   /** The timeline events of one attempt: sent (who got it), one bounce per refused address, deferred. */
-  function eventsOf(row: MessageRow, sent: string[], bounced: RecipientResult[], status: MessageStatus | 'queued', response: string) {
+  function eventsOf(
+    row: MessageRow,
+    sent: string[],
+    bounced: RecipientResult[],
+    status: MessageStatus | 'queued',
+    response: string,
+  ) {
     if (!row.userId || row.kind !== 'user') return [];
     const base = { userId: row.userId, messageId: row.id, domainId: row.domainId };
     return [
       ...(sent.length ? [{ ...base, type: 'email.sent' as const, data: { to: sent, response } }] : []),
-      ...bounced.map((b) => ({ ...base, type: 'email.bounced' as const, recipient: b.address, data: { bounce: { type: 'hard', diagnostic: b.response, bounceClass: b.bounceClass ?? 'other' } } })),
+      ...bounced.map((b) => ({
+        ...base,
+        type: 'email.bounced' as const,
+        recipient: b.address,
+        data: { bounce: { type: 'hard', diagnostic: b.response, bounceClass: b.bounceClass ?? 'other' } },
+      })),
       ...(status === 'deferred' ? [{ ...base, type: 'email.deferred' as const, data: { error: response } }] : []),
     ];
   }
@@ -209,19 +348,37 @@ export function createDeliveryService(deps: {
    * sequence enrols none of its recipients.
    */
   async function refuse(row: MessageRow, refusal: AppError, attempt: Attempt): Promise<void> {
-    const entry: TrailEntry = { at: Date.now(), workflowId: attempt.workflowId, to: owed(recipientsOf(row), row.recipients), status: 'refused', response: refusalNote(refusal) };
+    const entry: TrailEntry = {
+      at: Date.now(),
+      workflowId: attempt.workflowId,
+      to: owed(recipientsOf(row), row.recipients),
+      status: 'refused',
+      response: refusalNote(refusal),
+    };
     const events = row.userId ? [failedEvent(row, refusal)] : [];
-    await record(row, {}, entry, { status: 'failed', attempt: { ...attempt, nextAttemptAt: null }, smtpMessageId: row.smtpMessageId ?? '', sentAny: false, events });
-    log.info({ messageId: row.id, accountId: row.userId, domainId: row.domainId, code: refusal.code }, 'refused at departure');
-    if (row.enrols) await deps.settleEnrolments?.(row.id, { sent: [], failed: owed(recipientsOf(row), row.recipients) });
+    await record(row, {}, entry, {
+      status: 'failed',
+      attempt: { ...attempt, nextAttemptAt: null },
+      smtpMessageId: row.smtpMessageId ?? '',
+      sentAny: false,
+      events,
+    });
+    log.info(
+      { messageId: row.id, accountId: row.userId, domainId: row.domainId, code: refusal.code },
+      'refused at departure',
+    );
+    if (row.enrols)
+      await deps.settleEnrolments?.(row.id, { sent: [], failed: owed(recipientsOf(row), row.recipients) });
   }
 
   /** Runs `work` over `items` with at most `lanes` at once: a stalled item holds one lane, not a whole chunk. */
   async function inLanes<T>(items: T[], lanes: number, progress: Progress, work: (item: T) => Promise<void>) {
     let next = 0;
-    await Promise.all(Array.from({ length: Math.min(lanes, items.length) }, async () => {
-      while (next < items.length && !progress.stopped()) await work(items[next++]!);
-    }));
+    await Promise.all(
+      Array.from({ length: Math.min(lanes, items.length) }, async () => {
+        while (next < items.length && !progress.stopped()) await work(items[next++]!);
+      }),
+    );
   }
 
   return {
@@ -230,13 +387,36 @@ export function createDeliveryService(deps: {
      * its own rows still `sending` (those cut off mid-transaction) and skips every recorded outcome. Answers
      * the rows of this run left deferred, including those an earlier attempt deferred.
      */
-    async sendQueued(input: { messageIds: string[]; workflowId: string; nextAttemptAt?: number | null }, progress: Progress = idle): Promise<DeliveryResult> {
+    async sendQueued(
+      input: { messageIds: string[]; workflowId: string; nextAttemptAt?: number | null },
+      progress: Progress = idle,
+    ): Promise<DeliveryResult> {
       // The claim also reads each sender's standing: the gate judges the batch again with no extra round trip.
-      const { rows: claimed, refused } = judgeClaimed(await db.update(m).set({ status: 'sending', workflowId: input.workflowId, updatedAt: Date.now() })
-        .where(and(inArray(m.id, input.messageIds), or(eq(m.status, 'queued'), and(eq(m.status, 'sending'), eq(m.workflowId, input.workflowId)))))
-        .returning({ ...getTableColumns(m), standing: standingColumn() }));
-      const result: DeliveryResult = { sent: 0, bounced: 0, skipped: input.messageIds.length - claimed.length, deferred: [], throttled: [] };
-      const attempt: Attempt = { workflowId: input.workflowId, final: false, nextAttemptAt: input.nextAttemptAt ?? null, progress };
+      const { rows: claimed, refused } = judgeClaimed(
+        await db
+          .update(m)
+          .set({ status: 'sending', workflowId: input.workflowId, updatedAt: Date.now() })
+          .where(
+            and(
+              inArray(m.id, input.messageIds),
+              or(eq(m.status, 'queued'), and(eq(m.status, 'sending'), eq(m.workflowId, input.workflowId))),
+            ),
+          )
+          .returning({ ...getTableColumns(m), standing: standingColumn() }),
+      );
+      const result: DeliveryResult = {
+        sent: 0,
+        bounced: 0,
+        skipped: input.messageIds.length - claimed.length,
+        deferred: [],
+        throttled: [],
+      };
+      const attempt: Attempt = {
+        workflowId: input.workflowId,
+        final: false,
+        nextAttemptAt: input.nextAttemptAt ?? null,
+        progress,
+      };
       const throttledBySite: ({ id: string } & Throttle)[] = [];
       await inLanes(claimed, DELIVERY_CONCURRENCY, progress, async (row) => {
         const refusal = refused.get(row.id);
@@ -251,16 +431,29 @@ export function createDeliveryService(deps: {
       });
       result.throttled = spread(throttledBySite);
       // Every row of this run waiting on a retry, also those an earlier (failed) attempt deferred: the workflow starts their ladders.
-      const deferred = await db.select({ id: m.id }).from(m).where(and(inArray(m.id, input.messageIds), eq(m.workflowId, input.workflowId), eq(m.status, 'deferred')));
+      const deferred = await db
+        .select({ id: m.id })
+        .from(m)
+        .where(and(inArray(m.id, input.messageIds), eq(m.workflowId, input.workflowId), eq(m.status, 'deferred')));
       result.deferred = deferred.map((r) => r.id);
       return result;
     },
 
     /** Ids of outbound rows still `queued` and unclaimed after `olderThanMs`: their batch never started. */
     async findStranded(olderThanMs: number, limit: number): Promise<string[]> {
-      const rows = await db.select({ id: m.id }).from(m)
-        .where(and(eq(m.status, 'queued'), eq(m.direction, 'outbound'), isNull(m.workflowId), lt(m.createdAt, Date.now() - olderThanMs)))
-        .orderBy(asc(m.createdAt)).limit(limit);
+      const rows = await db
+        .select({ id: m.id })
+        .from(m)
+        .where(
+          and(
+            eq(m.status, 'queued'),
+            eq(m.direction, 'outbound'),
+            isNull(m.workflowId),
+            lt(m.createdAt, Date.now() - olderThanMs),
+          ),
+        )
+        .orderBy(asc(m.createdAt))
+        .limit(limit);
       return rows.map((r) => r.id);
     },
 
@@ -270,13 +463,23 @@ export function createDeliveryService(deps: {
      */
     async findAbandoned(opts: { deferredGraceMs: number; sendingGraceMs: number; limit: number }): Promise<string[]> {
       const now = Date.now();
-      const rows = await db.select({ id: m.id }).from(m).where(and(eq(m.direction, 'outbound'), or(
-        and(eq(m.status, 'deferred'), lt(m.nextAttemptAt, now - opts.deferredGraceMs)),
-        and(eq(m.status, 'deferred'), isNull(m.nextAttemptAt), lt(m.updatedAt, now - opts.deferredGraceMs)),
-        and(eq(m.status, 'sending'), lt(m.updatedAt, now - opts.sendingGraceMs)),
-        // Waiting for its site in a batch run that is gone (throttled rows keep the id of their run).
-        and(eq(m.status, 'queued'), isNotNull(m.workflowId), lt(m.nextAttemptAt, now - opts.deferredGraceMs)),
-      ))).orderBy(asc(m.updatedAt)).limit(opts.limit);
+      const rows = await db
+        .select({ id: m.id })
+        .from(m)
+        .where(
+          and(
+            eq(m.direction, 'outbound'),
+            or(
+              and(eq(m.status, 'deferred'), lt(m.nextAttemptAt, now - opts.deferredGraceMs)),
+              and(eq(m.status, 'deferred'), isNull(m.nextAttemptAt), lt(m.updatedAt, now - opts.deferredGraceMs)),
+              and(eq(m.status, 'sending'), lt(m.updatedAt, now - opts.sendingGraceMs)),
+              // Waiting for its site in a batch run that is gone (throttled rows keep the id of their run).
+              and(eq(m.status, 'queued'), isNotNull(m.workflowId), lt(m.nextAttemptAt, now - opts.deferredGraceMs)),
+            ),
+          ),
+        )
+        .orderBy(asc(m.updatedAt))
+        .limit(opts.limit);
       return rows.map((r) => r.id);
     },
 
@@ -284,17 +487,40 @@ export function createDeliveryService(deps: {
      * A later attempt at a deferred message (its owed recipients only); `final` turns a temporary failure
      * into a bounce. A Throttle answer means its site could not take it: the ladder waits and tries again.
      */
-    async retryDeferred(input: { messageId: string; workflowId: string; final: boolean; nextAttemptAt: number | null }, progress: Progress = idle): Promise<MessageStatus | 'skipped' | 'failed' | Throttle> {
+    async retryDeferred(
+      input: { messageId: string; workflowId: string; final: boolean; nextAttemptAt: number | null },
+      progress: Progress = idle,
+    ): Promise<MessageStatus | 'skipped' | 'failed' | Throttle> {
       // A deferred message may wait days: the gate judges it again before every attempt (the ladder ends on a refusal).
-      const { rows: [row], refused } = judgeClaimed(await db.update(m).set({ status: 'sending', updatedAt: Date.now() })
-        .where(and(eq(m.id, input.messageId), inArray(m.status, ['deferred', 'sending', 'queued']))).returning({ ...getTableColumns(m), standing: standingColumn() }));
+      const {
+        rows: [row],
+        refused,
+      } = judgeClaimed(
+        await db
+          .update(m)
+          .set({ status: 'sending', updatedAt: Date.now() })
+          .where(and(eq(m.id, input.messageId), inArray(m.status, ['deferred', 'sending', 'queued'])))
+          .returning({ ...getTableColumns(m), standing: standingColumn() }),
+      );
       if (!row) return 'skipped';
       const refusal = refused.get(row.id);
       if (refusal) {
-        await refuse(row, refusal, { workflowId: input.workflowId, final: input.final, nextAttemptAt: null, progress, ladder: true });
+        await refuse(row, refusal, {
+          workflowId: input.workflowId,
+          final: input.final,
+          nextAttemptAt: null,
+          progress,
+          ladder: true,
+        });
         return 'failed';
       }
-      return deliver(row, { workflowId: input.workflowId, final: input.final, nextAttemptAt: input.nextAttemptAt, progress, ladder: true });
+      return deliver(row, {
+        workflowId: input.workflowId,
+        final: input.final,
+        nextAttemptAt: input.nextAttemptAt,
+        progress,
+        ladder: true,
+      });
     },
   };
 }

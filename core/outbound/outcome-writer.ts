@@ -7,8 +7,16 @@ import type { MessageStatus, RecipientStates, TrailEntry } from '../mail/recipie
 
 /** One transaction's outcome for one message; `final` also moves the message's status (its last transaction). */
 export type Outcome = {
-  id: string; changed: RecipientStates; entry: TrailEntry;
-  final?: { status: MessageStatus | 'queued' | 'failed'; nextAttemptAt: number | null; lastError: string | null; smtpMessageId: string | null; sentAny: boolean };
+  id: string;
+  changed: RecipientStates;
+  entry: TrailEntry;
+  final?: {
+    status: MessageStatus | 'queued' | 'failed';
+    nextAttemptAt: number | null;
+    lastError: string | null;
+    smtpMessageId: string | null;
+    sentAny: boolean;
+  };
   events: Parameters<EventService['prepare']>[0];
 };
 type Waiting = { o: Outcome; resolve: () => void; reject: (err: unknown) => void };
@@ -47,12 +55,15 @@ export function createOutcomeWriter(deps: { db: Db; events: EventService; onWait
         as v(id, changed, entry, status, inc, next_at, last_error, smtp_id, sent_any)
       where m.id = v.id`;
     const prepared = deps.events.prepare(batch.flatMap((o) => o.events));
-    const inserted = await retryTransient(async () => {
-      if (!prepared.rows.length) return void (await db.execute(update));
-      // One statement: the outcomes and their events commit together (a data-modifying CTE always runs).
-      const done = db.$with('done', { id: sql<string>`id` }).as(sql`${update} returning m.id`);
-      return db.with(done).insert(schema.events).values(prepared.rows).returning(prepared.returning);
-    }, { onWait: deps.onWait });
+    const inserted = await retryTransient(
+      async () => {
+        if (!prepared.rows.length) return void (await db.execute(update));
+        // One statement: the outcomes and their events commit together (a data-modifying CTE always runs).
+        const done = db.$with('done', { id: sql<string>`id` }).as(sql`${update} returning m.id`);
+        return db.with(done).insert(schema.events).values(prepared.rows).returning(prepared.returning);
+      },
+      { onWait: deps.onWait },
+    );
     if (inserted) prepared.notify(inserted);
   }
 
@@ -60,10 +71,15 @@ export function createOutcomeWriter(deps: { db: Db; events: EventService; onWait
     if (busy || pending.length === 0) return;
     busy = true;
     const batch = pending.splice(0, MAX_PER_FLUSH);
-    writeAll(batch.map((w) => w.o)).then(() => batch.forEach((w) => w.resolve()), (err) => batch.forEach((w) => w.reject(err))).finally(() => {
-      busy = false;
-      pump();
-    });
+    writeAll(batch.map((w) => w.o))
+      .then(
+        () => batch.forEach((w) => w.resolve()),
+        (err) => batch.forEach((w) => w.reject(err)),
+      )
+      .finally(() => {
+        busy = false;
+        pump();
+      });
   }
 
   return {

@@ -5,7 +5,14 @@ import type { BatchAnswer, WorkerAnswer } from './worker.js';
 /** Most tasks handed to a thread in one message. */
 const MAX_BATCH = 16;
 
-type Item = { task: string; input: unknown; budget: number; queueMs: number; resolve(answer: WorkerAnswer): void; reject(err: unknown): void };
+type Item = {
+  task: string;
+  input: unknown;
+  budget: number;
+  queueMs: number;
+  resolve(answer: WorkerAnswer): void;
+  reject(err: unknown): void;
+};
 
 /**
  * Small parse tasks that arrive together (one turn of the event loop: SMTP connections delivering at
@@ -27,13 +34,16 @@ export function createBatcher(deps: {
   let pending: Item[] = [];
   let scheduled = false;
 
-  const pass = (it: Item) => { deps.alone(it.task, it.input, it.budget, it.queueMs).then(it.resolve, it.reject); };
+  const pass = (it: Item) => {
+    deps.alone(it.task, it.input, it.budget, it.queueMs).then(it.resolve, it.reject);
+  };
 
   function flush() {
     scheduled = false;
     // Tasks with the same budget and wait go together (the batch is watched by one timer).
     const byLimits = new Map<string, Item[]>();
-    for (const it of pending) byLimits.set(`${it.budget}:${it.queueMs}`, [...(byLimits.get(`${it.budget}:${it.queueMs}`) ?? []), it]);
+    for (const it of pending)
+      byLimits.set(`${it.budget}:${it.queueMs}`, [...(byLimits.get(`${it.budget}:${it.queueMs}`) ?? []), it]);
     pending = [];
     for (const all of byLimits.values()) {
       // Spread over the threads: a turn's tasks never all wait on one thread while another is idle.
@@ -81,7 +91,10 @@ export function createBatcher(deps: {
     };
     let timer = setTimeout(check, Math.min(budget, queueMs)).unref();
     try {
-      const answers = (await deps.piscina.run({ batch: group.map((it) => ({ task: it.task, input: it.input })), handedAt, started }, { signal: controller.signal })) as BatchAnswer[];
+      const answers = (await deps.piscina.run(
+        { batch: group.map((it) => ({ task: it.task, input: it.input })), handedAt, started },
+        { signal: controller.signal },
+      )) as BatchAnswer[];
       answers.forEach((a, i) => ('crash' in a ? group[i]!.reject(new Error(a.crash)) : group[i]!.resolve(a)));
     } catch (err) {
       // No thread took the batch in time: every task of it is refused as busy, as each alone would be.

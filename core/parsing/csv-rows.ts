@@ -8,11 +8,23 @@ import { badRequest } from '../errors.js';
  */
 
 /** Bounds of one import: the CSV's size, its rows, the rejections kept, and a contact's own limits applied to the columns. */
-export const IMPORT_LIMITS = { bytes: 5 * 1024 * 1024, rows: 100_000, rejectionsKept: 100, attributes: 100, valueChars: 2000, nameChars: 200 };
+export const IMPORT_LIMITS = {
+  bytes: 5 * 1024 * 1024,
+  rows: 100_000,
+  rejectionsKept: 100,
+  attributes: 100,
+  valueChars: 2000,
+  nameChars: 200,
+};
 const EMAIL_COLUMNS = ['email', 'e-mail', 'email address', 'email_address'];
 const emailCheck = z.email();
 /** One staged row, as contact_import_rows keeps it (without the import id and sequence number). */
-export type CsvRow = { email?: string | null; name?: string | null; attributes?: Record<string, string> | null; rejection: string | null };
+export type CsvRow = {
+  email?: string | null;
+  name?: string | null;
+  attributes?: Record<string, string> | null;
+  rejection: string | null;
+};
 /** A CSV this service will not import (answered 400 `invalid_csv`, as the parser's own errors are). */
 class CsvProblem extends Error {}
 
@@ -20,8 +32,16 @@ class CsvProblem extends Error {}
 function columnsOf(header: string[]): string[] {
   const cols = header.map((h) => String(h).trim().toLowerCase());
   if (!EMAIL_COLUMNS.some((k) => cols.includes(k))) throw new CsvProblem('the header needs an "email" column');
-  const attributes = new Set(cols.filter((k) => !EMAIL_COLUMNS.includes(k) && k !== 'name').map(attributeKey).filter(Boolean));
-  if (attributes.size > IMPORT_LIMITS.attributes) throw new CsvProblem(`at most ${IMPORT_LIMITS.attributes} attribute columns (a contact holds at most ${IMPORT_LIMITS.attributes} attributes)`);
+  const attributes = new Set(
+    cols
+      .filter((k) => !EMAIL_COLUMNS.includes(k) && k !== 'name')
+      .map(attributeKey)
+      .filter(Boolean),
+  );
+  if (attributes.size > IMPORT_LIMITS.attributes)
+    throw new CsvProblem(
+      `at most ${IMPORT_LIMITS.attributes} attribute columns (a contact holds at most ${IMPORT_LIMITS.attributes} attributes)`,
+    );
   return cols;
 }
 
@@ -34,9 +54,14 @@ function toRow(rec: Record<string, string>): CsvRow {
   const emailKey = EMAIL_COLUMNS.find((k) => k in rec);
   const email = emailKey ? (rec[emailKey] ?? '').toLowerCase() : '';
   if (!email) return reject('missing email');
-  if (email.length > 254 || !emailCheck.safeParse(email).success) return reject(`invalid email "${email.slice(0, 100)}"`);
-  const name = rec.name || [rec.first_name ?? rec['first name'], rec.last_name ?? rec['last name']].filter(Boolean).join(' ') || null;
-  if (name && name.length > IMPORT_LIMITS.nameChars) return reject(`name: at most ${IMPORT_LIMITS.nameChars} characters`);
+  if (email.length > 254 || !emailCheck.safeParse(email).success)
+    return reject(`invalid email "${email.slice(0, 100)}"`);
+  const name =
+    rec.name ||
+    [rec.first_name ?? rec['first name'], rec.last_name ?? rec['last name']].filter(Boolean).join(' ') ||
+    null;
+  if (name && name.length > IMPORT_LIMITS.nameChars)
+    return reject(`name: at most ${IMPORT_LIMITS.nameChars} characters`);
   const attributes: Record<string, string> = {};
   for (const [k, v] of Object.entries(rec)) {
     if (k === emailKey || k === 'name' || v === '' || v === undefined) continue;
@@ -54,7 +79,12 @@ function toRow(rec: Record<string, string>): CsvRow {
  */
 export async function parseCsvRows(csv: string, fromSeq = 0): Promise<{ rows: CsvRow[]; total: number }> {
   const parser = parse(csv, {
-    columns: columnsOf, skip_empty_lines: true, trim: true, bom: true, relax_column_count: true, max_record_size: 64 * 1024,
+    columns: columnsOf,
+    skip_empty_lines: true,
+    trim: true,
+    bom: true,
+    relax_column_count: true,
+    max_record_size: 64 * 1024,
   });
   const rows: CsvRow[] = [];
   let seq = 0;

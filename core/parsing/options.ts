@@ -15,4 +15,8 @@ export type ParsePoolOptions = {
  * budget and memory leave room for the largest legitimate mail (SMTP_MAX_MESSAGE_BYTES, 30 MB): a 20 MB
  * HTML-only body takes mailparser about 11 s and more than 512 MB (measured), a 27 MB attachment about 1 s.
  */
-export const PARSE_DEFAULTS: ParsePoolOptions = { threads: Math.max(2, Math.min(4, availableParallelism())), timeoutMs: 20_000, memoryMb: 1024 };
+export const PARSE_DEFAULTS: ParsePoolOptions = {
+  threads: Math.max(2, Math.min(4, availableParallelism())),
+  timeoutMs: 20_000,
+  memoryMb: 1024,
+};

@@ -27,12 +27,26 @@ export type ParsePool = {
 };
 
 const overBudget = (task: string, ms: number) =>
-  new AppError(422, 'parse_budget_exceeded', `The input took longer than its ${ms} ms processing budget (${task}) and was refused`, false, { task });
+  new AppError(
+    422,
+    'parse_budget_exceeded',
+    `The input took longer than its ${ms} ms processing budget (${task}) and was refused`,
+    false,
+    { task },
+  );
 const overMemory = (task: string, mb: number) =>
-  new AppError(422, 'parse_memory_exceeded', `The input needed more than the ${mb} MB processing memory limit (${task}) and was refused`, false, { task });
+  new AppError(
+    422,
+    'parse_memory_exceeded',
+    `The input needed more than the ${mb} MB processing memory limit (${task}) and was refused`,
+    false,
+    { task },
+  );
 
 const busy = (task: string, ms: number) =>
-  new AppError(503, 'parse_busy', `Every processing thread stayed busy for ${ms} ms (${task}); try again later`, true, { task });
+  new AppError(503, 'parse_busy', `Every processing thread stayed busy for ${ms} ms (${task}); try again later`, true, {
+    task,
+  });
 
 /**
  * The budget of one task, counted from when a thread starts it (the thread writes, into `started`, the
@@ -43,7 +57,13 @@ function watchTask(task: string, budget: number, queueMs: number) {
   const handedAt = Date.now();
   const started = new Int32Array(new SharedArrayBuffer(4));
   const controller = new AbortController();
-  const watch = { handedAt, started, signal: controller.signal, refusal: undefined as AppError | undefined, stop: () => clearTimeout(timer) };
+  const watch = {
+    handedAt,
+    started,
+    signal: controller.signal,
+    refusal: undefined as AppError | undefined,
+    stop: () => clearTimeout(timer),
+  };
   const end = (refusal: AppError) => {
     watch.refusal = refusal;
     controller.abort(refusal);
@@ -66,7 +86,10 @@ function watchTask(task: string, budget: number, queueMs: number) {
 
 export function createParsePool(options: ParsePoolOptions): ParsePool {
   const piscina = new Piscina({
-    filename: parseWorkerFile(), minThreads: 1, maxThreads: Math.max(1, options.threads), idleTimeout: 30_000,
+    filename: parseWorkerFile(),
+    minThreads: 1,
+    maxThreads: Math.max(1, options.threads),
+    idleTimeout: 30_000,
     resourceLimits: { maxOldGenerationSizeMb: options.memoryMb, maxYoungGenerationSizeMb: 32, stackSizeMb: 4 },
   });
   let closed = false;
@@ -75,7 +98,10 @@ export function createParsePool(options: ParsePoolOptions): ParsePool {
   async function alone(task: string, input: unknown, budget: number, queueMs: number): Promise<WorkerAnswer> {
     const watch = watchTask(task, budget, queueMs);
     try {
-      return await piscina.run({ task, input, handedAt: watch.handedAt, started: watch.started }, { signal: watch.signal });
+      return await piscina.run(
+        { task, input, handedAt: watch.handedAt, started: watch.started },
+        { signal: watch.signal },
+      );
     } catch (err) {
       if (watch.refusal) {
         if (watch.refusal.code === 'parse_budget_exceeded') parseTasksOverBudget.inc({ task, budget: 'time' });
@@ -90,7 +116,13 @@ export function createParsePool(options: ParsePoolOptions): ParsePool {
       watch.stop();
     }
   }
-  const batcher = createBatcher({ piscina, alone, overBudget, busy, counted: (task) => parseTasksOverBudget.inc({ task, budget: 'time' }) });
+  const batcher = createBatcher({
+    piscina,
+    alone,
+    overBudget,
+    busy,
+    counted: (task) => parseTasksOverBudget.inc({ task, budget: 'time' }),
+  });
 
   async function run<K extends TaskName>(task: K, input: TaskInput<K>, opts: RunOptions = {}): Promise<TaskOutput<K>> {
     if (closed) throw new AppError(503, 'unavailable', 'The service is shutting down', true);

@@ -8,7 +8,11 @@
  */
 import { createRequire } from 'node:module';
 
-const SP = 0x20, TAB = 0x09, CR = 0x0d, LF = 0x0a, EQ = 0x3d;
+const SP = 0x20,
+  TAB = 0x09,
+  CR = 0x0d,
+  LF = 0x0a,
+  EQ = 0x3d;
 
 /** The value of an ASCII hex digit, or -1. */
 function hexValue(c: number): number {
@@ -45,8 +49,14 @@ function dropSoftBreaks(input: Buffer): Buffer {
   for (let i = 0; i < input.length; i++) {
     if (input[i] === EQ) {
       if (i + 1 === input.length) continue;
-      if (input[i + 1] === LF) { i += 1; continue; }
-      if (input[i + 1] === CR && input[i + 2] === LF) { i += 2; continue; }
+      if (input[i + 1] === LF) {
+        i += 1;
+        continue;
+      }
+      if (input[i + 1] === CR && input[i + 2] === LF) {
+        i += 2;
+        continue;
+      }
     }
     out[n++] = input[i]!;
   }
@@ -60,7 +70,8 @@ export function decodeQuotedPrintable(value: Buffer | string): Buffer {
   let n = 0;
   for (let i = 0; i < input.length; i++) {
     if (input[i] === EQ && i + 2 < input.length) {
-      const hi = hexValue(input[i + 1]!), lo = hexValue(input[i + 2]!);
+      const hi = hexValue(input[i + 1]!),
+        lo = hexValue(input[i + 2]!);
       if (hi >= 0 && lo >= 0) {
         out[n++] = hi * 16 + lo;
         i += 2;

@@ -18,7 +18,11 @@ export async function renderContent(input: RenderInput): Promise<Content> {
 
 /** An upper bound, in characters, of the merged subject, html and text (before the few bytes tracking adds per link). */
 export function mergedBound(input: RenderInput): number {
-  const fields = [input.explicit.subject ?? input.template?.subject, input.explicit.html ?? input.template?.html, input.explicit.text ?? input.template?.text];
+  const fields = [
+    input.explicit.subject ?? input.template?.subject,
+    input.explicit.html ?? input.template?.html,
+    input.explicit.text ?? input.template?.text,
+  ];
   let longest = 0;
   for (const v of Object.values(input.data ?? {})) if (typeof v === 'string' && v.length > longest) longest = v.length;
   let bound = 0;

@@ -6,10 +6,22 @@
  * so the MIME tree is split here by a small parser that keeps only what reports need.
  */
 
-export type BounceRecipient = { address: string; action: string; status: string | null; diagnostic: string | null; type: 'hard' | 'soft' };
+export type BounceRecipient = {
+  address: string;
+  action: string;
+  status: string | null;
+  diagnostic: string | null;
+  type: 'hard' | 'soft';
+};
 export type ParsedReport =
   | { kind: 'bounce'; messageId: string | null; recipients: BounceRecipient[] }
-  | { kind: 'complaint'; messageId: string | null; recipient: string | null; feedbackType: string; userAgent: string | null };
+  | {
+      kind: 'complaint';
+      messageId: string | null;
+      recipient: string | null;
+      feedbackType: string;
+      userAgent: string | null;
+    };
 
 type Fields = Map<string, string[]>;
 /**
@@ -38,7 +50,10 @@ const ORIGINAL_TYPES = new Set(['text/rfc822-headers', 'message/rfc822', 'messag
  * Parses a DSN or ARF report and finds the `msg_` id it is about (VERP envelope recipient first, then the
  * returned original headers); null when the message is neither kind of report.
  */
-export async function parseReport(raw: Buffer, opts: { envelopeTo: string[]; serviceDomain: string }): Promise<ParsedReport | null> {
+export async function parseReport(
+  raw: Buffer,
+  opts: { envelopeTo: string[]; serviceDomain: string },
+): Promise<ParsedReport | null> {
   const text = raw.toString('latin1', 0, Math.min(raw.length, MAX_REPORT));
   // The cheap check first: a report is a multipart/report at the top; anything else is not read further.
   if (topLevelType(text) !== 'multipart/report') return null;
@@ -69,7 +84,11 @@ export async function parseReport(raw: Buffer, opts: { envelopeTo: string[]; ser
  * Message-ID needs our service domain so that a foreign `msg_…` id never matches; the original envelope
  * sender (ARF Original-Mail-From, a Return-Path kept in the returned headers) is a last resort.
  */
-function findMessageId(opts: { envelopeTo: string[]; serviceDomain: string }, original: Fields, mailFrom: string[]): string | null {
+function findMessageId(
+  opts: { envelopeTo: string[]; serviceDomain: string },
+  original: Fields,
+  mailFrom: string[],
+): string | null {
   // Ids are case-sensitive, so the VERP local part is matched before any lower-casing.
   const verp = (addrs: string[]) => addrs.map((a) => VERP.exec(bareAddress(a) ?? '')?.[1]).find(Boolean) ?? null;
   const fromEnvelope = verp(opts.envelopeTo);
@@ -88,7 +107,9 @@ function parseDeliveryStatus(body: string): BounceRecipient[] {
   // Groups are separated by blank lines; the first (per-message) one has no recipient and is skipped.
   for (const group of body.split(/\r?\n(?:[ \t]*\r?\n)+/)) {
     const f = parseFields(group);
-    const address = addressOf(stripType(first(f, 'original-recipient') ?? '')) ?? addressOf(stripType(first(f, 'final-recipient') ?? ''));
+    const address =
+      addressOf(stripType(first(f, 'original-recipient') ?? '')) ??
+      addressOf(stripType(first(f, 'final-recipient') ?? ''));
     const action = (first(f, 'action') ?? '').toLowerCase().split(/[\s(]/)[0]!;
     if (!address || (action !== 'failed' && action !== 'delayed')) continue;
     const status = /\b([245])\.\d{1,3}\.\d{1,3}\b/.exec(first(f, 'status') ?? '')?.[0] ?? null;
@@ -107,7 +128,12 @@ function collect(raw: string): { isReport: boolean; leaves: Leaf[] } {
     const { head, body } = splitHead(entity);
     const headers = parseFields(head);
     const ct = parseContentType(first(headers, 'content-type') ?? 'text/plain');
-    if (ct.type.startsWith('multipart/') && ct.params.boundary && ct.params.boundary.length <= MAX_BOUNDARY && depth < MAX_DEPTH) {
+    if (
+      ct.type.startsWith('multipart/') &&
+      ct.params.boundary &&
+      ct.params.boundary.length <= MAX_BOUNDARY &&
+      depth < MAX_DEPTH
+    ) {
       if (ct.type === 'multipart/report') result.isReport = true;
       for (const part of splitMultipart(body, ct.params.boundary)) visit(part, depth + 1);
       return;
@@ -124,7 +150,8 @@ function topLevelType(raw: string): string {
 }
 
 /** A leaf's body undone from its transfer encoding, at most MAX_PART characters of it read. */
-const decoded = (leaf: Leaf): string => decodeBody(leaf.body.length > MAX_PART ? leaf.body.slice(0, MAX_PART) : leaf.body, leaf.encoding);
+const decoded = (leaf: Leaf): string =>
+  decodeBody(leaf.body.length > MAX_PART ? leaf.body.slice(0, MAX_PART) : leaf.body, leaf.encoding);
 
 /** Header block and body of an entity; an entity that starts with a blank line has no headers. */
 function splitHead(entity: string): { head: string; body: string } {
@@ -142,7 +169,10 @@ function parseFields(block: string): Fields {
     if (colon <= 0) continue;
     const name = line.slice(0, colon).trim().toLowerCase();
     if (colon > 200) continue; // not a header name
-    const value = Buffer.from(line.slice(colon + 1, colon + 1 + MAX_FIELD), 'latin1').toString('utf8').replace(/\s+/g, ' ').trim();
+    const value = Buffer.from(line.slice(colon + 1, colon + 1 + MAX_FIELD), 'latin1')
+      .toString('utf8')
+      .replace(/\s+/g, ' ')
+      .trim();
     // Appended in place: copying the list for each repeat was quadratic in the number of same-named fields.
     const values = fields.get(name);
     if (values) values.push(value);
@@ -209,7 +239,9 @@ function decodeBody(body: string, encoding: string | undefined): string {
   const cte = (encoding ?? '').toLowerCase();
   if (cte === 'base64') return Buffer.from(body.replace(/[^A-Za-z0-9+/=]/g, ''), 'base64').toString('latin1');
   if (cte === 'quoted-printable') {
-    return withoutTrailingBlanks(body).replace(/=\r?\n/g, '').replace(/=([0-9A-Fa-f]{2})/g, (_, h: string) => String.fromCharCode(parseInt(h, 16)));
+    return withoutTrailingBlanks(body)
+      .replace(/=\r?\n/g, '')
+      .replace(/=([0-9A-Fa-f]{2})/g, (_, h: string) => String.fromCharCode(parseInt(h, 16)));
   }
   return body;
 }
@@ -222,7 +254,10 @@ export function withoutTrailingBlanks(s: string): string {
   const kept: string[] = [];
   let from = 0;
   for (let i = 0; i < s.length;) {
-    if (!isBlank(s.charCodeAt(i))) { i++; continue; }
+    if (!isBlank(s.charCodeAt(i))) {
+      i++;
+      continue;
+    }
     let end = i + 1;
     while (end < s.length && isBlank(s.charCodeAt(end))) end++;
     if (s[end] === '\n' || (s[end] === '\r' && s[end + 1] === '\n')) {

@@ -23,7 +23,11 @@ function capMerged<T extends { subject: string; html: string | null; text: strin
   for (const field of ['subject', 'html', 'text'] as const) {
     const length = content[field]?.length ?? 0;
     if (length > MAX_MERGED_CHARS) {
-      throw new AppError(422, 'content_too_large', `${field} after merge tags are filled is ${length} characters; at most ${MAX_MERGED_CHARS}`);
+      throw new AppError(
+        422,
+        'content_too_large',
+        `${field} after merge tags are filled is ${length} characters; at most ${MAX_MERGED_CHARS}`,
+      );
     }
   }
   return content;
@@ -53,7 +57,11 @@ export const tasks = {
 
   /** The Subject of a message (IMAP APPEND, sent-mail filing): no body conversions. */
   async mailSubject(raw: Uint8Array): Promise<string | null> {
-    const mail = await simpleParser(asBuffer(raw), { skipHtmlToText: true, skipTextToHtml: true, skipImageLinks: true });
+    const mail = await simpleParser(asBuffer(raw), {
+      skipHtmlToText: true,
+      skipTextToHtml: true,
+      skipImageLinks: true,
+    });
     return mail.subject ?? null;
   },
 
@@ -63,7 +71,10 @@ export const tasks = {
   },
 
   /** Copies of one broadcast for a batch of recipients (merge tags, preview, footer). */
-  async renderBroadcast(input: { content: BroadcastContent; recipients: { recipient: Recipient; unsubscribeUrl: string }[] }) {
+  async renderBroadcast(input: {
+    content: BroadcastContent;
+    recipients: { recipient: Recipient; unsubscribeUrl: string }[];
+  }) {
     return input.recipients.map((r) => capMerged(renderForRecipient(input.content, r.recipient, r.unsubscribeUrl)));
   },
 
@@ -72,7 +83,9 @@ export const tasks = {
    * the open pixel placed when tracking is on. The tracking key travels with the task: the thread is ours.
    */
   async renderSend(input: {
-    explicit: { subject?: string; html?: string; text?: string }; template?: Template; data?: MergeData;
+    explicit: { subject?: string; html?: string; text?: string };
+    template?: Template;
+    data?: MergeData;
     tracking?: { publicUrl: string; secretKey: string; messageId: string; opens: boolean; clicks: boolean };
   }) {
     const content = capMerged(composeContent(input.explicit, input.template, input.data));

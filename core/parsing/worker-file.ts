@@ -21,8 +21,15 @@ export function parseWorkerFile(): string {
   // A deployment that ships dist/ without the sources runs the newest bundle built at install or image build.
   if (!existsSync(ENTRY)) return (built = newestBuilt());
   const out = buildSync({
-    entryPoints: [ENTRY], bundle: true, platform: 'node', format: 'esm', target: 'node20', packages: 'external',
-    write: false, logLevel: 'warning', sourcemap: false,
+    entryPoints: [ENTRY],
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    packages: 'external',
+    write: false,
+    logLevel: 'warning',
+    sourcemap: false,
   });
   const code = out.outputFiles[0]!.contents;
   const hash = createHash('sha256').update(code).digest('hex').slice(0, 16);
@@ -39,8 +46,13 @@ export function parseWorkerFile(): string {
 
 function newestBuilt(): string {
   const dist = join(ROOT, 'dist');
-  const files = (existsSync(dist) ? readdirSync(dist) : []).filter((f) => /^parse-worker-[0-9a-f]{16}\.mjs$/.test(f)).map((f) => join(dist, f));
+  const files = (existsSync(dist) ? readdirSync(dist) : [])
+    .filter((f) => /^parse-worker-[0-9a-f]{16}\.mjs$/.test(f))
+    .map((f) => join(dist, f));
   const newest = files.sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs)[0];
-  if (!newest) throw new Error(`The parse worker's source (${ENTRY}) and a built dist/parse-worker-*.mjs are both missing: run npm run build:workflows`);
+  if (!newest)
+    throw new Error(
+      `The parse worker's source (${ENTRY}) and a built dist/parse-worker-*.mjs are both missing: run npm run build:workflows`,
+    );
   return newest;
 }

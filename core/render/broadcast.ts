@@ -2,7 +2,11 @@ import { composeContent } from './compose.js';
 import { escapeHtml, mergeData, type MergeData } from './merge.js';
 
 export type BroadcastContent = {
-  subject: string; preview: string | null; html: string | null; text: string | null; footerAddress: string | null;
+  subject: string;
+  preview: string | null;
+  html: string | null;
+  text: string | null;
+  footerAddress: string | null;
   template?: { subject: string | null; html: string | null; text: string | null };
 };
 export type Recipient = { email: string; name: string | null; attributes: MergeData };
@@ -13,21 +17,37 @@ export type Recipient = { email: string; name: string | null; attributes: MergeD
  * and the CAN-SPAM footer (postal address and the unsubscribe link) appended to each body.
  */
 export function renderForRecipient(b: BroadcastContent, r: Recipient, unsubscribeUrl: string) {
-  const firstName = r.name ? r.name.trim().split(/\s+/)[0] ?? '' : '';
-  const data = mergeData(r.attributes, { email: r.email, name: r.name ?? '', first_name: firstName, unsubscribe_url: unsubscribeUrl });
-  const content = composeContent({ subject: b.subject || undefined, html: b.html ?? undefined, text: b.text ?? undefined }, b.template, data);
+  const firstName = r.name ? (r.name.trim().split(/\s+/)[0] ?? '') : '';
+  const data = mergeData(r.attributes, {
+    email: r.email,
+    name: r.name ?? '',
+    first_name: firstName,
+    unsubscribe_url: unsubscribeUrl,
+  });
+  const content = composeContent(
+    { subject: b.subject || undefined, html: b.html ?? undefined, text: b.text ?? undefined },
+    b.template,
+    data,
+  );
   const address = b.footerAddress?.trim();
   let html = content.html;
   if (html !== null) {
-    const preview = b.preview ? `<div style="display:none;max-height:0;overflow:hidden">${escapeHtml(b.preview)}</div>` : '';
-    const footer = `<div style="margin-top:24px;font-size:12px;color:#666">${address ? `${escapeHtml(address).replace(/\n/g, '<br>')}<br>` : ''}`
-      + `<a href="${escapeHtml(unsubscribeUrl)}">Unsubscribe</a></div>`;
+    const preview = b.preview
+      ? `<div style="display:none;max-height:0;overflow:hidden">${escapeHtml(b.preview)}</div>`
+      : '';
+    const footer =
+      `<div style="margin-top:24px;font-size:12px;color:#666">${address ? `${escapeHtml(address).replace(/\n/g, '<br>')}<br>` : ''}` +
+      `<a href="${escapeHtml(unsubscribeUrl)}">Unsubscribe</a></div>`;
     const afterOpen = endOfBodyTag(html);
     html = afterOpen >= 0 ? html.slice(0, afterOpen) + preview + html.slice(afterOpen) : preview + html;
     const close = html.search(/<\/body>/i);
-    html = close >= 0 ? `${html.slice(0, close)}${footer}</body>${html.slice(close + '</body>'.length)}` : html + footer;
+    html =
+      close >= 0 ? `${html.slice(0, close)}${footer}</body>${html.slice(close + '</body>'.length)}` : html + footer;
   }
-  const text = content.text === null ? null : `${content.text}\n\n--\n${address ? `${address}\n` : ''}Unsubscribe: ${unsubscribeUrl}\n`;
+  const text =
+    content.text === null
+      ? null
+      : `${content.text}\n\n--\n${address ? `${address}\n` : ''}Unsubscribe: ${unsubscribeUrl}\n`;
   return { subject: content.subject, html, text };
 }
 

@@ -2,8 +2,14 @@ import { Tokenizer, TokenizerMode, type Token, type TokenHandler } from 'parse5'
 
 /** Elements whose content the tokenizer must read as text, as a tree builder would switch it to. */
 const TEXT_MODES: Record<string, (typeof TokenizerMode)[keyof typeof TokenizerMode]> = {
-  script: TokenizerMode.SCRIPT_DATA, style: TokenizerMode.RAWTEXT, xmp: TokenizerMode.RAWTEXT, iframe: TokenizerMode.RAWTEXT,
-  noembed: TokenizerMode.RAWTEXT, noframes: TokenizerMode.RAWTEXT, textarea: TokenizerMode.RCDATA, title: TokenizerMode.RCDATA,
+  script: TokenizerMode.SCRIPT_DATA,
+  style: TokenizerMode.RAWTEXT,
+  xmp: TokenizerMode.RAWTEXT,
+  iframe: TokenizerMode.RAWTEXT,
+  noembed: TokenizerMode.RAWTEXT,
+  noframes: TokenizerMode.RAWTEXT,
+  textarea: TokenizerMode.RCDATA,
+  title: TokenizerMode.RCDATA,
   plaintext: TokenizerMode.PLAINTEXT,
 };
 
@@ -14,7 +20,10 @@ type Edit = { start: number; end: number; text: string };
  * starts, with parse5's HTML tokenizer: one linear pass, and every byte outside the rewritten attributes
  * is kept as it was. `rewrite` receives the decoded URL and returns the new one (encoded here).
  */
-export function rewriteLinks(html: string, rewrite: (url: string) => string): { html: string; bodyEnd: number | undefined } {
+export function rewriteLinks(
+  html: string,
+  rewrite: (url: string) => string,
+): { html: string; bodyEnd: number | undefined } {
   const edits: Edit[] = [];
   let bodyEnd: number | undefined;
   const noop = () => undefined;
@@ -28,12 +37,21 @@ export function rewriteLinks(html: string, rewrite: (url: string) => string): { 
       if (!href || !loc || !/^\s*https?:\/\//i.test(href.value)) return;
       const original = html.slice(loc.startOffset, loc.endOffset);
       const name = /^[^\s=]+/.exec(original)?.[0] ?? 'href';
-      edits.push({ start: loc.startOffset, end: loc.endOffset, text: `${name}="${encodeAttr(rewrite(href.value.trim()))}"` });
+      edits.push({
+        start: loc.startOffset,
+        end: loc.endOffset,
+        text: `${name}="${encodeAttr(rewrite(href.value.trim()))}"`,
+      });
     },
     onEndTag(tag: Token.TagToken) {
       if (tag.tagName === 'body' && tag.location) bodyEnd = tag.location.startOffset;
     },
-    onComment: noop, onDoctype: noop, onEof: noop, onCharacter: noop, onNullCharacter: noop, onWhitespaceCharacter: noop,
+    onComment: noop,
+    onDoctype: noop,
+    onEof: noop,
+    onCharacter: noop,
+    onNullCharacter: noop,
+    onWhitespaceCharacter: noop,
   };
   const tokenizer = new Tokenizer({ sourceCodeLocationInfo: true }, handler);
   tokenizer.write(html, true);

@@ -9,7 +9,11 @@ import { dayKey, monthKey } from '../usage.js';
  */
 export async function loadSendContext(db: Db, q: { userId: string; domain: string; emails: string[] }) {
   const [row] = await preparedFor(db).execute({
-    userId: q.userId, domain: q.domain, month: monthKey(), day: dayKey(), emails: q.emails.length ? q.emails : [''],
+    userId: q.userId,
+    domain: q.domain,
+    month: monthKey(),
+    day: dayKey(),
+    emails: q.emails.length ? q.emails : [''],
   });
   if (!row) return undefined;
   return { ...row, month: Number(row.month), day: Number(row.day), suppressed: new Set(row.suppressed) };
@@ -27,14 +31,22 @@ function build(db: Db) {
   const u = schema.users;
   const d = schema.domains;
   const c = schema.usageCounters;
-  const counter = (period: string) => sql<number>`coalesce((select ${c.count} from ${c} where ${c.userId} = ${u.id} and ${c.period} = ${sql.placeholder(period)}), 0)`;
-  return db.select({
-    emailVerified: u.emailVerified,
-    suspendedAt: u.suspendedAt,
-    plan: u.plan,
-    domain: getTableColumns(d),
-    month: counter('month'),
-    day: counter('day'),
-    suppressed: sql<string[]>`coalesce((select array_agg(s.email) from ${schema.suppressions} s where s.user_id = ${u.id} and s.email = any(${sql.placeholder('emails')}::text[])), '{}')`,
-  }).from(u).leftJoin(d, and(eq(d.userId, u.id), eq(d.domain, sql.placeholder('domain')))).where(eq(u.id, sql.placeholder('userId'))).prepare('send_context');
+  const counter = (period: string) =>
+    sql<number>`coalesce((select ${c.count} from ${c} where ${c.userId} = ${u.id} and ${c.period} = ${sql.placeholder(period)}), 0)`;
+  return db
+    .select({
+      emailVerified: u.emailVerified,
+      suspendedAt: u.suspendedAt,
+      plan: u.plan,
+      domain: getTableColumns(d),
+      month: counter('month'),
+      day: counter('day'),
+      suppressed: sql<
+        string[]
+      >`coalesce((select array_agg(s.email) from ${schema.suppressions} s where s.user_id = ${u.id} and s.email = any(${sql.placeholder('emails')}::text[])), '{}')`,
+    })
+    .from(u)
+    .leftJoin(d, and(eq(d.userId, u.id), eq(d.domain, sql.placeholder('domain'))))
+    .where(eq(u.id, sql.placeholder('userId')))
+    .prepare('send_context');
 }

@@ -16,48 +16,124 @@ export function createMessageService(deps: { db: Db; events: EventService; runLi
   const { db } = deps;
   const m = schema.messages;
   const dto = (r: Row) => ({
-    id: r.id, direction: r.direction, status: r.status, domain_id: r.domainId, from: r.fromAddr, to: r.toAddrs, cc: r.ccAddrs ?? [],
-    subject: r.subject, metadata: r.metadata ?? null, attempts: r.attempts, last_error: r.lastError, workflow_id: r.workflowId,
-    smtp_message_id: r.smtpMessageId, bounce_type: r.bounceType, next_attempt_at: r.nextAttemptAt,
-    created_at: r.createdAt, updated_at: r.updatedAt, sent_at: r.sentAt,
+    id: r.id,
+    direction: r.direction,
+    status: r.status,
+    domain_id: r.domainId,
+    from: r.fromAddr,
+    to: r.toAddrs,
+    cc: r.ccAddrs ?? [],
+    subject: r.subject,
+    metadata: r.metadata ?? null,
+    attempts: r.attempts,
+    last_error: r.lastError,
+    workflow_id: r.workflowId,
+    smtp_message_id: r.smtpMessageId,
+    bounce_type: r.bounceType,
+    next_attempt_at: r.nextAttemptAt,
+    created_at: r.createdAt,
+    updated_at: r.updatedAt,
+    sent_at: r.sentAt,
   });
   const scope = (actor: Actor) => and(ownedBy(actor, m), eq(m.kind, 'user'));
 
   return {
-    async list(actor: Actor, opts: { limit: number; before?: number; search?: string; direction?: 'outbound' | 'inbound' }) {
+    async list(
+      actor: Actor,
+      opts: { limit: number; before?: number; search?: string; direction?: 'outbound' | 'inbound' },
+    ) {
       const like = opts.search ? `%${opts.search.replace(/[%_\\]/g, '\\$&')}%` : undefined;
-      const rows = await db.select().from(m).where(and(
-        scope(actor),
-        ...(opts.before ? [lt(m.createdAt, opts.before)] : []),
-        ...(opts.direction ? [eq(m.direction, opts.direction)] : []),
-        ...(like ? [or(ilike(m.subject, like), ilike(m.fromAddr, like), sql`${m.toAddrs}::text ilike ${like}`)] : []),
-      )).orderBy(desc(m.createdAt)).limit(opts.limit);
+      const rows = await db
+        .select()
+        .from(m)
+        .where(
+          and(
+            scope(actor),
+            ...(opts.before ? [lt(m.createdAt, opts.before)] : []),
+            ...(opts.direction ? [eq(m.direction, opts.direction)] : []),
+            ...(like
+              ? [or(ilike(m.subject, like), ilike(m.fromAddr, like), sql`${m.toAddrs}::text ilike ${like}`)]
+              : []),
+          ),
+        )
+        .orderBy(desc(m.createdAt))
+        .limit(opts.limit);
       return rows.map(dto);
     },
 
     async get(actor: Actor, id: string) {
-      const [row] = await db.select().from(m).where(and(scope(actor), eq(m.id, id)));
+      const [row] = await db
+        .select()
+        .from(m)
+        .where(and(scope(actor), eq(m.id, id)));
       if (!row) throw notFound('Message not found');
       const events = await deps.events.list(actor, { limit: 500, messageId: id });
       const attachments = (row.attachments ?? []).map((a) => ({ filename: a.filename, contentType: a.contentType }));
-      const deliveries = await db.select().from(schema.deliveries).where(eq(schema.deliveries.messageId, id)).orderBy(desc(schema.deliveries.createdAt));
-      const attempts = deliveries.length ? await db.select().from(schema.deliveryAttempts).where(inArray(schema.deliveryAttempts.deliveryId, deliveries.map((d) => d.id))).orderBy(asc(schema.deliveryAttempts.requestedAt)) : [];
+      const deliveries = await db
+        .select()
+        .from(schema.deliveries)
+        .where(eq(schema.deliveries.messageId, id))
+        .orderBy(desc(schema.deliveries.createdAt));
+      const attempts = deliveries.length
+        ? await db
+            .select()
+            .from(schema.deliveryAttempts)
+            .where(
+              inArray(
+                schema.deliveryAttempts.deliveryId,
+                deliveries.map((d) => d.id),
+              ),
+            )
+            .orderBy(asc(schema.deliveryAttempts.requestedAt))
+        : [];
       const recipients = Object.entries(row.recipients ?? {}).map(([address, r]) => ({
-        address, status: r.status, attempts: r.attempts, response: r.response ?? null, at: r.at ?? null, ...(r.bounceClass && r.status !== 'sent' ? { bounceClass: r.bounceClass } : {}),
+        address,
+        status: r.status,
+        attempts: r.attempts,
+        response: r.response ?? null,
+        at: r.at ?? null,
+        ...(r.bounceClass && r.status !== 'sent' ? { bounceClass: r.bounceClass } : {}),
       }));
       // The delivery trail: every SMTP transaction (outbound) or webhook attempt (inbound), oldest first.
       const trail = [
-        ...(row.trail ?? []).map((t) => ({ kind: 'smtp' as const, at: t.at, workflowId: t.workflowId, to: t.to, status: t.status, response: t.response })),
+        ...(row.trail ?? []).map((t) => ({
+          kind: 'smtp' as const,
+          at: t.at,
+          workflowId: t.workflowId,
+          to: t.to,
+          status: t.status,
+          response: t.response,
+        })),
         ...attempts.map((a) => ({
-          kind: 'webhook' as const, at: a.requestedAt, workflowId: deliveries.find((d) => d.id === a.deliveryId)?.workflowId ?? null, deliveryId: a.deliveryId,
-          attempt: a.attemptNumber, status: a.ok ? 'delivered' : 'failed', response: a.responseStatus ? `HTTP ${a.responseStatus}${a.reason ? ` (${a.reason})` : ''}` : (a.reason ?? ''),
+          kind: 'webhook' as const,
+          at: a.requestedAt,
+          workflowId: deliveries.find((d) => d.id === a.deliveryId)?.workflowId ?? null,
+          deliveryId: a.deliveryId,
+          attempt: a.attemptNumber,
+          status: a.ok ? 'delivered' : 'failed',
+          response: a.responseStatus ? `HTTP ${a.responseStatus}${a.reason ? ` (${a.reason})` : ''}` : (a.reason ?? ''),
         })),
       ].sort((a, b) => a.at - b.at);
-      const runIds = new Set<string>([row.workflowId, ...trail.map((t) => t.workflowId), ...deliveries.map((d) => d.workflowId)].filter((x): x is string => Boolean(x)));
+      const runIds = new Set<string>(
+        [row.workflowId, ...trail.map((t) => t.workflowId), ...deliveries.map((d) => d.workflowId)].filter(
+          (x): x is string => Boolean(x),
+        ),
+      );
       const runs = [...runIds].map((workflowId) => ({ workflowId, url: deps.runLink(workflowId) }));
       return {
-        message: { ...dto(row), html: row.html, text: row.text, thread_id: row.threadId, auth: row.direction === 'inbound' ? row.auth ?? null : null, recipients },
-        attachments, deliveries: deliveries.map(deliveryDto), events, trail, runs,
+        message: {
+          ...dto(row),
+          html: row.html,
+          text: row.text,
+          thread_id: row.threadId,
+          auth: row.direction === 'inbound' ? (row.auth ?? null) : null,
+          recipients,
+        },
+        attachments,
+        deliveries: deliveries.map(deliveryDto),
+        events,
+        trail,
+        runs,
       };
     },
   };

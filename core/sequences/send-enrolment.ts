@@ -30,21 +30,45 @@ export function createSendEnrolments(deps: { db: Db; dispatcher: SequenceDispatc
   async function settle(messageId: string, outcome: { sent: string[]; failed: string[] }): Promise<void> {
     const sent = outcome.sent.map((a) => a.toLowerCase());
     const failed = outcome.failed.map((a) => a.toLowerCase());
-    if (failed.length) await db.delete(o).where(and(eq(o.messageId, messageId), eq(o.held, true), inArray(o.email, failed)));
+    if (failed.length)
+      await db.delete(o).where(and(eq(o.messageId, messageId), eq(o.held, true), inArray(o.email, failed)));
     if (sent.length === 0) return;
-    const released = await db.update(o).set({ held: false }).where(and(eq(o.messageId, messageId), eq(o.held, true), inArray(o.email, sent))).returning();
+    const released = await db
+      .update(o)
+      .set({ held: false })
+      .where(and(eq(o.messageId, messageId), eq(o.held, true), inArray(o.email, sent)))
+      .returning();
     if (released.length) deps.dispatcher.enqueue(released);
   }
 
   return {
     settle,
 
-    async resolve(userId: string, req: { sequence: string; sequenceInput?: Record<string, Scalar>; templateData?: Record<string, Scalar>; metadata?: Record<string, Scalar> }): Promise<SendEnrolment> {
+    async resolve(
+      userId: string,
+      req: {
+        sequence: string;
+        sequenceInput?: Record<string, Scalar>;
+        templateData?: Record<string, Scalar>;
+        metadata?: Record<string, Scalar>;
+      },
+    ): Promise<SendEnrolment> {
       const s = schema.sequences;
-      const [row] = await db.select().from(s).where(and(eq(s.userId, userId), req.sequence.startsWith('seq_') ? eq(s.id, req.sequence) : eq(s.name, req.sequence)));
+      const [row] = await db
+        .select()
+        .from(s)
+        .where(
+          and(
+            eq(s.userId, userId),
+            req.sequence.startsWith('seq_') ? eq(s.id, req.sequence) : eq(s.name, req.sequence),
+          ),
+        );
       if (!row) throw notFound(`No sequence named "${req.sequence}"`, 'sequence_not_found');
-      if (row.status !== 'active') throw conflict(`The sequence "${row.name}" is ${row.status}, not active`, 'sequence_not_active');
-      const [v] = await db.select().from(schema.sequenceVersions)
+      if (row.status !== 'active')
+        throw conflict(`The sequence "${row.name}" is ${row.status}, not active`, 'sequence_not_active');
+      const [v] = await db
+        .select()
+        .from(schema.sequenceVersions)
         .where(and(eq(schema.sequenceVersions.sequenceId, row.id), eq(schema.sequenceVersions.version, row.version)));
       const d = v!.definition as unknown as SequenceDefinition;
       const checked = checkInput(d.input ?? {}, { ...req.templateData, ...req.metadata }, req.sequenceInput);
@@ -56,17 +80,46 @@ export function createSendEnrolments(deps: { db: Db; dispatcher: SequenceDispatc
      * Makes the recipients contacts and writes one held outbox row each, before the message commits;
      * recipients that would take the account past its contact cap refuse the send (403 contacts_limit).
      */
-    async write(userId: string, e: SendEnrolment, m: { messageId: string; from: string; subject: string; to: string[] }): Promise<OutboxRow[]> {
-      const contacts = await db.transaction((tx) => upsertContacts(tx, userId, m.to.map((email) => ({ email })), { touch: true, cap: deps.contactCap }));
+    async write(
+      userId: string,
+      e: SendEnrolment,
+      m: { messageId: string; from: string; subject: string; to: string[] },
+    ): Promise<OutboxRow[]> {
+      const contacts = await db.transaction((tx) =>
+        upsertContacts(
+          tx,
+          userId,
+          m.to.map((email) => ({ email })),
+          { touch: true, cap: deps.contactCap },
+        ),
+      );
       const now = Date.now();
       const rows: OutboxRow[] = contacts.map((c) => {
-        const job: SendJob = { start: {
-          sequenceId: e.sequenceId, version: e.version, userId, contactId: c.id, email: c.email, input: e.input,
-          trigger: { kind: 'send', key: m.messageId, at: now, data: { from: m.from, subject: m.subject, messageId: m.messageId, to: c.email } },
-        } };
+        const job: SendJob = {
+          start: {
+            sequenceId: e.sequenceId,
+            version: e.version,
+            userId,
+            contactId: c.id,
+            email: c.email,
+            input: e.input,
+            trigger: {
+              kind: 'send',
+              key: m.messageId,
+              at: now,
+              data: { from: m.from, subject: m.subject, messageId: m.messageId, to: c.email },
+            },
+          },
+        };
         return {
-          id: newId('sqo'), userId, kind: 'send', data: job as unknown as Record<string, unknown>, createdAt: now,
-          messageId: m.messageId, email: c.email.toLowerCase(), held: true,
+          id: newId('sqo'),
+          userId,
+          kind: 'send',
+          data: job as unknown as Record<string, unknown>,
+          createdAt: now,
+          messageId: m.messageId,
+          email: c.email.toLowerCase(),
+          held: true,
         };
       });
       if (rows.length) await db.insert(o).values(rows);
@@ -75,7 +128,12 @@ export function createSendEnrolments(deps: { db: Db; dispatcher: SequenceDispatc
 
     /** The send did not commit: its enrolments are not owed. */
     async discard(rows: OutboxRow[]) {
-      await db.delete(o).where(inArray(o.id, rows.map((r) => r.id)));
+      await db.delete(o).where(
+        inArray(
+          o.id,
+          rows.map((r) => r.id),
+        ),
+      );
     },
 
     /**
@@ -85,10 +143,18 @@ export function createSendEnrolments(deps: { db: Db; dispatcher: SequenceDispatc
     async sweepHeld(olderThanMs: number, limit: number): Promise<number> {
       const m = schema.messages;
       // Only rows with something to settle (a scheduled send days away stays held, and out of the way).
-      const settled = or(isNull(m.id), inArray(m.status, ENDED), sql`${m.recipients} -> ${o.email} ->> 'status' in ('sent', 'bounced')`);
-      const rows = await db.select({ messageId: o.messageId, email: o.email, status: m.status, recipients: m.recipients }).from(o)
+      const settled = or(
+        isNull(m.id),
+        inArray(m.status, ENDED),
+        sql`${m.recipients} -> ${o.email} ->> 'status' in ('sent', 'bounced')`,
+      );
+      const rows = await db
+        .select({ messageId: o.messageId, email: o.email, status: m.status, recipients: m.recipients })
+        .from(o)
         .leftJoin(m, eq(m.id, o.messageId))
-        .where(and(eq(o.held, true), lt(o.createdAt, Date.now() - olderThanMs), settled)).orderBy(asc(o.createdAt)).limit(limit);
+        .where(and(eq(o.held, true), lt(o.createdAt, Date.now() - olderThanMs), settled))
+        .orderBy(asc(o.createdAt))
+        .limit(limit);
       const byMessage = new Map<string, { sent: string[]; failed: string[] }>();
       for (const r of rows) {
         const state = r.recipients?.[r.email ?? '']?.status;

@@ -10,18 +10,35 @@ import { parseCount, parseDuration, parseRate, type Rate } from './values.js';
  */
 
 /** Effective limits of a site: concurrent connections, messages/s, new connections/s (null: no limit), messages per connection. */
-export type Limits = { connectionLimit: number; maxMessageRate: Rate | null; maxConnectionRate: Rate | null; maxDeliveriesPerConnection: number };
-export type LimitName = 'connection_limit' | 'max_message_rate' | 'max_connection_rate' | 'max_deliveries_per_connection';
+export type Limits = {
+  connectionLimit: number;
+  maxMessageRate: Rate | null;
+  maxConnectionRate: Rate | null;
+  maxDeliveriesPerConnection: number;
+};
+export type LimitName =
+  'connection_limit' | 'max_message_rate' | 'max_connection_rate' | 'max_deliveries_per_connection';
 export type Action = { kind: 'suspend' } | { kind: 'set'; name: LimitName; value: string };
 export type Rule = { table: string; pattern: string; regex: RegExp; actions: Action[]; durationMs: number };
 export type Entry = { name: string; patch: Partial<Limits>; mxRollup: boolean; rules: Rule[] };
 export type Provider = Entry & { mxSuffixes: string[]; domainSuffixes: string[] };
-export type ShapingConfig = { file: string | null; defaults: Limits; defaultRules: Rule[]; domains: Map<string, Entry>; providers: Provider[] };
+export type ShapingConfig = {
+  file: string | null;
+  defaults: Limits;
+  defaultRules: Rule[];
+  domains: Map<string, Entry>;
+  providers: Provider[];
+};
 
 export class ShapingFileError extends Error {}
 
 /** Built in when the file has no `["default"]` (or sets only some keys). */
-export const BUILTIN_LIMITS: Limits = { connectionLimit: 10, maxMessageRate: null, maxConnectionRate: null, maxDeliveriesPerConnection: 100 };
+export const BUILTIN_LIMITS: Limits = {
+  connectionLimit: 10,
+  maxMessageRate: null,
+  maxConnectionRate: null,
+  maxDeliveriesPerConnection: 100,
+};
 /** Longest remote answer a rule is matched against (the rest is cut off), so a rule's cost is bounded. */
 export const MAX_ANSWER_BYTES = 512;
 
@@ -59,12 +76,21 @@ export function parseShaping(text: string, file: string | null = null): ShapingC
   } catch (err) {
     throw new ShapingFileError(`${where}: not valid TOML: ${(err as Error).message}`);
   }
-  const fail = (table: string, msg: string): never => { throw new ShapingFileError(`${where}: [${JSON.stringify(table)}] ${msg}`); };
-  const config: ShapingConfig = { file, defaults: { ...BUILTIN_LIMITS }, defaultRules: [], domains: new Map(), providers: [] };
+  const fail = (table: string, msg: string): never => {
+    throw new ShapingFileError(`${where}: [${JSON.stringify(table)}] ${msg}`);
+  };
+  const config: ShapingConfig = {
+    file,
+    defaults: { ...BUILTIN_LIMITS },
+    defaultRules: [],
+    domains: new Map(),
+    providers: [],
+  };
   for (const [name, value] of Object.entries(doc)) {
     if (name === 'provider') {
       if (!isTable(value)) fail(name, 'must be a table of providers');
-      for (const [pname, pvalue] of Object.entries(value as Record<string, unknown>)) config.providers.push(providerOf(`provider.${pname}`, pvalue, fail));
+      for (const [pname, pvalue] of Object.entries(value as Record<string, unknown>))
+        config.providers.push(providerOf(`provider.${pname}`, pvalue, fail));
       continue;
     }
     if (!isTable(value)) fail(name, 'must be a table');
@@ -75,7 +101,8 @@ export function parseShaping(text: string, file: string | null = null): ShapingC
       config.defaultRules = entry.rules;
     } else {
       const domain = name.toLowerCase();
-      if (!/^[a-z0-9-]{1,63}(\.[a-z0-9-]{1,63}){1,10}$/.test(domain)) fail(name, 'is not a domain name (tables are "default", a domain, or provider.<name>)');
+      if (!/^[a-z0-9-]{1,63}(\.[a-z0-9-]{1,63}){1,10}$/.test(domain))
+        fail(name, 'is not a domain name (tables are "default", a domain, or provider.<name>)');
       config.domains.set(domain, { ...entry, name: domain });
     }
   }
@@ -92,7 +119,8 @@ function providerOf(name: string, value: unknown, fail: (t: string, m: string) =
   for (const m of match as unknown[]) {
     const rec = isTable(m) ? (m as Record<string, unknown>) : {};
     const [kind, suffix] = Object.entries(rec)[0] ?? [];
-    if (Object.keys(rec).length !== 1 || typeof suffix !== 'string' || !suffix) fail(name, 'match items are { MXSuffix = "…" } or { DomainSuffix = "…" }');
+    if (Object.keys(rec).length !== 1 || typeof suffix !== 'string' || !suffix)
+      fail(name, 'match items are { MXSuffix = "…" } or { DomainSuffix = "…" }');
     if (kind === 'MXSuffix') mxSuffixes.push(suffix!.toLowerCase());
     else if (kind === 'DomainSuffix') domainSuffixes.push(suffix!.toLowerCase());
     else fail(name, `unknown match kind ${JSON.stringify(kind)} (MXSuffix or DomainSuffix)`);
@@ -102,7 +130,12 @@ function providerOf(name: string, value: unknown, fail: (t: string, m: string) =
   return { ...entry, mxSuffixes, domainSuffixes };
 }
 
-function entryOf(name: string, table: Record<string, unknown>, fail: (t: string, m: string) => never, extra: string[]): Entry {
+function entryOf(
+  name: string,
+  table: Record<string, unknown>,
+  fail: (t: string, m: string) => never,
+  extra: string[],
+): Entry {
   const patch: Partial<Limits> = {};
   let mxRollup = true;
   let rules: Rule[] = [];
@@ -112,7 +145,8 @@ function entryOf(name: string, table: Record<string, unknown>, fail: (t: string,
       if (typeof value !== 'boolean') fail(name, 'mx_rollup must be true or false');
       mxRollup = value as boolean;
     } else if (key === 'automation') {
-      if (!Array.isArray(value)) fail(name, `automation must be an array of tables: [[${JSON.stringify(name)}.automation]]`);
+      if (!Array.isArray(value))
+        fail(name, `automation must be an array of tables: [[${JSON.stringify(name)}.automation]]`);
       rules = (value as unknown[]).map((r, i) => ruleOf(name, i, r, fail));
     } else if (isLimitName(key)) {
       try {
@@ -121,7 +155,10 @@ function entryOf(name: string, table: Record<string, unknown>, fail: (t: string,
         fail(name, `${key}: ${(err as Error).message}`);
       }
     } else {
-      fail(name, `unknown key ${JSON.stringify(key)} (known: ${[...Object.keys(LIMIT_KEYS), 'mx_rollup', 'automation'].join(', ')})`);
+      fail(
+        name,
+        `unknown key ${JSON.stringify(key)} (known: ${[...Object.keys(LIMIT_KEYS), 'mx_rollup', 'automation'].join(', ')})`,
+      );
     }
   }
   return { name, patch, mxRollup, rules };
@@ -131,17 +168,23 @@ function ruleOf(table: string, index: number, value: unknown, fail: (t: string, 
   const at = `automation #${index + 1}`;
   if (!isTable(value)) fail(table, `${at} must be a table`);
   const r = value as Record<string, unknown>;
-  for (const key of Object.keys(r)) if (!['regex', 'action', 'duration'].includes(key)) fail(table, `${at}: unknown key ${JSON.stringify(key)} (regex, action, duration)`);
+  for (const key of Object.keys(r))
+    if (!['regex', 'action', 'duration'].includes(key))
+      fail(table, `${at}: unknown key ${JSON.stringify(key)} (regex, action, duration)`);
   const patterns = typeof r.regex === 'string' ? [r.regex] : Array.isArray(r.regex) ? r.regex : [];
-  if (patterns.length === 0 || patterns.some((p) => typeof p !== 'string' || !p)) fail(table, `${at}: regex must be a non-empty string (or an array of them)`);
-  const pattern = patterns.length === 1 ? (patterns[0] as string) : (patterns as string[]).map((p) => `(?:${p})`).join('|');
+  if (patterns.length === 0 || patterns.some((p) => typeof p !== 'string' || !p))
+    fail(table, `${at}: regex must be a non-empty string (or an array of them)`);
+  const pattern =
+    patterns.length === 1 ? (patterns[0] as string) : (patterns as string[]).map((p) => `(?:${p})`).join('|');
   let regex: RegExp;
   try {
     regex = compileRule(pattern);
   } catch (err) {
     return fail(table, `${at}: regex ${JSON.stringify(pattern)}: ${(err as Error).message}`);
   }
-  const actions = (Array.isArray(r.action) ? r.action : [r.action]).map((a) => actionOf(a, (m) => fail(table, `${at}: ${m}`)));
+  const actions = (Array.isArray(r.action) ? r.action : [r.action]).map((a) =>
+    actionOf(a, (m) => fail(table, `${at}: ${m}`)),
+  );
   let durationMs = 0;
   try {
     durationMs = parseDuration(r.duration);
@@ -155,9 +198,11 @@ function ruleOf(table: string, index: number, value: unknown, fail: (t: string, 
 function actionOf(value: unknown, fail: (m: string) => never): Action {
   if (value === 'Suspend') return { kind: 'suspend' };
   const set = isTable(value) ? (value as Record<string, unknown>).SetConfig : undefined;
-  if (!isTable(set) || Object.keys(value as object).length !== 1) return fail('action must be "Suspend" or { SetConfig = { name = "max_message_rate", value = "10/min" } }');
+  if (!isTable(set) || Object.keys(value as object).length !== 1)
+    return fail('action must be "Suspend" or { SetConfig = { name = "max_message_rate", value = "10/min" } }');
   const { name, value: v } = set as Record<string, unknown>;
-  if (typeof name !== 'string' || !isLimitName(name)) return fail(`SetConfig name must be one of ${Object.keys(LIMIT_KEYS).join(', ')}`);
+  if (typeof name !== 'string' || !isLimitName(name))
+    return fail(`SetConfig name must be one of ${Object.keys(LIMIT_KEYS).join(', ')}`);
   try {
     parseLimit(name, v);
   } catch (err) {
@@ -186,18 +231,31 @@ export function compileRule(pattern: string): RegExp {
   let lastClosedRisky = false;
   for (let i = 0; i < source.length; i++) {
     const c = source[i]!;
-    if (c === '\\') { i++; lastClosedRisky = false; continue; }
+    if (c === '\\') {
+      i++;
+      lastClosedRisky = false;
+      continue;
+    }
     if (c === '[') {
       const end = classEnd(source, i);
       i = end;
       lastClosedRisky = false;
       continue;
     }
-    if (c === '(') { stack.push({ risky: false }); lastClosedRisky = false; continue; }
-    if (c === ')') { lastClosedRisky = stack.pop()?.risky ?? false; continue; }
-    const quantifier = c === '*' || c === '+' || c === '?' || (c === '{' && /^\{\d{1,4}(,\d{0,4})?\}/.test(source.slice(i, i + 12)));
+    if (c === '(') {
+      stack.push({ risky: false });
+      lastClosedRisky = false;
+      continue;
+    }
+    if (c === ')') {
+      lastClosedRisky = stack.pop()?.risky ?? false;
+      continue;
+    }
+    const quantifier =
+      c === '*' || c === '+' || c === '?' || (c === '{' && /^\{\d{1,4}(,\d{0,4})?\}/.test(source.slice(i, i + 12)));
     if (quantifier || c === '|') {
-      if (quantifier && lastClosedRisky) throw new Error('a repeated group may not itself repeat or alternate (nested quantifiers)');
+      if (quantifier && lastClosedRisky)
+        throw new Error('a repeated group may not itself repeat or alternate (nested quantifiers)');
       const top = stack[stack.length - 1];
       if (top && !(c === '?' && source[i - 1] === '(')) top.risky = true;
     }
@@ -214,4 +272,5 @@ function classEnd(source: string, start: number): number {
   return source.length;
 }
 
-const isTable = (v: unknown): boolean => typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Date);
+const isTable = (v: unknown): boolean =>
+  typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Date);

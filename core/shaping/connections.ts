@@ -11,19 +11,40 @@ import type { ShapingStore } from './store.js';
 export type Throttled = { throttled: true; waitMs: number; cause: string; site?: string; spacingMs?: number };
 /** What one transaction over a shaped connection came to: the server's answer, an error, or "not now". */
 export type PoolResult = { info: SMTPConnection.SentMessageInfo } | { err: SmtpFailure } | Throttled;
-export type SmtpFailure = Error & { responseCode?: number; response?: string; code?: string; rejectedErrors?: unknown[]; permanent?: boolean };
+export type SmtpFailure = Error & {
+  responseCode?: number;
+  response?: string;
+  code?: string;
+  rejectedErrors?: unknown[];
+  permanent?: boolean;
+};
 export type SmtpOptions = { port: number; heloName: string; timeoutMs: number };
 
 type Conn = {
-  leaseId: string; smtp: SMTPConnection; sent: number; busy: boolean; closing: boolean; closeSent?: boolean; leaseUntil: number;
-  idle?: NodeJS.Timeout; ended: Promise<void>;
+  leaseId: string;
+  smtp: SMTPConnection;
+  sent: number;
+  busy: boolean;
+  closing: boolean;
+  closeSent?: boolean;
+  leaseUntil: number;
+  idle?: NodeJS.Timeout;
+  ended: Promise<void>;
 };
 
 /** Keeps a lease alive while this process holds it: renewed every third of its TTL, so a crashed worker's slots come back within one TTL. */
 function keepLease(store: ShapingStore, leaseId: string, ttlMs: number, lost: () => void): () => void {
-  const timer = setInterval(() => {
-    store.renewLease(leaseId, Date.now() + ttlMs).then((kept) => { if (!kept) lost(); }, () => undefined);
-  }, Math.max(250, Math.floor(ttlMs / 3)));
+  const timer = setInterval(
+    () => {
+      store.renewLease(leaseId, Date.now() + ttlMs).then(
+        (kept) => {
+          if (!kept) lost();
+        },
+        () => undefined,
+      );
+    },
+    Math.max(250, Math.floor(ttlMs / 3)),
+  );
   timer.unref();
   return () => clearInterval(timer);
 }
@@ -39,8 +60,12 @@ type SiteConns = { conns: Conn[]; opening: number; waiters: (() => void)[] };
  * site is suspended; its lease is given back once the socket has closed.
  */
 export function createConnectionPool(deps: {
-  store: ShapingStore; holder: string; smtp: SmtpOptions; addressOf: (host: string) => Promise<string>;
-  ttlMs?: number; idleMs?: number;
+  store: ShapingStore;
+  holder: string;
+  smtp: SmtpOptions;
+  addressOf: (host: string) => Promise<string>;
+  ttlMs?: number;
+  idleMs?: number;
 }) {
   const ttlMs = deps.ttlMs ?? 15_000;
   const idleMs = deps.idleMs ?? 5_000;
@@ -67,21 +92,39 @@ export function createConnectionPool(deps: {
     let unusable = 0;
     let current: Conn | undefined;
     // From the grant to the socket's end; a lease taken back (it lapsed) closes the connection.
-    const stopKeeping = keepLease(deps.store, leaseId, ttlMs, () => { if (current) retire(e, current, true); });
+    const stopKeeping = keepLease(deps.store, leaseId, ttlMs, () => {
+      if (current) retire(e, current, true);
+    });
     for (const host of site.hosts) {
       let address: string;
       try {
         address = await deps.addressOf(host);
       } catch (err) {
         unusable += 1;
-        last = Object.assign(new Error(`cannot use ${host}: ${(err as Error).message}`), { permanent: (err as SmtpFailure).permanent });
+        last = Object.assign(new Error(`cannot use ${host}: ${(err as Error).message}`), {
+          permanent: (err as SmtpFailure).permanent,
+        });
         continue;
       }
       const smtp = new SMTPConnection({
-        host: address, port: deps.smtp.port, name: deps.smtp.heloName, opportunisticTLS: true, tls: { rejectUnauthorized: false, servername: host },
-        connectionTimeout: deps.smtp.timeoutMs, greetingTimeout: deps.smtp.timeoutMs, socketTimeout: deps.smtp.timeoutMs,
+        host: address,
+        port: deps.smtp.port,
+        name: deps.smtp.heloName,
+        opportunisticTLS: true,
+        tls: { rejectUnauthorized: false, servername: host },
+        connectionTimeout: deps.smtp.timeoutMs,
+        greetingTimeout: deps.smtp.timeoutMs,
+        socketTimeout: deps.smtp.timeoutMs,
       });
-      const conn: Conn = { leaseId, smtp, sent: 0, busy: true, closing: false, leaseUntil: Date.now() + ttlMs, ended: new Promise((r) => smtp.once('end', r)) };
+      const conn: Conn = {
+        leaseId,
+        smtp,
+        sent: 0,
+        busy: true,
+        closing: false,
+        leaseUntil: Date.now() + ttlMs,
+        ended: new Promise((r) => smtp.once('end', r)),
+      };
       smtp.on('error', () => undefined); // each failure reaches the callback of what was under way
       try {
         await connectOnce(smtp);
@@ -137,8 +180,11 @@ export function createConnectionPool(deps: {
         let granted: Awaited<ReturnType<ShapingStore['acquireLease']>> | undefined;
         try {
           granted = await deps.store.acquireLease(site.key, {
-            holder: deps.holder, limit: limits.connectionLimit, rate: limits.maxConnectionRate?.perSecond ?? null,
-            burst: limits.maxConnectionRate?.burst ?? 1, ttlMs,
+            holder: deps.holder,
+            limit: limits.connectionLimit,
+            rate: limits.maxConnectionRate?.perSecond ?? null,
+            burst: limits.maxConnectionRate?.burst ?? 1,
+            ttlMs,
           });
           if ('id' in granted) return await open(site, e, granted.id, judge);
         } finally {
@@ -160,7 +206,13 @@ export function createConnectionPool(deps: {
      * One transaction to the site. `judge` sees any refusal (its text) before the connection or its slot
      * is given back, so a suspension it records is in force before anything else can connect.
      */
-    async send(site: Site, limits: Limits, envelope: { from: string; to: string[] }, raw: Buffer, judge: Judge): Promise<PoolResult> {
+    async send(
+      site: Site,
+      limits: Limits,
+      envelope: { from: string; to: string[] },
+      raw: Buffer,
+      judge: Judge,
+    ): Promise<PoolResult> {
       for (;;) {
         const conn = await take(site, limits, judge);
         if (!('smtp' in conn)) return conn;
@@ -175,14 +227,18 @@ export function createConnectionPool(deps: {
           conn.leaseUntil = Date.now() + ttlMs;
         }
         const outcome = await sendOnce(conn.smtp, envelope, raw);
-        const refusal = 'err' in outcome ? outcome.err.response ?? (outcome.err.responseCode ? outcome.err.message : undefined) : refusalOf(outcome.info);
+        const refusal =
+          'err' in outcome
+            ? (outcome.err.response ?? (outcome.err.responseCode ? outcome.err.message : undefined))
+            : refusalOf(outcome.info);
         if (refusal) await judge(refusal).catch(() => undefined);
         conn.sent += 1;
         conn.busy = false;
         const failed = 'err' in outcome ? outcome.err : undefined;
         if (failed) {
           // A refusal of this message leaves the session usable (RSET); anything else ends the connection.
-          const reusable = (failed.code === 'EENVELOPE' || failed.code === 'EMESSAGE') && failed.responseCode !== 421 && !conn.closing;
+          const reusable =
+            (failed.code === 'EENVELOPE' || failed.code === 'EMESSAGE') && failed.responseCode !== 421 && !conn.closing;
           if (reusable) {
             conn.busy = true;
             conn.smtp.reset((err) => {
@@ -229,7 +285,7 @@ export type Judge = (answer: string) => Promise<unknown>;
 /** The text of a refused recipient in an otherwise accepted transaction. */
 function refusalOf(info: SMTPConnection.SentMessageInfo): string | undefined {
   const rejected = (info as { rejectedErrors?: { response?: string; message?: string }[] }).rejectedErrors;
-  return rejected?.[0] ? rejected[0].response ?? rejected[0].message : undefined;
+  return rejected?.[0] ? (rejected[0].response ?? rejected[0].message) : undefined;
 }
 
 function connectOnce(smtp: SMTPConnection): Promise<void> {
@@ -247,6 +303,12 @@ function connectOnce(smtp: SMTPConnection): Promise<void> {
   });
 }
 
-function sendOnce(smtp: SMTPConnection, envelope: { from: string; to: string[] }, raw: Buffer): Promise<{ info: SMTPConnection.SentMessageInfo } | { err: SmtpFailure }> {
-  return new Promise((resolve) => smtp.send(envelope, raw, (err, info) => resolve(err ? { err: err as SmtpFailure } : { info })));
+function sendOnce(
+  smtp: SMTPConnection,
+  envelope: { from: string; to: string[] },
+  raw: Buffer,
+): Promise<{ info: SMTPConnection.SentMessageInfo } | { err: SmtpFailure }> {
+  return new Promise((resolve) =>
+    smtp.send(envelope, raw, (err, info) => resolve(err ? { err: err as SmtpFailure } : { info })),
+  );
 }

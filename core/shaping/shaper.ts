@@ -17,13 +17,26 @@ const ROLLUP_REFRESH_MS = 10 * 60_000;
  * process keeps only its own open connections and a one-second view of each site's suspension.
  */
 export function createShaper(deps: {
-  db: Db; config: ShapingConfig; smtp: SmtpOptions; resolveMx: (domain: string) => Promise<string[]>; addressOf: (host: string) => Promise<string>;
+  db: Db;
+  config: ShapingConfig;
+  smtp: SmtpOptions;
+  resolveMx: (domain: string) => Promise<string[]>;
+  addressOf: (host: string) => Promise<string>;
   /** How long this process trusts its view of a rate-less site's suspension and overrides (ms). */
-  stateCacheMs?: number; leaseTtlMs?: number; idleMs?: number;
+  stateCacheMs?: number;
+  leaseTtlMs?: number;
+  idleMs?: number;
 }) {
   const store = createShapingStore(deps.db);
   const holder = `${hostname()}:${process.pid}:${randomToken(6)}`;
-  const pool = createConnectionPool({ store, holder, smtp: deps.smtp, addressOf: deps.addressOf, ttlMs: deps.leaseTtlMs, idleMs: deps.idleMs });
+  const pool = createConnectionPool({
+    store,
+    holder,
+    smtp: deps.smtp,
+    addressOf: deps.addressOf,
+    ttlMs: deps.leaseTtlMs,
+    idleMs: deps.idleMs,
+  });
   const stateCacheMs = deps.stateCacheMs ?? 1000;
   const states = new Map<string, { at: number; state: SiteState }>();
   const touched = new Map<string, number>();
@@ -36,12 +49,16 @@ export function createShaper(deps: {
     rolling ??= (async () => {
       const map = new Map<string, Entry>();
       const tables = [...deps.config.domains.values()].filter((e) => e.mxRollup);
-      await Promise.all(tables.map(async (e) => {
-        const hosts = await deps.resolveMx(e.name).catch(() => undefined);
-        if (hosts?.length && !map.has(siteKeyOf(hosts))) map.set(siteKeyOf(hosts), e);
-      }));
+      await Promise.all(
+        tables.map(async (e) => {
+          const hosts = await deps.resolveMx(e.name).catch(() => undefined);
+          if (hosts?.length && !map.has(siteKeyOf(hosts))) map.set(siteKeyOf(hosts), e);
+        }),
+      );
       rollups = { at: Date.now(), map };
-    })().finally(() => { rolling = undefined; });
+    })().finally(() => {
+      rolling = undefined;
+    });
     await rolling;
     return rollups!.map;
   }
@@ -69,7 +86,8 @@ export function createShaper(deps: {
       if (!last || Date.now() - last > SITE_CACHE_MS) {
         touched.set(`${site.key}|${site.domain}`, Date.now());
         await store.touch(site.key, { ...describeLimits(site.limits), sources: site.sources }, site.domain, {
-          message: site.limits.maxMessageRate?.burst ?? 1, connection: site.limits.maxConnectionRate?.burst ?? 1,
+          message: site.limits.maxMessageRate?.burst ?? 1,
+          connection: site.limits.maxConnectionRate?.burst ?? 1,
         });
       }
       return site;
@@ -80,17 +98,32 @@ export function createShaper(deps: {
       const now = Date.now();
       let state = await stateOf(site);
       let limits = effectiveLimits(site, state, now);
-      if (state.suspendedUntil && state.suspendedUntil > now) return { throttled: true, site: site.key, waitMs: state.suspendedUntil - now, cause: `suspended: ${state.suspendCause ?? ''}` };
+      if (state.suspendedUntil && state.suspendedUntil > now)
+        return {
+          throttled: true,
+          site: site.key,
+          waitMs: state.suspendedUntil - now,
+          cause: `suspended: ${state.suspendCause ?? ''}`,
+        };
       const rate = limits.maxMessageRate;
       if (!rate) return { limits };
       const taken = await store.takeMessage(site.key, rate.perSecond, rate.burst, now);
       state = await stateOf(site, taken);
       limits = effectiveLimits(site, state, now);
-      if (state.suspendedUntil && state.suspendedUntil > now) return { throttled: true, site: site.key, waitMs: state.suspendedUntil - now, cause: `suspended: ${state.suspendCause ?? ''}` };
+      if (state.suspendedUntil && state.suspendedUntil > now)
+        return {
+          throttled: true,
+          site: site.key,
+          waitMs: state.suspendedUntil - now,
+          cause: `suspended: ${state.suspendCause ?? ''}`,
+        };
       if (taken.taken) return { limits };
       return {
-        throttled: true, site: site.key, spacingMs: 1000 / rate.perSecond,
-        waitMs: Math.max(50, Math.ceil(((1 - taken.tokens) / rate.perSecond) * 1000)), cause: `max_message_rate ${rate.text} reached`,
+        throttled: true,
+        site: site.key,
+        spacingMs: 1000 / rate.perSecond,
+        waitMs: Math.max(50, Math.ceil(((1 - taken.tokens) / rate.perSecond) * 1000)),
+        cause: `max_message_rate ${rate.text} reached`,
       };
     },
 
@@ -98,7 +131,8 @@ export function createShaper(deps: {
     async send(site: Site, limits: Limits, envelope: { from: string; to: string[] }, raw: Buffer): Promise<PoolResult> {
       const r = await pool.send(site, limits, envelope, raw, (answer) => observe(site, answer));
       if (!('throttled' in r)) return r;
-      if (limits.maxMessageRate) await store.refundMessage(site.key, limits.maxMessageRate.burst).catch(() => undefined);
+      if (limits.maxMessageRate)
+        await store.refundMessage(site.key, limits.maxMessageRate.burst).catch(() => undefined);
       return { ...r, site: site.key };
     },
 
@@ -129,7 +163,13 @@ export function createShaper(deps: {
         const cur = state.overrides[action.name];
         if (cur && cur.value === action.value && cur.until >= now + rule.durationMs * 0.9) continue;
         await store.setOverride(site.key, action.name, action.value, until, label, text, now);
-        states.set(site.key, { at: now, state: { ...state, overrides: { ...state.overrides, [action.name]: { value: action.value, until, cause: text } } } });
+        states.set(site.key, {
+          at: now,
+          state: {
+            ...state,
+            overrides: { ...state.overrides, [action.name]: { value: action.value, until, cause: text } },
+          },
+        });
       }
     }
     return rule;

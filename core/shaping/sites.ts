@@ -6,7 +6,8 @@ import type { SiteState } from './store.js';
 export type Site = { key: string; domain: string; hosts: string[]; limits: Limits; rules: Rule[]; sources: string[] };
 
 /** The site key of an MX host set: the sorted, lowercased, deduplicated host names (MX rollup). */
-export const siteKeyOf = (hosts: string[]) => [...new Set(hosts.map((h) => h.toLowerCase().replace(/\.$/, '')))].sort().join(',');
+export const siteKeyOf = (hosts: string[]) =>
+  [...new Set(hosts.map((h) => h.toLowerCase().replace(/\.$/, '')))].sort().join(',');
 
 /**
  * The site a recipient domain's mail goes to, with its limits from the file: `["default"]`, then every
@@ -22,7 +23,11 @@ export function siteFor(config: ShapingConfig, domain: string, hosts: string[], 
   const lower = hosts.map((h) => h.toLowerCase().replace(/\.$/, ''));
   const layers: Entry[] = [];
   for (const p of config.providers) {
-    if (lower.some((h) => p.mxSuffixes.some((sfx) => h.endsWith(sfx))) || p.domainSuffixes.some((sfx) => name.endsWith(sfx))) layers.push(p);
+    if (
+      lower.some((h) => p.mxSuffixes.some((sfx) => h.endsWith(sfx))) ||
+      p.domainSuffixes.some((sfx) => name.endsWith(sfx))
+    )
+      layers.push(p);
   }
   const rolled = own && !own.mxRollup ? undefined : rollups.get(key);
   if (rolled && rolled !== own) layers.push(rolled);
@@ -46,7 +51,9 @@ export function effectiveLimits(site: Site, state: SiteState, now = Date.now()):
 /** Limits as the file writes them (for the listing and the site row). */
 export function describeLimits(l: Limits): Record<string, string | number | null> {
   return {
-    connection_limit: l.connectionLimit, max_message_rate: l.maxMessageRate?.text ?? null,
-    max_connection_rate: l.maxConnectionRate?.text ?? null, max_deliveries_per_connection: l.maxDeliveriesPerConnection,
+    connection_limit: l.connectionLimit,
+    max_message_rate: l.maxMessageRate?.text ?? null,
+    max_connection_rate: l.maxConnectionRate?.text ?? null,
+    max_deliveries_per_connection: l.maxDeliveriesPerConnection,
   };
 }

@@ -16,8 +16,16 @@ const PLAN_CACHE_MS = 1000;
 
 /** Where a plan stands, as `GET /api/domains/:id` shows it (`domain.warmup`). */
 export type WarmupView = {
-  status: 'warming' | 'done'; day: number; days: number; dailyLimit: number | null; schedule: number[];
-  startedAt: number; nextDayAt: number | null; completedAt: number | null; sentToday: Record<string, number>; workflowId: string;
+  status: 'warming' | 'done';
+  day: number;
+  days: number;
+  dailyLimit: number | null;
+  schedule: number[];
+  startedAt: number;
+  nextDayAt: number | null;
+  completedAt: number | null;
+  sentToday: Record<string, number>;
+  workflowId: string;
 };
 /** Per-message check of a warming domain's daily volume to one site (the transport calls it with the site). */
 export type WarmupGate = { take(site: string): Promise<true | Throttled>; giveBack(site: string): Promise<void> };
@@ -33,7 +41,9 @@ export const warmupWorkflowId = (domainId: string) => `warmup-${domainId}`;
 export type DomainLoader = { load(actor: Actor, domainId: string): Promise<{ userId: string }> };
 
 export function createWarmupService(deps: {
-  db: Db; domains?: DomainLoader; dayMs: number;
+  db: Db;
+  domains?: DomainLoader;
+  dayMs: number;
   workflows?: WarmupWorkflows;
 }) {
   const { db } = deps;
@@ -49,11 +59,23 @@ export function createWarmupService(deps: {
 
   async function view(plan: Plan): Promise<WarmupView> {
     const done = plan.completedAt !== null;
-    const rows = done ? [] : await db.select().from(counts).where(and(eq(counts.domainId, plan.domainId), eq(counts.day, plan.day)));
+    const rows = done
+      ? []
+      : await db
+          .select()
+          .from(counts)
+          .where(and(eq(counts.domainId, plan.domainId), eq(counts.day, plan.day)));
     return {
-      status: done ? 'done' : 'warming', day: plan.day + 1, days: plan.schedule.length, dailyLimit: done ? null : plan.schedule[plan.day] ?? null,
-      schedule: plan.schedule, startedAt: plan.startedAt, nextDayAt: done ? null : plan.dayStartedAt + plan.dayMs, completedAt: plan.completedAt,
-      sentToday: Object.fromEntries(rows.map((r) => [r.site, r.sent])), workflowId: warmupWorkflowId(plan.domainId),
+      status: done ? 'done' : 'warming',
+      day: plan.day + 1,
+      days: plan.schedule.length,
+      dailyLimit: done ? null : (plan.schedule[plan.day] ?? null),
+      schedule: plan.schedule,
+      startedAt: plan.startedAt,
+      nextDayAt: done ? null : plan.dayStartedAt + plan.dayMs,
+      completedAt: plan.completedAt,
+      sentToday: Object.fromEntries(rows.map((r) => [r.site, r.sent])),
+      workflowId: warmupWorkflowId(plan.domainId),
     };
   }
 
@@ -63,10 +85,23 @@ export function createWarmupService(deps: {
       const domain = await deps.domains!.load(actor, domainId);
       const schedule = input.schedule ?? DEFAULT_WARMUP_SCHEDULE;
       const now = Date.now();
-      const values = { domainId, userId: domain.userId, schedule, dayMs: deps.dayMs, day: 0, startedAt: now, dayStartedAt: now, completedAt: null };
+      const values = {
+        domainId,
+        userId: domain.userId,
+        schedule,
+        dayMs: deps.dayMs,
+        day: 0,
+        startedAt: now,
+        dayStartedAt: now,
+        completedAt: null,
+      };
       await deps.workflows!.stopWarmup(domainId);
       await db.delete(counts).where(eq(counts.domainId, domainId));
-      const [plan] = await db.insert(plans).values(values).onConflictDoUpdate({ target: plans.domainId, set: values }).returning();
+      const [plan] = await db
+        .insert(plans)
+        .values(values)
+        .onConflictDoUpdate({ target: plans.domainId, set: values })
+        .returning();
       await deps.workflows!.startWarmup({ domainId, userId: domain.userId, days: schedule.length, dayMs: deps.dayMs });
       return { warmup: await view(plan!) };
     },
@@ -83,7 +118,10 @@ export function createWarmupService(deps: {
 
     /** Where the plan of a domain the actor may see stands (null: no plan, or not the actor's). */
     async viewOf(actor: Actor, domainId: string): Promise<WarmupView | null> {
-      const [plan] = await db.select().from(plans).where(and(eq(plans.domainId, domainId), ownedBy(actor, plans)));
+      const [plan] = await db
+        .select()
+        .from(plans)
+        .where(and(eq(plans.domainId, domainId), ownedBy(actor, plans)));
       return plan ? view(plan) : null;
     },
 
@@ -97,21 +135,39 @@ export function createWarmupService(deps: {
       return {
         async take(site) {
           // One statement: count the message if the day's volume to this site has room.
-          const taken = await db.insert(counts).values({ domainId, site, day, sent: 1 })
-            .onConflictDoUpdate({ target: [counts.domainId, counts.site, counts.day], set: { sent: sql`${counts.sent} + 1` }, setWhere: sql`${counts.sent} < ${cap}` })
+          const taken = await db
+            .insert(counts)
+            .values({ domainId, site, day, sent: 1 })
+            .onConflictDoUpdate({
+              target: [counts.domainId, counts.site, counts.day],
+              set: { sent: sql`${counts.sent} + 1` },
+              setWhere: sql`${counts.sent} < ${cap}`,
+            })
             .returning({ sent: counts.sent });
           if (taken.length && taken[0]!.sent <= cap) return true;
-          return { throttled: true, site, waitMs: Math.max(500, nextDayAt - Date.now()), cause: `warm-up day ${day + 1}: ${cap} messages to this site reached` };
+          return {
+            throttled: true,
+            site,
+            waitMs: Math.max(500, nextDayAt - Date.now()),
+            cause: `warm-up day ${day + 1}: ${cap} messages to this site reached`,
+          };
         },
         async giveBack(site) {
-          await db.update(counts).set({ sent: sql`greatest(0, ${counts.sent} - 1)` }).where(and(eq(counts.domainId, domainId), eq(counts.site, site), eq(counts.day, day)));
+          await db
+            .update(counts)
+            .set({ sent: sql`greatest(0, ${counts.sent} - 1)` })
+            .where(and(eq(counts.domainId, domainId), eq(counts.site, site), eq(counts.day, day)));
         },
       };
     },
 
     /** The workflow's step: day `day` (0-based) begins now. */
     async advance(domainId: string, day: number): Promise<boolean> {
-      const r = await db.update(plans).set({ day, dayStartedAt: Date.now() }).where(and(eq(plans.domainId, domainId), sql`${plans.day} <= ${day}`)).returning({ d: plans.domainId });
+      const r = await db
+        .update(plans)
+        .set({ day, dayStartedAt: Date.now() })
+        .where(and(eq(plans.domainId, domainId), sql`${plans.day} <= ${day}`))
+        .returning({ d: plans.domainId });
       cache.delete(domainId);
       return r.length > 0;
     },

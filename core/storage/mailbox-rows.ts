@@ -13,11 +13,21 @@ const bodies = schema.mailboxBodies;
  * the other, and the second sees the first's delete, so a body is never left behind by a race.
  */
 export async function deleteMailboxMessages(tx: Tx, where: SQL | undefined): Promise<{ uid: number }[]> {
-  const gone: { uid: number; bodyId: string }[] = await tx.delete(mm).where(where).returning({ uid: mm.uid, bodyId: mm.bodyId });
+  const gone: { uid: number; bodyId: string }[] = await tx
+    .delete(mm)
+    .where(where)
+    .returning({ uid: mm.uid, bodyId: mm.bodyId });
   const ids = [...new Set(gone.map((g) => g.bodyId))].sort();
   if (ids.length > 0) {
-    await tx.select({ id: bodies.id }).from(bodies).where(inArray(bodies.id, ids)).orderBy(asc(bodies.id)).for('update');
-    await tx.delete(bodies).where(and(inArray(bodies.id, ids), sql`not exists (select 1 from ${mm} where ${mm.bodyId} = ${bodies.id})`));
+    await tx
+      .select({ id: bodies.id })
+      .from(bodies)
+      .where(inArray(bodies.id, ids))
+      .orderBy(asc(bodies.id))
+      .for('update');
+    await tx
+      .delete(bodies)
+      .where(and(inArray(bodies.id, ids), sql`not exists (select 1 from ${mm} where ${mm.bodyId} = ${bodies.id})`));
   }
   return gone;
 }

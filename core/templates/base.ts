@@ -29,40 +29,48 @@ export const BASE_TEMPLATES: readonly BaseTemplate[] = Object.freeze([
     id: 'base_welcome',
     name: 'Welcome',
     subject: 'Welcome to {{product}}, {{name}}',
-    html: layout([
-      '<h1 style="margin:0 0 16px;font-size:22px">Welcome, {{name}}!</h1>',
-      '<p style="margin:0 0 16px">Thanks for joining {{product}}. Your account is ready.</p>',
-      button('{{action_url}}', 'Get started'),
-      muted('You are receiving this email because you signed up for {{product}}.'),
-    ].join('\n')),
+    html: layout(
+      [
+        '<h1 style="margin:0 0 16px;font-size:22px">Welcome, {{name}}!</h1>',
+        '<p style="margin:0 0 16px">Thanks for joining {{product}}. Your account is ready.</p>',
+        button('{{action_url}}', 'Get started'),
+        muted('You are receiving this email because you signed up for {{product}}.'),
+      ].join('\n'),
+    ),
     text: 'Welcome, {{name}}!\n\nThanks for joining {{product}}. Your account is ready.\n\nGet started: {{action_url}}\n',
   },
   {
     id: 'base_receipt',
     name: 'Receipt',
     subject: 'Your {{product}} receipt {{receipt_number}}',
-    html: layout([
-      '<h1 style="margin:0 0 16px;font-size:22px">Thanks for your payment</h1>',
-      '<p style="margin:0 0 16px">Hi {{name}}, we received your payment.</p>',
-      '<table role="presentation" width="100%" cellpadding="0" cellspacing="0" style="border-top:1px solid #e4e4e7;border-bottom:1px solid #e4e4e7">',
-      '<tr><td style="padding:8px 0">Receipt</td><td align="right" style="padding:8px 0">{{receipt_number}}</td></tr>',
-      '<tr><td style="padding:8px 0">Date</td><td align="right" style="padding:8px 0">{{date}}</td></tr>',
-      '<tr><td style="padding:8px 0">{{description}}</td><td align="right" style="padding:8px 0;font-weight:bold">{{amount}}</td></tr>',
-      '</table>',
-      muted('Questions about this charge? Reply to this email.'),
-    ].join('\n')),
+    html: layout(
+      [
+        '<h1 style="margin:0 0 16px;font-size:22px">Thanks for your payment</h1>',
+        '<p style="margin:0 0 16px">Hi {{name}}, we received your payment.</p>',
+        '<table role="presentation" width="100%" cellpadding="0" cellspacing="0" style="border-top:1px solid #e4e4e7;border-bottom:1px solid #e4e4e7">',
+        '<tr><td style="padding:8px 0">Receipt</td><td align="right" style="padding:8px 0">{{receipt_number}}</td></tr>',
+        '<tr><td style="padding:8px 0">Date</td><td align="right" style="padding:8px 0">{{date}}</td></tr>',
+        '<tr><td style="padding:8px 0">{{description}}</td><td align="right" style="padding:8px 0;font-weight:bold">{{amount}}</td></tr>',
+        '</table>',
+        muted('Questions about this charge? Reply to this email.'),
+      ].join('\n'),
+    ),
     text: 'Hi {{name}}, we received your payment.\n\nReceipt: {{receipt_number}}\nDate: {{date}}\n{{description}}: {{amount}}\n\nQuestions about this charge? Reply to this email.\n',
   },
   {
     id: 'base_password_reset',
     name: 'Password reset',
     subject: 'Reset your {{product}} password',
-    html: layout([
-      '<h1 style="margin:0 0 16px;font-size:22px">Reset your password</h1>',
-      '<p style="margin:0 0 16px">Hi {{name}}, someone asked to reset the password of your {{product}} account.</p>',
-      button('{{reset_url}}', 'Choose a new password'),
-      muted('This link expires in {{expires_in}}. If you did not ask for it, ignore this email; your password stays the same.'),
-    ].join('\n')),
+    html: layout(
+      [
+        '<h1 style="margin:0 0 16px;font-size:22px">Reset your password</h1>',
+        '<p style="margin:0 0 16px">Hi {{name}}, someone asked to reset the password of your {{product}} account.</p>',
+        button('{{reset_url}}', 'Choose a new password'),
+        muted(
+          'This link expires in {{expires_in}}. If you did not ask for it, ignore this email; your password stays the same.',
+        ),
+      ].join('\n'),
+    ),
     text: 'Hi {{name}}, someone asked to reset the password of your {{product}} account.\n\nChoose a new password: {{reset_url}}\n\nThis link expires in {{expires_in}}. If you did not ask for it, ignore this email.\n',
   },
   {

@@ -11,25 +11,51 @@ export const TEMPLATE_LIMITS = { name: 100, subject: 998, bodyBytes: 512 * 1024 
 
 /** A template as the API answers it: user templates (`tpl_`) and built-in ones (`base_`, timestamps 0). */
 export type Template = {
-  id: string; name: string; subject: string | null; html: string | null; text: string | null;
-  created_at: number; updated_at: number; base: boolean;
+  id: string;
+  name: string;
+  subject: string | null;
+  html: string | null;
+  text: string | null;
+  created_at: number;
+  updated_at: number;
+  base: boolean;
 };
 /** The content a send starts from; explicit request fields override it. */
 export type TemplateContent = { subject: string | null; html: string | null; text: string | null };
 export type CreateTemplateInput = { name: string; subject?: string; html?: string; text?: string };
 /** `null` clears a field; an absent field is left as it is. */
-export type UpdateTemplatePatch = { name?: string; subject?: string | null; html?: string | null; text?: string | null };
+export type UpdateTemplatePatch = {
+  name?: string;
+  subject?: string | null;
+  html?: string | null;
+  text?: string | null;
+};
 
 type TemplateRow = typeof schema.templates.$inferSelect;
 
 const notFoundError = () => notFound('Template not found', 'template_not_found');
-const readonlyError = () => forbidden('Base templates are read-only; create a template from one instead', 'base_template_readonly');
+const readonlyError = () =>
+  forbidden('Base templates are read-only; create a template from one instead', 'base_template_readonly');
 
 const baseDto = (b: BaseTemplate): Template => ({
-  id: b.id, name: b.name, subject: b.subject, html: b.html, text: b.text, created_at: 0, updated_at: 0, base: true,
+  id: b.id,
+  name: b.name,
+  subject: b.subject,
+  html: b.html,
+  text: b.text,
+  created_at: 0,
+  updated_at: 0,
+  base: true,
 });
 const rowDto = (r: TemplateRow): Template => ({
-  id: r.id, name: r.name, subject: r.subject, html: r.html, text: r.text, created_at: r.createdAt, updated_at: r.updatedAt, base: false,
+  id: r.id,
+  name: r.name,
+  subject: r.subject,
+  html: r.html,
+  text: r.text,
+  created_at: r.createdAt,
+  updated_at: r.updatedAt,
+  base: false,
 });
 
 /** User templates (`tpl_`, one account's rows in `templates`) plus the read-only built-in ones (`base_`). */
@@ -39,7 +65,11 @@ export function createTemplateService(deps: { db: Db }) {
 
   const load = async (userId: string, id: string): Promise<TemplateRow> => {
     // Another account's id answers exactly like an unknown one: ids must not be probeable.
-    const [row] = await db.select().from(t).where(and(eq(t.id, id), eq(t.userId, userId))).limit(1);
+    const [row] = await db
+      .select()
+      .from(t)
+      .where(and(eq(t.id, id), eq(t.userId, userId)))
+      .limit(1);
     if (!row) throw notFoundError();
     return row;
   };
@@ -70,7 +100,10 @@ export function createTemplateService(deps: { db: Db }) {
       const content = { subject: input.subject ?? null, html: input.html ?? null, text: input.text ?? null };
       checkContent(content);
       const now = Date.now();
-      const [row] = await db.insert(t).values({ id: newId('tpl'), userId, name: input.name, ...content, createdAt: now, updatedAt: now }).returning();
+      const [row] = await db
+        .insert(t)
+        .values({ id: newId('tpl'), userId, name: input.name, ...content, createdAt: now, updatedAt: now })
+        .returning();
       return rowDto(row!);
     },
     /** Applies a partial change; built-in templates are read-only (403), other ids 404. */
@@ -81,8 +114,11 @@ export function createTemplateService(deps: { db: Db }) {
       if (Object.keys(changes).length === 0) return rowDto(current);
       if (changes.name !== undefined) checkName(changes.name);
       checkContent({ subject: current.subject, html: current.html, text: current.text, ...changes });
-      const [row] = await db.update(t).set({ ...changes, updatedAt: Date.now() })
-        .where(and(eq(t.id, id), eq(t.userId, userId))).returning();
+      const [row] = await db
+        .update(t)
+        .set({ ...changes, updatedAt: Date.now() })
+        .where(and(eq(t.id, id), eq(t.userId, userId)))
+        .returning();
       // Deleted between the read and the write: the same answer as if it had never existed.
       if (!row) throw notFoundError();
       return rowDto(row);
@@ -90,7 +126,10 @@ export function createTemplateService(deps: { db: Db }) {
     /** Deletes one of the account's templates; built-in templates are read-only (403). */
     async remove({ userId }: Actor, id: string): Promise<{ ok: true }> {
       refuseBase(id);
-      const gone = await db.delete(t).where(and(eq(t.id, id), eq(t.userId, userId))).returning({ id: t.id });
+      const gone = await db
+        .delete(t)
+        .where(and(eq(t.id, id), eq(t.userId, userId)))
+        .returning({ id: t.id });
       if (gone.length === 0) throw notFoundError();
       return { ok: true };
     },
@@ -108,13 +147,16 @@ function definedOnly(patch: UpdateTemplatePatch): UpdateTemplatePatch {
 }
 
 function checkName(name: string): void {
-  if (name.length < 1 || name.length > TEMPLATE_LIMITS.name) throw badRequest(`name: must be 1 to ${TEMPLATE_LIMITS.name} characters`, 'validation_error');
+  if (name.length < 1 || name.length > TEMPLATE_LIMITS.name)
+    throw badRequest(`name: must be 1 to ${TEMPLATE_LIMITS.name} characters`, 'validation_error');
 }
 
 /** Core enforces the limits too, for callers that do not come through the API schema; bodies are measured in UTF-8 bytes. */
 function checkContent(c: TemplateContent): void {
-  if (!c.subject && !c.html && !c.text) throw badRequest('A template needs at least one of subject, html or text', 'validation_error');
-  if (c.subject && c.subject.length > TEMPLATE_LIMITS.subject) throw badRequest(`subject: at most ${TEMPLATE_LIMITS.subject} characters`, 'validation_error');
+  if (!c.subject && !c.html && !c.text)
+    throw badRequest('A template needs at least one of subject, html or text', 'validation_error');
+  if (c.subject && c.subject.length > TEMPLATE_LIMITS.subject)
+    throw badRequest(`subject: at most ${TEMPLATE_LIMITS.subject} characters`, 'validation_error');
   for (const field of ['html', 'text'] as const) {
     const value = c[field];
     if (value && Buffer.byteLength(value, 'utf8') > TEMPLATE_LIMITS.bodyBytes) {

@@ -2,9 +2,10 @@ import { createPrivateKey, type KeyObject } from 'node:crypto';
 import DKIM from 'nodemailer/lib/dkim';
 
 /** mailauth's and nodemailer's default signed headers plus List-Unsubscribe-Post (RFC 8058 wants the one-click header signed). */
-export const SIGNED_HEADERS = 'From:Sender:Reply-To:Subject:Date:Message-ID:To:Cc:MIME-Version:Content-Type:Content-Transfer-Encoding:Content-ID:Content-Description:'
-  + 'Resent-Date:Resent-From:Resent-Sender:Resent-To:Resent-Cc:Resent-Message-ID:In-Reply-To:References:List-Id:List-Help:List-Unsubscribe:'
-  + 'List-Subscribe:List-Post:List-Owner:List-Archive:BIMI-Selector:List-Unsubscribe-Post';
+export const SIGNED_HEADERS =
+  'From:Sender:Reply-To:Subject:Date:Message-ID:To:Cc:MIME-Version:Content-Type:Content-Transfer-Encoding:Content-ID:Content-Description:' +
+  'Resent-Date:Resent-From:Resent-Sender:Resent-To:Resent-Cc:Resent-Message-ID:In-Reply-To:References:List-Id:List-Help:List-Unsubscribe:' +
+  'List-Subscribe:List-Post:List-Owner:List-Archive:BIMI-Selector:List-Unsubscribe-Post';
 
 export type DkimKey = { domain: string; selector: string; privateKey: KeyObject };
 
@@ -26,7 +27,12 @@ export const parsePrivateKey = (pem: string): KeyObject => createPrivateKey(pem)
  * takes a parsed key. A key that cannot sign is an error here, never a silently unsigned message.
  */
 export async function signDkim(raw: Buffer, key: DkimKey): Promise<Buffer> {
-  const signer = new DKIM({ domainName: key.domain, keySelector: key.selector, privateKey: key.privateKey as unknown as string, headerFieldNames: SIGNED_HEADERS });
+  const signer = new DKIM({
+    domainName: key.domain,
+    keySelector: key.selector,
+    privateKey: key.privateKey as unknown as string,
+    headerFieldNames: SIGNED_HEADERS,
+  });
   const chunks: Buffer[] = [];
   const out = signer.sign(raw);
   await new Promise<void>((resolve, reject) => {
@@ -35,6 +41,7 @@ export async function signDkim(raw: Buffer, key: DkimKey): Promise<Buffer> {
     out.on('error', reject);
   });
   const signed = Buffer.concat(chunks);
-  if (!signed.subarray(0, 15).toString('latin1').startsWith('DKIM-Signature:')) throw new Error(`DKIM signing for ${key.domain} failed (the key cannot sign)`);
+  if (!signed.subarray(0, 15).toString('latin1').startsWith('DKIM-Signature:'))
+    throw new Error(`DKIM signing for ${key.domain} failed (the key cannot sign)`);
   return signed;
 }

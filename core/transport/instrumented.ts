@@ -18,8 +18,14 @@ export function instrumentTransport(inner: OutboundTransport): OutboundTransport
     close: () => inner.close(),
     async send(messageId, envelope, raw, subject, ctx) {
       const started = performance.now();
-      const attributes = { 'svc.message_id': messageId, 'svc.site': siteOf(envelope.to[0] ?? ''), 'svc.recipients': envelope.to.length };
-      const results = await inSpan('smtp transaction', attributes, () => inner.send(messageId, envelope, raw, subject, ctx));
+      const attributes = {
+        'svc.message_id': messageId,
+        'svc.site': siteOf(envelope.to[0] ?? ''),
+        'svc.recipients': envelope.to.length,
+      };
+      const results = await inSpan('smtp transaction', attributes, () =>
+        inner.send(messageId, envelope, raw, subject, ctx),
+      );
       // Held back by shaping: no transaction was made; each recipient counts as throttled.
       if (isThrottled(results)) {
         for (const to of envelope.to) recipientOutcomes.inc({ result: 'throttled', site: siteOf(to, results.site) });

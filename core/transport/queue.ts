@@ -10,7 +10,11 @@
  * service still starts each message at once. A full batch never waits for a token.
  * A failed start leaves the rows `queued`; the outbound sweep schedule picks them up.
  */
-export type OutboundQueue = { enqueue(ids: string[], account?: string): void; flush(): Promise<void>; close(): Promise<void> };
+export type OutboundQueue = {
+  enqueue(ids: string[], account?: string): void;
+  flush(): Promise<void>;
+  close(): Promise<void>;
+};
 type Item = { id: string; account: string };
 
 export function createOutboundQueue(opts: {
@@ -51,7 +55,9 @@ export function createOutboundQueue(opts: {
   function startAll(items: Item[]): Promise<void> {
     const byAccount = new Map<string, string[]>();
     for (const it of items) byAccount.set(it.account, [...(byAccount.get(it.account) ?? []), it.id]);
-    return Promise.all([...byAccount].map(([account, ids]) => opts.startBatch(ids, account).catch((err) => opts.onError?.(err, ids)))).then(() => undefined);
+    return Promise.all(
+      [...byAccount].map(([account, ids]) => opts.startBatch(ids, account).catch((err) => opts.onError?.(err, ids))),
+    ).then(() => undefined);
   }
 
   function pump(force = false): void {

@@ -1,11 +1,20 @@
 import MailComposer from 'nodemailer/lib/mail-composer';
 
 export type RenderInput = {
-  id: string; fromAddr: string; toAddrs: string[]; ccAddrs?: string[] | null; bccAddrs?: string[] | null;
-  replyTo?: string | null; subject?: string | null; html?: string | null; text?: string | null;
-  headers?: Record<string, string> | null; inReplyTo?: string | null;
+  id: string;
+  fromAddr: string;
+  toAddrs: string[];
+  ccAddrs?: string[] | null;
+  bccAddrs?: string[] | null;
+  replyTo?: string | null;
+  subject?: string | null;
+  html?: string | null;
+  text?: string | null;
+  headers?: Record<string, string> | null;
+  inReplyTo?: string | null;
   attachments?: { filename: string; contentType: string; content: Buffer }[];
-  envelopeFrom?: string; serviceDomain: string;
+  envelopeFrom?: string;
+  serviceDomain: string;
 };
 export type Rendered = { raw: Buffer; envelope: { from: string; to: string[] }; messageId: string };
 
@@ -18,12 +27,24 @@ export async function renderMessage(m: RenderInput): Promise<Rendered> {
   // The composer's threading options would overwrite same-named caller headers; the caller wins, so skip those.
   const callerSets = new Set(Object.keys(m.headers ?? {}).map((h) => h.toLowerCase()));
   const threading = m.inReplyTo
-    ? { ...(callerSets.has('in-reply-to') ? {} : { inReplyTo: m.inReplyTo }), ...(callerSets.has('references') ? {} : { references: m.inReplyTo }) }
+    ? {
+        ...(callerSets.has('in-reply-to') ? {} : { inReplyTo: m.inReplyTo }),
+        ...(callerSets.has('references') ? {} : { references: m.inReplyTo }),
+      }
     : {};
   const composer = new MailComposer({
-    from: m.fromAddr, to: m.toAddrs, cc: m.ccAddrs ?? undefined, bcc: m.bccAddrs ?? undefined,
-    replyTo: m.replyTo ?? undefined, subject: m.subject ?? '', text: m.text ?? undefined, html: m.html ?? undefined,
-    messageId, ...threading, attachments: m.attachments, headers: m.headers ?? undefined,
+    from: m.fromAddr,
+    to: m.toAddrs,
+    cc: m.ccAddrs ?? undefined,
+    bcc: m.bccAddrs ?? undefined,
+    replyTo: m.replyTo ?? undefined,
+    subject: m.subject ?? '',
+    text: m.text ?? undefined,
+    html: m.html ?? undefined,
+    messageId,
+    ...threading,
+    attachments: m.attachments,
+    headers: m.headers ?? undefined,
   });
   const node = composer.compile();
   const envelope = node.getEnvelope() as { from: string; to: string[] };

@@ -14,8 +14,18 @@ export function createSystemMailer(deps: { db: Db; queue: OutboundQueue; service
       const now = Date.now();
       const id = newId('msg');
       await deps.db.insert(schema.messages).values({
-        id, userId: mail.userId, direction: 'outbound', kind: 'system', fromAddr: from, toAddrs: [mail.to],
-        subject: mail.subject, text: mail.text, html: mail.html ?? null, status: 'queued', createdAt: now, updatedAt: now,
+        id,
+        userId: mail.userId,
+        direction: 'outbound',
+        kind: 'system',
+        fromAddr: from,
+        toAddrs: [mail.to],
+        subject: mail.subject,
+        text: mail.text,
+        html: mail.html ?? null,
+        status: 'queued',
+        createdAt: now,
+        updatedAt: now,
       });
       deps.queue.enqueue([id], mail.userId);
       return id;

@@ -30,22 +30,44 @@ export type OutboundTransport = {
    * One transaction; answers an outcome for every recipient of `envelope.to`, or Throttled when the
    * recipients' site cannot take it yet (nothing was sent). Never throws for SMTP or network errors.
    */
-  send(messageId: string, envelope: Envelope, raw: Buffer, subject: string | null, ctx?: SendContext): Promise<RecipientResult[] | Throttled>;
+  send(
+    messageId: string,
+    envelope: Envelope,
+    raw: Buffer,
+    subject: string | null,
+    ctx?: SendContext,
+  ): Promise<RecipientResult[] | Throttled>;
   close(): void;
 };
 
 /** SMTP connect, greeting and socket timeouts (OUTBOUND_SMTP_TIMEOUT_MS), so a stalled server cannot hold a batch. */
 export type SmtpTimeouts = { timeoutMs: number };
-const timeoutsOf = (t: SmtpTimeouts) => ({ connectionTimeout: t.timeoutMs, greetingTimeout: t.timeoutMs, socketTimeout: t.timeoutMs, dnsTimeout: t.timeoutMs });
+const timeoutsOf = (t: SmtpTimeouts) => ({
+  connectionTimeout: t.timeoutMs,
+  greetingTimeout: t.timeoutMs,
+  socketTimeout: t.timeoutMs,
+  dnsTimeout: t.timeoutMs,
+});
 
-type SmtpError = { responseCode?: number; response?: string; message?: string; recipient?: string; rejectedErrors?: SmtpError[] };
+type SmtpError = {
+  responseCode?: number;
+  response?: string;
+  message?: string;
+  recipient?: string;
+  rejectedErrors?: SmtpError[];
+};
 const textOf = (e: SmtpError) => e.response ?? e.message ?? 'failed';
 const statusOf = (code: number | undefined): RecipientStatus => (code && code >= 500 ? 'bounced' : 'deferred');
 
 /** Per-recipient results of a nodemailer answer: accepted ones sent, refused ones by their reply code. */
-export function resultsOf(to: string[], info: { response?: string; rejectedErrors?: SmtpError[] } | undefined, err?: SmtpError): RecipientResult[] {
+export function resultsOf(
+  to: string[],
+  info: { response?: string; rejectedErrors?: SmtpError[] } | undefined,
+  err?: SmtpError,
+): RecipientResult[] {
   const refused = new Map<string, SmtpError>();
-  for (const e of (err?.rejectedErrors ?? info?.rejectedErrors ?? [])) if (e.recipient) refused.set(e.recipient.toLowerCase(), e);
+  for (const e of err?.rejectedErrors ?? info?.rejectedErrors ?? [])
+    if (e.recipient) refused.set(e.recipient.toLowerCase(), e);
   return to.map((address) => {
     const r = refused.get(address.toLowerCase());
     if (r) return { address, status: statusOf(r.responseCode), response: textOf(r) };
@@ -64,9 +86,18 @@ export function captureTransport(db: Db, dir?: string): OutboundTransport {
   return {
     group: (recipients) => (recipients.length ? [recipients] : []),
     async send(messageId, envelope, raw, subject) {
-      await db.insert(schema.outbox).values({
-        id: newId('obx'), messageId, envelopeFrom: envelope.from, envelopeTo: envelope.to, subject, raw: raw.toString('utf8'), createdAt: Date.now(),
-      }).onConflictDoNothing();
+      await db
+        .insert(schema.outbox)
+        .values({
+          id: newId('obx'),
+          messageId,
+          envelopeFrom: envelope.from,
+          envelopeTo: envelope.to,
+          subject,
+          raw: raw.toString('utf8'),
+          createdAt: Date.now(),
+        })
+        .onConflictDoNothing();
       if (dir) await writeFile(join(dir, `${messageId}.eml`), raw);
       return envelope.to.map((address) => ({ address, status: 'sent' as const, response: 'captured' }));
     },
@@ -94,7 +125,14 @@ export function relayTransport(relayUrl: string, timeouts: SmtpTimeouts): Outbou
 const domainOfRcpt = (rcpt: string) => rcpt.slice(rcpt.lastIndexOf('@') + 1).toLowerCase();
 
 /** Direct delivery to each recipient domain's MX (OUTBOUND_MODE=mx), resolved through DNS_SERVERS. */
-export function mxTransport(opts: { resolver: Resolver; port: number; heloName: string; timeouts: SmtpTimeouts; allowPrivate?: boolean; shaping?: { db: Db; config: ShapingConfig } }): OutboundTransport {
+export function mxTransport(opts: {
+  resolver: Resolver;
+  port: number;
+  heloName: string;
+  timeouts: SmtpTimeouts;
+  allowPrivate?: boolean;
+  shaping?: { db: Db; config: ShapingConfig };
+}): OutboundTransport {
   const pools = new Map<string, Transporter>();
   // MX and address answers are kept for a minute: a burst to one domain should not cost lookups per message.
   const mxCache = new Map<string, { at: number; hosts: string[] }>();
@@ -103,8 +141,14 @@ export function mxTransport(opts: { resolver: Resolver; port: number; heloName: 
     let t = pools.get(address);
     if (!t) {
       t = nodemailer.createTransport({
-        host: address, port: opts.port, pool: true, maxConnections: 5, name: opts.heloName, opportunisticTLS: true,
-        tls: { rejectUnauthorized: false }, ...timeoutsOf(opts.timeouts),
+        host: address,
+        port: opts.port,
+        pool: true,
+        maxConnections: 5,
+        name: opts.heloName,
+        opportunisticTLS: true,
+        tls: { rejectUnauthorized: false },
+        ...timeoutsOf(opts.timeouts),
       });
       pools.set(address, t);
     }
@@ -131,16 +175,25 @@ export function mxTransport(opts: { resolver: Resolver; port: number; heloName: 
     const hit = aCache.get(host);
     if (hit && Date.now() - hit.at < 60_000) return hit.address;
     // Resolved once and checked (no internal addresses unless ALLOW_PRIVATE_NETWORKS); the pool connects to this address.
-    const { address } = await resolveAllowed(host, { resolver: opts.resolver, allowPrivate: opts.allowPrivate ?? false, what: 'MX host' });
+    const { address } = await resolveAllowed(host, {
+      resolver: opts.resolver,
+      allowPrivate: opts.allowPrivate ?? false,
+      what: 'MX host',
+    });
     aCache.set(host, { at: Date.now(), address });
     return address;
   }
 
   // Egress shaping per site (docs/deliverability.md): limits shared through PostgreSQL, leased connections.
-  const shaper: Shaper | undefined = opts.shaping && createShaper({
-    db: opts.shaping.db, config: opts.shaping.config, resolveMx: mxHosts, addressOf: addressOfShaped,
-    smtp: { port: opts.port, heloName: opts.heloName, timeoutMs: opts.timeouts.timeoutMs },
-  });
+  const shaper: Shaper | undefined =
+    opts.shaping &&
+    createShaper({
+      db: opts.shaping.db,
+      config: opts.shaping.config,
+      resolveMx: mxHosts,
+      addressOf: addressOfShaped,
+      smtp: { port: opts.port, heloName: opts.heloName, timeoutMs: opts.timeouts.timeoutMs },
+    });
   async function addressOfShaped(host: string): Promise<string> {
     try {
       return await addressOf(host);
@@ -149,7 +202,14 @@ export function mxTransport(opts: { resolver: Resolver; port: number; heloName: 
     }
   }
 
-  async function sendShaped(s: Shaper, domain: string, hosts: string[], envelope: Envelope, raw: Buffer, ctx?: SendContext): Promise<RecipientResult[] | Throttled> {
+  async function sendShaped(
+    s: Shaper,
+    domain: string,
+    hosts: string[],
+    envelope: Envelope,
+    raw: Buffer,
+    ctx?: SendContext,
+  ): Promise<RecipientResult[] | Throttled> {
     const site = await s.site(domain, hosts);
     // A warming domain's day's volume to this site first; given back when the site cannot take the message after all.
     const warm = ctx?.warmup ? await ctx.warmup.take(site.key) : true;
@@ -170,7 +230,13 @@ export function mxTransport(opts: { resolver: Resolver; port: number; heloName: 
     if ('info' in r) return tagged(resultsOf(envelope.to, r.info));
     const err = r.err as SmtpError & { permanent?: boolean };
     if (!err.responseCode && !err.rejectedErrors) {
-      return tagged(envelope.to.map((address) => ({ address, status: err.permanent ? 'bounced' as const : 'deferred' as const, response: textOf(err) })));
+      return tagged(
+        envelope.to.map((address) => ({
+          address,
+          status: err.permanent ? ('bounced' as const) : ('deferred' as const),
+          response: textOf(err),
+        })),
+      );
     }
     return tagged(resultsOf(envelope.to, undefined, err));
   }
@@ -183,7 +249,8 @@ export function mxTransport(opts: { resolver: Resolver; port: number; heloName: 
     },
     async send(_id, envelope, raw, _subject, ctx) {
       const domain = domainOfRcpt(envelope.to[0] ?? '');
-      const all = (status: RecipientStatus, response: string) => envelope.to.map((address) => ({ address, status, response }));
+      const all = (status: RecipientStatus, response: string) =>
+        envelope.to.map((address) => ({ address, status, response }));
       let hosts: string[];
       try {
         hosts = await mxHosts(domain);
@@ -197,7 +264,10 @@ export function mxTransport(opts: { resolver: Resolver; port: number; heloName: 
         try {
           address = await addressOf(host);
         } catch (err) {
-          last = all((isNoRecord(err) || (isAppError(err) && !err.retryable)) && hosts.length === 1 ? 'bounced' : 'deferred', `cannot use ${host}: ${(err as Error).message}`);
+          last = all(
+            (isNoRecord(err) || (isAppError(err) && !err.retryable)) && hosts.length === 1 ? 'bounced' : 'deferred',
+            `cannot use ${host}: ${(err as Error).message}`,
+          );
           continue;
         }
         try {

@@ -14,13 +14,19 @@ export function createAccountSecretService(deps: { db: Db; sealer: Sealer }) {
       const [row] = await deps.db.select({ s: u.webhookSecretSealed }).from(u).where(eq(u.id, userId));
       if (!row) throw notFound('Account not found');
       if (row.s) return deps.sealer.open(row.s);
-      await deps.db.update(u).set({ webhookSecretSealed: deps.sealer.seal(newWebhookSecret()) }).where(eq(u.id, userId));
+      await deps.db
+        .update(u)
+        .set({ webhookSecretSealed: deps.sealer.seal(newWebhookSecret()) })
+        .where(eq(u.id, userId));
       const [again] = await deps.db.select({ s: u.webhookSecretSealed }).from(u).where(eq(u.id, userId));
       return deps.sealer.open(again!.s!);
     },
     async rotate(userId: string): Promise<string> {
       const secret = newWebhookSecret();
-      await deps.db.update(u).set({ webhookSecretSealed: deps.sealer.seal(secret) }).where(eq(u.id, userId));
+      await deps.db
+        .update(u)
+        .set({ webhookSecretSealed: deps.sealer.seal(secret) })
+        .where(eq(u.id, userId));
       return secret;
     },
   };

@@ -15,10 +15,26 @@ import { log } from '../log.js';
 
 export type DeliveryRow = typeof schema.deliveries.$inferSelect;
 export type AttemptResult = { ok: boolean; status: number | null; reason: string | null };
-export type NewDelivery = { id?: string; userId: string; messageId: string; routeId: string; domainId: string | null; url: string; kind: DeliveryRow['kind']; payload?: Record<string, unknown>; workflowId?: string };
+export type NewDelivery = {
+  id?: string;
+  userId: string;
+  messageId: string;
+  routeId: string;
+  domainId: string | null;
+  url: string;
+  kind: DeliveryRow['kind'];
+  payload?: Record<string, unknown>;
+  workflowId?: string;
+};
 
 /** Webhook deliveries: rows, one captured attempt at a time, and reading attempts back. */
-export function createDeliveryStore(deps: { db: Db; sealer: Sealer; routes: RouteService; net: NetPolicy; accountSecret(userId: string): Promise<string> }) {
+export function createDeliveryStore(deps: {
+  db: Db;
+  sealer: Sealer;
+  routes: RouteService;
+  net: NetPolicy;
+  accountSecret(userId: string): Promise<string>;
+}) {
   const { db } = deps;
   const dl = schema.deliveries;
   const at = schema.deliveryAttempts;
@@ -26,15 +42,25 @@ export function createDeliveryStore(deps: { db: Db; sealer: Sealer; routes: Rout
   /** The body to POST: a stored inbound payload (with this delivery's `to`) or the delivery's own payload. */
   async function bodyOf(d: DeliveryRow, sealed?: string | null): Promise<string | undefined> {
     if (d.kind === 'engagement') return JSON.stringify(d.payload);
-    const p = sealed !== undefined ? sealed : (await db.select({ p: schema.inboundRaw.payloadSealed }).from(schema.inboundRaw).where(eq(schema.inboundRaw.messageId, d.messageId)))[0]?.p;
+    const p =
+      sealed !== undefined
+        ? sealed
+        : (
+            await db
+              .select({ p: schema.inboundRaw.payloadSealed })
+              .from(schema.inboundRaw)
+              .where(eq(schema.inboundRaw.messageId, d.messageId))
+          )[0]?.p;
     if (!p) return undefined;
     return JSON.stringify({ ...JSON.parse(deps.sealer.open(p)), ...(d.payload ?? {}) });
   }
 
   async function target(d: DeliveryRow, known?: typeof schema.routes.$inferSelect | null) {
-    const route = known !== undefined ? known : (await db.select().from(schema.routes).where(eq(schema.routes.id, d.routeId)))[0];
+    const route =
+      known !== undefined ? known : (await db.select().from(schema.routes).where(eq(schema.routes.id, d.routeId)))[0];
     const ackMode = route?.ackMode ?? 'lenient';
-    const secret = !route || route.pattern === TRACKING_PATTERN ? await deps.accountSecret(d.userId) : deps.routes.secretOf(route);
+    const secret =
+      !route || route.pattern === TRACKING_PATTERN ? await deps.accountSecret(d.userId) : deps.routes.secretOf(route);
     return { url: route?.url ?? d.url, ackMode, secret };
   }
 
@@ -42,9 +68,25 @@ export function createDeliveryStore(deps: { db: Db; sealer: Sealer; routes: Rout
   async function createMany(vs: NewDelivery[]): Promise<DeliveryRow[]> {
     if (vs.length === 0) return [];
     const now = Date.now();
-    const rows = vs.map((v) => ({ id: v.id ?? newId('dlv'), userId: v.userId, messageId: v.messageId, routeId: v.routeId, domainId: v.domainId, url: v.url, kind: v.kind,
-      status: 'pending' as const, payload: v.payload ?? null, workflowId: v.workflowId ?? null, createdAt: now, updatedAt: now }));
-    return db.insert(dl).values(rows).onConflictDoUpdate({ target: dl.id, set: { id: sql`${dl.id}` } }).returning();
+    const rows = vs.map((v) => ({
+      id: v.id ?? newId('dlv'),
+      userId: v.userId,
+      messageId: v.messageId,
+      routeId: v.routeId,
+      domainId: v.domainId,
+      url: v.url,
+      kind: v.kind,
+      status: 'pending' as const,
+      payload: v.payload ?? null,
+      workflowId: v.workflowId ?? null,
+      createdAt: now,
+      updatedAt: now,
+    }));
+    return db
+      .insert(dl)
+      .values(rows)
+      .onConflictDoUpdate({ target: dl.id, set: { id: sql`${dl.id}` } })
+      .returning();
   }
 
   return {
@@ -61,25 +103,45 @@ export function createDeliveryStore(deps: { db: Db; sealer: Sealer; routes: Rout
      * Attempt `n` of a delivery: signed POST, captured as an `att_` row, delivery and domain health updated.
      * Idempotent per (delivery, n): a repeated call answers the recorded outcome without posting again.
      */
-    async attempt(deliveryId: string, n: number, nextDelayMs: number | null, progress?: Progress): Promise<AttemptResult> {
+    async attempt(
+      deliveryId: string,
+      n: number,
+      nextDelayMs: number | null,
+      progress?: Progress,
+    ): Promise<AttemptResult> {
       return (await attemptMany([deliveryId], n, nextDelayMs, { progress })).get(deliveryId)!;
     },
 
     attemptMany,
 
-    record: (d: DeliveryRow, n: number, c: AttemptCapture, url: string, nextDelayMs: number | null) => record(d, n, c, url, nextDelayMs),
+    record: (d: DeliveryRow, n: number, c: AttemptCapture, url: string, nextDelayMs: number | null) =>
+      record(d, n, c, url, nextDelayMs),
 
     async get(userId: string, id: string): Promise<DeliveryRow | undefined> {
-      const [row] = await db.select().from(dl).where(and(eq(dl.id, id), eq(dl.userId, userId)));
+      const [row] = await db
+        .select()
+        .from(dl)
+        .where(and(eq(dl.id, id), eq(dl.userId, userId)));
       return row;
     },
 
     async attemptsOf(deliveryId: string) {
       const rows = await db.select().from(at).where(eq(at.deliveryId, deliveryId)).orderBy(desc(at.attemptNumber));
       return rows.map((a) => ({
-        id: a.id, delivery_id: a.deliveryId, message_id: a.messageId, attempt_number: a.attemptNumber, ok: (a.ok ? 1 : 0) as 0 | 1, reason: a.reason,
-        request_headers: a.requestHeaders, request_body: a.requestBody, response_status: a.responseStatus, response_headers: a.responseHeaders,
-        response_body: a.responseBody, duration_ms: a.durationMs, requested_at: a.requestedAt, created_at: a.createdAt,
+        id: a.id,
+        delivery_id: a.deliveryId,
+        message_id: a.messageId,
+        attempt_number: a.attemptNumber,
+        ok: (a.ok ? 1 : 0) as 0 | 1,
+        reason: a.reason,
+        request_headers: a.requestHeaders,
+        request_body: a.requestBody,
+        response_status: a.responseStatus,
+        response_headers: a.responseHeaders,
+        response_body: a.responseBody,
+        duration_ms: a.durationMs,
+        requested_at: a.requestedAt,
+        created_at: a.createdAt,
       }));
     },
   };
@@ -88,10 +150,17 @@ export function createDeliveryStore(deps: { db: Db; sealer: Sealer; routes: Rout
    * Attempt `n` of each delivery (`attempt`), `concurrency` POSTs at a time, after one read for all of them:
    * the delivery, a recorded outcome of this attempt, the payload and the route. Answers by delivery id.
    */
-  async function attemptMany(ids: string[], n: number, nextDelayMs: number | null, opts: { progress?: Progress; concurrency?: number } = {}): Promise<Map<string, AttemptResult>> {
+  async function attemptMany(
+    ids: string[],
+    n: number,
+    nextDelayMs: number | null,
+    opts: { progress?: Progress; concurrency?: number } = {},
+  ): Promise<Map<string, AttemptResult>> {
     const out = new Map<string, AttemptResult>(ids.map((id) => [id, { ok: false, status: null, reason: 'not_found' }]));
     if (ids.length === 0) return out;
-    const rows = await db.select({ d: dl, done: at, sealed: schema.inboundRaw.payloadSealed, route: schema.routes }).from(dl)
+    const rows = await db
+      .select({ d: dl, done: at, sealed: schema.inboundRaw.payloadSealed, route: schema.routes })
+      .from(dl)
       .leftJoin(at, and(eq(at.deliveryId, dl.id), eq(at.attemptNumber, n)))
       .leftJoin(schema.inboundRaw, eq(schema.inboundRaw.messageId, dl.messageId))
       .leftJoin(schema.routes, eq(schema.routes.id, dl.routeId))
@@ -104,18 +173,44 @@ export function createDeliveryStore(deps: { db: Db; sealer: Sealer; routes: Rout
     return out;
   }
 
-  async function attemptRow(row: { d: DeliveryRow; done: typeof at.$inferSelect | null; sealed: string | null; route: typeof schema.routes.$inferSelect | null },
-    n: number, nextDelayMs: number | null, progress?: Progress): Promise<AttemptResult> {
+  async function attemptRow(
+    row: {
+      d: DeliveryRow;
+      done: typeof at.$inferSelect | null;
+      sealed: string | null;
+      route: typeof schema.routes.$inferSelect | null;
+    },
+    n: number,
+    nextDelayMs: number | null,
+    progress?: Progress,
+  ): Promise<AttemptResult> {
     if (row.done) return { ok: row.done.ok === 1, status: row.done.responseStatus, reason: row.done.reason };
     const d = row.d;
     const body = await bodyOf(d, row.sealed);
     if (body === undefined) {
-      await db.update(dl).set({ status: 'failed', nextRetryAt: null, lastReason: 'no_payload', updatedAt: Date.now() }).where(eq(dl.id, d.id));
+      await db
+        .update(dl)
+        .set({ status: 'failed', nextRetryAt: null, lastReason: 'no_payload', updatedAt: Date.now() })
+        .where(eq(dl.id, d.id));
       return { ok: false, status: null, reason: 'no_payload' };
     }
     const t = await target(d, row.route);
-    const c = await postWatched(d, () => postWebhook({ url: t.url, body, secret: t.secret, ackMode: t.ackMode, net: deps.net }));
-    log.info({ deliveryId: d.id, messageId: d.messageId, accountId: d.userId, domainId: d.domainId, attempt: n, result: c.reason ?? 'ok', status: c.status, durationMs: c.durationMs }, 'webhook attempt');
+    const c = await postWatched(d, () =>
+      postWebhook({ url: t.url, body, secret: t.secret, ackMode: t.ackMode, net: deps.net }),
+    );
+    log.info(
+      {
+        deliveryId: d.id,
+        messageId: d.messageId,
+        accountId: d.userId,
+        domainId: d.domainId,
+        attempt: n,
+        result: c.reason ?? 'ok',
+        status: c.status,
+        durationMs: c.durationMs,
+      },
+      'webhook attempt',
+    );
     // The POST happened: its outcome is written even through a database outage, so a retry never posts it again.
     return retryTransient(() => record(d, n, c, t.url, nextDelayMs), { onWait: () => progress?.beat() });
   }
@@ -127,7 +222,9 @@ export function createDeliveryStore(deps: { db: Db; sealer: Sealer; routes: Rout
   async function postWatched(d: DeliveryRow, post: () => Promise<AttemptCapture>): Promise<AttemptCapture> {
     if (!d.domainId || d.kind === 'engagement') return post();
     let marking: Promise<void> | undefined;
-    const timer = setTimeout(() => { marking = markRunning(db, [d.domainId!]).catch(() => undefined); }, RUNNING_AFTER_MS);
+    const timer = setTimeout(() => {
+      marking = markRunning(db, [d.domainId!]).catch(() => undefined);
+    }, RUNNING_AFTER_MS);
     try {
       return await post();
     } finally {
@@ -137,20 +234,54 @@ export function createDeliveryStore(deps: { db: Db; sealer: Sealer; routes: Rout
   }
 
   /** Captures attempt `n` as an att_ row and moves the delivery and the domain's health on. */
-  async function record(d: DeliveryRow, n: number, c: AttemptCapture, url: string, nextDelayMs: number | null): Promise<AttemptResult> {
+  async function record(
+    d: DeliveryRow,
+    n: number,
+    c: AttemptCapture,
+    url: string,
+    nextDelayMs: number | null,
+  ): Promise<AttemptResult> {
     // One statement: the att_ row, the delivery moved on, and the domain's current health streak read back.
-    const attempt = db.$with('attempt').as(db.insert(at).values({
-      id: newId('att'), deliveryId: d.id, messageId: d.messageId, attemptNumber: n, ok: c.ok ? 1 : 0, reason: c.reason, requestHeaders: c.requestHeaders,
-      requestBody: c.requestBody, responseStatus: c.status, responseHeaders: c.responseHeaders, responseBody: c.responseBody,
-      durationMs: c.durationMs, requestedAt: c.requestedAt, createdAt: Date.now(),
-    }).onConflictDoNothing().returning({ id: at.id }));
+    const attempt = db.$with('attempt').as(
+      db
+        .insert(at)
+        .values({
+          id: newId('att'),
+          deliveryId: d.id,
+          messageId: d.messageId,
+          attemptNumber: n,
+          ok: c.ok ? 1 : 0,
+          reason: c.reason,
+          requestHeaders: c.requestHeaders,
+          requestBody: c.requestBody,
+          responseStatus: c.status,
+          responseHeaders: c.responseHeaders,
+          responseBody: c.responseBody,
+          durationMs: c.durationMs,
+          requestedAt: c.requestedAt,
+          createdAt: Date.now(),
+        })
+        .onConflictDoNothing()
+        .returning({ id: at.id }),
+    );
     const retry = !c.ok && nextDelayMs !== null;
-    const [moved] = await db.with(attempt).update(dl).set({
-      status: c.ok ? 'delivered' : retry ? 'pending' : 'failed', attempts: n, lastStatusCode: c.status, lastReason: c.reason, url,
-      nextRetryAt: retry ? Date.now() + nextDelayMs : null, retryAttempts: retry ? n : Math.max(0, n - 1), updatedAt: Date.now(),
-    }).where(eq(dl.id, d.id)).returning({
-      health: sql<unknown>`(select ${schema.domains.webhookHealth} from ${schema.domains} where ${schema.domains.id} = ${dl.domainId})`,
-    });
+    const [moved] = await db
+      .with(attempt)
+      .update(dl)
+      .set({
+        status: c.ok ? 'delivered' : retry ? 'pending' : 'failed',
+        attempts: n,
+        lastStatusCode: c.status,
+        lastReason: c.reason,
+        url,
+        nextRetryAt: retry ? Date.now() + nextDelayMs : null,
+        retryAttempts: retry ? n : Math.max(0, n - 1),
+        updatedAt: Date.now(),
+      })
+      .where(eq(dl.id, d.id))
+      .returning({
+        health: sql<unknown>`(select ${schema.domains.webhookHealth} from ${schema.domains} where ${schema.domains.id} = ${dl.domainId})`,
+      });
     if (d.domainId && d.kind !== 'engagement') await recordHealth(db, d.domainId, c, moved);
     return { ok: c.ok, status: c.status, reason: c.reason };
   }
@@ -159,6 +290,15 @@ export type DeliveryStore = ReturnType<typeof createDeliveryStore>;
 
 /** SPEC.md Webhook delivery row. */
 export const deliveryDto = (d: DeliveryRow) => ({
-  id: d.id, message_id: d.messageId, route_id: d.routeId, url: d.url, status: d.status, attempts: d.attempts, last_status_code: d.lastStatusCode,
-  next_retry_at: d.nextRetryAt, retry_attempts: d.retryAttempts, created_at: d.createdAt, updated_at: d.updatedAt,
+  id: d.id,
+  message_id: d.messageId,
+  route_id: d.routeId,
+  url: d.url,
+  status: d.status,
+  attempts: d.attempts,
+  last_status_code: d.lastStatusCode,
+  next_retry_at: d.nextRetryAt,
+  retry_attempts: d.retryAttempts,
+  created_at: d.createdAt,
+  updated_at: d.updatedAt,
 });

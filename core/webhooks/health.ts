@@ -7,7 +7,15 @@ import type { AttemptCapture } from './post.js';
 /** A domain's webhook turns unhealthy after this many failed attempts in a row. */
 export const UNHEALTHY_AFTER = 5;
 
-const NEVER: WebhookStatus = { status: null, message: null, code: null, at: null, consecutiveFailures: 0, firstFailedAt: null, unhealthy: false };
+const NEVER: WebhookStatus = {
+  status: null,
+  message: null,
+  code: null,
+  at: null,
+  consecutiveFailures: 0,
+  firstFailedAt: null,
+  unhealthy: false,
+};
 
 /** A POST unanswered this long marks its domain's webhook `running` (quicker answers write nothing extra). */
 export const RUNNING_AFTER_MS = 1000;
@@ -20,29 +28,67 @@ export async function markRunning(db: Db, domainIds: string[], at = Date.now()):
   if (domainIds.length === 0) return;
   const d = schema.domains;
   const running = { status: 'running', message: 'Delivery in flight', at };
-  await db.update(d).set({ webhookHealth: sql`coalesce(${d.webhookHealth}, ${JSON.stringify(NEVER)}::jsonb) || ${JSON.stringify(running)}::jsonb` })
-    .where(and(inArray(d.id, domainIds), or(isNull(d.webhookHealth), sql`${d.webhookHealth}->>'status' is distinct from 'running'`)));
+  await db
+    .update(d)
+    .set({
+      webhookHealth: sql`coalesce(${d.webhookHealth}, ${JSON.stringify(NEVER)}::jsonb) || ${JSON.stringify(running)}::jsonb`,
+    })
+    .where(
+      and(
+        inArray(d.id, domainIds),
+        or(isNull(d.webhookHealth), sql`${d.webhookHealth}->>'status' is distinct from 'running'`),
+      ),
+    );
 }
 
 /** Folds one attempt into the domain's webhook health streak (SPEC.md webhookStatus). */
-export async function recordHealth(db: Db, domainId: string, a: AttemptCapture, known?: { health: unknown }): Promise<void> {
+export async function recordHealth(
+  db: Db,
+  domainId: string,
+  a: AttemptCapture,
+  known?: { health: unknown },
+): Promise<void> {
   // The caller may have read the current streak already (in the statement that recorded the attempt).
-  const row = known ?? (await db.select({ health: schema.domains.webhookHealth }).from(schema.domains).where(eq(schema.domains.id, domainId)))[0];
+  const row =
+    known ??
+    (
+      await db
+        .select({ health: schema.domains.webhookHealth })
+        .from(schema.domains)
+        .where(eq(schema.domains.id, domainId))
+    )[0];
   if (!row) return;
   const prev = (row.health ?? null) as WebhookStatus | null;
   const at = a.requestedAt;
   // A healthy streak that stays healthy needs no write more than once a second (this runs on every attempt).
   if (a.ok && prev?.status === 'ok' && prev.code === a.status && prev.at !== null && at - prev.at < 1000) return;
   const next: WebhookStatus = a.ok
-    ? { status: 'ok', message: `Delivered (HTTP ${a.status})`, code: a.status, at, consecutiveFailures: 0, firstFailedAt: null, unhealthy: false }
+    ? {
+        status: 'ok',
+        message: `Delivered (HTTP ${a.status})`,
+        code: a.status,
+        at,
+        consecutiveFailures: 0,
+        firstFailedAt: null,
+        unhealthy: false,
+      }
     : {
-      status: a.reason === 'timeout' ? 'timeout' : 'fail',
-      message: a.reason === 'timeout' ? `No answer within ${a.durationMs} ms (timeout)` : a.reason === 'network' ? `Network error: ${a.responseBody ?? ''}`.trim()
-        : a.reason === 'no-ack' ? `HTTP ${a.status} without acknowledgement` : a.reason === 'redirect' ? `HTTP ${a.status} redirect (not followed)` : `HTTP ${a.status}`,
-      code: a.status, at,
-      consecutiveFailures: (prev?.consecutiveFailures ?? 0) + 1,
-      firstFailedAt: prev?.consecutiveFailures ? prev.firstFailedAt : at,
-      unhealthy: (prev?.consecutiveFailures ?? 0) + 1 >= UNHEALTHY_AFTER,
-    };
+        status: a.reason === 'timeout' ? 'timeout' : 'fail',
+        message:
+          a.reason === 'timeout'
+            ? `No answer within ${a.durationMs} ms (timeout)`
+            : a.reason === 'network'
+              ? `Network error: ${a.responseBody ?? ''}`.trim()
+              : a.reason === 'no-ack'
+                ? `HTTP ${a.status} without acknowledgement`
+                : a.reason === 'redirect'
+                  ? `HTTP ${a.status} redirect (not followed)`
+                  : `HTTP ${a.status}`,
+        code: a.status,
+        at,
+        consecutiveFailures: (prev?.consecutiveFailures ?? 0) + 1,
+        firstFailedAt: prev?.consecutiveFailures ? prev.firstFailedAt : at,
+        unhealthy: (prev?.consecutiveFailures ?? 0) + 1 >= UNHEALTHY_AFTER,
+      };
   await db.update(schema.domains).set({ webhookHealth: next }).where(eq(schema.domains.id, domainId));
 }

@@ -6,47 +6,113 @@ import { BOUNCE_CLASSES } from '../mail/bounce-classes.js';
  * (core/inbound/payload.ts, core/webhooks/engagement.ts, core/webhooks/test-event.ts) and /v1/schemas
  * publishes them as JSON Schema (DESIGN.md wire conventions give the shapes).
  */
-const party = z.object({ address: z.string().describe('Lowercased address'), name: z.string().optional().describe('Omitted when unknown') });
+const party = z.object({
+  address: z.string().describe('Lowercased address'),
+  name: z.string().optional().describe('Omitted when unknown'),
+});
 const nullableString = z.string().nullable();
 
-export const emailReceivedPayload = z.object({
-  id: z.string().describe('msg_… of the stored inbound message'),
-  type: z.literal('email.received'),
-  from: party,
-  to: z.array(party).describe('The RCPT addresses this delivery carries'),
-  subject: z.string(), text: z.string(), html: nullableString,
-  threadId: nullableString.describe('Conversation root: first References id, else In-Reply-To, else the Message-ID'),
-  receivedAt: z.number().int().describe('ms epoch, the same on retries'), receivedAtIso: z.string(),
-  auth: z.object({ spf: nullableString, dkim: nullableString, dmarc: nullableString, spam: nullableString }).describe('null when not scored'),
-  attachments: z.array(z.object({
-    id: z.string(), filename: z.string(), contentType: z.string(), size: z.number().int(),
-    url: z.string().optional().describe('Signed download URL'), content: z.string().optional().describe('Base64, when the domain keeps nothing in the clear'),
-  })),
-}).describe('Inbound mail for a domain, at its catch-all webhook route');
+export const emailReceivedPayload = z
+  .object({
+    id: z.string().describe('msg_… of the stored inbound message'),
+    type: z.literal('email.received'),
+    from: party,
+    to: z.array(party).describe('The RCPT addresses this delivery carries'),
+    subject: z.string(),
+    text: z.string(),
+    html: nullableString,
+    threadId: nullableString.describe('Conversation root: first References id, else In-Reply-To, else the Message-ID'),
+    receivedAt: z.number().int().describe('ms epoch, the same on retries'),
+    receivedAtIso: z.string(),
+    auth: z
+      .object({ spf: nullableString, dkim: nullableString, dmarc: nullableString, spam: nullableString })
+      .describe('null when not scored'),
+    attachments: z.array(
+      z.object({
+        id: z.string(),
+        filename: z.string(),
+        contentType: z.string(),
+        size: z.number().int(),
+        url: z.string().optional().describe('Signed download URL'),
+        content: z.string().optional().describe('Base64, when the domain keeps nothing in the clear'),
+      }),
+    ),
+  })
+  .describe('Inbound mail for a domain, at its catch-all webhook route');
 
 const messageFields = {
-  messageId: nullableString.describe('msg_… of the outbound message'), from: nullableString, to: z.array(z.string()), subject: nullableString,
+  messageId: nullableString.describe('msg_… of the outbound message'),
+  from: nullableString,
+  to: z.array(z.string()),
+  subject: nullableString,
 };
-const envelope = <T extends string, D extends z.ZodType>(type: T, data: D, what: string) => z.object({
-  id: z.string().describe('evt_…'), type: z.literal(type), createdAt: z.number().int().describe('ms epoch'), createdAtIso: z.string(), data,
-}).describe(what);
+const envelope = <T extends string, D extends z.ZodType>(type: T, data: D, what: string) =>
+  z
+    .object({
+      id: z.string().describe('evt_…'),
+      type: z.literal(type),
+      createdAt: z.number().int().describe('ms epoch'),
+      createdAtIso: z.string(),
+      data,
+    })
+    .describe(what);
 
-export const emailSentPayload = envelope('email.sent', z.looseObject({ ...messageFields, response: z.string().optional().describe('The receiving server\'s answer') }),
-  'The receiving server accepted the message for the recipients in data.to');
-export const emailBouncedPayload = envelope('email.bounced', z.looseObject({ ...messageFields, bounce: z.object({
-  type: z.string().describe('hard or soft'), diagnostic: nullableString.optional(),
-  bounceClass: z.enum(BOUNCE_CLASSES).optional().describe('invalid_recipient, bad_domain, mailbox_full, message_too_large, spam_block, policy_block, auth_failure, reputation, transient, protocol or other'),
-}) }),
-  'A recipient bounced (data.to names it)');
-export const emailComplainedPayload = envelope('email.complained', z.looseObject({ ...messageFields, complaint: z.object({ feedbackType: z.string(), userAgent: nullableString.optional() }) }),
-  'A recipient reported the message as spam (feedback loop)');
-export const emailOpenedPayload = envelope('email.opened', z.looseObject({ ...messageFields, open: z.looseObject({ userAgent: nullableString, ip: z.string().optional() }) }),
-  'The tracking pixel was loaded');
-export const emailClickedPayload = envelope('email.clicked', z.looseObject({ ...messageFields, click: z.looseObject({ url: z.string(), userAgent: nullableString, ip: z.string().optional() }) }),
-  'A tracked link was followed');
-export const webhookTestPayload = envelope('webhook.test', z.object({ domain: z.string() }), 'The signed test event of POST /api/domains/:id/webhook/test');
+export const emailSentPayload = envelope(
+  'email.sent',
+  z.looseObject({ ...messageFields, response: z.string().optional().describe("The receiving server's answer") }),
+  'The receiving server accepted the message for the recipients in data.to',
+);
+export const emailBouncedPayload = envelope(
+  'email.bounced',
+  z.looseObject({
+    ...messageFields,
+    bounce: z.object({
+      type: z.string().describe('hard or soft'),
+      diagnostic: nullableString.optional(),
+      bounceClass: z
+        .enum(BOUNCE_CLASSES)
+        .optional()
+        .describe(
+          'invalid_recipient, bad_domain, mailbox_full, message_too_large, spam_block, policy_block, auth_failure, reputation, transient, protocol or other',
+        ),
+    }),
+  }),
+  'A recipient bounced (data.to names it)',
+);
+export const emailComplainedPayload = envelope(
+  'email.complained',
+  z.looseObject({
+    ...messageFields,
+    complaint: z.object({ feedbackType: z.string(), userAgent: nullableString.optional() }),
+  }),
+  'A recipient reported the message as spam (feedback loop)',
+);
+export const emailOpenedPayload = envelope(
+  'email.opened',
+  z.looseObject({ ...messageFields, open: z.looseObject({ userAgent: nullableString, ip: z.string().optional() }) }),
+  'The tracking pixel was loaded',
+);
+export const emailClickedPayload = envelope(
+  'email.clicked',
+  z.looseObject({
+    ...messageFields,
+    click: z.looseObject({ url: z.string(), userAgent: nullableString, ip: z.string().optional() }),
+  }),
+  'A tracked link was followed',
+);
+export const webhookTestPayload = envelope(
+  'webhook.test',
+  z.object({ domain: z.string() }),
+  'The signed test event of POST /api/domains/:id/webhook/test',
+);
 
-export const engagementPayload = z.discriminatedUnion('type', [emailSentPayload, emailBouncedPayload, emailComplainedPayload, emailOpenedPayload, emailClickedPayload]);
+export const engagementPayload = z.discriminatedUnion('type', [
+  emailSentPayload,
+  emailBouncedPayload,
+  emailComplainedPayload,
+  emailOpenedPayload,
+  emailClickedPayload,
+]);
 export type EngagementPayload = z.input<typeof engagementPayload>;
 export type EmailReceivedPayload = z.input<typeof emailReceivedPayload>;
 export type WebhookTestPayload = z.input<typeof webhookTestPayload>;

@@ -8,15 +8,23 @@ import type { NetPolicy } from './url.js';
 
 export const WEBHOOK_TIMEOUT_MS = 15_000;
 const CAPTURE_BYTES = 4096;
-const cut = (s: string) => (Buffer.byteLength(s) > CAPTURE_BYTES ? Buffer.from(s).subarray(0, CAPTURE_BYTES).toString('utf8') : s);
+const cut = (s: string) =>
+  Buffer.byteLength(s) > CAPTURE_BYTES ? Buffer.from(s).subarray(0, CAPTURE_BYTES).toString('utf8') : s;
 
 /** Failure classes of an attempt (att_ `reason`); bulk replay reports them as http, timeout, network, redirect, no-ack. */
 export type FailureReason = 'http_4xx' | 'http_5xx' | 'timeout' | 'network' | 'redirect' | 'no-ack';
 export const failureClass = (r: string | null) => (r?.startsWith('http_') ? 'http' : r);
 
 export type AttemptCapture = {
-  ok: boolean; reason: FailureReason | null; status: number | null; requestHeaders: string; requestBody: string;
-  responseHeaders: string | null; responseBody: string | null; durationMs: number; requestedAt: number;
+  ok: boolean;
+  reason: FailureReason | null;
+  status: number | null;
+  requestHeaders: string;
+  requestBody: string;
+  responseHeaders: string | null;
+  responseBody: string | null;
+  durationMs: number;
+  requestedAt: number;
 };
 
 /**
@@ -34,32 +42,77 @@ export async function postWebhook(opts: PostOptions): Promise<AttemptCapture> {
 
 const hostOf = (url: string) => URL.parse(url)?.hostname ?? '';
 
-type PostOptions = { url: string; body: string; secret: string; ackMode: 'lenient' | 'ack'; net: NetPolicy; timeoutMs?: number };
+type PostOptions = {
+  url: string;
+  body: string;
+  secret: string;
+  ackMode: 'lenient' | 'ack';
+  net: NetPolicy;
+  timeoutMs?: number;
+};
 
 async function attempt(opts: PostOptions): Promise<AttemptCapture> {
   const requestedAt = Date.now();
-  const headers = { 'content-type': 'application/json', 'user-agent': 'svc-mail-webhooks/1', ...signatureHeaders(opts.secret, opts.body, requestedAt) };
+  const headers = {
+    'content-type': 'application/json',
+    'user-agent': 'svc-mail-webhooks/1',
+    ...signatureHeaders(opts.secret, opts.body, requestedAt),
+  };
   const base = { requestHeaders: JSON.stringify(headers), requestBody: cut(opts.body), requestedAt };
   const started = performance.now();
   try {
     const url = new URL(opts.url);
     const address = await resolveAllowed(url.hostname, { ...opts.net, what: 'Webhook host' });
     const res = await requestPinned(url, address, {
-      method: 'POST', headers, body: opts.body, timeoutMs: opts.timeoutMs ?? opts.net.webhookTimeoutMs ?? WEBHOOK_TIMEOUT_MS, maxResponseBytes: CAPTURE_BYTES * 2,
+      method: 'POST',
+      headers,
+      body: opts.body,
+      timeoutMs: opts.timeoutMs ?? opts.net.webhookTimeoutMs ?? WEBHOOK_TIMEOUT_MS,
+      maxResponseBytes: CAPTURE_BYTES * 2,
     });
     const responseHeaders = JSON.stringify(res.headers);
     const durationMs = Math.round(performance.now() - started);
     const ack = res.headers['x-svc-ack'];
-    const reason = classify(res.status, Array.isArray(ack) ? ack[0] ?? null : ack ?? null, res.text, opts.ackMode);
-    return { ...base, ok: reason === null, reason, status: res.status, responseHeaders, responseBody: cut(res.text), durationMs };
+    const reason = classify(res.status, Array.isArray(ack) ? (ack[0] ?? null) : (ack ?? null), res.text, opts.ackMode);
+    return {
+      ...base,
+      ok: reason === null,
+      reason,
+      status: res.status,
+      responseHeaders,
+      responseBody: cut(res.text),
+      durationMs,
+    };
   } catch (err) {
-    if (isAppError(err)) return { ...base, ok: false, reason: 'network', status: null, responseHeaders: null, responseBody: err.message, durationMs: Math.round(performance.now() - started) };
+    if (isAppError(err))
+      return {
+        ...base,
+        ok: false,
+        reason: 'network',
+        status: null,
+        responseHeaders: null,
+        responseBody: err.message,
+        durationMs: Math.round(performance.now() - started),
+      };
     const timedOut = (err as Error).name === 'TimeoutError' || (err as Error).name === 'AbortError';
-    return { ...base, ok: false, reason: timedOut ? 'timeout' : 'network', status: null, responseHeaders: null, responseBody: (err as Error).message, durationMs: Math.round(performance.now() - started) };
+    return {
+      ...base,
+      ok: false,
+      reason: timedOut ? 'timeout' : 'network',
+      status: null,
+      responseHeaders: null,
+      responseBody: (err as Error).message,
+      durationMs: Math.round(performance.now() - started),
+    };
   }
 }
 
-function classify(status: number, ackHeader: string | null, body: string, mode: 'lenient' | 'ack'): FailureReason | null {
+function classify(
+  status: number,
+  ackHeader: string | null,
+  body: string,
+  mode: 'lenient' | 'ack',
+): FailureReason | null {
   if (status >= 300 && status < 400) return 'redirect';
   if (status >= 500) return 'http_5xx';
   if (status < 200 || status >= 300) return 'http_4xx';

@@ -11,17 +11,36 @@ export const MAX_REPLAY_IDS = 50;
 /** Messages the thread ids of one bulk replay may expand to (they count against the 50-id cap). */
 const MAX_EXPANDED_MESSAGES = 1000;
 type Result = {
-  messageId: string | null; routeId: string | null; deliveryId: string | null; ok: boolean; status: number | null; reason: string | null; threadId?: string;
+  messageId: string | null;
+  routeId: string | null;
+  deliveryId: string | null;
+  ok: boolean;
+  status: number | null;
+  reason: string | null;
+  threadId?: string;
 };
 /** Reasons of results that were not attempted. */
 const SKIPS = new Set(['not_found', 'no_delivery', 'duplicate_endpoint', 'too_many_ids']);
-const skip = (ids: { messageId?: string; routeId?: string; deliveryId?: string; threadId?: string }, reason: string): Result => ({
-  messageId: ids.messageId ?? null, routeId: ids.routeId ?? null, deliveryId: ids.deliveryId ?? null, ok: false, status: null, reason,
+const skip = (
+  ids: { messageId?: string; routeId?: string; deliveryId?: string; threadId?: string },
+  reason: string,
+): Result => ({
+  messageId: ids.messageId ?? null,
+  routeId: ids.routeId ?? null,
+  deliveryId: ids.deliveryId ?? null,
+  ok: false,
+  status: null,
+  reason,
   ...(ids.threadId ? { threadId: ids.threadId } : {}),
 });
 
 /** Manual replay: a new delivery row per replay (history is append-only), first attempt now, the ladder after. */
-export function createReplayService(deps: { db: Db; deliveries: DeliveryStore; workflows: WebhookDeliveryWorkflows; retrySchedule: number[] }) {
+export function createReplayService(deps: {
+  db: Db;
+  deliveries: DeliveryStore;
+  workflows: WebhookDeliveryWorkflows;
+  retrySchedule: number[];
+}) {
   const { db } = deps;
   const dl = schema.deliveries;
 
@@ -29,11 +48,22 @@ export function createReplayService(deps: { db: Db; deliveries: DeliveryStore; w
   async function replayOf(source: DeliveryRow) {
     if (source.kind !== 'engagement' && (await deps.deliveries.bodyOf(source)) === undefined) return undefined;
     const row = await deps.deliveries.create({
-      userId: source.userId, messageId: source.messageId, routeId: source.routeId, domainId: source.domainId, url: source.url,
-      kind: source.kind === 'engagement' ? 'engagement' : 'replay', payload: source.payload ?? undefined,
+      userId: source.userId,
+      messageId: source.messageId,
+      routeId: source.routeId,
+      domainId: source.domainId,
+      url: source.url,
+      kind: source.kind === 'engagement' ? 'engagement' : 'replay',
+      payload: source.payload ?? undefined,
     });
     const r = await deps.deliveries.attempt(row.id, 1, deps.retrySchedule[0] ?? null);
-    if (!r.ok && deps.retrySchedule.length > 0) await deps.workflows.startWebhookDelivery({ deliveryId: row.id, startAttempt: 2, userId: row.userId, messageId: row.messageId });
+    if (!r.ok && deps.retrySchedule.length > 0)
+      await deps.workflows.startWebhookDelivery({
+        deliveryId: row.id,
+        startAttempt: 2,
+        userId: row.userId,
+        messageId: row.messageId,
+      });
     const [fresh] = await db.select().from(dl).where(eq(dl.id, row.id));
     return { r, row: fresh! };
   }
@@ -46,9 +76,20 @@ export function createReplayService(deps: { db: Db; deliveries: DeliveryStore; w
   async function expandThreads(actor: Actor, threadIds: string[]) {
     const ids = [...new Set(threadIds)];
     const m = schema.messages;
-    const rows = ids.length ? await db.select({ id: m.id, threadId: m.threadId }).from(m)
-      .where(and(eq(m.userId, actor.userId), inArray(m.threadId, ids), ...(actor.domainId ? [eq(m.domainId, actor.domainId)] : [])))
-      .orderBy(asc(m.createdAt)).limit(MAX_EXPANDED_MESSAGES) : [];
+    const rows = ids.length
+      ? await db
+          .select({ id: m.id, threadId: m.threadId })
+          .from(m)
+          .where(
+            and(
+              eq(m.userId, actor.userId),
+              inArray(m.threadId, ids),
+              ...(actor.domainId ? [eq(m.domainId, actor.domainId)] : []),
+            ),
+          )
+          .orderBy(asc(m.createdAt))
+          .limit(MAX_EXPANDED_MESSAGES)
+      : [];
     const per = new Map<string, string[]>();
     for (const r of rows) {
       const list = per.get(r.threadId!) ?? [];
@@ -65,13 +106,22 @@ export function createReplayService(deps: { db: Db; deliveries: DeliveryStore; w
 
   async function owned(actor: Actor, ids: string[]): Promise<DeliveryRow[]> {
     if (ids.length === 0) return [];
-    const rows = await db.select().from(dl).where(and(inArray(dl.id, ids), eq(dl.userId, actor.userId)));
+    const rows = await db
+      .select()
+      .from(dl)
+      .where(and(inArray(dl.id, ids), eq(dl.userId, actor.userId)));
     return rows.filter((r) => !actor.domainId || r.domainId === actor.domainId);
   }
 
   /** The most recent delivery per route of each message. */
   async function latestPerRoute(actor: Actor, messageIds: string[]): Promise<Map<string, DeliveryRow[]>> {
-    const rows = messageIds.length ? await db.select().from(dl).where(and(inArray(dl.messageId, messageIds), eq(dl.userId, actor.userId))).orderBy(desc(dl.createdAt)) : [];
+    const rows = messageIds.length
+      ? await db
+          .select()
+          .from(dl)
+          .where(and(inArray(dl.messageId, messageIds), eq(dl.userId, actor.userId)))
+          .orderBy(desc(dl.createdAt))
+      : [];
     const out = new Map<string, DeliveryRow[]>();
     for (const r of rows) {
       if (actor.domainId && r.domainId !== actor.domainId) continue;
@@ -108,7 +158,8 @@ export function createReplayService(deps: { db: Db; deliveries: DeliveryStore; w
       const seen = new Set<string>();
       const take = (r: DeliveryRow) => {
         const key = `${r.messageId}|${r.url}`;
-        if (seen.has(key)) return results.push(skip({ messageId: r.messageId, routeId: r.routeId }, 'duplicate_endpoint'));
+        if (seen.has(key))
+          return results.push(skip({ messageId: r.messageId, routeId: r.routeId }, 'duplicate_endpoint'));
         seen.add(key);
         jobs.push(r);
       };
@@ -130,7 +181,14 @@ export function createReplayService(deps: { db: Db; deliveries: DeliveryStore; w
       const count = (f: (r: Result) => boolean) => results.filter(f).length;
       const skipped = count((r) => r.reason !== null && SKIPS.has(r.reason));
       const delivered = count((r) => r.ok);
-      return { ok: results.length > 0 && delivered === results.length, requested: results.length, delivered, failed: results.length - skipped - delivered, skipped, results };
+      return {
+        ok: results.length > 0 && delivered === results.length,
+        requested: results.length,
+        delivered,
+        failed: results.length - skipped - delivered,
+        skipped,
+        results,
+      };
     },
 
     async attempts(actor: Actor, id: string) {
@@ -143,15 +201,26 @@ export function createReplayService(deps: { db: Db; deliveries: DeliveryStore; w
   async function runLimited(rows: DeliveryRow[], limit: number, fn: typeof replayOf): Promise<Result[]> {
     const out: Result[] = [];
     let next = 0;
-    await Promise.all(Array.from({ length: Math.min(limit, rows.length) }, async () => {
-      while (next < rows.length) {
-        const src = rows[next++]!;
-        const done = await fn(src);
-        out.push(done
-          ? { messageId: src.messageId, routeId: src.routeId, deliveryId: done.row.id, ok: done.r.ok, status: done.r.status, reason: done.r.ok ? null : failureClass(done.r.reason) }
-          : skip({ messageId: src.messageId, routeId: src.routeId }, 'no_delivery'));
-      }
-    }));
+    await Promise.all(
+      Array.from({ length: Math.min(limit, rows.length) }, async () => {
+        while (next < rows.length) {
+          const src = rows[next++]!;
+          const done = await fn(src);
+          out.push(
+            done
+              ? {
+                  messageId: src.messageId,
+                  routeId: src.routeId,
+                  deliveryId: done.row.id,
+                  ok: done.r.ok,
+                  status: done.r.status,
+                  reason: done.r.ok ? null : failureClass(done.r.reason),
+                }
+              : skip({ messageId: src.messageId, routeId: src.routeId }, 'no_delivery'),
+          );
+        }
+      }),
+    );
     return out;
   }
 }

@@ -11,9 +11,21 @@ export function createWebhookTests(deps: { routes: RouteService; net: NetPolicy 
     async test(actor: Actor, domainId: string) {
       const { domain, route } = await deps.routes.catchAllOf(actor, domainId);
       const now = Date.now();
-      const payload: WebhookTestPayload = { id: newId('evt'), type: 'webhook.test', createdAt: now, createdAtIso: new Date(now).toISOString(), data: { domain: domain.domain } };
+      const payload: WebhookTestPayload = {
+        id: newId('evt'),
+        type: 'webhook.test',
+        createdAt: now,
+        createdAtIso: new Date(now).toISOString(),
+        data: { domain: domain.domain },
+      };
       const body = JSON.stringify(payload);
-      const r = await postWebhook({ url: route.url, body, secret: deps.routes.secretOf(route), ackMode: route.ackMode, net: deps.net });
+      const r = await postWebhook({
+        url: route.url,
+        body,
+        secret: deps.routes.secretOf(route),
+        ackMode: route.ackMode,
+        net: deps.net,
+      });
       return { ok: r.ok, status: r.status ?? 0 };
     },
   };

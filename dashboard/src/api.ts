@@ -6,14 +6,16 @@ import { readSession, saveSession } from './session.js';
 
 /** The one way the dashboard calls the API: tRPC, typed by the server's AppRouter. */
 export const api = createTRPCClient<AppRouter>({
-  links: [httpBatchLink({
-    url: '/trpc',
-    maxItems: 10, // the server's TRPC_MAX_BATCH
-    headers: () => {
-      const token = readSession()?.token;
-      return token ? { authorization: `Bearer ${token}` } : {};
-    },
-  })],
+  links: [
+    httpBatchLink({
+      url: '/trpc',
+      maxItems: 10, // the server's TRPC_MAX_BATCH
+      headers: () => {
+        const token = readSession()?.token;
+        return token ? { authorization: `Bearer ${token}` } : {};
+      },
+    }),
+  ],
 });
 
 export type Inputs = inferRouterInputs<AppRouter>;
@@ -31,12 +33,16 @@ export function errorMessage(err: unknown): string {
  * A wrong current password (401 invalid_credentials) is only an answer to show.
  */
 function endSessionOn401(err: unknown): void {
-  const data = err instanceof TRPCClientError ? (err.data as { httpStatus?: number; appCode?: string } | undefined) : undefined;
+  const data =
+    err instanceof TRPCClientError ? (err.data as { httpStatus?: number; appCode?: string } | undefined) : undefined;
   if (data?.httpStatus === 401 && data.appCode !== 'invalid_credentials' && readSession()) saveSession(undefined);
 }
 
 export const queryClient = new QueryClient({
   queryCache: new QueryCache({ onError: endSessionOn401 }),
   mutationCache: new MutationCache({ onError: endSessionOn401 }),
-  defaultOptions: { queries: { retry: false, refetchOnWindowFocus: false, staleTime: 2_000 }, mutations: { retry: false } },
+  defaultOptions: {
+    queries: { retry: false, refetchOnWindowFocus: false, staleTime: 2_000 },
+    mutations: { retry: false },
+  },
 });

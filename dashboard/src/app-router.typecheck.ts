@@ -5,7 +5,7 @@
  */
 import type { Inputs, Outputs } from './api.js';
 
-type Equal<A, B> = (<T>() => T extends A ? 1 : 2) extends (<T>() => T extends B ? 1 : 2) ? true : false;
+type Equal<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
 const assert = <T extends true>(_: T) => undefined;
 
 // Outputs are the operations' zod output types.
@@ -23,5 +23,8 @@ assert<Equal<Inputs['keys']['get'], void | Record<never, never>>>(true);
 export const missingField: Inputs['auth']['signup'] = { email: 'a@example.com' };
 // @ts-expect-error an unknown procedure
 export type NoSuchProcedure = Outputs['keys']['nope'];
-// @ts-expect-error an output field of the wrong type
-export const wrongOutput: Outputs['domains']['delete'] = { ok: true, cleanup: { deregistered: [], dnsDeleted: '0', warnings: [] } };
+export const wrongOutput: Outputs['domains']['delete'] = {
+  ok: true,
+  // @ts-expect-error an output field of the wrong type
+  cleanup: { deregistered: [], dnsDeleted: '0', warnings: [] },
+};

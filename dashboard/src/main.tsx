@@ -22,9 +22,18 @@ import { ErrorBox } from './ui.js';
 import './styles.css';
 
 const NAV = [
-  ['/', 'Overview'], ['/domains', 'Domains'], ['/messages', 'Messages'], ['/inbound', 'Inbound'], ['/keys', 'Keys'],
-  ['/templates', 'Templates'], ['/suppressions', 'Suppressions'], ['/lists', 'Lists'], ['/broadcasts', 'Broadcasts'],
-  ['/sequences', 'Sequences'], ['/events', 'Events'], ['/deliverability', 'Deliverability'],
+  ['/', 'Overview'],
+  ['/domains', 'Domains'],
+  ['/messages', 'Messages'],
+  ['/inbound', 'Inbound'],
+  ['/keys', 'Keys'],
+  ['/templates', 'Templates'],
+  ['/suppressions', 'Suppressions'],
+  ['/lists', 'Lists'],
+  ['/broadcasts', 'Broadcasts'],
+  ['/sequences', 'Sequences'],
+  ['/events', 'Events'],
+  ['/deliverability', 'Deliverability'],
 ] as const;
 
 function useSession() {
@@ -36,21 +45,37 @@ function useSession() {
 function Routes({ path }: { path: string }) {
   const [, section, id, sub, subId] = path.split('/');
   switch (section) {
-    case '': return <Usage />;
-    case 'domains': return id ? <DomainDetail id={id} /> : <Domains />;
-    case 'messages': return id ? <MessageDetail id={id} /> : <Messages />;
-    case 'inbound': return <Inbound />;
-    case 'keys': return <Keys />;
-    case 'templates': return <Templates />;
-    case 'suppressions': return <Suppressions />;
-    case 'lists': return <Lists />;
-    case 'broadcasts': return id ? <BroadcastDetail id={id} /> : <Broadcasts />;
+    case '':
+      return <Usage />;
+    case 'domains':
+      return id ? <DomainDetail id={id} /> : <Domains />;
+    case 'messages':
+      return id ? <MessageDetail id={id} /> : <Messages />;
+    case 'inbound':
+      return <Inbound />;
+    case 'keys':
+      return <Keys />;
+    case 'templates':
+      return <Templates />;
+    case 'suppressions':
+      return <Suppressions />;
+    case 'lists':
+      return <Lists />;
+    case 'broadcasts':
+      return id ? <BroadcastDetail id={id} /> : <Broadcasts />;
     case 'sequences':
       if (id && sub === 'enrolments' && subId) return <EnrolmentDetail key={subId} sequenceId={id} id={subId} />;
       return id ? <SequenceDetail key={id} id={id} /> : <Sequences />;
-    case 'events': return <Events />;
-    case 'deliverability': return <Deliverability />;
-    default: return <p>Nothing here. <Link to="/">Back to the overview</Link>.</p>;
+    case 'events':
+      return <Events />;
+    case 'deliverability':
+      return <Deliverability />;
+    default:
+      return (
+        <p>
+          Nothing here. <Link to="/">Back to the overview</Link>.
+        </p>
+      );
   }
 }
 
@@ -62,7 +87,9 @@ function VerifyBanner() {
   return (
     <div className="banner" role="region" aria-label="Email verification">
       <p>Verify {me.data.email} to start sending: open the link we mailed you. Following it signs you in again.</p>
-      <button type="button" className="small" onClick={() => resend.mutate()} disabled={resend.isPending}>Send a new link</button>
+      <button type="button" className="small" onClick={() => resend.mutate()} disabled={resend.isPending}>
+        Send a new link
+      </button>
       {resend.isSuccess && <span role="status"> Sent.</span>}
       <ErrorBox error={resend.error} />
     </div>
@@ -80,18 +107,32 @@ function App() {
       navigate('/signin');
     },
   });
-  const publicPage = path === '/signup' ? <SignUp /> : path === '/verify' ? <RedeemLink kind="verify" />
-    : path === '/signin' && (query.has('token') || query.has('done')) ? <RedeemLink kind="signin" /> : undefined;
+  const publicPage =
+    path === '/signup' ? (
+      <SignUp />
+    ) : path === '/verify' ? (
+      <RedeemLink kind="verify" />
+    ) : path === '/signin' && (query.has('token') || query.has('done')) ? (
+      <RedeemLink kind="signin" />
+    ) : undefined;
   return (
     <>
-      <a className="skip" href="#main">Skip to content</a>
+      <a className="skip" href="#main">
+        Skip to content
+      </a>
       <header>
-        <Link to="/" className="brand">svc-mail</Link>
+        <Link to="/" className="brand">
+          svc-mail
+        </Link>
         {session && (
           <nav aria-label="Main">
             <ul>
               {NAV.map(([to, label]) => (
-                <li key={to}><Link to={to} aria-current={(to === '/' ? path === '/' : path.startsWith(to)) ? 'page' : undefined}>{label}</Link></li>
+                <li key={to}>
+                  <Link to={to} aria-current={(to === '/' ? path === '/' : path.startsWith(to)) ? 'page' : undefined}>
+                    {label}
+                  </Link>
+                </li>
               ))}
             </ul>
           </nav>
@@ -99,12 +140,22 @@ function App() {
         {session && (
           <div className="who">
             <span>{session.email}</span>
-            <button type="button" className="small" onClick={() => signOut.mutate()}>Sign out</button>
+            <button type="button" className="small" onClick={() => signOut.mutate()}>
+              Sign out
+            </button>
           </div>
         )}
       </header>
       <main id="main">
-        {publicPage ?? (session ? <><VerifyBanner /><Routes path={path} /></> : <SignIn />)}
+        {publicPage ??
+          (session ? (
+            <>
+              <VerifyBanner />
+              <Routes path={path} />
+            </>
+          ) : (
+            <SignIn />
+          ))}
       </main>
     </>
   );
@@ -112,6 +163,8 @@ function App() {
 
 createRoot(document.getElementById('root')!).render(
   <StrictMode>
-    <QueryClientProvider client={queryClient}><App /></QueryClientProvider>
+    <QueryClientProvider client={queryClient}>
+      <App />
+    </QueryClientProvider>
   </StrictMode>,
 );

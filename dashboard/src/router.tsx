@@ -34,5 +34,9 @@ export function Link({ to, children, ...rest }: LinkProps) {
     e.preventDefault();
     navigate(to);
   };
-  return <a href={href} onClick={onClick} {...rest}>{children}</a>;
+  return (
+    <a href={href} onClick={onClick} {...rest}>
+      {children}
+    </a>
+  );
 }

@@ -1,4 +1,13 @@
-import { useEffect, useId, useRef, useState, type InputHTMLAttributes, type ReactNode, type SelectHTMLAttributes, type TextareaHTMLAttributes } from 'react';
+import {
+  useEffect,
+  useId,
+  useRef,
+  useState,
+  type InputHTMLAttributes,
+  type ReactNode,
+  type SelectHTMLAttributes,
+  type TextareaHTMLAttributes,
+} from 'react';
 import { errorMessage } from './api.js';
 
 /** One page: its title (document and h1, focused on arrival so screen readers announce it) and content. */
@@ -11,7 +20,9 @@ export function Page({ title, children, actions }: { title: string; children: Re
   return (
     <>
       <div className="page-head">
-        <h1 ref={h1} tabIndex={-1}>{title}</h1>
+        <h1 ref={h1} tabIndex={-1}>
+          {title}
+        </h1>
         {actions}
       </div>
       {children}
@@ -22,11 +33,19 @@ export function Page({ title, children, actions }: { title: string; children: Re
 /** The API's message for a failed call, announced. */
 export function ErrorBox({ error }: { error: unknown }) {
   if (!error) return null;
-  return <p className="error" role="alert">{errorMessage(error)}</p>;
+  return (
+    <p className="error" role="alert">
+      {errorMessage(error)}
+    </p>
+  );
 }
 
 export function Notice({ children }: { children: ReactNode }) {
-  return <p className="notice" role="status">{children}</p>;
+  return (
+    <p className="notice" role="status">
+      {children}
+    </p>
+  );
 }
 
 type FieldProps = InputHTMLAttributes<HTMLInputElement> & { label: string; hint?: string };
@@ -53,14 +72,21 @@ export function Area({ label, hint, ...area }: AreaProps) {
   );
 }
 
-type SelectProps = SelectHTMLAttributes<HTMLSelectElement> & { label: string; options: readonly (readonly [string, string])[] };
+type SelectProps = SelectHTMLAttributes<HTMLSelectElement> & {
+  label: string;
+  options: readonly (readonly [string, string])[];
+};
 export function Select({ label, options, ...select }: SelectProps) {
   const id = useId();
   return (
     <div className="field">
       <label htmlFor={id}>{label}</label>
       <select id={id} {...select}>
-        {options.map(([value, text]) => <option key={value} value={value}>{text}</option>)}
+        {options.map(([value, text]) => (
+          <option key={value} value={value}>
+            {text}
+          </option>
+        ))}
       </select>
     </div>
   );
@@ -85,7 +111,12 @@ export function CopyButton({ value, what }: { value: string; what: string }) {
     setTimeout(() => setCopied(false), 2000);
   };
   return (
-    <button type="button" className="small" onClick={() => void copy()} aria-label={`${copied ? 'Copied' : 'Copy'} ${what}`}>
+    <button
+      type="button"
+      className="small"
+      onClick={() => void copy()}
+      aria-label={`${copied ? 'Copied' : 'Copy'} ${what}`}
+    >
       {copied ? 'Copied' : 'Copy'}
     </button>
   );
@@ -96,7 +127,15 @@ export function Table({ label, head, children }: { label: string; head: readonly
   return (
     <div className="table-wrap" role="region" aria-label={label} tabIndex={0}>
       <table>
-        <thead><tr>{head.map((h) => <th key={h} scope="col">{h}</th>)}</tr></thead>
+        <thead>
+          <tr>
+            {head.map((h) => (
+              <th key={h} scope="col">
+                {h}
+              </th>
+            ))}
+          </tr>
+        </thead>
         <tbody>{children}</tbody>
       </table>
     </div>
@@ -110,13 +149,20 @@ export function usePaged<T>(items: readonly T[] | undefined, size = 20) {
   const pages = Math.max(1, Math.ceil(all.length / size));
   const current = Math.min(page, pages - 1);
   const slice = all.slice(current * size, current * size + size);
-  const controls = pages > 1 ? (
-    <nav className="pager" aria-label="Pages">
-      <button type="button" onClick={() => setPage(current - 1)} disabled={current === 0}>Previous</button>
-      <span>Page {current + 1} of {pages}</span>
-      <button type="button" onClick={() => setPage(current + 1)} disabled={current >= pages - 1}>Next</button>
-    </nav>
-  ) : null;
+  const controls =
+    pages > 1 ? (
+      <nav className="pager" aria-label="Pages">
+        <button type="button" onClick={() => setPage(current - 1)} disabled={current === 0}>
+          Previous
+        </button>
+        <span>
+          Page {current + 1} of {pages}
+        </span>
+        <button type="button" onClick={() => setPage(current + 1)} disabled={current >= pages - 1}>
+          Next
+        </button>
+      </nav>
+    ) : null;
   return { slice, controls };
 }
 

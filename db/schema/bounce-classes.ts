@@ -1,6 +1,15 @@
 /** Every class a failed or deferred recipient outcome can get (docs/deliverability.md, "Bounce classes"). */
 export const BOUNCE_CLASSES = [
-  'invalid_recipient', 'bad_domain', 'mailbox_full', 'message_too_large', 'spam_block', 'policy_block',
-  'auth_failure', 'reputation', 'transient', 'protocol', 'other',
+  'invalid_recipient',
+  'bad_domain',
+  'mailbox_full',
+  'message_too_large',
+  'spam_block',
+  'policy_block',
+  'auth_failure',
+  'reputation',
+  'transient',
+  'protocol',
+  'other',
 ] as const;
 export type BounceClass = (typeof BOUNCE_CLASSES)[number];

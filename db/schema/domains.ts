@@ -25,72 +25,88 @@ export const dkimKeyColumns = () => ({
  * Domains (`dom_`). The SPEC.md row fields, plus internal ones never shown: the DKIM key pair (private
  * key sealed), whether outbound sending is enabled with the provider, and whether we host its DNS.
  */
-export const domains = pgTable('domains', {
-  id: text('id').primaryKey(),
-  userId: text('user_id').notNull(),
-  domain: text('domain').notNull(),
-  status: text('status', { enum: ['pending', 'verified', 'failed'] }).notNull(),
-  mxVerified: integer('mx_verified').notNull().default(0),
-  spfVerified: integer('spf_verified').notNull().default(0),
-  dkimVerified: integer('dkim_verified').notNull().default(0),
-  dmarcVerified: integer('dmarc_verified').notNull().default(0),
-  zeroRetention: integer('zero_retention').notNull().default(0),
-  trackOpens: integer('track_opens').notNull().default(0),
-  encPublicKey: text('enc_public_key'),
-  encKeyAlg: text('enc_key_alg'),
-  encFingerprint: text('enc_fingerprint'),
-  encFormat: text('enc_format'),
-  provider: text('provider').notNull(),
-  emailProviderId: text('email_provider_id'),
-  dnsTokens: text('dns_tokens'),
-  lastCheckedAt: ms('last_checked_at'),
-  createdAt: ms('created_at').notNull(),
-  updatedAt: ms('updated_at').notNull(),
-  trackingWebhookUrl: text('tracking_webhook_url'),
-  webhookEvents: text('webhook_events'),
-  ...dkimKeyColumns(),
-  sendingEnabled: boolean('sending_enabled').notNull().default(false),
-  hosted: boolean('hosted').notNull().default(false),
-  /** Health streak of the latest webhook deliveries (SPEC.md webhookStatus). */
-  webhookHealth: jsonb('webhook_health').$type<Record<string, unknown>>(),
-  /** 1 once the row's own MX host (or, as an alternative proof, the account's `_svc-verify` TXT token) was seen; hosted domains at creation. */
-  ownershipVerified: integer('ownership_verified').notNull().default(0),
-  /** The label of the row's own MX host, `<mx_token>.mx.<SERVICE_DOMAIN>`: random per row, so only the owner's published MX verifies it. */
-  mxToken: text('mx_token').notNull(),
-  /** Set when the last DNS check could not read a record (timeout, SERVFAIL): the previous state was kept. */
-  lastCheckError: text('last_check_error'),
-}, (t) => [
-  uniqueIndex('domains_user_domain_uq').on(t.userId, t.domain),
-  uniqueIndex('domains_hosted_uq').on(t.domain).where(sql`hosted`),
-  // At most one account holds a domain verified: the database decides, not a read before the write.
-  uniqueIndex('domains_verified_uq').on(t.domain).where(sql`status = 'verified'`),
-  index('domains_domain_idx').on(t.domain),
-  uniqueIndex('domains_mx_token_uq').on(t.mxToken),
-]);
+export const domains = pgTable(
+  'domains',
+  {
+    id: text('id').primaryKey(),
+    userId: text('user_id').notNull(),
+    domain: text('domain').notNull(),
+    status: text('status', { enum: ['pending', 'verified', 'failed'] }).notNull(),
+    mxVerified: integer('mx_verified').notNull().default(0),
+    spfVerified: integer('spf_verified').notNull().default(0),
+    dkimVerified: integer('dkim_verified').notNull().default(0),
+    dmarcVerified: integer('dmarc_verified').notNull().default(0),
+    zeroRetention: integer('zero_retention').notNull().default(0),
+    trackOpens: integer('track_opens').notNull().default(0),
+    encPublicKey: text('enc_public_key'),
+    encKeyAlg: text('enc_key_alg'),
+    encFingerprint: text('enc_fingerprint'),
+    encFormat: text('enc_format'),
+    provider: text('provider').notNull(),
+    emailProviderId: text('email_provider_id'),
+    dnsTokens: text('dns_tokens'),
+    lastCheckedAt: ms('last_checked_at'),
+    createdAt: ms('created_at').notNull(),
+    updatedAt: ms('updated_at').notNull(),
+    trackingWebhookUrl: text('tracking_webhook_url'),
+    webhookEvents: text('webhook_events'),
+    ...dkimKeyColumns(),
+    sendingEnabled: boolean('sending_enabled').notNull().default(false),
+    hosted: boolean('hosted').notNull().default(false),
+    /** Health streak of the latest webhook deliveries (SPEC.md webhookStatus). */
+    webhookHealth: jsonb('webhook_health').$type<Record<string, unknown>>(),
+    /** 1 once the row's own MX host (or, as an alternative proof, the account's `_svc-verify` TXT token) was seen; hosted domains at creation. */
+    ownershipVerified: integer('ownership_verified').notNull().default(0),
+    /** The label of the row's own MX host, `<mx_token>.mx.<SERVICE_DOMAIN>`: random per row, so only the owner's published MX verifies it. */
+    mxToken: text('mx_token').notNull(),
+    /** Set when the last DNS check could not read a record (timeout, SERVFAIL): the previous state was kept. */
+    lastCheckError: text('last_check_error'),
+  },
+  (t) => [
+    uniqueIndex('domains_user_domain_uq').on(t.userId, t.domain),
+    uniqueIndex('domains_hosted_uq')
+      .on(t.domain)
+      .where(sql`hosted`),
+    // At most one account holds a domain verified: the database decides, not a read before the write.
+    uniqueIndex('domains_verified_uq')
+      .on(t.domain)
+      .where(sql`status = 'verified'`),
+    index('domains_domain_idx').on(t.domain),
+    uniqueIndex('domains_mx_token_uq').on(t.mxToken),
+  ],
+);
 
 /** Records of the hosted zones under SERVICE_DOMAIN (and of registered domains), served by the built-in DNS server. */
-export const hostedDnsRecords = pgTable('hosted_dns_records', {
-  id: text('id').primaryKey(),
-  domainId: text('domain_id'),
-  name: text('name').notNull(),
-  type: text('type').notNull(),
-  value: text('value').notNull(),
-  priority: integer('priority'),
-  ttl: integer('ttl').notNull().default(300),
-  createdAt: ms('created_at').notNull(),
-}, (t) => [index('hosted_dns_name_idx').on(t.name), index('hosted_dns_domain_idx').on(t.domainId)]);
+export const hostedDnsRecords = pgTable(
+  'hosted_dns_records',
+  {
+    id: text('id').primaryKey(),
+    domainId: text('domain_id'),
+    name: text('name').notNull(),
+    type: text('type').notNull(),
+    value: text('value').notNull(),
+    priority: integer('priority'),
+    ttl: integer('ttl').notNull().default(300),
+    createdAt: ms('created_at').notNull(),
+  },
+  (t) => [index('hosted_dns_name_idx').on(t.name), index('hosted_dns_domain_idx').on(t.domainId)],
+);
 
 /** Domains bought through the registrar, with what was charged. */
-export const domainRegistrations = pgTable('domain_registrations', {
-  id: text('id').primaryKey(),
-  userId: text('user_id').notNull(),
-  domain: text('domain').notNull(),
-  registrar: text('registrar').notNull(),
-  status: text('status').notNull(),
-  reference: text('reference'),
-  years: integer('years').notNull(),
-  amount: integer('amount_cents').notNull(),
-  currency: text('currency').notNull(),
-  contact: jsonb('contact').$type<Record<string, string>>().notNull(),
-  createdAt: ms('created_at').notNull(),
-}, (t) => [uniqueIndex('domain_registrations_domain_uq').on(t.domain)]);
+export const domainRegistrations = pgTable(
+  'domain_registrations',
+  {
+    id: text('id').primaryKey(),
+    userId: text('user_id').notNull(),
+    domain: text('domain').notNull(),
+    registrar: text('registrar').notNull(),
+    status: text('status').notNull(),
+    reference: text('reference'),
+    years: integer('years').notNull(),
+    amount: integer('amount_cents').notNull(),
+    currency: text('currency').notNull(),
+    contact: jsonb('contact').$type<Record<string, string>>().notNull(),
+    createdAt: ms('created_at').notNull(),
+  },
+  (t) => [uniqueIndex('domain_registrations_domain_uq').on(t.domain)],
+);

@@ -24,23 +24,34 @@ export const shapingSites = pgTable('shaping_sites', {
 });
 
 /** One open SMTP connection to a site: a slot of its connection_limit, given back on close or when it expires (a crashed worker). */
-export const shapingLeases = pgTable('shaping_leases', {
-  id: text('id').primaryKey(),
-  site: text('site').notNull(),
-  holder: text('holder').notNull(),
-  expiresAt: ms('expires_at').notNull(),
-}, (t) => [index('shaping_leases_site_idx').on(t.site, t.expiresAt)]);
+export const shapingLeases = pgTable(
+  'shaping_leases',
+  {
+    id: text('id').primaryKey(),
+    site: text('site').notNull(),
+    holder: text('holder').notNull(),
+    expiresAt: ms('expires_at').notNull(),
+  },
+  (t) => [index('shaping_leases_site_idx').on(t.site, t.expiresAt)],
+);
 
 /** Every action an automation rule took (a suspension or a SetConfig), with the answer that caused it. */
-export const shapingActions = pgTable('shaping_actions', {
-  id: text('id').primaryKey(),
-  site: text('site').notNull(),
-  action: text('action').notNull(),
-  rule: text('rule').notNull(),
-  cause: text('cause').notNull(),
-  createdAt: ms('created_at').notNull(),
-  expiresAt: ms('expires_at').notNull(),
-}, (t) => [index('shaping_actions_site_idx').on(t.site, t.expiresAt), index('shaping_actions_expires_idx').on(t.expiresAt)]);
+export const shapingActions = pgTable(
+  'shaping_actions',
+  {
+    id: text('id').primaryKey(),
+    site: text('site').notNull(),
+    action: text('action').notNull(),
+    rule: text('rule').notNull(),
+    cause: text('cause').notNull(),
+    createdAt: ms('created_at').notNull(),
+    expiresAt: ms('expires_at').notNull(),
+  },
+  (t) => [
+    index('shaping_actions_site_idx').on(t.site, t.expiresAt),
+    index('shaping_actions_expires_idx').on(t.expiresAt),
+  ],
+);
 
 /**
  * A sending domain's warm-up plan (docs/deliverability.md, Warm-up): `schedule[day]` messages per
@@ -58,9 +69,13 @@ export const warmupPlans = pgTable('warmup_plans', {
 });
 
 /** Messages a warming domain sent to one site on one day of its plan. */
-export const warmupCounts = pgTable('warmup_counts', {
-  domainId: text('domain_id').notNull(),
-  site: text('site').notNull(),
-  day: integer('day').notNull(),
-  sent: integer('sent').notNull(),
-}, (t) => [primaryKey({ columns: [t.domainId, t.site, t.day] })]);
+export const warmupCounts = pgTable(
+  'warmup_counts',
+  {
+    domainId: text('domain_id').notNull(),
+    site: text('site').notNull(),
+    day: integer('day').notNull(),
+    sent: integer('sent').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.domainId, t.site, t.day] })],
+);

@@ -12,9 +12,13 @@ export const storageUsage = pgTable('storage_usage', {
 });
 
 /** Inbound mail stored per account and UTC day (`day`: the day's first ms), for the daily allowance of unverified accounts. */
-export const inboundDaily = pgTable('inbound_daily', {
-  userId: text('user_id').notNull(),
-  day: bigint('day', { mode: 'number' }).notNull(),
-  messages: integer('messages').notNull().default(0),
-  bytes: bigint('bytes', { mode: 'number' }).notNull().default(0),
-}, (t) => [primaryKey({ columns: [t.userId, t.day] })]);
+export const inboundDaily = pgTable(
+  'inbound_daily',
+  {
+    userId: text('user_id').notNull(),
+    day: bigint('day', { mode: 'number' }).notNull(),
+    messages: integer('messages').notNull().default(0),
+    bytes: bigint('bytes', { mode: 'number' }).notNull().default(0),
+  },
+  (t) => [primaryKey({ columns: [t.userId, t.day] })],
+);

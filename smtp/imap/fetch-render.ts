@@ -17,7 +17,14 @@ function addresses(node: MimeNode, key: string): string | Buffer {
     const address = a.address ?? '';
     const at = address.lastIndexOf('@');
     const name = a.name ? Buffer.from(a.name, 'binary') : null;
-    out.push(ilist([istr(name), 'NIL', istr(at < 0 ? address : address.slice(0, at)), at < 0 ? 'NIL' : istr(address.slice(at + 1))]));
+    out.push(
+      ilist([
+        istr(name),
+        'NIL',
+        istr(at < 0 ? address : address.slice(0, at)),
+        at < 0 ? 'NIL' : istr(address.slice(at + 1)),
+      ]),
+    );
   };
   for (const a of addressparser(value) as Parsed[]) {
     if (a.group) {
@@ -35,12 +42,21 @@ export function envelope(node: MimeNode): Buffer {
   const sender = headerValue(node, 'sender') ? addresses(node, 'sender') : from;
   const replyTo = headerValue(node, 'reply-to') ? addresses(node, 'reply-to') : from;
   return ilist([
-    istr(hv(node, 'date')), istr(hv(node, 'subject')), from, sender, replyTo,
-    addresses(node, 'to'), addresses(node, 'cc'), addresses(node, 'bcc'), istr(hv(node, 'in-reply-to')), istr(hv(node, 'message-id')),
+    istr(hv(node, 'date')),
+    istr(hv(node, 'subject')),
+    from,
+    sender,
+    replyTo,
+    addresses(node, 'to'),
+    addresses(node, 'cc'),
+    addresses(node, 'bcc'),
+    istr(hv(node, 'in-reply-to')),
+    istr(hv(node, 'message-id')),
   ]);
 }
 
-const paramList = (params: [string, string][]) => nilOrList(params.flatMap(([k, v]) => [istr(k.toUpperCase()), istr(Buffer.from(v, 'binary'))]));
+const paramList = (params: [string, string][]) =>
+  nilOrList(params.flatMap(([k, v]) => [istr(k.toUpperCase()), istr(Buffer.from(v, 'binary'))]));
 const lineCount = (b: Buffer) => {
   let n = 0;
   for (let i = b.indexOf(0x0a); i >= 0; i = b.indexOf(0x0a, i + 1)) n++;
@@ -58,18 +74,36 @@ export function bodyStructure(node: MimeNode, extended: boolean): Buffer {
   if (node.children.length) {
     const kids = Buffer.concat(node.children.map((c) => bodyStructure(c, extended)));
     const tail = [istr(node.subtype.toUpperCase())];
-    if (extended) tail.push(paramList(node.params), disposition(node), istr(hv(node, 'content-language')), istr(hv(node, 'content-location')));
+    if (extended)
+      tail.push(
+        paramList(node.params),
+        disposition(node),
+        istr(hv(node, 'content-language')),
+        istr(hv(node, 'content-location')),
+      );
     return Buffer.concat([Buffer.from('('), kids, Buffer.from(' '), ilist(tail).subarray(1)]);
   }
   const type = node.type === 'multipart' ? 'text' : node.type;
   const subtype = node.type === 'multipart' ? 'plain' : node.subtype;
   const items: (string | Buffer)[] = [
-    istr(type.toUpperCase()), istr(subtype.toUpperCase()), paramList(node.params), istr(hv(node, 'content-id')), istr(hv(node, 'content-description')),
-    istr((headerValue(node, 'content-transfer-encoding') ?? '7BIT').toUpperCase()), String(node.body.length),
+    istr(type.toUpperCase()),
+    istr(subtype.toUpperCase()),
+    paramList(node.params),
+    istr(hv(node, 'content-id')),
+    istr(hv(node, 'content-description')),
+    istr((headerValue(node, 'content-transfer-encoding') ?? '7BIT').toUpperCase()),
+    String(node.body.length),
   ];
   if (type === 'text') items.push(String(lineCount(node.body)));
-  if (node.embedded) items.push(envelope(node.embedded), bodyStructure(node.embedded, extended), String(lineCount(node.body)));
-  if (extended) items.push(istr(hv(node, 'content-md5')), disposition(node), istr(hv(node, 'content-language')), istr(hv(node, 'content-location')));
+  if (node.embedded)
+    items.push(envelope(node.embedded), bodyStructure(node.embedded, extended), String(lineCount(node.body)));
+  if (extended)
+    items.push(
+      istr(hv(node, 'content-md5')),
+      disposition(node),
+      istr(hv(node, 'content-language')),
+      istr(hv(node, 'content-location')),
+    );
   return ilist(items);
 }
 
@@ -119,6 +153,10 @@ export function sectionBytes(raw: Buffer, root: () => MimeNode, section: string)
   }
   if (kind === 'TEXT') return node.body;
   if (kind === 'HEADER') return node.header;
-  const names = (m[3] ?? '').trim().split(/\s+/).map((n) => n.replace(/^"|"$/g, '')).filter(Boolean);
+  const names = (m[3] ?? '')
+    .trim()
+    .split(/\s+/)
+    .map((n) => n.replace(/^"|"$/g, ''))
+    .filter(Boolean);
   return headerFields(node, names, kind === 'HEADER.FIELDS.NOT');
 }

@@ -44,7 +44,9 @@ export class Framer {
 
   /** True while a command is half received (a literal or continuation line is outstanding). */
   get midCommand(): boolean {
-    return this.parts.length > 0 || this.literalLeft > 0 || this.skipLeft > 0 || this.buf.length > 0 || this.discardLine;
+    return (
+      this.parts.length > 0 || this.literalLeft > 0 || this.skipLeft > 0 || this.buf.length > 0 || this.discardLine
+    );
   }
 
   /** Feeds bytes; answers the frames they complete, in order. After a `fatal` frame it answers nothing more. */
@@ -111,7 +113,10 @@ export class Framer {
       const allowed = this.opts.literalLimit(head);
       const limit = Math.min(allowed, this.budget - this.size);
       if (!Number.isSafeInteger(size) || size > limit) {
-        const reason = allowed < 0 ? 'Literals are accepted before login only in LOGIN and AUTHENTICATE' : `Literal of ${m[1]} bytes is larger than the ${Math.max(0, limit)} allowed`;
+        const reason =
+          allowed < 0
+            ? 'Literals are accepted before login only in LOGIN and AUTHENTICATE'
+            : `Literal of ${m[1]} bytes is larger than the ${Math.max(0, limit)} allowed`;
         if (nonSync && !(Number.isSafeInteger(size) && size <= this.opts.maxSkip())) return this.die(out, reason);
         out.push({ type: 'reject', head, reason, code: allowed < 0 ? 'BAD' : 'TOOBIG' });
         this.reset();

@@ -4,9 +4,14 @@
  */
 export type HeaderLine = { key: string; raw: string; value: string };
 export type MimeNode = {
-  header: Buffer; body: Buffer; headers: HeaderLine[];
-  type: string; subtype: string; params: [string, string][];
-  children: MimeNode[]; embedded?: MimeNode;
+  header: Buffer;
+  body: Buffer;
+  headers: HeaderLine[];
+  type: string;
+  subtype: string;
+  params: [string, string][];
+  children: MimeNode[];
+  embedded?: MimeNode;
 };
 
 const MAX_DEPTH = 20;
@@ -14,7 +19,8 @@ const MAX_PARTS = 500;
 
 /** Splits header block and body at the first empty line. */
 function splitHead(raw: Buffer): { header: Buffer; body: Buffer } {
-  if (raw.length >= 2 && raw[0] === 0x0d && raw[1] === 0x0a) return { header: raw.subarray(0, 2), body: raw.subarray(2) };
+  if (raw.length >= 2 && raw[0] === 0x0d && raw[1] === 0x0a)
+    return { header: raw.subarray(0, 2), body: raw.subarray(2) };
   if (raw[0] === 0x0a) return { header: raw.subarray(0, 1), body: raw.subarray(1) };
   const crlf = raw.indexOf('\r\n\r\n');
   const lf = raw.indexOf('\n\n');
@@ -75,7 +81,8 @@ export function parseParams(value: string): { main: string; params: [string, str
 }
 
 /** The first value of a header (lowercase name), unfolded. */
-export const headerValue = (node: { headers: HeaderLine[] }, key: string) => node.headers.find((h) => h.key === key)?.value;
+export const headerValue = (node: { headers: HeaderLine[] }, key: string) =>
+  node.headers.find((h) => h.key === key)?.value;
 
 /** Parses raw message bytes into a MIME tree (bounded depth and part count). */
 export function parseMime(raw: Buffer, depth = 0, counter = { parts: 0 }, embed = false): MimeNode {
@@ -86,8 +93,10 @@ export function parseMime(raw: Buffer, depth = 0, counter = { parts: 0 }, embed 
   const node: MimeNode = { header, body, headers, type, subtype, params: ct.params, children: [] };
   if (depth >= MAX_DEPTH || ++counter.parts > MAX_PARTS) return node;
   const boundary = ct.params.find(([k]) => k === 'boundary')?.[1];
-  if (type === 'multipart' && boundary) node.children = splitMultipart(body, boundary).map((p) => parseMime(p, depth + 1, counter, true));
-  else if (embed && type === 'message' && subtype === 'rfc822') node.embedded = parseMime(body, depth + 1, counter, false);
+  if (type === 'multipart' && boundary)
+    node.children = splitMultipart(body, boundary).map((p) => parseMime(p, depth + 1, counter, true));
+  else if (embed && type === 'message' && subtype === 'rfc822')
+    node.embedded = parseMime(body, depth + 1, counter, false);
   return node;
 }
 

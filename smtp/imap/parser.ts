@@ -4,13 +4,14 @@
  * such as `BODY.PEEK[HEADER.FIELDS (From To)]<0.100>` stay one atom, brackets and all.
  */
 export type Token =
-  | { type: 'atom'; value: string }
-  | { type: 'string'; value: Buffer }
-  | { type: 'list'; items: Token[] };
+  { type: 'atom'; value: string } | { type: 'string'; value: Buffer } | { type: 'list'; items: Token[] };
 export type Command = { tag: string; name: string; args: Token[] };
 
 export class ParseError extends Error {
-  constructor(message: string, readonly tag?: string) {
+  constructor(
+    message: string,
+    readonly tag?: string,
+  ) {
     super(message);
   }
 }

@@ -5,7 +5,8 @@ export function istr(value: string | Buffer | null | undefined): string | Buffer
   if (value === null || value === undefined) return 'NIL';
   const buf = Buffer.isBuffer(value) ? value : Buffer.from(value, 'utf8');
   // eslint-disable-next-line no-control-regex
-  if (buf.length < 1000 && !/[\x00\r\n\x80-\xff]/.test(buf.toString('latin1'))) return `"${buf.toString('latin1').replace(/[\\"]/g, (c) => `\\${c}`)}"`;
+  if (buf.length < 1000 && !/[\x00\r\n\x80-\xff]/.test(buf.toString('latin1')))
+    return `"${buf.toString('latin1').replace(/[\\"]/g, (c) => `\\${c}`)}"`;
   return Buffer.concat([Buffer.from(`{${buf.length}}\r\n`), buf]);
 }
 

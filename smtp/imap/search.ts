@@ -10,12 +10,21 @@ type Ctx = { maxSeq: number; maxUid: number };
  * One message's content as the keys read it, each piece decoded at most once per command (however many
  * keys read it), every read charged to the command's work budget first.
  */
-export type Content = { tree(): MimeNode; text(): string; body(): string; header(name: string): string[]; charge(units: number): void };
+export type Content = {
+  tree(): MimeNode;
+  text(): string;
+  body(): string;
+  header(name: string): string[];
+  charge(units: number): void;
+};
 export type Predicate = { test: (r: SearchRow, ctx: Ctx, m: Content) => boolean; needsRaw: boolean };
 
 /** A command's budget of work units (bytes decoded or scanned, plus a constant per key and message); NO [LIMIT] when spent. */
 export class WorkBudget {
-  constructor(private left: number, private readonly what: string) {}
+  constructor(
+    private left: number,
+    private readonly what: string,
+  ) {}
   charge(units: number): void {
     this.left -= units;
     if (this.left < 0) throw no(`${this.what} needs more work than one command may do; narrow it down`, 'LIMIT');
@@ -38,8 +47,15 @@ const day = (ms: number) => Math.floor(ms / 86_400_000) * 86_400_000;
 export function decodeWords(value: string): string {
   return value.replace(/=\?([^?]+)\?([bqBQ])\?([^?]*)\?=/g, (_m, charset: string, enc: string, text: string) => {
     try {
-      const bytes = enc.toUpperCase() === 'B' ? Buffer.from(text, 'base64')
-        : Buffer.from(text.replace(/_/g, ' ').replace(/=([0-9A-Fa-f]{2})/g, (_x, h: string) => String.fromCharCode(parseInt(h, 16))), 'binary');
+      const bytes =
+        enc.toUpperCase() === 'B'
+          ? Buffer.from(text, 'base64')
+          : Buffer.from(
+              text
+                .replace(/_/g, ' ')
+                .replace(/=([0-9A-Fa-f]{2})/g, (_x, h: string) => String.fromCharCode(parseInt(h, 16))),
+              'binary',
+            );
       return new TextDecoder(charset.split('*', 1)[0]).decode(bytes); // RFC 2231 `charset*lang`: the language is dropped
     } catch {
       return text;
@@ -58,7 +74,8 @@ const flag = (f: string, has: boolean): Predicate => ({ test: (r) => r.flags.inc
 const header = (name: string, text: string): Predicate => {
   const needle = text.toLowerCase();
   return {
-    test: (_r, _c, m) => (needle === '' ? headerValue(m.tree(), name) !== undefined : m.header(name).some((v) => scan(m, v, needle))),
+    test: (_r, _c, m) =>
+      needle === '' ? headerValue(m.tree(), name) !== undefined : m.header(name).some((v) => scan(m, v, needle)),
     needsRaw: true,
   };
 };
@@ -74,7 +91,10 @@ export function parseSearch(tokens: Token[]): Predicate {
   while (tokens.length) keys.push(parseKey(tokens));
   return and(keys);
 }
-const and = (keys: Predicate[]): Predicate => ({ test: (r, c, t) => keys.every((k) => k.test(r, c, t)), needsRaw: keys.some((k) => k.needsRaw) });
+const and = (keys: Predicate[]): Predicate => ({
+  test: (r, c, t) => keys.every((k) => k.test(r, c, t)),
+  needsRaw: keys.some((k) => k.needsRaw),
+});
 
 function parseKey(tokens: Token[]): Predicate {
   const t = tokens.shift()!;
@@ -82,40 +102,97 @@ function parseKey(tokens: Token[]): Predicate {
   const arg = (what: string) => str(tokens.shift(), what);
   const key = str(t).toUpperCase();
   switch (key) {
-    case 'ALL': return { test: () => true, needsRaw: false };
-    case 'SEEN': return flag('\\Seen', true);
-    case 'UNSEEN': return flag('\\Seen', false);
-    case 'FLAGGED': return flag('\\Flagged', true);
-    case 'UNFLAGGED': return flag('\\Flagged', false);
-    case 'ANSWERED': return flag('\\Answered', true);
-    case 'UNANSWERED': return flag('\\Answered', false);
-    case 'DELETED': return flag('\\Deleted', true);
-    case 'UNDELETED': return flag('\\Deleted', false);
-    case 'DRAFT': return flag('\\Draft', true);
-    case 'UNDRAFT': return flag('\\Draft', false);
-    case 'RECENT': case 'NEW': return { test: () => false, needsRaw: false };
-    case 'OLD': return { test: () => true, needsRaw: false };
-    case 'KEYWORD': return flag(arg('keyword'), true);
-    case 'UNKEYWORD': return flag(arg('keyword'), false);
-    case 'FROM': case 'TO': case 'CC': case 'BCC': case 'SUBJECT': return header(key.toLowerCase(), arg('search text'));
-    case 'HEADER': { const name = arg('header name').toLowerCase(); return header(name, arg('search text')); }
-    case 'BODY': { const s = arg('search text').toLowerCase(); return { test: (_r, _c, m) => scan(m, m.body(), s), needsRaw: true }; }
-    case 'TEXT': { const s = arg('search text').toLowerCase(); return { test: (_r, _c, m) => scan(m, m.text(), s), needsRaw: true }; }
-    case 'SINCE': { const d = parseDate(arg('date')); return { test: (r) => day(r.internalDate) >= d, needsRaw: false }; }
-    case 'BEFORE': { const d = parseDate(arg('date')); return { test: (r) => day(r.internalDate) < d, needsRaw: false }; }
-    case 'ON': { const d = parseDate(arg('date')); return { test: (r) => day(r.internalDate) === d, needsRaw: false }; }
-    case 'SENTSINCE': { const d = parseDate(arg('date')); return { test: (_r, _c, m) => (sentDate(m) ?? -Infinity) >= d, needsRaw: true }; }
-    case 'SENTBEFORE': { const d = parseDate(arg('date')); return { test: (_r, _c, m) => (sentDate(m) ?? Infinity) < d, needsRaw: true }; }
-    case 'SENTON': { const d = parseDate(arg('date')); return { test: (_r, _c, m) => sentDate(m) === d, needsRaw: true }; }
-    case 'LARGER': { const n = Number(arg('size')); return { test: (r) => r.size > n, needsRaw: false }; }
-    case 'SMALLER': { const n = Number(arg('size')); return { test: (r) => r.size < n, needsRaw: false }; }
+    case 'ALL':
+      return { test: () => true, needsRaw: false };
+    case 'SEEN':
+      return flag('\\Seen', true);
+    case 'UNSEEN':
+      return flag('\\Seen', false);
+    case 'FLAGGED':
+      return flag('\\Flagged', true);
+    case 'UNFLAGGED':
+      return flag('\\Flagged', false);
+    case 'ANSWERED':
+      return flag('\\Answered', true);
+    case 'UNANSWERED':
+      return flag('\\Answered', false);
+    case 'DELETED':
+      return flag('\\Deleted', true);
+    case 'UNDELETED':
+      return flag('\\Deleted', false);
+    case 'DRAFT':
+      return flag('\\Draft', true);
+    case 'UNDRAFT':
+      return flag('\\Draft', false);
+    case 'RECENT':
+    case 'NEW':
+      return { test: () => false, needsRaw: false };
+    case 'OLD':
+      return { test: () => true, needsRaw: false };
+    case 'KEYWORD':
+      return flag(arg('keyword'), true);
+    case 'UNKEYWORD':
+      return flag(arg('keyword'), false);
+    case 'FROM':
+    case 'TO':
+    case 'CC':
+    case 'BCC':
+    case 'SUBJECT':
+      return header(key.toLowerCase(), arg('search text'));
+    case 'HEADER': {
+      const name = arg('header name').toLowerCase();
+      return header(name, arg('search text'));
+    }
+    case 'BODY': {
+      const s = arg('search text').toLowerCase();
+      return { test: (_r, _c, m) => scan(m, m.body(), s), needsRaw: true };
+    }
+    case 'TEXT': {
+      const s = arg('search text').toLowerCase();
+      return { test: (_r, _c, m) => scan(m, m.text(), s), needsRaw: true };
+    }
+    case 'SINCE': {
+      const d = parseDate(arg('date'));
+      return { test: (r) => day(r.internalDate) >= d, needsRaw: false };
+    }
+    case 'BEFORE': {
+      const d = parseDate(arg('date'));
+      return { test: (r) => day(r.internalDate) < d, needsRaw: false };
+    }
+    case 'ON': {
+      const d = parseDate(arg('date'));
+      return { test: (r) => day(r.internalDate) === d, needsRaw: false };
+    }
+    case 'SENTSINCE': {
+      const d = parseDate(arg('date'));
+      return { test: (_r, _c, m) => (sentDate(m) ?? -Infinity) >= d, needsRaw: true };
+    }
+    case 'SENTBEFORE': {
+      const d = parseDate(arg('date'));
+      return { test: (_r, _c, m) => (sentDate(m) ?? Infinity) < d, needsRaw: true };
+    }
+    case 'SENTON': {
+      const d = parseDate(arg('date'));
+      return { test: (_r, _c, m) => sentDate(m) === d, needsRaw: true };
+    }
+    case 'LARGER': {
+      const n = Number(arg('size'));
+      return { test: (r) => r.size > n, needsRaw: false };
+    }
+    case 'SMALLER': {
+      const n = Number(arg('size'));
+      return { test: (r) => r.size < n, needsRaw: false };
+    }
     case 'UID': {
       const set = parseSequenceSet(arg('UID set'));
       if (!set) throw bad('Invalid UID set');
       const has = member(set, (c) => c.maxUid);
       return { test: (r, c) => has(r.uid, c), needsRaw: false };
     }
-    case 'NOT': { const k = parseKey(tokens); return { test: (r, c, m) => !k.test(r, c, m), needsRaw: k.needsRaw }; }
+    case 'NOT': {
+      const k = parseKey(tokens);
+      return { test: (r, c, m) => !k.test(r, c, m), needsRaw: k.needsRaw };
+    }
     case 'OR': {
       if (tokens.length < 2) throw bad('OR needs two search keys');
       const a = parseKey(tokens);
@@ -189,7 +266,10 @@ export function matches(p: Predicate, row: SearchRow, ctx: Ctx, budget: WorkBudg
     header: (name) => {
       let values = headers.get(name);
       if (!values) {
-        values = m.tree().headers.filter((h) => h.key === name).map((h) => searchable(h.value));
+        values = m
+          .tree()
+          .headers.filter((h) => h.key === name)
+          .map((h) => searchable(h.value));
         headers.set(name, values);
       }
       return values;

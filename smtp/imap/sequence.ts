@@ -10,7 +10,8 @@ export function parseSequenceSet(text: string): SeqRange[] | undefined {
     if (!m) return undefined;
     const a = m[1] === '*' ? Infinity : Number(m[1]);
     const b = m[2] === undefined ? a : m[2] === '*' ? Infinity : Number(m[2]);
-    if (a === 0 || b === 0 || a > 0xffffffff && a !== Infinity || b > 0xffffffff && b !== Infinity) return undefined;
+    if (a === 0 || b === 0 || (a > 0xffffffff && a !== Infinity) || (b > 0xffffffff && b !== Infinity))
+      return undefined;
     ranges.push([a, b]);
   }
   return ranges;
@@ -28,11 +29,13 @@ export function inSet(ranges: SeqRange[], n: number, max: number): boolean {
 
 /** The set as sorted, disjoint, closed intervals, `*` standing for `max`. */
 export function intervals(ranges: SeqRange[], max: number): SeqRange[] {
-  const sorted = ranges.map(([a0, b0]): SeqRange => {
-    const a = a0 === Infinity ? max : a0;
-    const b = b0 === Infinity ? max : b0;
-    return [Math.min(a, b), Math.max(a, b)];
-  }).sort((x, y) => x[0] - y[0]);
+  const sorted = ranges
+    .map(([a0, b0]): SeqRange => {
+      const a = a0 === Infinity ? max : a0;
+      const b = b0 === Infinity ? max : b0;
+      return [Math.min(a, b), Math.max(a, b)];
+    })
+    .sort((x, y) => x[0] - y[0]);
   const out: SeqRange[] = [];
   for (const r of sorted) {
     const last = out.at(-1);

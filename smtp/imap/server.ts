@@ -15,12 +15,25 @@ export type ImapServers = { port: number; tlsPort: number; close(): Promise<void
  * certificate settings of the SMTP ingress (SMTP_TLS_KEY/SMTP_TLS_CERT, else smtp-server's
  * self-signed development certificate).
  */
-export async function startImap(core: Core, opts: { port: number; tlsPort: number; host?: string }): Promise<ImapServers> {
+export async function startImap(
+  core: Core,
+  opts: { port: number; tlsPort: number; host?: string },
+): Promise<ImapServers> {
   const { smtp, imap } = core.config;
-  const tls: TlsOptions = getTLSOptions(smtp.tlsKeyFile && smtp.tlsCertFile ? { key: readFileSync(smtp.tlsKeyFile), cert: readFileSync(smtp.tlsCertFile) } : {});
+  const tls: TlsOptions = getTLSOptions(
+    smtp.tlsKeyFile && smtp.tlsCertFile
+      ? { key: readFileSync(smtp.tlsKeyFile), cert: readFileSync(smtp.tlsCertFile) }
+      : {},
+  );
   const options: ImapOptions = {
-    core, tls, maxLiteral: imap.maxLiteralBytes, idleTimeoutMs: imap.idleTimeoutMs, loginTimeoutMs: imap.loginTimeoutMs,
-    commandTimeoutMs: imap.commandTimeoutMs, pollMs: imap.pollMs, preauthCommands: imap.preauthCommands,
+    core,
+    tls,
+    maxLiteral: imap.maxLiteralBytes,
+    idleTimeoutMs: imap.idleTimeoutMs,
+    loginTimeoutMs: imap.loginTimeoutMs,
+    commandTimeoutMs: imap.commandTimeoutMs,
+    pollMs: imap.pollMs,
+    preauthCommands: imap.preauthCommands,
   };
   const sockets = new Set<Socket>();
   // Open connections per client address, both ports together: one address cannot take every slot.
@@ -54,20 +67,22 @@ export async function startImap(core: Core, opts: { port: number; tlsPort: numbe
   secure.maxConnections = imap.maxClients;
   secure.on('tlsClientError', () => undefined);
   const host = opts.host ?? '0.0.0.0';
-  const listen = (server: Server, port: number) => new Promise<number>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => {
-      server.off('error', reject);
-      resolve((server.address() as { port: number }).port);
+  const listen = (server: Server, port: number) =>
+    new Promise<number>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, host, () => {
+        server.off('error', reject);
+        resolve((server.address() as { port: number }).port);
+      });
     });
-  });
   const port = await listen(plain, opts.port);
   const tlsPort = await listen(secure, opts.tlsPort).catch(async (err) => {
     plain.close();
     throw err;
   });
   return {
-    port, tlsPort,
+    port,
+    tlsPort,
     async close() {
       for (const s of sockets) s.destroy();
       await Promise.all([plain, secure].map((srv) => new Promise<void>((r) => srv.close(() => r()))));

@@ -8,7 +8,13 @@ import { Framer, type Frame } from './framer.js';
 import { parseCommand, ParseError, type Command } from './parser.js';
 
 export type ImapOptions = {
-  core: Core; tls: TlsOptions; maxLiteral: number; idleTimeoutMs: number; loginTimeoutMs: number; commandTimeoutMs: number; pollMs: number;
+  core: Core;
+  tls: TlsOptions;
+  maxLiteral: number;
+  idleTimeoutMs: number;
+  loginTimeoutMs: number;
+  commandTimeoutMs: number;
+  pollMs: number;
   preauthCommands: number;
 };
 /** The selected folder as this session sees it: sequence numbers are positions in `uids`. */
@@ -67,7 +73,12 @@ export class Session {
   private preauthCount = 0;
   private waitingDrain = false;
 
-  constructor(public socket: Socket, readonly opts: ImapOptions, private readonly handlers: Record<string, Handler>, readonly ip: string) {
+  constructor(
+    public socket: Socket,
+    readonly opts: ImapOptions,
+    private readonly handlers: Record<string, Handler>,
+    readonly ip: string,
+  ) {
     this.secure = socket instanceof TLSSocket;
     this.framer = this.newFramer();
     this.attach();
@@ -79,7 +90,18 @@ export class Session {
   }
 
   capabilities(): string {
-    const caps = ['IMAP4rev1', 'LITERAL-', 'SASL-IR', 'ID', 'IDLE', 'UIDPLUS', 'MOVE', 'UNSELECT', 'SPECIAL-USE', 'AUTH=PLAIN'];
+    const caps = [
+      'IMAP4rev1',
+      'LITERAL-',
+      'SASL-IR',
+      'ID',
+      'IDLE',
+      'UIDPLUS',
+      'MOVE',
+      'UNSELECT',
+      'SPECIAL-USE',
+      'AUTH=PLAIN',
+    ];
     if (!this.secure && this.state === 'notauth') caps.push('STARTTLS');
     return caps.join(' ');
   }
@@ -92,7 +114,8 @@ export class Session {
   private newFramer(): Framer {
     return new Framer({
       maxLine: LIMITS.line,
-      maxCommand: (head) => (!this.authed ? LIMITS.preauthCommand : LIMITS.command + (APPEND_HEAD.test(head) ? this.opts.maxLiteral : 0)),
+      maxCommand: (head) =>
+        !this.authed ? LIMITS.preauthCommand : LIMITS.command + (APPEND_HEAD.test(head) ? this.opts.maxLiteral : 0),
       literalLimit: (head) => {
         if (!this.authed) return LOGIN_HEAD.test(head) ? LIMITS.preauthLiteral : -1;
         return APPEND_HEAD.test(head) ? this.opts.maxLiteral : LIMITS.literal;
@@ -124,7 +147,9 @@ export class Session {
 
   /** Idle autologout: IMAP_LOGIN_TIMEOUT_MS before login, IMAP_IDLE_TIMEOUT_MS after. */
   private armTimeout(): void {
-    this.socket.setTimeout(this.authed ? this.opts.idleTimeoutMs : Math.min(this.opts.loginTimeoutMs, this.opts.idleTimeoutMs));
+    this.socket.setTimeout(
+      this.authed ? this.opts.idleTimeoutMs : Math.min(this.opts.loginTimeoutMs, this.opts.idleTimeoutMs),
+    );
   }
 
   /** A command must arrive whole within IMAP_COMMAND_TIMEOUT_MS of its first byte, however it trickles in. */
@@ -133,7 +158,10 @@ export class Session {
       clearTimeout(this.deadline);
       this.deadline = undefined;
     } else if (!this.deadline) {
-      this.deadline = setTimeout(() => this.close('Autologout; command not completed in time'), this.opts.commandTimeoutMs);
+      this.deadline = setTimeout(
+        () => this.close('Autologout; command not completed in time'),
+        this.opts.commandTimeoutMs,
+      );
       this.deadline.unref();
     }
   }
@@ -162,7 +190,9 @@ export class Session {
   write(data: string | Buffer | (string | Buffer)[]): void {
     if (this.closed || this.socket.destroyed) return;
     const parts = Array.isArray(data) ? data : [data];
-    this.socket.write(Buffer.concat([...parts.map((p) => (Buffer.isBuffer(p) ? p : Buffer.from(p, 'utf8'))), Buffer.from('\r\n')]));
+    this.socket.write(
+      Buffer.concat([...parts.map((p) => (Buffer.isBuffer(p) ? p : Buffer.from(p, 'utf8'))), Buffer.from('\r\n')]),
+    );
   }
   untagged(text: string | (string | Buffer)[]): void {
     this.write(Array.isArray(text) ? ['* ', ...text] : `* ${text}`);
@@ -279,12 +309,15 @@ export class Session {
   }
 
   private async run(frame: Frame): Promise<void> {
-    if (!this.authed && ++this.preauthCount > this.opts.preauthCommands) return this.close('Too many commands before login');
+    if (!this.authed && ++this.preauthCount > this.opts.preauthCommands)
+      return this.close('Too many commands before login');
     if (frame.type === 'error') return this.untagged(`BAD ${frame.reason}`);
     if (frame.type === 'reject') {
       const tag = /^([^\s(){%*"\\]+) /.exec(frame.head)?.[1];
       if (!tag) return this.untagged(`BAD ${frame.reason}`);
-      return this.write(frame.code === 'BAD' ? `${tag} BAD ${frame.reason}` : `${tag} NO [${frame.code}] ${frame.reason}`);
+      return this.write(
+        frame.code === 'BAD' ? `${tag} BAD ${frame.reason}` : `${tag} NO [${frame.code}] ${frame.reason}`,
+      );
     }
     if (frame.type !== 'command') return;
     let cmd: Command;

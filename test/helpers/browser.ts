@@ -18,7 +18,16 @@ export function launchChromium(): Promise<Browser> {
   return chromium.launch({
     executablePath: found.path,
     env: { ...process.env, ...found.env } as Record<string, string>,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
   });
 }
 
@@ -61,7 +70,8 @@ export function dashboardPage(page: Page) {
     async audit(name: string) {
       await page.evaluate(axeSource);
       const result = await page.evaluate(() => (window as any).axe.run(document, { resultTypes: ['violations'] }));
-      const bad = (result.violations as any[]).filter((v) => v.impact === 'serious' || v.impact === 'critical')
+      const bad = (result.violations as any[])
+        .filter((v) => v.impact === 'serious' || v.impact === 'critical')
         .map((v) => `${v.id} (${v.impact}): ${v.help} at ${v.nodes.map((n: any) => n.target.join(' ')).join(', ')}`);
       expect(bad, `axe on ${name}`).toEqual([]);
     },

@@ -8,15 +8,26 @@ type Reply = { code: number; message: string } | undefined;
  * client still connected (a transaction the client gave up on delivered nothing). It can stall the
  * first DATA it gets and refuse recipients (`onRcpt`, e.g. 451 on a first try, 550 always).
  */
-export async function startFaultSink(opts: { host: string; port: number; stallFirstDataMs?: number; onRcpt?: (address: string, attempt: number) => Reply }) {
+export async function startFaultSink(opts: {
+  host: string;
+  port: number;
+  stallFirstDataMs?: number;
+  onRcpt?: (address: string, attempt: number) => Reply;
+}) {
   const copies = new Map<string, number>();
   const rcptTries = new Map<string, number>();
   const closed = new Set<string>();
   let stalls = opts.stallFirstDataMs ? 1 : 0;
   let stalled = 0;
   const server = new SMTPServer({
-    authOptional: true, disabledCommands: ['AUTH', 'STARTTLS'], logger: false, size: 40 * 1024 * 1024, socketTimeout: 300_000,
-    onClose(session) { closed.add(session.id); },
+    authOptional: true,
+    disabledCommands: ['AUTH', 'STARTTLS'],
+    logger: false,
+    size: 40 * 1024 * 1024,
+    socketTimeout: 300_000,
+    onClose(session) {
+      closed.add(session.id);
+    },
     onRcptTo(address, _session, cb) {
       const a = address.address.toLowerCase();
       const n = (rcptTries.get(a) ?? 0) + 1;
@@ -35,7 +46,8 @@ export async function startFaultSink(opts: { host: string; port: number; stallFi
           while (Date.now() < until && !closed.has(session.id)) await new Promise((r) => setTimeout(r, 100));
         }
         if (closed.has(session.id)) return cb(new Error('client went away'));
-        for (const r of session.envelope.rcptTo) copies.set(r.address.toLowerCase(), (copies.get(r.address.toLowerCase()) ?? 0) + 1);
+        for (const r of session.envelope.rcptTo)
+          copies.set(r.address.toLowerCase(), (copies.get(r.address.toLowerCase()) ?? 0) + 1);
         cb();
       });
     },
@@ -48,7 +60,9 @@ export async function startFaultSink(opts: { host: string; port: number; stallFi
   });
   return {
     copies,
-    get stalled() { return stalled; },
+    get stalled() {
+      return stalled;
+    },
     total: () => [...copies.values()].reduce((a, b) => a + b, 0),
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };

@@ -11,7 +11,9 @@ const [base, everyMs, timeoutMs] = [process.argv[2], Number(process.argv[3] ?? 5
 const samples = [];
 let running = true;
 process.stdin.on('data', () => undefined);
-process.stdin.on('end', () => { running = false; });
+process.stdin.on('end', () => {
+  running = false;
+});
 process.stdin.resume();
 
 /** One GET on a fresh connection (no keep-alive: each probe goes through accept, as a monitor's would). */

@@ -14,9 +14,15 @@ export const HEALTH_MAX_MS = 1000;
  * Resolves once the first probe has answered, so the samples cover what the test does next.
  */
 export async function watchHealth(baseUrl: string, everyMs = 50, timeoutMs = 10_000) {
-  const child = spawn(process.execPath, [fileURLToPath(new URL('./health-probe.mjs', import.meta.url)), baseUrl, String(everyMs), String(timeoutMs)], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const child = spawn(
+    process.execPath,
+    [fileURLToPath(new URL('./health-probe.mjs', import.meta.url)), baseUrl, String(everyMs), String(timeoutMs)],
+    { stdio: ['pipe', 'pipe', 'inherit'] },
+  );
   let out = '';
-  child.stdout.on('data', (d: Buffer) => { out += d.toString(); });
+  child.stdout.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
   const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
   await new Promise<void>((resolve, reject) => {
     const check = () => {
@@ -49,6 +55,9 @@ export function describeHealth(samples: HealthSample[]): string {
 export function expectHealthUp(samples: HealthSample[], opts: { maxMs?: number; minProbes?: number } = {}): void {
   const figures = describeHealth(samples);
   expect(samples.length, figures).toBeGreaterThanOrEqual(opts.minProbes ?? 2);
-  expect(samples.filter((s) => s.status !== 200), figures).toEqual([]);
+  expect(
+    samples.filter((s) => s.status !== 200),
+    figures,
+  ).toEqual([]);
   expect(Math.max(...samples.map((s) => s.ms)), figures).toBeLessThan(opts.maxMs ?? HEALTH_MAX_MS);
 }

@@ -20,7 +20,9 @@ export async function recordHistories(address: string, taskQueue: string): Promi
   mkdirSync(HISTORIES_DIR, { recursive: true });
   const t = await connectTemporal({ address, namespace: 'default', taskQueue, waitMs: 5_000 });
   try {
-    for await (const w of t.client.workflow.list({ query: `TaskQueue = '${taskQueue}' AND ExecutionStatus IN ('Completed', 'ContinuedAsNew', 'Running')` })) {
+    for await (const w of t.client.workflow.list({
+      query: `TaskQueue = '${taskQueue}' AND ExecutionStatus IN ('Completed', 'ContinuedAsNew', 'Running')`,
+    })) {
       const file = join(HISTORIES_DIR, `${w.type}${HISTORY_EXT}`);
       if (existsSync(file)) continue;
       const history = await t.client.workflow.getHandle(w.workflowId, w.runId).fetchHistory();

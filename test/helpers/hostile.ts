@@ -13,7 +13,11 @@ export type Piece =
 
 export type SmtpCase = { name: string; protocol: 'smtp'; rcpt: string[]; data: Piece };
 export type HttpStep = {
-  method: string; path: string; auth?: 'key' | 'none'; contentType?: string; body?: Piece;
+  method: string;
+  path: string;
+  auth?: 'key' | 'none';
+  contentType?: string;
+  body?: Piece;
   /** Keep the answer's `id` as this variable for the next steps. */
   save?: string;
   /** After a 2xx, wait until what it started (a message, an import) has finished: its work is part of the case. */
@@ -46,7 +50,8 @@ function expandText(piece: Piece, vars: Record<string, string>): string {
   }
   const inner = piece.inner === undefined ? '' : expandText(piece.inner, vars);
   // `{i}` in open/close is the depth (1-based), for nestings whose levels must differ (MIME boundaries).
-  if (!piece.open.includes('{i}') && !piece.close.includes('{i}')) return piece.open.repeat(piece.nest) + inner + piece.close.repeat(piece.nest);
+  if (!piece.open.includes('{i}') && !piece.close.includes('{i}'))
+    return piece.open.repeat(piece.nest) + inner + piece.close.repeat(piece.nest);
   const opens: string[] = [];
   const closes: string[] = [];
   for (let i = 1; i <= piece.nest; i++) {

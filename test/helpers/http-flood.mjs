@@ -6,8 +6,17 @@ import { Buffer } from 'node:buffer';
 import { connect } from 'node:net';
 import process from 'node:process';
 
-const [port, path, type, auth, bytes, count] = [Number(process.argv[2]), process.argv[3], process.argv[4], process.argv[5], Number(process.argv[6]), Number(process.argv[7])];
-const filler = type.includes('json') ? Buffer.from('x'.repeat(64 * 1024)) : Buffer.from(`${'a@b.example,'.repeat(5461)}\n`.slice(0, 64 * 1024));
+const [port, path, type, auth, bytes, count] = [
+  Number(process.argv[2]),
+  process.argv[3],
+  process.argv[4],
+  process.argv[5],
+  Number(process.argv[6]),
+  Number(process.argv[7]),
+];
+const filler = type.includes('json')
+  ? Buffer.from('x'.repeat(64 * 1024))
+  : Buffer.from(`${'a@b.example,'.repeat(5461)}\n`.slice(0, 64 * 1024));
 const opening = type.includes('json') ? '{"html":"' : 'email,note\n';
 const closing = type.includes('json') ? '"}' : '';
 
@@ -36,15 +45,28 @@ function attack() {
     socket.on('error', (err) => finish({ error: err.code ?? err.message }));
     socket.on('close', () => finish());
     socket.on('connect', async () => {
-      const head = [`POST ${path} HTTP/1.1`, 'Host: 127.0.0.1', `Content-Type: ${type}`, `Content-Length: ${bytes}`, ...(auth === '-' ? [] : [`Authorization: ${auth}`])];
+      const head = [
+        `POST ${path} HTTP/1.1`,
+        'Host: 127.0.0.1',
+        `Content-Type: ${type}`,
+        `Content-Length: ${bytes}`,
+        ...(auth === '-' ? [] : [`Authorization: ${auth}`]),
+      ];
       socket.write(`${head.join('\r\n')}\r\n\r\n${opening}`);
       written = opening.length;
       while (!done && written < bytes) {
         const left = bytes - written;
         // The body is well-formed to its end (valid JSON, when JSON), so only a server that parses it pays.
-        const part = left <= filler.length ? Buffer.concat([filler.subarray(0, left - closing.length), Buffer.from(closing)]) : filler;
+        const part =
+          left <= filler.length
+            ? Buffer.concat([filler.subarray(0, left - closing.length), Buffer.from(closing)])
+            : filler;
         written += part.length;
-        if (!socket.write(part)) await new Promise((r) => { socket.once('drain', r); socket.once('close', r); });
+        if (!socket.write(part))
+          await new Promise((r) => {
+            socket.once('drain', r);
+            socket.once('close', r);
+          });
       }
     });
   });

@@ -16,8 +16,12 @@ const [port, attack, ...rest] = [Number(process.argv[2]), process.argv[3], ...pr
 function open(opts = {}) {
   const socket = connect({ host: '127.0.0.1', port, ...opts });
   const c = { socket, text: '', closed: false, written: 0 };
-  socket.on('data', (d) => { c.text = (c.text + d.toString('latin1')).slice(-20_000); });
-  socket.on('close', () => { c.closed = true; });
+  socket.on('data', (d) => {
+    c.text = (c.text + d.toString('latin1')).slice(-20_000);
+  });
+  socket.on('close', () => {
+    c.closed = true;
+  });
   socket.on('error', () => undefined);
   return c;
 }
@@ -33,8 +37,14 @@ async function pour(c, chunk, bytes) {
     if (!c.socket.write(chunk)) {
       const drained = await new Promise((r) => {
         const t = setTimeout(() => r(false), 1000);
-        c.socket.once('drain', () => { clearTimeout(t); r(true); });
-        c.socket.once('close', () => { clearTimeout(t); r(false); });
+        c.socket.once('drain', () => {
+          clearTimeout(t);
+          r(true);
+        });
+        c.socket.once('close', () => {
+          clearTimeout(t);
+          r(false);
+        });
       });
       if (!drained) break;
     }
@@ -68,7 +78,11 @@ if (attack === 'continuation') {
 } else if (attack === 'connections') {
   const all = Array.from({ length: Number(rest[0]) }, () => open({ localAddress: rest[1] }));
   await Promise.all(all.map((c) => until(c, () => c.text.includes('\r\n'))));
-  result = { greeted: all.filter((c) => c.text.startsWith('* OK')).length, refused: all.filter((c) => c.text.startsWith('* BYE')).length, sample: all.at(-1).text };
+  result = {
+    greeted: all.filter((c) => c.text.startsWith('* OK')).length,
+    refused: all.filter((c) => c.text.startsWith('* BYE')).length,
+    sample: all.at(-1).text,
+  };
   for (const c of all) c.socket.destroy();
 } else if (attack === 'unread') {
   const c = open();

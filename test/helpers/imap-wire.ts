@@ -19,8 +19,12 @@ export async function rawImap(port: number, opts: { localAddress?: string } = {}
   await until(() => text.includes('\r\n'));
   return {
     socket,
-    get text() { return text; },
-    get closed() { return closed; },
+    get text() {
+      return text;
+    },
+    get closed() {
+      return closed;
+    },
     send: (data: string | Buffer) => socket.write(data),
     /** Sends a tagged command and answers its tagged completion line. */
     async cmd(tag: string, line: string, timeoutMs = 5000): Promise<string> {

@@ -3,9 +3,19 @@ import type { TestStack } from './stack.js';
 
 /** Mail into the SMTP ingress of a stack, as a remote MTA would send it. */
 export function ingress(stack: TestStack) {
-  const t = nodemailer.createTransport({ host: '127.0.0.1', port: stack.service.smtpPort!, secure: false, ignoreTLS: true });
+  const t = nodemailer.createTransport({
+    host: '127.0.0.1',
+    port: stack.service.smtpPort!,
+    secure: false,
+    ignoreTLS: true,
+  });
   return (m: { to: string; subject: string; text?: string; from?: string }) =>
-    t.sendMail({ from: m.from ?? 'Alice <alice@far.example>', to: m.to, subject: m.subject, text: m.text ?? `body of ${m.subject}` });
+    t.sendMail({
+      from: m.from ?? 'Alice <alice@far.example>',
+      to: m.to,
+      subject: m.subject,
+      text: m.text ?? `body of ${m.subject}`,
+    });
 }
 
 /** Mints an app password through the API; answers its row with the secret. */

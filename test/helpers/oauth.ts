@@ -37,7 +37,12 @@ export class ConsentDriver {
     const headers: Record<string, string> = { cookie: [...this.cookies].map(([k, v]) => `${k}=${v}`).join('; ') };
     if (form) headers['content-type'] = 'application/x-www-form-urlencoded';
     const url = pathOrUrl.startsWith('http') ? pathOrUrl : this.stack.baseUrl + pathOrUrl;
-    const res = await fetch(url, { method, headers, body: form ? new URLSearchParams(form).toString() : undefined, redirect: 'manual' });
+    const res = await fetch(url, {
+      method,
+      headers,
+      body: form ? new URLSearchParams(form).toString() : undefined,
+      redirect: 'manual',
+    });
     for (const c of res.headers.getSetCookie()) {
       const [pair] = c.split(';');
       const i = pair!.indexOf('=');
@@ -53,7 +58,8 @@ export class ConsentDriver {
   /** Loads the page and follows same-site redirects (the page's own post-redirect-get). */
   async open(pathOrUrl: string): Promise<Response> {
     let res = await this.request('GET', pathOrUrl);
-    while (res.status === 303 && res.headers.get('location')?.startsWith('/oauth/')) res = await this.request('GET', res.headers.get('location')!);
+    while (res.status === 303 && res.headers.get('location')?.startsWith('/oauth/'))
+      res = await this.request('GET', res.headers.get('location')!);
     return res;
   }
 
@@ -61,7 +67,8 @@ export class ConsentDriver {
   form(action: string): Form {
     for (const m of this.html.matchAll(/<form[^>]*>([\s\S]*?)<\/form>/g)) {
       const fields: Record<string, string> = {};
-      for (const i of m[1]!.matchAll(/<input type="hidden" name="([^"]+)" value="([^"]*)">/g)) fields[decode(i[1]!)] = decode(i[2]!);
+      for (const i of m[1]!.matchAll(/<input type="hidden" name="([^"]+)" value="([^"]*)">/g))
+        fields[decode(i[1]!)] = decode(i[2]!);
       if (fields.action === action) return { action, fields };
     }
     throw new Error(`no "${action}" form on the page:\n${this.html}`);
@@ -79,7 +86,11 @@ export class ConsentDriver {
 const decode = (s: string) => s.replace(/&#(\d+);/g, (_m, n: string) => String.fromCharCode(Number(n)));
 
 /** Signs in with a password on the consent page and approves; answers the redirect back to the app. */
-export async function approveOverHttp(stack: TestStack, authorizeUrl: string, account: { email: string; password: string }): Promise<URL> {
+export async function approveOverHttp(
+  stack: TestStack,
+  authorizeUrl: string,
+  account: { email: string; password: string },
+): Promise<URL> {
   const d = new ConsentDriver(stack);
   await d.open(authorizeUrl);
   await d.submit('login', { email: account.email, password: account.password });
@@ -89,10 +100,19 @@ export async function approveOverHttp(stack: TestStack, authorizeUrl: string, ac
 }
 
 /** The authorize URL for a client (S256 challenge, state), as a client library would build it. */
-export function authorizeUrl(stack: TestStack, p: { clientId: string; redirectUri: string; challenge: string; state?: string; extra?: Record<string, string> }) {
+export function authorizeUrl(
+  stack: TestStack,
+  p: { clientId: string; redirectUri: string; challenge: string; state?: string; extra?: Record<string, string> },
+) {
   const q = new URLSearchParams({
-    response_type: 'code', client_id: p.clientId, redirect_uri: p.redirectUri, code_challenge: p.challenge,
-    code_challenge_method: 'S256', scope: 'account', ...(p.state ? { state: p.state } : {}), ...p.extra,
+    response_type: 'code',
+    client_id: p.clientId,
+    redirect_uri: p.redirectUri,
+    code_challenge: p.challenge,
+    code_challenge_method: 'S256',
+    scope: 'account',
+    ...(p.state ? { state: p.state } : {}),
+    ...p.extra,
   });
   return `${stack.baseUrl}/oauth/authorize?${q}`;
 }
@@ -100,13 +120,18 @@ export function authorizeUrl(stack: TestStack, p: { clientId: string; redirectUr
 /** Exchanges a code at POST /oauth/token (form-encoded, as RFC 6749 says). */
 export async function tokenRequest(stack: TestStack, fields: Record<string, string>) {
   const res = await fetch(`${stack.baseUrl}/oauth/token`, {
-    method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams(fields).toString(),
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams(fields).toString(),
   });
-  return { status: res.status, body: await res.json() as Record<string, any>, headers: res.headers };
+  return { status: res.status, body: (await res.json()) as Record<string, any>, headers: res.headers };
 }
 
 /** A stack whose PUBLIC_URL (the OAuth issuer) is the loopback address the tests call, as strict clients require. */
-export async function startOAuthStack(env: Record<string, string> = {}, roles?: Parameters<typeof startStack>[1]): Promise<TestStack> {
+export async function startOAuthStack(
+  env: Record<string, string> = {},
+  roles?: Parameters<typeof startStack>[1],
+): Promise<TestStack> {
   const port = await freePort();
   return startStack({ PORT: String(port), PUBLIC_URL: `http://127.0.0.1:${port}`, ...env }, roles);
 }

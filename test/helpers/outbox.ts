@@ -6,8 +6,11 @@ import { eventually } from './stack.js';
 /** Waits for the capture-mode outbox to hold a message to `to` whose subject matches, and returns it. */
 export async function waitForMail(stack: TestStack, to: string, subject: RegExp) {
   return eventually(async () => {
-    const rows = await stack.service.core.db.select().from(schema.outbox)
-      .where(sql`${schema.outbox.envelopeTo} @> ${JSON.stringify([to])}::jsonb`).orderBy(desc(schema.outbox.createdAt));
+    const rows = await stack.service.core.db
+      .select()
+      .from(schema.outbox)
+      .where(sql`${schema.outbox.envelopeTo} @> ${JSON.stringify([to])}::jsonb`)
+      .orderBy(desc(schema.outbox.createdAt));
     return rows.find((r) => subject.test(r.subject ?? ''));
   });
 }

@@ -7,7 +7,8 @@ import { inject } from 'vitest';
  */
 export async function startRoleProcess(roles: string[], env: Record<string, string>, ready: string) {
   const child = spawn(process.execPath, ['--import', 'tsx', 'main.ts', ...roles], {
-    env: { ...process.env, SVC_WORKFLOW_BUNDLE: inject('workflowBundlePath'), ...env }, stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, SVC_WORKFLOW_BUNDLE: inject('workflowBundlePath'), ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
   child.stdout!.on('data', (b: Buffer) => (out += b.toString()));
@@ -20,7 +21,10 @@ export async function startRoleProcess(roles: string[], env: Record<string, stri
         resolve();
       }
     }, 50);
-    void exited.then((code) => { clearInterval(timer); reject(new Error(`main.ts ${roles.join(' ')} exited (${code}):\n${out}`)); });
+    void exited.then((code) => {
+      clearInterval(timer);
+      reject(new Error(`main.ts ${roles.join(' ')} exited (${code}):\n${out}`));
+    });
   });
   return {
     output: () => out,

@@ -11,7 +11,19 @@ const SUBSCHEMA = new Set(['items', 'additionalProperties', 'propertyNames']);
 const UNIONS = ['anyOf', 'oneOf'] as const;
 const LOWER_BOUNDS = ['minimum', 'exclusiveMinimum', 'minLength', 'minItems', 'minProperties'];
 const UPPER_BOUNDS = ['maximum', 'exclusiveMaximum', 'maxLength', 'maxItems', 'maxProperties'];
-const HANDLED = new Set(['type', 'enum', 'const', 'properties', 'required', ...UNIONS, ...SUBSCHEMA, ...LOWER_BOUNDS, ...UPPER_BOUNDS, 'pattern', 'format']);
+const HANDLED = new Set([
+  'type',
+  'enum',
+  'const',
+  'properties',
+  'required',
+  ...UNIONS,
+  ...SUBSCHEMA,
+  ...LOWER_BOUNDS,
+  ...UPPER_BOUNDS,
+  'pattern',
+  'format',
+]);
 
 const isObject = (v: unknown): v is Schema => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -21,7 +33,8 @@ export function stripAnnotations(s: unknown): unknown {
   const out: Schema = {};
   for (const [k, v] of Object.entries(s)) {
     if (ANNOTATIONS.has(k)) continue;
-    if (k === 'properties' && isObject(v)) out[k] = Object.fromEntries(Object.entries(v).map(([name, p]) => [name, stripAnnotations(p)]));
+    if (k === 'properties' && isObject(v))
+      out[k] = Object.fromEntries(Object.entries(v).map(([name, p]) => [name, stripAnnotations(p)]));
     else if (SUBSCHEMA.has(k)) out[k] = stripAnnotations(v);
     else if ((k === 'anyOf' || k === 'oneOf' || k === 'allOf') && Array.isArray(v)) out[k] = v.map(stripAnnotations);
     else out[k] = v;
@@ -29,8 +42,18 @@ export function stripAnnotations(s: unknown): unknown {
   return out;
 }
 
-const jsonType = (v: unknown) => (v === null ? 'null' : Array.isArray(v) ? 'array' : typeof v === 'number' ? (Number.isInteger(v) ? 'integer' : 'number') : typeof v);
-const valuesOf = (s: Schema): unknown[] | undefined => ('const' in s ? [s.const] : Array.isArray(s.enum) ? s.enum : undefined);
+const jsonType = (v: unknown) =>
+  v === null
+    ? 'null'
+    : Array.isArray(v)
+      ? 'array'
+      : typeof v === 'number'
+        ? Number.isInteger(v)
+          ? 'integer'
+          : 'number'
+        : typeof v;
+const valuesOf = (s: Schema): unknown[] | undefined =>
+  'const' in s ? [s.const] : Array.isArray(s.enum) ? s.enum : undefined;
 /** The JSON types a schema admits; undefined = any. */
 function typesOf(s: Schema): string[] | undefined {
   if (s.type !== undefined) return Array.isArray(s.type) ? (s.type as string[]) : [s.type as string];
@@ -64,22 +87,33 @@ function compareOne(old: Schema, next: Schema, path: string): string[] {
   const newTypes = typesOf(next);
   if (newTypes && !oldTypes) out.push(`${path}: narrowed from any value to ${newTypes.join('|')}`);
   for (const t of oldTypes ?? []) {
-    if (newTypes && !newTypes.includes(t) && !(t === 'integer' && newTypes.includes('number'))) out.push(`${path}: type ${t} no longer accepted (now ${newTypes.join('|')})`);
+    if (newTypes && !newTypes.includes(t) && !(t === 'integer' && newTypes.includes('number')))
+      out.push(`${path}: type ${t} no longer accepted (now ${newTypes.join('|')})`);
   }
   const oldValues = valuesOf(old);
   const newValues = valuesOf(next);
   if (newValues && !oldValues) out.push(`${path}: restricted to ${JSON.stringify(newValues)}`);
-  for (const v of oldValues ?? []) if (newValues && !newValues.some((n) => same(n, v))) out.push(`${path}: value ${JSON.stringify(v)} removed`);
-  for (const k of LOWER_BOUNDS) if (typeof next[k] === 'number' && (typeof old[k] !== 'number' || next[k] > old[k])) out.push(`${path}: ${k} raised to ${next[k]}`);
-  for (const k of UPPER_BOUNDS) if (typeof next[k] === 'number' && (typeof old[k] !== 'number' || next[k] < old[k])) out.push(`${path}: ${k} lowered to ${next[k]}`);
-  for (const k of ['pattern', 'format']) if (next[k] !== undefined && !same(next[k], old[k])) out.push(`${path}: ${k} now ${JSON.stringify(next[k])}`);
+  for (const v of oldValues ?? [])
+    if (newValues && !newValues.some((n) => same(n, v))) out.push(`${path}: value ${JSON.stringify(v)} removed`);
+  for (const k of LOWER_BOUNDS)
+    if (typeof next[k] === 'number' && (typeof old[k] !== 'number' || next[k] > old[k]))
+      out.push(`${path}: ${k} raised to ${next[k]}`);
+  for (const k of UPPER_BOUNDS)
+    if (typeof next[k] === 'number' && (typeof old[k] !== 'number' || next[k] < old[k]))
+      out.push(`${path}: ${k} lowered to ${next[k]}`);
+  for (const k of ['pattern', 'format'])
+    if (next[k] !== undefined && !same(next[k], old[k])) out.push(`${path}: ${k} now ${JSON.stringify(next[k])}`);
   out.push(...compareObject(old, next, path));
-  if (next.additionalProperties === false && old.additionalProperties !== false) out.push(`${path}: no longer accepts other properties`);
+  if (next.additionalProperties === false && old.additionalProperties !== false)
+    out.push(`${path}: no longer accepts other properties`);
   else if (old.additionalProperties !== false && isObject(next.additionalProperties)) {
-    out.push(...breakingChanges(old.additionalProperties ?? {}, next.additionalProperties, `${path}.<additionalProperties>`));
+    out.push(
+      ...breakingChanges(old.additionalProperties ?? {}, next.additionalProperties, `${path}.<additionalProperties>`),
+    );
   }
   for (const k of ['items', 'propertyNames']) {
-    if (old[k] !== undefined || next[k] !== undefined) out.push(...breakingChanges(old[k] ?? {}, next[k] ?? {}, `${path}.<${k}>`));
+    if (old[k] !== undefined || next[k] !== undefined)
+      out.push(...breakingChanges(old[k] ?? {}, next[k] ?? {}, `${path}.<${k}>`));
   }
   for (const k of new Set([...Object.keys(old), ...Object.keys(next)])) {
     if (!HANDLED.has(k) && !ANNOTATIONS.has(k) && !same(old[k], next[k])) out.push(`${path}: ${k} changed`);
@@ -96,6 +130,7 @@ function compareObject(old: Schema, next: Schema, path: string): string[] {
     else out.push(...breakingChanges(p, newProps[name], `${path}.${name}`));
   }
   const wasRequired = new Set((old.required ?? []) as string[]);
-  for (const name of (next.required ?? []) as string[]) if (!wasRequired.has(name)) out.push(`${path}.${name}: became required`);
+  for (const name of (next.required ?? []) as string[])
+    if (!wasRequired.has(name)) out.push(`${path}.${name}: became required`);
   return out;
 }

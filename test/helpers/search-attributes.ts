@@ -4,7 +4,13 @@ import { ALL_SEARCH_ATTRIBUTES } from '../../workflows/search-attributes.js';
 
 /** A valid value of each type, to start a run that carries every attribute. */
 const SAMPLE: Record<SearchAttributeType, unknown> = {
-  TEXT: 'text', KEYWORD: 'kw', KEYWORD_LIST: ['a', 'b'], INT: 1, DOUBLE: 1.5, BOOL: true, DATETIME: new Date(0),
+  TEXT: 'text',
+  KEYWORD: 'kw',
+  KEYWORD_LIST: ['a', 'b'],
+  INT: 1,
+  DOUBLE: 1.5,
+  BOOL: true,
+  DATETIME: new Date(0),
 };
 
 /** Every search attribute of ALL_SEARCH_ATTRIBUTES with a sample value, for `typedSearchAttributes`. */

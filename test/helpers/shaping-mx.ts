@@ -15,20 +15,30 @@ export async function startShapingMx(opts: { host: string; port: number; acceptF
   let refusingSince: number | undefined;
   let refusals = 0;
   const server = new SMTPServer({
-    authOptional: true, disabledCommands: ['AUTH', 'STARTTLS'], logger: false, socketTimeout: 60_000,
+    authOptional: true,
+    disabledCommands: ['AUTH', 'STARTTLS'],
+    logger: false,
+    socketTimeout: 60_000,
     onConnect(_session, cb) {
       open += 1;
       maxOpen = Math.max(maxOpen, open);
       connectedAt.push(Date.now());
       cb();
     },
-    onClose() { open -= 1; },
+    onClose() {
+      open -= 1;
+    },
     onRcptTo(_address, _session, cb) {
       if (opts.acceptFirst !== undefined && accepted >= opts.acceptFirst) {
         refusingSince ??= Date.now();
         if (Date.now() - refusingSince < (opts.refuseForMs ?? 0)) {
           refusals += 1;
-          return cb(Object.assign(new Error('4.7.28 Our system has detected an unusual rate of unsolicited mail. Rate limited.'), { responseCode: 421 }));
+          return cb(
+            Object.assign(
+              new Error('4.7.28 Our system has detected an unusual rate of unsolicited mail. Rate limited.'),
+              { responseCode: 421 },
+            ),
+          );
         }
       }
       cb();
@@ -37,7 +47,8 @@ export async function startShapingMx(opts: { host: string; port: number; acceptF
       stream.on('data', () => undefined);
       stream.on('end', () => {
         accepted += 1;
-        for (const r of session.envelope.rcptTo) copies.set(r.address.toLowerCase(), (copies.get(r.address.toLowerCase()) ?? 0) + 1);
+        for (const r of session.envelope.rcptTo)
+          copies.set(r.address.toLowerCase(), (copies.get(r.address.toLowerCase()) ?? 0) + 1);
         cb();
       });
     },
@@ -50,9 +61,15 @@ export async function startShapingMx(opts: { host: string; port: number; acceptF
   return {
     copies,
     connectedAt,
-    get open() { return open; },
-    get maxOpen() { return maxOpen; },
-    get refusals() { return refusals; },
+    get open() {
+      return open;
+    },
+    get maxOpen() {
+      return maxOpen;
+    },
+    get refusals() {
+      return refusals;
+    },
     total: () => [...copies.values()].reduce((a, b) => a + b, 0),
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };

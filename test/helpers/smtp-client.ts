@@ -47,7 +47,8 @@ export async function rawSmtp(port: number, opts: { waitGreeting?: boolean } = {
   }
 
   const client = {
-    socket, reply,
+    socket,
+    reply,
     get closed() {
       return closed;
     },

@@ -26,7 +26,10 @@ socket.on('error', (err) => {
   process.exit(1);
 });
 const reply = async () => {
-  while (!replies.length) await new Promise((r) => { wake = r; });
+  while (!replies.length)
+    await new Promise((r) => {
+      wake = r;
+    });
   return replies.shift();
 };
 const send = async (line) => {

@@ -7,11 +7,19 @@ type Reply = { code: number; message: string } | undefined;
  * A real SMTP server on loopback acting as the recipient's MX. `onRcpt` may answer an error reply
  * (4xx or 5xx) for an address; everything accepted lands in `received`.
  */
-export async function startSmtpSink(opts: { onRcpt?: (address: string) => Reply; /** Each DATA is answered this late (a slow MX keeps sends in flight). */ delayMs?: number } = {}) {
+export async function startSmtpSink(
+  opts: {
+    onRcpt?: (address: string) => Reply;
+    /** Each DATA is answered this late (a slow MX keeps sends in flight). */ delayMs?: number;
+  } = {},
+) {
   const received: Received[] = [];
   const waiters: (() => void)[] = [];
   const server = new SMTPServer({
-    authOptional: true, disabledCommands: ['AUTH', 'STARTTLS'], logger: false, size: 40 * 1024 * 1024,
+    authOptional: true,
+    disabledCommands: ['AUTH', 'STARTTLS'],
+    logger: false,
+    size: 40 * 1024 * 1024,
     onRcptTo(address, _session, cb) {
       const reply = opts.onRcpt?.(address.address);
       if (reply) return cb(Object.assign(new Error(reply.message), { responseCode: reply.code }));
@@ -25,7 +33,8 @@ export async function startSmtpSink(opts: { onRcpt?: (address: string) => Reply;
         const accept = () => {
           received.push({
             from: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
-            to: session.envelope.rcptTo.map((r) => r.address), raw: Buffer.concat(chunks),
+            to: session.envelope.rcptTo.map((r) => r.address),
+            raw: Buffer.concat(chunks),
           });
           waiters.splice(0).forEach((w) => w());
           cb();
@@ -47,8 +56,12 @@ export async function startSmtpSink(opts: { onRcpt?: (address: string) => Reply;
       for (;;) {
         const hit = received.find(pred);
         if (hit) return hit;
-        if (Date.now() > deadline) throw new Error(`no matching message within ${timeoutMs} ms (${received.length} received)`);
-        await new Promise<void>((r) => { waiters.push(r); setTimeout(r, 200); });
+        if (Date.now() > deadline)
+          throw new Error(`no matching message within ${timeoutMs} ms (${received.length} received)`);
+        await new Promise<void>((r) => {
+          waiters.push(r);
+          setTimeout(r, 200);
+        });
       }
     },
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),

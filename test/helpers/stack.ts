@@ -35,21 +35,39 @@ export async function startStack(env: Record<string, string> = {}, roles: Role[]
   const dataDir = mkdtempSync(join(tmpdir(), 'svc-data-'));
   const port = await freePort();
   const config = loadConfig({
-    PORT: String(port), SMTP_PORT: String(await freePort()), IMAP_PORT: '0', IMAPS_PORT: '0', DATA_DIR: dataDir, DATABASE_URL: database.url,
-    TEMPORAL_ADDRESS: inject('temporalAddress'), TEMPORAL_TASK_QUEUE: `test-${Math.random().toString(36).slice(2, 10)}`,
-    SECRET_KEY: 'test-secret-key-0123456789-abcdefghijklmnop', NODE_ENV: 'test', SIGNUP_LIMIT_PER_HOUR: '1000',
+    PORT: String(port),
+    SMTP_PORT: String(await freePort()),
+    IMAP_PORT: '0',
+    IMAPS_PORT: '0',
+    DATA_DIR: dataDir,
+    DATABASE_URL: database.url,
+    TEMPORAL_ADDRESS: inject('temporalAddress'),
+    TEMPORAL_TASK_QUEUE: `test-${Math.random().toString(36).slice(2, 10)}`,
+    SECRET_KEY: 'test-secret-key-0123456789-abcdefghijklmnop',
+    NODE_ENV: 'test',
+    SIGNUP_LIMIT_PER_HOUR: '1000',
     // Test peers (webhook receivers, SMTP sinks) listen on loopback: the development setting lets outbound reach them.
     ALLOW_PRIVATE_NETWORKS: '1',
     // Test accounts are mostly unverified and receive more than the production daily allowance; the
     // storage-door test sets it low to test it.
-    UNVERIFIED_INBOUND_DAILY: '1000000', UNVERIFIED_INBOUND_DAILY_BYTES: String(64 * 1024 ** 3), ...env,
+    UNVERIFIED_INBOUND_DAILY: '1000000',
+    UNVERIFIED_INBOUND_DAILY_BYTES: String(64 * 1024 ** 3),
+    ...env,
   });
-  const service = await startService(config, roles, { workflowBundle: { codePath: inject('workflowBundlePath') }, log: () => undefined });
+  const service = await startService(config, roles, {
+    workflowBundle: { codePath: inject('workflowBundlePath') },
+    log: () => undefined,
+  });
   const baseUrl = `http://127.0.0.1:${service.apiPort ?? port}`;
   return {
-    service, config, baseUrl, api: apiClient(baseUrl),
+    service,
+    config,
+    baseUrl,
+    api: apiClient(baseUrl),
     async stop() {
-      await recordHistories(service.temporalAddress, config.temporal.taskQueue).catch((err) => console.warn('[histories]', (err as Error).message));
+      await recordHistories(service.temporalAddress, config.temporal.taskQueue).catch((err) =>
+        console.warn('[histories]', (err as Error).message),
+      );
       await service.stop();
       await database.drop();
       rmSync(dataDir, { recursive: true, force: true });
@@ -58,7 +76,11 @@ export async function startStack(env: Record<string, string> = {}, roles: Role[]
 }
 
 export type ApiResponse<T = any> = { status: number; body: T; headers: Headers };
-export type ApiClient = (method: string, path: string, opts?: { token?: string; body?: unknown; raw?: string; headers?: Record<string, string> }) => Promise<ApiResponse>;
+export type ApiClient = (
+  method: string,
+  path: string,
+  opts?: { token?: string; body?: unknown; raw?: string; headers?: Record<string, string> },
+) => Promise<ApiResponse>;
 
 /** A tiny fetch wrapper: JSON in, JSON (or text) out, Bearer credential when given. */
 export function apiClient(baseUrl: string): ApiClient {
@@ -75,13 +97,19 @@ export function apiClient(baseUrl: string): ApiClient {
     let parsed: unknown = text;
     try {
       parsed = text ? JSON.parse(text) : undefined;
-    } catch { /* not JSON: keep the text */ }
+    } catch {
+      /* not JSON: keep the text */
+    }
     return { status: res.status, body: parsed as any, headers: res.headers };
   };
 }
 
 /** Polls `fn` until it returns a truthy value (for work that a workflow finishes asynchronously). */
-export async function eventually<T>(fn: () => Promise<T | undefined | null | false>, timeoutMs = 15_000, everyMs = 100): Promise<T> {
+export async function eventually<T>(
+  fn: () => Promise<T | undefined | null | false>,
+  timeoutMs = 15_000,
+  everyMs = 100,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {
@@ -91,7 +119,8 @@ export async function eventually<T>(fn: () => Promise<T | undefined | null | fal
     } catch (err) {
       last = err;
     }
-    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms${last ? `: ${(last as Error).message}` : ''}`);
+    if (Date.now() > deadline)
+      throw new Error(`condition not met within ${timeoutMs} ms${last ? `: ${(last as Error).message}` : ''}`);
     await new Promise((r) => setTimeout(r, everyMs));
   }
 }

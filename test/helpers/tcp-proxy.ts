@@ -29,7 +29,13 @@ export async function startTcpProxy(target: { host: string; port: number }) {
       for (const s of sockets) s.destroy();
       sockets.clear();
     },
-    restore() { down = false; },
-    close: () => new Promise<void>((resolve) => { for (const s of sockets) s.destroy(); server.close(() => resolve()); }),
+    restore() {
+      down = false;
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
   };
 }

@@ -17,7 +17,10 @@ export function checkPublishedSchema(json: unknown): string | undefined {
   if (!entry) return `no published schema for type ${JSON.stringify(type)}`;
   let validate = validators.get(entry.name);
   if (!validate) {
-    const { $id: _id, ...schema } = toJsonSchema({ name: entry.name, title: entry.name, schema: entry.schema, io: 'output' }, 'http://schemas.test');
+    const { $id: _id, ...schema } = toJsonSchema(
+      { name: entry.name, title: entry.name, schema: entry.schema, io: 'output' },
+      'http://schemas.test',
+    );
     validate = ajv.compile(schema);
     validators.set(entry.name, validate);
   }
@@ -51,16 +54,27 @@ export async function startWebhookReceiver() {
     req.on('end', () => {
       const path = req.url ?? '/';
       let json: unknown = null;
-      try { json = JSON.parse(body); } catch { /* not JSON */ }
+      try {
+        json = JSON.parse(body);
+      } catch {
+        /* not JSON */
+      }
       const secret = secrets.get(path);
-      const hit: Hit = { path, headers: req.headers, body, json, verified: secret ? verifySignature(secret, req.headers['x-svc-signature'] as string, body) : false };
+      const hit: Hit = {
+        path,
+        headers: req.headers,
+        body,
+        json,
+        verified: secret ? verifySignature(secret, req.headers['x-svc-signature'] as string, body) : false,
+      };
       hits.push(hit);
       const problem = checkPublishedSchema(json);
       if (problem) schemaErrors.push(`${path}: ${problem}`);
       const count = hits.filter((h) => h.path === path).length;
       const fallback: Behavior = () => ({ status: 200, body: '{"status":"ok"}' });
       const out = (behaviors.get(path) ?? fallback)(hit, count);
-      const answer = () => res.writeHead(out.status, { 'content-type': 'application/json', ...out.headers }).end(out.body ?? '');
+      const answer = () =>
+        res.writeHead(out.status, { 'content-type': 'application/json', ...out.headers }).end(out.body ?? '');
       if (held.has(path)) held.get(path)!.push(answer);
       else if (delays.get(path)) setTimeout(answer, delays.get(path));
       else answer();
@@ -69,13 +83,23 @@ export async function startWebhookReceiver() {
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   return {
-    base, hits, schemaErrors,
-    on(path: string, b: Behavior) { behaviors.set(path, b); },
-    secret(path: string, s: string) { secrets.set(path, s); },
+    base,
+    hits,
+    schemaErrors,
+    on(path: string, b: Behavior) {
+      behaviors.set(path, b);
+    },
+    secret(path: string, s: string) {
+      secrets.set(path, s);
+    },
     /** Answers requests on `path` only after `ms` (a slow receiver). */
-    delay(path: string, ms: number) { delays.set(path, ms); },
+    delay(path: string, ms: number) {
+      delays.set(path, ms);
+    },
     /** Requests on `path` get no answer until `release(path)` (answered then, unless the client gave up). */
-    hold(path: string) { if (!held.has(path)) held.set(path, []); },
+    hold(path: string) {
+      if (!held.has(path)) held.set(path, []);
+    },
     release(path: string) {
       const waiting = held.get(path) ?? [];
       held.delete(path);
@@ -85,14 +109,19 @@ export async function startWebhookReceiver() {
     async waitFor(path: string, n = 1, timeoutMs = 20_000) {
       const deadline = Date.now() + timeoutMs;
       while (hits.filter((h) => h.path === path).length < n) {
-        if (Date.now() > deadline) throw new Error(`${path}: ${hits.filter((h) => h.path === path).length}/${n} hits within ${timeoutMs} ms`);
+        if (Date.now() > deadline)
+          throw new Error(`${path}: ${hits.filter((h) => h.path === path).length}/${n} hits within ${timeoutMs} ms`);
         await new Promise((r) => setTimeout(r, 50));
       }
       return hits.filter((h) => h.path === path);
     },
     async close() {
-      await new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); });
-      if (schemaErrors.length) throw new Error(`webhook bodies that do not match their published schema:\n${schemaErrors.join('\n')}`);
+      await new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      });
+      if (schemaErrors.length)
+        throw new Error(`webhook bodies that do not match their published schema:\n${schemaErrors.join('\n')}`);
     },
   };
 }

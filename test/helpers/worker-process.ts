@@ -5,9 +5,12 @@ import { inject } from 'vitest';
  * `npm run start:worker` as its own process, so a test can kill it as a crash would (SIGKILL) and
  * start another. Resolves once it polls its task queue; reuses the run's workflow bundle.
  */
-export async function startWorkerProcess(env: Record<string, string>): Promise<{ child: ChildProcess; output: () => string; kill(): Promise<void> }> {
+export async function startWorkerProcess(
+  env: Record<string, string>,
+): Promise<{ child: ChildProcess; output: () => string; kill(): Promise<void> }> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'main.ts', 'worker'], {
-    env: { ...process.env, ...env, SVC_WORKFLOW_BUNDLE: inject('workflowBundlePath') }, stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, ...env, SVC_WORKFLOW_BUNDLE: inject('workflowBundlePath') },
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));

@@ -6,7 +6,8 @@ import { saveSession } from '../session.js';
 import { ErrorBox, Field, Notice, Page } from '../ui.js';
 
 type SessionAnswer = { token: string; user: { email: string; emailVerified: boolean } };
-const keep = (s: SessionAnswer) => saveSession({ token: s.token, email: s.user.email, emailVerified: s.user.emailVerified });
+const keep = (s: SessionAnswer) =>
+  saveSession({ token: s.token, email: s.user.email, emailVerified: s.user.emailVerified });
 
 export function SignUp() {
   const [email, setEmail] = useState('');
@@ -25,13 +26,32 @@ export function SignUp() {
   return (
     <Page title="Create an account">
       <form onSubmit={submit} className="narrow">
-        <Field label="Email" type="email" autoComplete="email" required value={email} onChange={(e) => setEmail(e.target.value)} />
-        <Field label="Password" type="password" autoComplete="new-password" required minLength={8} value={password}
-          onChange={(e) => setPassword(e.target.value)} hint="At least 8 characters." />
+        <Field
+          label="Email"
+          type="email"
+          autoComplete="email"
+          required
+          value={email}
+          onChange={(e) => setEmail(e.target.value)}
+        />
+        <Field
+          label="Password"
+          type="password"
+          autoComplete="new-password"
+          required
+          minLength={8}
+          value={password}
+          onChange={(e) => setPassword(e.target.value)}
+          hint="At least 8 characters."
+        />
         <ErrorBox error={signup.error} />
-        <button type="submit" disabled={signup.isPending}>Create account</button>
+        <button type="submit" disabled={signup.isPending}>
+          Create account
+        </button>
       </form>
-      <p>Already have an account? <Link to="/signin">Sign in</Link></p>
+      <p>
+        Already have an account? <Link to="/signin">Sign in</Link>
+      </p>
     </Page>
   );
 }
@@ -58,18 +78,44 @@ export function SignIn() {
       <form onSubmit={submit} className="narrow">
         <fieldset>
           <legend>Sign in with</legend>
-          <label className="inline"><input type="radio" name="mode" checked={mode === 'password'} onChange={() => setMode('password')} /> A password</label>
-          <label className="inline"><input type="radio" name="mode" checked={mode === 'link'} onChange={() => setMode('link')} /> A link sent by email</label>
+          <label className="inline">
+            <input type="radio" name="mode" checked={mode === 'password'} onChange={() => setMode('password')} /> A
+            password
+          </label>
+          <label className="inline">
+            <input type="radio" name="mode" checked={mode === 'link'} onChange={() => setMode('link')} /> A link sent by
+            email
+          </label>
         </fieldset>
-        <Field label="Email" type="email" autoComplete="email" required value={email} onChange={(e) => setEmail(e.target.value)} />
+        <Field
+          label="Email"
+          type="email"
+          autoComplete="email"
+          required
+          value={email}
+          onChange={(e) => setEmail(e.target.value)}
+        />
         {mode === 'password' && (
-          <Field label="Password" type="password" autoComplete="current-password" required value={password} onChange={(e) => setPassword(e.target.value)} />
+          <Field
+            label="Password"
+            type="password"
+            autoComplete="current-password"
+            required
+            value={password}
+            onChange={(e) => setPassword(e.target.value)}
+          />
         )}
         <ErrorBox error={mode === 'password' ? login.error : link.error} />
-        {link.isSuccess && mode === 'link' && <Notice>If {email} has an account, a sign-in link is on its way. It works once, for 15 minutes.</Notice>}
-        <button type="submit" disabled={login.isPending || link.isPending}>{mode === 'password' ? 'Sign in' : 'Email me a link'}</button>
+        {link.isSuccess && mode === 'link' && (
+          <Notice>If {email} has an account, a sign-in link is on its way. It works once, for 15 minutes.</Notice>
+        )}
+        <button type="submit" disabled={login.isPending || link.isPending}>
+          {mode === 'password' ? 'Sign in' : 'Email me a link'}
+        </button>
       </form>
-      <p>New here? <Link to="/signup">Create an account</Link></p>
+      <p>
+        New here? <Link to="/signup">Create an account</Link>
+      </p>
     </Page>
   );
 }
@@ -100,25 +146,49 @@ function Revocations({ d, kept, toggle }: { d: LinkDetails; kept: Set<string>; t
 /** How the account of a mailed link was made and what it holds: shown before the person confirms it is theirs. */
 function AccountOrigin({ d, kind }: { d: LinkDetails; kind: 'verify' | 'signin' }) {
   const o = d.origin;
-  const how = o.via === 'provision' ? `from the email address alone${o.channel ? ` (channel ${o.channel})` : ''}`
-    : o.via === 'consent' ? `on the page where the app “${o.app?.name ?? 'without a name'}” asks to link to an account`
-      : o.via === 'signup' ? 'by signing up with a password' : '';
+  const how =
+    o.via === 'provision'
+      ? `from the email address alone${o.channel ? ` (channel ${o.channel})` : ''}`
+      : o.via === 'consent'
+        ? `on the page where the app “${o.app?.name ?? 'without a name'}” asks to link to an account`
+        : o.via === 'signup'
+          ? 'by signing up with a password'
+          : '';
   const h = d.holdings;
   const items = [
-    ...(h.accountKey ? ['The account API key'] : []), ...(h.password ? ['A password'] : []),
+    ...(h.accountKey ? ['The account API key'] : []),
+    ...(h.password ? ['A password'] : []),
     ...h.scopedKeys.map((k) => `Domain-scoped key ${k.name ?? ''} for ${k.domain ?? 'a removed domain'}`),
     ...h.appPasswords.map((p) => `App password “${p.label}” for ${p.address}@${p.domain ?? '*'}`),
-    ...h.routes.map((r) => `Route ${r.pattern}@${r.domain ?? '?'}: ${r.action}${r.destination ? ` to ${r.destination}` : ''}`),
+    ...h.routes.map(
+      (r) => `Route ${r.pattern}@${r.domain ?? '?'}: ${r.action}${r.destination ? ` to ${r.destination}` : ''}`,
+    ),
     ...h.linkedApps.map((a) => `Linked app ${a.name ?? '(no name)'} since ${when(a.since)}`),
     ...h.domains.map((x) => `Domain ${x.domain} (${x.status})`),
   ];
   return (
     <section aria-labelledby="origin-h">
       <h2 id="origin-h">Is this account yours?</h2>
-      <p>An account for <strong>{d.email}</strong> was created {how} on {when(o.createdAt)}{o.clientIp ? ` from the client address ${o.clientIp}` : ''}.</p>
+      <p>
+        An account for <strong>{d.email}</strong> was created {how} on {when(o.createdAt)}
+        {o.clientIp ? ` from the client address ${o.clientIp}` : ''}.
+      </p>
       <h3>What it holds now</h3>
-      {items.length ? <ul>{items.map((t, i) => <li key={i}>{t}</li>)}</ul> : <p>Nothing yet.</p>}
-      <p>{kind === 'verify' ? 'Continuing confirms the address is yours and keeps all of it working.' : 'Continuing signs you in and revokes what is ticked below.'} If you did not make this account, choose “I did not ask for this”: it is deleted with everything it holds.</p>
+      {items.length ? (
+        <ul>
+          {items.map((t, i) => (
+            <li key={i}>{t}</li>
+          ))}
+        </ul>
+      ) : (
+        <p>Nothing yet.</p>
+      )}
+      <p>
+        {kind === 'verify'
+          ? 'Continuing confirms the address is yours and keeps all of it working.'
+          : 'Continuing signs you in and revokes what is ticked below.'}{' '}
+        If you did not make this account, choose “I did not ask for this”: it is deleted with everything it holds.
+      </p>
     </section>
   );
 }
@@ -133,8 +203,18 @@ export function RedeemLink({ kind }: { kind: 'verify' | 'signin' }) {
   const [token] = useState(() => query.get('token') ?? '');
   const [password, setPassword] = useState('');
   const [kept, setKept] = useState<Set<string>>(() => new Set());
-  const toggle = (id: string) => setKept((k) => { const n = new Set(k); if (n.has(id)) n.delete(id); else n.add(id); return n; });
-  const details = useQuery({ queryKey: ['link', token], queryFn: () => api.auth.linkDetails.query({ token }), enabled: token !== '' });
+  const toggle = (id: string) =>
+    setKept((k) => {
+      const n = new Set(k);
+      if (n.has(id)) n.delete(id);
+      else n.add(id);
+      return n;
+    });
+  const details = useQuery({
+    queryKey: ['link', token],
+    queryFn: () => api.auth.linkDetails.query({ token }),
+    enabled: token !== '',
+  });
   const done = () => history.replaceState(null, '', `${location.pathname}?done`); // the token is spent: keep it out of the address bar
   const redeem = useMutation({
     mutationFn: () => api.auth.redeemLink.mutate(kind === 'signin' ? { token, keep: [...kept] } : { token }),
@@ -149,10 +229,20 @@ export function RedeemLink({ kind }: { kind: 'verify' | 'signin' }) {
     onSuccess: (s) => keep(s),
   });
   if (disown.isSuccess) {
-    return <Page title="Account deleted"><p>The account for {disown.data.email} and everything it held are deleted.</p></Page>;
+    return (
+      <Page title="Account deleted">
+        <p>The account for {disown.data.email} and everything it held are deleted.</p>
+      </Page>
+    );
   }
   if (!token && !redeem.isSuccess) {
-    return <Page title="This link is incomplete"><p>Open the link from your mail again, or <Link to="/signin">sign in</Link>.</p></Page>;
+    return (
+      <Page title="This link is incomplete">
+        <p>
+          Open the link from your mail again, or <Link to="/signin">sign in</Link>.
+        </p>
+      </Page>
+    );
   }
   if (!redeem.isSuccess) {
     const unverified = details.data && !details.data.emailVerified;
@@ -163,22 +253,51 @@ export function RedeemLink({ kind }: { kind: 'verify' | 'signin' }) {
         {unverified && kind === 'signin' && <Revocations d={details.data} kept={kept} toggle={toggle} />}
         <p>Continue to {kind === 'verify' ? 'verify your address and sign in' : 'sign in'} with this one-time link.</p>
         <ErrorBox error={redeem.error ?? disown.error} />
-        <button type="button" onClick={() => redeem.mutate()} disabled={redeem.isPending || details.isPending}>Continue</button>
-        {unverified && <button type="button" className="danger" onClick={() => disown.mutate()} disabled={disown.isPending}>I did not ask for this</button>}
+        <button type="button" onClick={() => redeem.mutate()} disabled={redeem.isPending || details.isPending}>
+          Continue
+        </button>
+        {unverified && (
+          <button type="button" className="danger" onClick={() => disown.mutate()} disabled={disown.isPending}>
+            I did not ask for this
+          </button>
+        )}
       </Page>
     );
   }
   return (
     <Page title={kind === 'verify' ? 'Email address verified' : 'Signed in'}>
-      <Notice>Signed in as {redeem.data.user.email}. {redeem.data.user.emailVerified ? 'Your address is verified: you can send.' : ''}</Notice>
-      {details.data?.holdings.password === false && <form className="narrow" onSubmit={(e) => { e.preventDefault(); setPw.mutate(); }}>
-        <h2>Set a password (optional)</h2>
-        <Field label="New password" type="password" autoComplete="new-password" minLength={8} required value={password} onChange={(e) => setPassword(e.target.value)} />
-        <ErrorBox error={setPw.error} />
-        {setPw.isSuccess && <Notice>Password set.</Notice>}
-        <button type="submit" disabled={setPw.isPending}>Set password</button>
-      </form>}
-      <p><Link to="/">Go to the dashboard</Link></p>
+      <Notice>
+        Signed in as {redeem.data.user.email}.{' '}
+        {redeem.data.user.emailVerified ? 'Your address is verified: you can send.' : ''}
+      </Notice>
+      {details.data?.holdings.password === false && (
+        <form
+          className="narrow"
+          onSubmit={(e) => {
+            e.preventDefault();
+            setPw.mutate();
+          }}
+        >
+          <h2>Set a password (optional)</h2>
+          <Field
+            label="New password"
+            type="password"
+            autoComplete="new-password"
+            minLength={8}
+            required
+            value={password}
+            onChange={(e) => setPassword(e.target.value)}
+          />
+          <ErrorBox error={setPw.error} />
+          {setPw.isSuccess && <Notice>Password set.</Notice>}
+          <button type="submit" disabled={setPw.isPending}>
+            Set password
+          </button>
+        </form>
+      )}
+      <p>
+        <Link to="/">Go to the dashboard</Link>
+      </p>
     </Page>
   );
 }

@@ -3,7 +3,11 @@ import { useState } from 'react';
 import { Badge, ErrorBox, Field, Loading, Page, Table, when } from '../ui.js';
 
 type Site = {
-  site: string; domains: string[]; sources: string[]; limits: Record<string, string | number | null>; openConnections: number;
+  site: string;
+  domains: string[];
+  sources: string[];
+  limits: Record<string, string | number | null>;
+  openConnections: number;
   suspension: { until: number; cause: string; rule: string | null } | null;
   overrides: { name: string; value: string; until: number; cause: string }[];
 };
@@ -20,29 +24,66 @@ async function load(token: string): Promise<Report> {
   return body as Report;
 }
 
-const limitsText = (l: Site['limits']) => Object.entries(l).filter(([, v]) => v !== null).map(([k, v]) => `${k} = ${v}`).join(', ');
+const limitsText = (l: Site['limits']) =>
+  Object.entries(l)
+    .filter(([, v]) => v !== null)
+    .map(([k, v]) => `${k} = ${v}`)
+    .join(', ');
 
 /** Traffic shaping per destination site (docs/deliverability.md): limits in force, open connections, suspensions and their causes. */
 export function Deliverability() {
   const [token, setToken] = useState(() => sessionStorage.getItem(TOKEN_KEY) ?? '');
   const [draft, setDraft] = useState('');
-  const report = useQuery({ queryKey: ['deliverability', token], queryFn: () => load(token), enabled: token !== '', refetchInterval: 5000 });
+  const report = useQuery({
+    queryKey: ['deliverability', token],
+    queryFn: () => load(token),
+    enabled: token !== '',
+    refetchInterval: 5000,
+  });
   if (!token) {
     return (
       <Page title="Deliverability">
         <p>Destination sites, their limits and suspensions are for the operator of this service.</p>
-        <form className="card narrow" onSubmit={(e) => { e.preventDefault(); sessionStorage.setItem(TOKEN_KEY, draft); setToken(draft); }}>
-          <Field label="Operator token (OPERATOR_TOKEN)" type="password" required value={draft} onChange={(e) => setDraft(e.target.value)} />
+        <form
+          className="card narrow"
+          onSubmit={(e) => {
+            e.preventDefault();
+            sessionStorage.setItem(TOKEN_KEY, draft);
+            setToken(draft);
+          }}
+        >
+          <Field
+            label="Operator token (OPERATOR_TOKEN)"
+            type="password"
+            required
+            value={draft}
+            onChange={(e) => setDraft(e.target.value)}
+          />
           <button type="submit">Show sites</button>
         </form>
       </Page>
     );
   }
-  const forget = () => { sessionStorage.removeItem(TOKEN_KEY); setToken(''); };
+  const forget = () => {
+    sessionStorage.removeItem(TOKEN_KEY);
+    setToken('');
+  };
   return (
-    <Page title="Deliverability" actions={<button type="button" className="small" onClick={forget}>Forget the token</button>}>
+    <Page
+      title="Deliverability"
+      actions={
+        <button type="button" className="small" onClick={forget}>
+          Forget the token
+        </button>
+      }
+    >
       {report.isPending ? <Loading /> : <ErrorBox error={report.error} />}
-      {report.data && <p>Shaping file: <code>{report.data.shapingFile ?? 'built in'}</code>. A site is the set of MX hosts of a recipient domain.</p>}
+      {report.data && (
+        <p>
+          Shaping file: <code>{report.data.shapingFile ?? 'built in'}</code>. A site is the set of MX hosts of a
+          recipient domain.
+        </p>
+      )}
       {report.data && report.data.sites.length === 0 && <p>No mail has gone to a remote site yet.</p>}
       {report.data && report.data.sites.length > 0 && (
         <Table label="Destination sites" head={['Site', 'Domains', 'Limits in force', 'Open connections', 'State']}>
@@ -50,11 +91,27 @@ export function Deliverability() {
             <tr key={s.site}>
               <td className="wrap">{s.site}</td>
               <td className="wrap">{s.domains.join(', ')}</td>
-              <td className="wrap">{limitsText(s.limits)}{s.overrides.map((o) => <div key={o.name}><small>{o.name} = {o.value} until {when(o.until)}: {o.cause}</small></div>)}</td>
+              <td className="wrap">
+                {limitsText(s.limits)}
+                {s.overrides.map((o) => (
+                  <div key={o.name}>
+                    <small>
+                      {o.name} = {o.value} until {when(o.until)}: {o.cause}
+                    </small>
+                  </div>
+                ))}
+              </td>
               <td>{s.openConnections}</td>
-              <td className="wrap">{s.suspension
-                ? <><Badge tone="bad">suspended until {when(s.suspension.until)}</Badge> <small>{s.suspension.cause}</small></>
-                : <Badge tone="ok">sending</Badge>}</td>
+              <td className="wrap">
+                {s.suspension ? (
+                  <>
+                    <Badge tone="bad">suspended until {when(s.suspension.until)}</Badge>{' '}
+                    <small>{s.suspension.cause}</small>
+                  </>
+                ) : (
+                  <Badge tone="ok">sending</Badge>
+                )}
+              </td>
             </tr>
           ))}
         </Table>
@@ -63,8 +120,14 @@ export function Deliverability() {
         <Table label="Automation actions" head={['When', 'Site', 'Action', 'Until', 'Rule', 'Answer']}>
           {report.data.recentActions.map((a) => (
             <tr key={`${a.site}-${a.createdAt}-${a.action}`}>
-              <td>{when(a.createdAt)}</td><td className="wrap">{a.site}</td><td>{a.action}</td><td>{when(a.expiresAt)}</td>
-              <td className="wrap"><code>{a.rule}</code></td><td className="wrap">{a.cause}</td>
+              <td>{when(a.createdAt)}</td>
+              <td className="wrap">{a.site}</td>
+              <td>{a.action}</td>
+              <td>{when(a.expiresAt)}</td>
+              <td className="wrap">
+                <code>{a.rule}</code>
+              </td>
+              <td className="wrap">{a.cause}</td>
             </tr>
           ))}
         </Table>

@@ -5,13 +5,22 @@ import { Link, navigate } from '../router.js';
 import { Badge, CopyButton, ErrorBox, Field, Loading, Notice, Page, Select, Table, usePaged, when } from '../ui.js';
 
 type DomainRow = Outputs['domains']['list'][number];
-const CHECKS = [['mx_verified', 'MX'], ['spf_verified', 'SPF'], ['dkim_verified', 'DKIM'], ['dmarc_verified', 'DMARC']] as const;
+const CHECKS = [
+  ['mx_verified', 'MX'],
+  ['spf_verified', 'SPF'],
+  ['dkim_verified', 'DKIM'],
+  ['dmarc_verified', 'DMARC'],
+] as const;
 
 function Checks({ d }: { d: Pick<DomainRow, (typeof CHECKS)[number][0]> }) {
   return (
     <ul className="checks" aria-label="Checks">
       {CHECKS.map(([k, label]) => (
-        <li key={k}><Badge tone={d[k] ? 'ok' : 'warn'}>{label} {d[k] ? 'passing' : 'not yet'}</Badge></li>
+        <li key={k}>
+          <Badge tone={d[k] ? 'ok' : 'warn'}>
+            {label} {d[k] ? 'passing' : 'not yet'}
+          </Badge>
+        </li>
       ))}
     </ul>
   );
@@ -28,9 +37,15 @@ export function Domains() {
         <Table label="Domains" head={['Domain', 'Status', 'Checks', 'Inbound webhook']}>
           {slice.map((d) => (
             <tr key={d.id}>
-              <td><Link to={`/domains/${d.id}`}>{d.domain}</Link></td>
-              <td><Badge tone={d.status === 'verified' ? 'ok' : d.status === 'failed' ? 'bad' : 'warn'}>{d.status}</Badge></td>
-              <td><Checks d={d} /></td>
+              <td>
+                <Link to={`/domains/${d.id}`}>{d.domain}</Link>
+              </td>
+              <td>
+                <Badge tone={d.status === 'verified' ? 'ok' : d.status === 'failed' ? 'bad' : 'warn'}>{d.status}</Badge>
+              </td>
+              <td>
+                <Checks d={d} />
+              </td>
               <td>{d.webhookUrl ?? '—'}</td>
             </tr>
           ))}
@@ -52,11 +67,25 @@ function AddDomain() {
     onSuccess: (r) => navigate(`/domains/${r.domain.id}`),
   });
   return (
-    <form className="card" onSubmit={(e) => { e.preventDefault(); add.mutate(); }}>
+    <form
+      className="card"
+      onSubmit={(e) => {
+        e.preventDefault();
+        add.mutate();
+      }}
+    >
       <h2>Add your domain</h2>
-      <Field label="Domain name" placeholder="example.com" required value={domain} onChange={(e) => setDomain(e.target.value)} />
+      <Field
+        label="Domain name"
+        placeholder="example.com"
+        required
+        value={domain}
+        onChange={(e) => setDomain(e.target.value)}
+      />
       <ErrorBox error={add.error} />
-      <button type="submit" disabled={add.isPending}>Add domain</button>
+      <button type="submit" disabled={add.isPending}>
+        Add domain
+      </button>
     </form>
   );
 }
@@ -70,22 +99,43 @@ function ClaimSubdomain() {
     const t = setTimeout(() => setTyped(label.trim()), 300);
     return () => clearTimeout(t);
   }, [label]);
-  const check = useQuery({ queryKey: ['subdomain-check', typed], queryFn: () => api.subdomains.check.query({ name: typed }), enabled: typed.length > 0 });
+  const check = useQuery({
+    queryKey: ['subdomain-check', typed],
+    queryFn: () => api.subdomains.check.query({ name: typed }),
+    enabled: typed.length > 0,
+  });
   const claim = useMutation({
     mutationFn: () => api.subdomains.claim.mutate({ subdomain: label.trim() || suggest.data!.subdomain }),
     onSuccess: (r) => navigate(`/domains/${r.domain.id}`),
   });
   return (
-    <form className="card" onSubmit={(e) => { e.preventDefault(); claim.mutate(); }}>
+    <form
+      className="card"
+      onSubmit={(e) => {
+        e.preventDefault();
+        claim.mutate();
+      }}
+    >
       <h2>Claim a hosted subdomain</h2>
       <p>Ready at once: its DNS is served by this service{suggest.data ? ` under ${suggest.data.base}` : ''}.</p>
-      <Field label="Subdomain" placeholder={suggest.data?.subdomain ?? ''} value={label} onChange={(e) => setLabel(e.target.value)}
-        hint={suggest.data ? `Leave empty to take ${suggest.data.domain}.` : undefined} />
+      <Field
+        label="Subdomain"
+        placeholder={suggest.data?.subdomain ?? ''}
+        value={label}
+        onChange={(e) => setLabel(e.target.value)}
+        hint={suggest.data ? `Leave empty to take ${suggest.data.domain}.` : undefined}
+      />
       {typed && check.data && (
-        <p role="status">{check.data.available ? `${check.data.domain} is available.` : `${check.data.domain ?? typed}: ${check.data.reason ?? 'not available'}`}</p>
+        <p role="status">
+          {check.data.available
+            ? `${check.data.domain} is available.`
+            : `${check.data.domain ?? typed}: ${check.data.reason ?? 'not available'}`}
+        </p>
       )}
       <ErrorBox error={claim.error ?? suggest.error} />
-      <button type="submit" disabled={claim.isPending || (!label && !suggest.data)}>Claim subdomain</button>
+      <button type="submit" disabled={claim.isPending || (!label && !suggest.data)}>
+        Claim subdomain
+      </button>
     </form>
   );
 }
@@ -94,7 +144,8 @@ export function DomainDetail({ id }: { id: string }) {
   const qc = useQueryClient();
   // While verification runs, the status is re-read every 5 seconds: each check turns green as DNS catches up.
   const detail = useQuery({
-    queryKey: ['domain', id], queryFn: () => api.domains.get.query({ id }),
+    queryKey: ['domain', id],
+    queryFn: () => api.domains.get.query({ id }),
     refetchInterval: (q) => (q.state.data && q.state.data.domain.status === 'pending' ? 5_000 : false),
   });
   const verify = useMutation({
@@ -114,27 +165,42 @@ export function DomainDetail({ id }: { id: string }) {
       <Page title="Domain deleted">
         <h2>Cleanup report</h2>
         <ul>
-          <li>Provider registrations removed: {deleted.cleanup.deregistered.length ? deleted.cleanup.deregistered.join(', ') : 'none'}</li>
+          <li>
+            Provider registrations removed:{' '}
+            {deleted.cleanup.deregistered.length ? deleted.cleanup.deregistered.join(', ') : 'none'}
+          </li>
           <li>Hosted DNS records deleted: {deleted.cleanup.dnsDeleted}</li>
-          {deleted.cleanup.warnings.map((w) => <li key={w}>Warning: {w}</li>)}
+          {deleted.cleanup.warnings.map((w) => (
+            <li key={w}>Warning: {w}</li>
+          ))}
         </ul>
-        <p><Link to="/domains">Back to domains</Link></p>
+        <p>
+          <Link to="/domains">Back to domains</Link>
+        </p>
       </Page>
     );
   }
-  if (!detail.data) return <Page title="Domain">{detail.isPending ? <Loading /> : <ErrorBox error={detail.error} />}</Page>;
+  if (!detail.data)
+    return <Page title="Domain">{detail.isPending ? <Loading /> : <ErrorBox error={detail.error} />}</Page>;
   const { domain: d, dns } = detail.data;
   return (
     <Page title={d.domain}>
       <section aria-labelledby="status-h">
         <h2 id="status-h">Verification</h2>
-        <p role="status">Status: <Badge tone={d.status === 'verified' ? 'ok' : d.status === 'failed' ? 'bad' : 'warn'}>{d.status}</Badge>
-          {' '}· last checked {when(d.last_checked_at)}{d.status === 'pending' ? ' · updating every 5 s' : ''}</p>
+        <p role="status">
+          Status:{' '}
+          <Badge tone={d.status === 'verified' ? 'ok' : d.status === 'failed' ? 'bad' : 'warn'}>{d.status}</Badge> ·
+          last checked {when(d.last_checked_at)}
+          {d.status === 'pending' ? ' · updating every 5 s' : ''}
+        </p>
         <Checks d={d} />
-        <button type="button" onClick={() => verify.mutate()} disabled={verify.isPending}>Check DNS now</button>
+        <button type="button" onClick={() => verify.mutate()} disabled={verify.isPending}>
+          Check DNS now
+        </button>
         {verify.data && (
           <Notice>
-            {verify.data.status === 'verified' ? 'Verified.' : 'Still pending.'} This domain's own MX record {verify.data.checks.mx ? 'found' : 'not found yet'}
+            {verify.data.status === 'verified' ? 'Verified.' : 'Still pending.'} This domain's own MX record{' '}
+            {verify.data.checks.mx ? 'found' : 'not found yet'}
             {verify.data.sending.error ? `; sending: ${verify.data.sending.error}` : ''}.
           </Notice>
         )}
@@ -147,8 +213,12 @@ export function DomainDetail({ id }: { id: string }) {
             {dns.map((r) => (
               <tr key={`${r.type}${r.name}${r.value}`}>
                 <td>{r.type}</td>
-                <td><code>{r.name}</code> <CopyButton value={r.name} what={`${r.type} name ${r.name}`} /></td>
-                <td className="wrap"><code>{r.value}</code> <CopyButton value={r.value} what={`${r.type} value for ${r.name}`} /></td>
+                <td>
+                  <code>{r.name}</code> <CopyButton value={r.name} what={`${r.type} name ${r.name}`} />
+                </td>
+                <td className="wrap">
+                  <code>{r.value}</code> <CopyButton value={r.value} what={`${r.type} value for ${r.name}`} />
+                </td>
                 <td>{r.priority ?? ''}</td>
               </tr>
             ))}
@@ -160,10 +230,20 @@ export function DomainDetail({ id }: { id: string }) {
       <DkimRotation id={d.id} />
       <section aria-labelledby="danger-h">
         <h2 id="danger-h">Delete</h2>
-        <p>Deleting removes the domain, its routes and keys scoped to it, and tears down provider and hosted DNS records.</p>
+        <p>
+          Deleting removes the domain, its routes and keys scoped to it, and tears down provider and hosted DNS records.
+        </p>
         <ErrorBox error={remove.error} />
-        <button type="button" className="danger" disabled={remove.isPending}
-          onClick={() => { if (confirm(`Delete ${d.domain}?`)) remove.mutate(); }}>Delete {d.domain}</button>
+        <button
+          type="button"
+          className="danger"
+          disabled={remove.isPending}
+          onClick={() => {
+            if (confirm(`Delete ${d.domain}?`)) remove.mutate();
+          }}
+        >
+          Delete {d.domain}
+        </button>
       </section>
     </Page>
   );
@@ -180,13 +260,20 @@ function DkimRotation({ id }: { id: string }) {
   return (
     <section aria-labelledby="dkim-h">
       <h2 id="dkim-h">DKIM key</h2>
-      <p>Rotating creates a key under a new selector and switches signing to it once its record resolves; the old selector stays published for a grace period, so mail signed before verifies meanwhile.</p>
+      <p>
+        Rotating creates a key under a new selector and switches signing to it once its record resolves; the old
+        selector stays published for a grace period, so mail signed before verifies meanwhile.
+      </p>
       <ErrorBox error={rotate.error} />
-      <button type="button" onClick={() => rotate.mutate()} disabled={rotate.isPending}>Rotate DKIM key</button>
+      <button type="button" onClick={() => rotate.mutate()} disabled={rotate.isPending}>
+        Rotate DKIM key
+      </button>
       {r && (
         <Notice>
           Rotation started: new selector <code>{r.selector}</code> (signing now: <code>{r.previousSelector}</code>).{' '}
-          {r.published ? 'Published at once in the hosted zone.' : 'Publish the new record listed under DNS records; signing switches once it resolves.'}
+          {r.published
+            ? 'Published at once in the hosted zone.'
+            : 'Publish the new record listed under DNS records; signing switches once it resolves.'}
         </Notice>
       )}
     </section>
@@ -198,7 +285,10 @@ function Webhook({ domain: d }: { domain: Outputs['domains']['get']['domain'] })
   const [url, setUrl] = useState(d.webhookUrl ?? '');
   const [ackMode, setAckMode] = useState<'lenient' | 'ack'>(d.webhookAckMode ?? 'lenient');
   const set = useMutation({
-    mutationFn: (e: FormEvent) => { e.preventDefault(); return api.webhooks.set.mutate({ id: d.id, url, ackMode }); },
+    mutationFn: (e: FormEvent) => {
+      e.preventDefault();
+      return api.webhooks.set.mutate({ id: d.id, url, ackMode });
+    },
     onSuccess: () => void qc.invalidateQueries({ queryKey: ['domain', d.id] }),
   });
   const test = useMutation({ mutationFn: () => api.webhooks.test.mutate({ id: d.id }) });
@@ -206,25 +296,55 @@ function Webhook({ domain: d }: { domain: Outputs['domains']['get']['domain'] })
   return (
     <section aria-labelledby="webhook-h">
       <h2 id="webhook-h">Inbound webhook</h2>
-      <p>Mail to any address at {d.domain} is posted here (address routes on the <Link to="/inbound">Inbound</Link> page take precedence).</p>
+      <p>
+        Mail to any address at {d.domain} is posted here (address routes on the <Link to="/inbound">Inbound</Link> page
+        take precedence).
+      </p>
       <form onSubmit={(e) => set.mutate(e)} className="narrow">
-        <Field label="Webhook URL" type="url" required placeholder="https://example.com/hooks/mail" value={url} onChange={(e) => setUrl(e.target.value)} />
-        <Select label="Acknowledgement" value={ackMode} onChange={(e) => setAckMode(e.target.value as 'lenient' | 'ack')}
-          options={[['lenient', 'Any 2xx answer'], ['ack', '2xx with {"status":"ok"} or x-svc-ack: ok']]} />
+        <Field
+          label="Webhook URL"
+          type="url"
+          required
+          placeholder="https://example.com/hooks/mail"
+          value={url}
+          onChange={(e) => setUrl(e.target.value)}
+        />
+        <Select
+          label="Acknowledgement"
+          value={ackMode}
+          onChange={(e) => setAckMode(e.target.value as 'lenient' | 'ack')}
+          options={[
+            ['lenient', 'Any 2xx answer'],
+            ['ack', '2xx with {"status":"ok"} or x-svc-ack: ok'],
+          ]}
+        />
         <ErrorBox error={set.error} />
-        <button type="submit" disabled={set.isPending}>Save webhook</button>
+        <button type="submit" disabled={set.isPending}>
+          Save webhook
+        </button>
       </form>
       {set.data && (
-        <Notice>Saved. Signing secret (shown now; also on the Inbound page): <code>{set.data.signingSecret}</code> <CopyButton value={set.data.signingSecret} what="signing secret" /></Notice>
+        <Notice>
+          Saved. Signing secret (shown now; also on the Inbound page): <code>{set.data.signingSecret}</code>{' '}
+          <CopyButton value={set.data.signingSecret} what="signing secret" />
+        </Notice>
       )}
       {d.webhookUrl && (
         <>
-          <p>Last delivery: {st?.status ? `${st.status}${st.code ? ` (HTTP ${st.code})` : ''}${st.message ? `: ${st.message}` : ''} at ${when(st.at)}` : 'none yet'}
-            {st?.unhealthy ? ` · unhealthy after ${st.consecutiveFailures} failures` : ''}</p>
-          <button type="button" onClick={() => test.mutate()} disabled={test.isPending}>Send a test event</button>
+          <p>
+            Last delivery:{' '}
+            {st?.status
+              ? `${st.status}${st.code ? ` (HTTP ${st.code})` : ''}${st.message ? `: ${st.message}` : ''} at ${when(st.at)}`
+              : 'none yet'}
+            {st?.unhealthy ? ` · unhealthy after ${st.consecutiveFailures} failures` : ''}
+          </p>
+          <button type="button" onClick={() => test.mutate()} disabled={test.isPending}>
+            Send a test event
+          </button>
           {test.data && (
             <p role="status" className={test.data.ok ? 'ok-text' : 'error'}>
-              Test event {test.data.ok ? 'accepted' : 'not accepted'}: {test.data.status ? `HTTP ${test.data.status}` : 'no response'}
+              Test event {test.data.ok ? 'accepted' : 'not accepted'}:{' '}
+              {test.data.status ? `HTTP ${test.data.status}` : 'no response'}
             </p>
           )}
           <ErrorBox error={test.error} />

@@ -8,8 +8,11 @@ import { Badge, CopyButton, ErrorBox, Field, Loading, Notice, Page, Select, Tabl
 export function Inbound() {
   return (
     <Page title="Inbound">
-      <p>Mail to your domains goes to webhooks: a domain's catch-all webhook (set on its <Link to="/domains">domain page</Link>, with “Send a test event”)
-        and address routes here, the most specific pattern first.</p>
+      <p>
+        Mail to your domains goes to webhooks: a domain's catch-all webhook (set on its{' '}
+        <Link to="/domains">domain page</Link>, with “Send a test event”) and address routes here, the most specific
+        pattern first.
+      </p>
       <Routes />
       <InboundMessages />
     </Page>
@@ -25,7 +28,13 @@ function Routes() {
   const [action, setAction] = useState('webhook');
   const [destination, setDestination] = useState('');
   const create = useMutation({
-    mutationFn: () => api.routes.create.mutate({ domainId: domainId || domains.data?.[0]?.id, address, action, destination: destination || undefined }),
+    mutationFn: () =>
+      api.routes.create.mutate({
+        domainId: domainId || domains.data?.[0]?.id,
+        address,
+        action,
+        destination: destination || undefined,
+      }),
     onSuccess: () => void qc.invalidateQueries({ queryKey: ['routes'] }),
   });
   const remove = useMutation({
@@ -42,28 +51,79 @@ function Routes() {
         <Table label="Routes" head={['Pattern', 'Action', 'Destination', 'Signing secret', '']}>
           {slice.map((r) => (
             <tr key={r.id}>
-              <td><code>{r.match_pattern}</code></td><td>{r.action}</td><td className="wrap">{r.destination ?? '—'}</td>
-              <td>{r.action === 'webhook' ? <CopyButton value={r.signing_secret} what={`signing secret of ${r.match_pattern}`} /> : '—'}</td>
-              <td><button type="button" className="small danger" onClick={() => remove.mutate(r.id)} aria-label={`Delete route ${r.match_pattern}`}>Delete</button></td>
+              <td>
+                <code>{r.match_pattern}</code>
+              </td>
+              <td>{r.action}</td>
+              <td className="wrap">{r.destination ?? '—'}</td>
+              <td>
+                {r.action === 'webhook' ? (
+                  <CopyButton value={r.signing_secret} what={`signing secret of ${r.match_pattern}`} />
+                ) : (
+                  '—'
+                )}
+              </td>
+              <td>
+                <button
+                  type="button"
+                  className="small danger"
+                  onClick={() => remove.mutate(r.id)}
+                  aria-label={`Delete route ${r.match_pattern}`}
+                >
+                  Delete
+                </button>
+              </td>
             </tr>
           ))}
         </Table>
       )}
       {controls}
-      <form className="card" onSubmit={(e) => { e.preventDefault(); create.mutate(); }}>
+      <form
+        className="card"
+        onSubmit={(e) => {
+          e.preventDefault();
+          create.mutate();
+        }}
+      >
         <h3>Add a route</h3>
-        <Select label="Domain" value={domainId} onChange={(e) => setDomainId(e.target.value)}
-          options={(domains.data ?? []).map((d) => [d.id, d.domain] as const)} />
-        <Field label="Address pattern" required placeholder="support-*" value={address} onChange={(e) => setAddress(e.target.value)}
-          hint="*, an exact local part, or one wildcard at the start or end." />
-        <Select label="Action" value={action} onChange={(e) => setAction(e.target.value)}
-          options={[['webhook', 'Post to a webhook'], ['forward', 'Forward to an address'], ['store', 'Keep in the mailbox'], ['drop', 'Drop']]} />
+        <Select
+          label="Domain"
+          value={domainId}
+          onChange={(e) => setDomainId(e.target.value)}
+          options={(domains.data ?? []).map((d) => [d.id, d.domain] as const)}
+        />
+        <Field
+          label="Address pattern"
+          required
+          placeholder="support-*"
+          value={address}
+          onChange={(e) => setAddress(e.target.value)}
+          hint="*, an exact local part, or one wildcard at the start or end."
+        />
+        <Select
+          label="Action"
+          value={action}
+          onChange={(e) => setAction(e.target.value)}
+          options={[
+            ['webhook', 'Post to a webhook'],
+            ['forward', 'Forward to an address'],
+            ['store', 'Keep in the mailbox'],
+            ['drop', 'Drop'],
+          ]}
+        />
         {(action === 'webhook' || action === 'forward') && (
-          <Field label={action === 'webhook' ? 'Webhook URL' : 'Forward to'} required value={destination} onChange={(e) => setDestination(e.target.value)} />
+          <Field
+            label={action === 'webhook' ? 'Webhook URL' : 'Forward to'}
+            required
+            value={destination}
+            onChange={(e) => setDestination(e.target.value)}
+          />
         )}
         <ErrorBox error={create.error} />
         {create.data && <Notice>Route added for {create.data.match_pattern}.</Notice>}
-        <button type="submit" disabled={create.isPending}>Add route</button>
+        <button type="submit" disabled={create.isPending}>
+          Add route
+        </button>
       </form>
     </section>
   );
@@ -93,10 +153,22 @@ function InboundMessages() {
         <Table label="Received messages" head={['Replay', 'Subject', 'From', 'To', 'Status', 'Received']}>
           {inbound.map((m) => (
             <tr key={m.id}>
-              <td><input type="checkbox" aria-label={`Select ${m.subject ?? m.id}`} checked={picked.has(m.id)} onChange={() => toggle(m.id)} /></td>
-              <td><Link to={`/messages/${m.id}`}>{m.subject || '(no subject)'}</Link></td>
-              <td>{m.from}</td><td>{m.to.join(', ')}</td>
-              <td><Badge tone={tone(m.status)}>{m.status}</Badge></td>
+              <td>
+                <input
+                  type="checkbox"
+                  aria-label={`Select ${m.subject ?? m.id}`}
+                  checked={picked.has(m.id)}
+                  onChange={() => toggle(m.id)}
+                />
+              </td>
+              <td>
+                <Link to={`/messages/${m.id}`}>{m.subject || '(no subject)'}</Link>
+              </td>
+              <td>{m.from}</td>
+              <td>{m.to.join(', ')}</td>
+              <td>
+                <Badge tone={tone(m.status)}>{m.status}</Badge>
+              </td>
               <td>{when(m.created_at)}</td>
             </tr>
           ))}
@@ -104,9 +176,16 @@ function InboundMessages() {
       )}
       {pager}
       {inbound.length > 0 && (
-        <button type="button" disabled={picked.size === 0 || replay.isPending} onClick={() => replay.mutate()}>Replay selected ({picked.size})</button>
+        <button type="button" disabled={picked.size === 0 || replay.isPending} onClick={() => replay.mutate()}>
+          Replay selected ({picked.size})
+        </button>
       )}
-      {replay.data && <Notice>Replayed {replay.data.requested}: {replay.data.delivered} delivered, {replay.data.failed} failed, {replay.data.skipped} skipped.</Notice>}
+      {replay.data && (
+        <Notice>
+          Replayed {replay.data.requested}: {replay.data.delivered} delivered, {replay.data.failed} failed,{' '}
+          {replay.data.skipped} skipped.
+        </Notice>
+      )}
       <ErrorBox error={replay.error} />
     </section>
   );

@@ -21,15 +21,31 @@ function AccountKey() {
   return (
     <section aria-labelledby="acct-h">
       <h2 id="acct-h">Account key</h2>
-      <p>The unrestricted key of the account: it sends from every domain and manages everything. Keep it on servers only.</p>
+      <p>
+        The unrestricted key of the account: it sends from every domain and manages everything. Keep it on servers only.
+      </p>
       {key ? (
-        <p className="secret"><code data-testid="account-key">{key}</code> <CopyButton value={key} what="account key" />{' '}
-          <button type="button" className="small" onClick={() => setKey(undefined)}>Hide</button></p>
+        <p className="secret">
+          <code data-testid="account-key">{key}</code> <CopyButton value={key} what="account key" />{' '}
+          <button type="button" className="small" onClick={() => setKey(undefined)}>
+            Hide
+          </button>
+        </p>
       ) : (
-        <button type="button" onClick={() => reveal.mutate()} disabled={reveal.isPending}>Reveal account key</button>
+        <button type="button" onClick={() => reveal.mutate()} disabled={reveal.isPending}>
+          Reveal account key
+        </button>
       )}{' '}
-      <button type="button" className="danger" disabled={rotate.isPending}
-        onClick={() => { if (confirm('Rotate the account key? The current key stops working at once.')) rotate.mutate(); }}>Rotate account key</button>
+      <button
+        type="button"
+        className="danger"
+        disabled={rotate.isPending}
+        onClick={() => {
+          if (confirm('Rotate the account key? The current key stops working at once.')) rotate.mutate();
+        }}
+      >
+        Rotate account key
+      </button>
       {rotate.isSuccess && <Notice>Rotated: the previous key no longer works. The new key is shown above.</Notice>}
       <ErrorBox error={reveal.error ?? rotate.error} />
     </section>
@@ -43,7 +59,8 @@ function ScopedKeys() {
   const [domainId, setDomainId] = useState('');
   const [name, setName] = useState('');
   const create = useMutation({
-    mutationFn: () => api.scopedKeys.create.mutate({ domainId: domainId || domains.data![0]!.id, name: name || undefined }),
+    mutationFn: () =>
+      api.scopedKeys.create.mutate({ domainId: domainId || domains.data![0]!.id, name: name || undefined }),
     onSuccess: () => void qc.invalidateQueries({ queryKey: ['scoped-keys'] }),
   });
   const revoke = useMutation({
@@ -60,24 +77,51 @@ function ScopedKeys() {
         <Table label="Scoped keys" head={['Name', 'Domain', 'Key', 'Last used', '']}>
           {slice.map((k) => (
             <tr key={k.id}>
-              <td>{k.name}</td><td>{k.domain}</td>
-              <td><code>{k.key.slice(0, 12)}…</code> <CopyButton value={k.key} what={`key ${k.name}`} /></td>
+              <td>{k.name}</td>
+              <td>{k.domain}</td>
+              <td>
+                <code>{k.key.slice(0, 12)}…</code> <CopyButton value={k.key} what={`key ${k.name}`} />
+              </td>
               <td>{when(k.last_used_at)}</td>
-              <td><button type="button" className="small danger" onClick={() => revoke.mutate(k.id)} aria-label={`Revoke key ${k.name}`}>Revoke</button></td>
+              <td>
+                <button
+                  type="button"
+                  className="small danger"
+                  onClick={() => revoke.mutate(k.id)}
+                  aria-label={`Revoke key ${k.name}`}
+                >
+                  Revoke
+                </button>
+              </td>
             </tr>
           ))}
         </Table>
       )}
       {controls}
       {domains.data && domains.data.length > 0 ? (
-        <form className="card" onSubmit={(e) => { e.preventDefault(); create.mutate(); }}>
+        <form
+          className="card"
+          onSubmit={(e) => {
+            e.preventDefault();
+            create.mutate();
+          }}
+        >
           <h3>New scoped key</h3>
-          <Select label="Domain" value={domainId} onChange={(e) => setDomainId(e.target.value)} options={domains.data.map((d) => [d.id, d.domain] as const)} />
+          <Select
+            label="Domain"
+            value={domainId}
+            onChange={(e) => setDomainId(e.target.value)}
+            options={domains.data.map((d) => [d.id, d.domain] as const)}
+          />
           <Field label="Name" value={name} onChange={(e) => setName(e.target.value)} />
           <ErrorBox error={create.error} />
-          <button type="submit" disabled={create.isPending}>Create key</button>
+          <button type="submit" disabled={create.isPending}>
+            Create key
+          </button>
         </form>
-      ) : <p>Add a domain first to create scoped keys.</p>}
+      ) : (
+        <p>Add a domain first to create scoped keys.</p>
+      )}
     </section>
   );
 }
@@ -92,10 +136,13 @@ function AppPasswords() {
   const [imap, setImap] = useState(true);
   const [apiAccess, setApiAccess] = useState(false);
   const create = useMutation({
-    mutationFn: () => api.appPasswords.create.mutate({
-      domainId: domainId || domains.data![0]!.id, address, label: label || undefined,
-      protocols: [...(imap ? ['imap' as const] : []), ...(apiAccess ? ['api' as const] : [])],
-    }),
+    mutationFn: () =>
+      api.appPasswords.create.mutate({
+        domainId: domainId || domains.data![0]!.id,
+        address,
+        label: label || undefined,
+        protocols: [...(imap ? ['imap' as const] : []), ...(apiAccess ? ['api' as const] : [])],
+      }),
     onSuccess: () => void qc.invalidateQueries({ queryKey: ['app-passwords'] }),
   });
   const remove = useMutation({
@@ -112,32 +159,74 @@ function AppPasswords() {
         <Table label="App passwords" head={['Label', 'Domain', 'Addresses', 'Protocols', 'Last used', '']}>
           {slice.map((p) => (
             <tr key={p.id}>
-              <td>{p.label}</td><td>{p.domain}</td><td><code>{p.address}</code></td><td>{p.protocols.join(', ')}</td><td>{when(p.last_used_at)}</td>
-              <td><button type="button" className="small danger" onClick={() => remove.mutate(p.id)} aria-label={`Delete app password ${p.label}`}>Delete</button></td>
+              <td>{p.label}</td>
+              <td>{p.domain}</td>
+              <td>
+                <code>{p.address}</code>
+              </td>
+              <td>{p.protocols.join(', ')}</td>
+              <td>{when(p.last_used_at)}</td>
+              <td>
+                <button
+                  type="button"
+                  className="small danger"
+                  onClick={() => remove.mutate(p.id)}
+                  aria-label={`Delete app password ${p.label}`}
+                >
+                  Delete
+                </button>
+              </td>
             </tr>
           ))}
         </Table>
       )}
       {controls}
       {domains.data && domains.data.length > 0 ? (
-        <form className="card" onSubmit={(e) => { e.preventDefault(); create.mutate(); }}>
+        <form
+          className="card"
+          onSubmit={(e) => {
+            e.preventDefault();
+            create.mutate();
+          }}
+        >
           <h3>New app password</h3>
-          <Select label="Domain" value={domainId} onChange={(e) => setDomainId(e.target.value)} options={domains.data.map((d) => [d.id, d.domain] as const)} />
-          <Field label="Address pattern" value={address} onChange={(e) => setAddress(e.target.value)} hint="*, an exact local part, support-*, *-agent (no @)." />
+          <Select
+            label="Domain"
+            value={domainId}
+            onChange={(e) => setDomainId(e.target.value)}
+            options={domains.data.map((d) => [d.id, d.domain] as const)}
+          />
+          <Field
+            label="Address pattern"
+            value={address}
+            onChange={(e) => setAddress(e.target.value)}
+            hint="*, an exact local part, support-*, *-agent (no @)."
+          />
           <Field label="Label" value={label} onChange={(e) => setLabel(e.target.value)} />
           <fieldset>
             <legend>Protocols</legend>
-            <label className="inline"><input type="checkbox" checked={imap} onChange={(e) => setImap(e.target.checked)} /> IMAP</label>
-            <label className="inline"><input type="checkbox" checked={apiAccess} onChange={(e) => setApiAccess(e.target.checked)} /> Mailbox API</label>
+            <label className="inline">
+              <input type="checkbox" checked={imap} onChange={(e) => setImap(e.target.checked)} /> IMAP
+            </label>
+            <label className="inline">
+              <input type="checkbox" checked={apiAccess} onChange={(e) => setApiAccess(e.target.checked)} /> Mailbox API
+            </label>
           </fieldset>
           <ErrorBox error={create.error} />
-          <button type="submit" disabled={create.isPending}>Create app password</button>
+          <button type="submit" disabled={create.isPending}>
+            Create app password
+          </button>
         </form>
-      ) : <p>Add a domain first to create app passwords.</p>}
+      ) : (
+        <p>Add a domain first to create app passwords.</p>
+      )}
       {create.data && (
         <div className="secret" role="status">
           <p>Your new app password, shown this once: copy it now.</p>
-          <p><code data-testid="app-password">{create.data.secret}</code> <CopyButton value={create.data.secret} what="app password" /></p>
+          <p>
+            <code data-testid="app-password">{create.data.secret}</code>{' '}
+            <CopyButton value={create.data.secret} what="app password" />
+          </p>
         </div>
       )}
     </section>

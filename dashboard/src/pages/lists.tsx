@@ -9,7 +9,10 @@ export function Lists() {
   const [name, setName] = useState('');
   const create = useMutation({
     mutationFn: () => api.lists.create.mutate({ name }),
-    onSuccess: () => { setName(''); void qc.invalidateQueries({ queryKey: ['lists'] }); },
+    onSuccess: () => {
+      setName('');
+      void qc.invalidateQueries({ queryKey: ['lists'] });
+    },
   });
   const [importing, setImporting] = useState<string | undefined>();
   const { slice, controls } = usePaged(lists.data);
@@ -21,18 +24,37 @@ export function Lists() {
         <Table label="Lists" head={['Name', 'Contacts', 'Created', '']}>
           {slice.map((l) => (
             <tr key={l.id}>
-              <td>{l.name}</td><td>{l.contact_count}</td><td>{when(l.created_at)}</td>
-              <td><button type="button" className="small" onClick={() => setImporting(l.id)} aria-label={`Import CSV into ${l.name}`}>Import CSV</button></td>
+              <td>{l.name}</td>
+              <td>{l.contact_count}</td>
+              <td>{when(l.created_at)}</td>
+              <td>
+                <button
+                  type="button"
+                  className="small"
+                  onClick={() => setImporting(l.id)}
+                  aria-label={`Import CSV into ${l.name}`}
+                >
+                  Import CSV
+                </button>
+              </td>
             </tr>
           ))}
         </Table>
       )}
       {controls}
       {importing && <Import key={importing} listId={importing} />}
-      <form className="card narrow" onSubmit={(e) => { e.preventDefault(); create.mutate(); }}>
+      <form
+        className="card narrow"
+        onSubmit={(e) => {
+          e.preventDefault();
+          create.mutate();
+        }}
+      >
         <Field label="New list name" required value={name} onChange={(e) => setName(e.target.value)} />
         <ErrorBox error={create.error} />
-        <button type="submit" disabled={create.isPending}>Create list</button>
+        <button type="submit" disabled={create.isPending}>
+          Create list
+        </button>
       </form>
     </Page>
   );
@@ -45,7 +67,8 @@ function Import({ listId }: { listId: string }) {
   const start = useMutation({ mutationFn: () => api.lists.import.mutate({ id: listId, csv }) });
   const importId = start.data?.id;
   const status = useQuery({
-    queryKey: ['import', importId], enabled: Boolean(importId),
+    queryKey: ['import', importId],
+    enabled: Boolean(importId),
     queryFn: () => api.lists.importStatus.query({ id: listId, importId: importId! }),
     refetchInterval: (q) => (q.state.data?.status === 'running' || !q.state.data ? 1_000 : false),
   });
@@ -54,20 +77,50 @@ function Import({ listId }: { listId: string }) {
   useEffect(() => {
     if (finished) void qc.invalidateQueries({ queryKey: ['lists'] }); // the list's size changed
   }, [finished, qc]);
-  const readFile = async (file: File | undefined) => { if (file) setCsv(await file.text()); };
+  const readFile = async (file: File | undefined) => {
+    if (file) setCsv(await file.text());
+  };
   return (
     <section className="card" aria-labelledby="import-h">
       <h2 id="import-h">Import contacts</h2>
-      <form onSubmit={(e) => { e.preventDefault(); start.mutate(); }}>
-        <Field label="CSV file" type="file" accept=".csv,text/csv" onChange={(e) => void readFile(e.target.files?.[0])} />
-        <Area label="Or paste CSV" rows={5} value={csv} onChange={(e) => setCsv(e.target.value)} hint="A header row with an email column; name; other columns become attributes." />
+      <form
+        onSubmit={(e) => {
+          e.preventDefault();
+          start.mutate();
+        }}
+      >
+        <Field
+          label="CSV file"
+          type="file"
+          accept=".csv,text/csv"
+          onChange={(e) => void readFile(e.target.files?.[0])}
+        />
+        <Area
+          label="Or paste CSV"
+          rows={5}
+          value={csv}
+          onChange={(e) => setCsv(e.target.value)}
+          hint="A header row with an email column; name; other columns become attributes."
+        />
         <ErrorBox error={start.error ?? status.error} />
-        <button type="submit" disabled={!csv || start.isPending || s?.status === 'running'}>Start import</button>
+        <button type="submit" disabled={!csv || start.isPending || s?.status === 'running'}>
+          Start import
+        </button>
       </form>
       {s && (
         <div role="status" aria-live="polite">
-          <p>Import {s.status}: {s.rows_read} rows read, {s.created} created, {s.updated} updated, {s.rejected} rejected.</p>
-          {s.rejections.length > 0 && <ul>{s.rejections.slice(0, 20).map((r) => <li key={r.row}>Line {r.row}: {r.reason}</li>)}</ul>}
+          <p>
+            Import {s.status}: {s.rows_read} rows read, {s.created} created, {s.updated} updated, {s.rejected} rejected.
+          </p>
+          {s.rejections.length > 0 && (
+            <ul>
+              {s.rejections.slice(0, 20).map((r) => (
+                <li key={r.row}>
+                  Line {r.row}: {r.reason}
+                </li>
+              ))}
+            </ul>
+          )}
         </div>
       )}
     </section>

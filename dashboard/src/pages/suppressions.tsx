@@ -9,7 +9,10 @@ export function Suppressions() {
   const [email, setEmail] = useState('');
   const add = useMutation({
     mutationFn: () => api.suppressions.add.mutate({ email }),
-    onSuccess: () => { setEmail(''); void qc.invalidateQueries({ queryKey: ['suppressions'] }); },
+    onSuccess: () => {
+      setEmail('');
+      void qc.invalidateQueries({ queryKey: ['suppressions'] });
+    },
   });
   const remove = useMutation({
     mutationFn: (address: string) => api.suppressions.remove.mutate({ email: address }),
@@ -25,17 +28,43 @@ export function Suppressions() {
         <Table label="Suppressed addresses" head={['Address', 'Reason', 'Detail', 'Since', '']}>
           {slice.map((s) => (
             <tr key={s.id}>
-              <td>{s.email}</td><td>{s.reason}</td><td className="wrap">{s.detail ?? '—'}</td><td>{when(s.createdAt)}</td>
-              <td><button type="button" className="small" onClick={() => remove.mutate(s.email)} aria-label={`Allow again: ${s.email}`}>Allow again</button></td>
+              <td>{s.email}</td>
+              <td>{s.reason}</td>
+              <td className="wrap">{s.detail ?? '—'}</td>
+              <td>{when(s.createdAt)}</td>
+              <td>
+                <button
+                  type="button"
+                  className="small"
+                  onClick={() => remove.mutate(s.email)}
+                  aria-label={`Allow again: ${s.email}`}
+                >
+                  Allow again
+                </button>
+              </td>
             </tr>
           ))}
         </Table>
       )}
       {controls}
-      <form className="card narrow" onSubmit={(e) => { e.preventDefault(); add.mutate(); }}>
-        <Field label="Suppress an address" type="email" required value={email} onChange={(e) => setEmail(e.target.value)} />
+      <form
+        className="card narrow"
+        onSubmit={(e) => {
+          e.preventDefault();
+          add.mutate();
+        }}
+      >
+        <Field
+          label="Suppress an address"
+          type="email"
+          required
+          value={email}
+          onChange={(e) => setEmail(e.target.value)}
+        />
         <ErrorBox error={add.error} />
-        <button type="submit" disabled={add.isPending}>Suppress</button>
+        <button type="submit" disabled={add.isPending}>
+          Suppress
+        </button>
       </form>
     </Page>
   );

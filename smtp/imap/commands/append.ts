@@ -41,9 +41,20 @@ export const APPEND: Handler = async (s, cmd) => {
   const fromAddr = bareAddress(from);
   const subject = await subjectOf(raw).catch(() => null);
   // Past the storage quota the store refuses it: NO [OVERQUOTA] (answers.ts).
-  const out = await s.core.mailboxStore.file({
-    userId: box.userId, domainId: box.domainId, address: box.address, folder: box.name as 'INBOX', raw, fromAddr, subject, flags, internalDate: date,
-  }, { quota: true });
+  const out = await s.core.mailboxStore.file(
+    {
+      userId: box.userId,
+      domainId: box.domainId,
+      address: box.address,
+      folder: box.name as 'INBOX',
+      raw,
+      fromAddr,
+      subject,
+      flags,
+      internalDate: date,
+    },
+    { quota: true },
+  );
   if (s.view?.box.id === box.id) await sync(s, false);
   s.ok(cmd.tag, `[APPENDUID ${box.uidValidity} ${out!.uid}] APPEND completed`);
 };

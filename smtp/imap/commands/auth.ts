@@ -62,7 +62,9 @@ export const AUTHENTICATE: Handler = async (s, cmd) => {
     response = await s.nextLine();
   }
   if (response.trim() === '*') throw bad('Authentication canceled');
-  const text = /^[A-Za-z0-9+/]*={0,2}$/.test(response.trim()) ? Buffer.from(response.trim(), 'base64').toString('utf8') : '';
+  const text = /^[A-Za-z0-9+/]*={0,2}$/.test(response.trim())
+    ? Buffer.from(response.trim(), 'base64').toString('utf8')
+    : '';
   const [authz, user, secret] = text.split('\u0000');
   if (user === undefined || secret === undefined || (authz && authz !== user)) throw bad('Malformed PLAIN response');
   await logIn(s, user, secret);

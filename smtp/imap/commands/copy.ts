@@ -24,11 +24,20 @@ export async function copy(s: Session, cmd: Command, args: Token[], byUid: boole
   const target = await boxOf(s, str(args[1], 'mailbox name'));
   // A copy takes storage (all of it or none, NO [OVERQUOTA] over the quota); a move shares the body and takes none.
   const pairs = await s.core.mailboxStore.copy(view.box.id, uids, target, move ? { share: true } : { quota: true });
-  const code = pairs.length ? `[COPYUID ${target.uidValidity} ${formatSet(pairs.map((p) => p[0]))} ${formatSet(pairs.map((p) => p[1]))}] ` : '';
+  const code = pairs.length
+    ? `[COPYUID ${target.uidValidity} ${formatSet(pairs.map((p) => p[0]))} ${formatSet(pairs.map((p) => p[1]))}] `
+    : '';
   if (move) {
     if (code) s.untagged(`OK ${code}Moved`);
-    await s.core.mailboxStore.remove(view.box.id, pairs.map((p) => p[0]));
-    announceExpunged(s, view, pairs.map((p) => p[0]));
+    await s.core.mailboxStore.remove(
+      view.box.id,
+      pairs.map((p) => p[0]),
+    );
+    announceExpunged(
+      s,
+      view,
+      pairs.map((p) => p[0]),
+    );
     s.ok(cmd.tag, `${byUid ? 'UID ' : ''}MOVE completed`);
     return;
   }

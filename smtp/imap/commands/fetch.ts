@@ -11,7 +11,8 @@ type Item =
   | { kind: 'section'; label: string; section: string; peek: boolean; partial?: [number, number] };
 
 const MACROS: Record<string, string[]> = {
-  ALL: ['FLAGS', 'INTERNALDATE', 'RFC822.SIZE', 'ENVELOPE'], FAST: ['FLAGS', 'INTERNALDATE', 'RFC822.SIZE'],
+  ALL: ['FLAGS', 'INTERNALDATE', 'RFC822.SIZE', 'ENVELOPE'],
+  FAST: ['FLAGS', 'INTERNALDATE', 'RFC822.SIZE'],
   FULL: ['FLAGS', 'INTERNALDATE', 'RFC822.SIZE', 'ENVELOPE', 'BODY'],
 };
 const SIMPLE = new Set(['FLAGS', 'UID', 'INTERNALDATE', 'RFC822.SIZE', 'ENVELOPE', 'BODYSTRUCTURE', 'BODY']);
@@ -34,7 +35,8 @@ function parseItem(name: string): Item[] {
   if (upper === 'RFC822.TEXT') return [{ kind: 'section', label: 'RFC822.TEXT', section: 'TEXT', peek: false }];
   const m = SECTION.exec(name);
   if (!m || !validSection(m[2]!)) throw bad(`Unknown FETCH item ${name.slice(0, 60)}`);
-  const partial: [number, number] | undefined = m[3] !== undefined ? [Number(m[3]), m[4] !== undefined ? Number(m[4]) : Number.MAX_SAFE_INTEGER] : undefined;
+  const partial: [number, number] | undefined =
+    m[3] !== undefined ? [Number(m[3]), m[4] !== undefined ? Number(m[4]) : Number.MAX_SAFE_INTEGER] : undefined;
   return [{ kind: 'section', label: `BODY[${m[2]!.toUpperCase()}]`, section: m[2]!, peek: Boolean(m[1]), partial }];
 }
 
@@ -57,7 +59,9 @@ export async function fetch(s: Session, cmd: Command, args: Token[], byUid: bool
   const setsSeen = !view.readOnly && items.some((i) => i.kind === 'section' && !i.peek);
   if (setsSeen) {
     const unseen = uids.filter((u) => !view.flags.get(u)?.includes('\\Seen'));
-    if (unseen.length) for (const r of await s.core.mailboxStore.setFlags(view.box.id, unseen, (f) => [...f, '\\Seen'])) view.flags.set(r.uid, r.flags);
+    if (unseen.length)
+      for (const r of await s.core.mailboxStore.setFlags(view.box.id, unseen, (f) => [...f, '\\Seen']))
+        view.flags.set(r.uid, r.flags);
     if (!items.some((i) => i.kind === 'FLAGS')) items.push({ kind: 'FLAGS' });
   }
   // A few raw messages at a time (a whole mailbox of them is never held), each parsed at most once, every
@@ -66,7 +70,9 @@ export async function fetch(s: Session, cmd: Command, args: Token[], byUid: bool
   const step = needRaw ? LIMITS.rawBatch : 500;
   for (let i = 0; i < uids.length; i += step) {
     const chunk = uids.slice(i, i + step);
-    const rows: (MessageMeta | MailboxMessage)[] = needRaw ? await s.core.mailboxStore.full(view.box.id, chunk) : await s.core.mailboxStore.meta(view.box.id, chunk);
+    const rows: (MessageMeta | MailboxMessage)[] = needRaw
+      ? await s.core.mailboxStore.full(view.box.id, chunk)
+      : await s.core.mailboxStore.meta(view.box.id, chunk);
     for (const row of rows) {
       // Flags as stored now (another session or the mailbox API may have changed them).
       view.flags.set(row.uid, row.flags);
@@ -78,7 +84,12 @@ export async function fetch(s: Session, cmd: Command, args: Token[], byUid: bool
   s.ok(cmd.tag, `${byUid ? 'UID ' : ''}FETCH completed`);
 }
 
-function render(row: MessageMeta | MailboxMessage, items: Item[], flags: string[], budget: WorkBudget): (string | Buffer)[] {
+function render(
+  row: MessageMeta | MailboxMessage,
+  items: Item[],
+  flags: string[],
+  budget: WorkBudget,
+): (string | Buffer)[] {
   const out: (string | Buffer)[] = [];
   const raw = 'raw' in row ? row.raw : Buffer.alloc(0);
   let tree: MimeNode | undefined;
@@ -95,13 +106,27 @@ function render(row: MessageMeta | MailboxMessage, items: Item[], flags: string[
   for (const item of items) {
     if (out.length) out.push(' ');
     switch (item.kind) {
-      case 'UID': out.push(`UID ${row.uid}`); break;
-      case 'FLAGS': out.push(`FLAGS ${flagList(flags)}`); break;
-      case 'INTERNALDATE': out.push(`INTERNALDATE ${imapDate(row.internalDate)}`); break;
-      case 'RFC822.SIZE': out.push(`RFC822.SIZE ${row.size}`); break;
-      case 'ENVELOPE': out.push('ENVELOPE ', envelope(root())); break;
-      case 'BODYSTRUCTURE': out.push('BODYSTRUCTURE ', bodyStructure(root(), true)); break;
-      case 'BODY': out.push('BODY ', bodyStructure(root(), false)); break;
+      case 'UID':
+        out.push(`UID ${row.uid}`);
+        break;
+      case 'FLAGS':
+        out.push(`FLAGS ${flagList(flags)}`);
+        break;
+      case 'INTERNALDATE':
+        out.push(`INTERNALDATE ${imapDate(row.internalDate)}`);
+        break;
+      case 'RFC822.SIZE':
+        out.push(`RFC822.SIZE ${row.size}`);
+        break;
+      case 'ENVELOPE':
+        out.push('ENVELOPE ', envelope(root()));
+        break;
+      case 'BODYSTRUCTURE':
+        out.push('BODYSTRUCTURE ', bodyStructure(root(), true));
+        break;
+      case 'BODY':
+        out.push('BODY ', bodyStructure(root(), false));
+        break;
       case 'section': {
         let bytes = sectionBytes(raw, root, item.section);
         let label = item.label;

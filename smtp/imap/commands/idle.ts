@@ -15,7 +15,8 @@ export const IDLE: Handler = async (s, cmd) => {
     if (running || stop) return;
     running = true;
     try {
-      if (!(await s.core.appPasswords.stillValid(login.scope))) return s.close('Credentials revoked or changed; log in again');
+      if (!(await s.core.appPasswords.stillValid(login.scope)))
+        return s.close('Credentials revoked or changed; log in again');
       if (s.view) await sync(s, true);
     } catch (err) {
       console.error('[imap] IDLE update failed:', (err as Error).message);

@@ -23,10 +23,19 @@ export async function search(s: Session, cmd: Command, args: Token[], byUid: boo
   const step = predicate.needsRaw ? LIMITS.rawBatch : 500;
   for (let i = 0; i < view.uids.length; i += step) {
     const chunk = view.uids.slice(i, i + step);
-    const rows = predicate.needsRaw ? await s.core.mailboxStore.full(view.box.id, chunk) : await s.core.mailboxStore.meta(view.box.id, chunk);
+    const rows = predicate.needsRaw
+      ? await s.core.mailboxStore.full(view.box.id, chunk)
+      : await s.core.mailboxStore.meta(view.box.id, chunk);
     for (const row of rows) {
       const seq = seqOf(view, row.uid);
-      const r = { uid: row.uid, seq, flags: row.flags, internalDate: row.internalDate, size: row.size, raw: 'raw' in row ? (row.raw as Buffer) : undefined };
+      const r = {
+        uid: row.uid,
+        seq,
+        flags: row.flags,
+        internalDate: row.internalDate,
+        size: row.size,
+        raw: 'raw' in row ? (row.raw as Buffer) : undefined,
+      };
       if (matches(predicate, r, ctx, budget, keys)) hits.push(byUid ? row.uid : seq);
     }
   }

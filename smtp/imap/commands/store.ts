@@ -5,7 +5,10 @@ import { flagList, resolveSet, seqOf, sync } from '../view.js';
 
 /** The flags of a STORE argument (a list or bare flags); `\Recent` is ignored, anything malformed refused. */
 function flagsOf(tokens: Token[]): string[] {
-  const names = tokens.length === 1 && tokens[0]!.type === 'list' ? tokens[0]!.items.map((t) => str(t, 'flag')) : tokens.map((t) => str(t, 'flag'));
+  const names =
+    tokens.length === 1 && tokens[0]!.type === 'list'
+      ? tokens[0]!.items.map((t) => str(t, 'flag'))
+      : tokens.map((t) => str(t, 'flag'));
   const out: string[] = [];
   for (const n of names) {
     if (n.toLowerCase() === '\\recent') continue;
@@ -25,7 +28,12 @@ export async function store(s: Session, cmd: Command, args: Token[], byUid: bool
   if (!m) throw bad('Expected FLAGS, +FLAGS or -FLAGS');
   const flags = flagsOf(args.slice(2));
   const op = m[1];
-  const next = (old: string[]) => (op === '+' ? [...old, ...flags.filter((f) => !old.includes(f))] : op === '-' ? old.filter((f) => !flags.includes(f)) : flags);
+  const next = (old: string[]) =>
+    op === '+'
+      ? [...old, ...flags.filter((f) => !old.includes(f))]
+      : op === '-'
+        ? old.filter((f) => !flags.includes(f))
+        : flags;
   const rows = uids.length ? await s.core.mailboxStore.setFlags(view.box.id, uids, next) : [];
   for (const r of rows) {
     view.flags.set(r.uid, r.flags);
