@@ -1,6 +1,7 @@
 import type { Express, Request, Response } from 'express';
 import type { Core } from '../core/index.js';
-import { metricsAllowed, registry } from '../core/metrics.js';
+import { registry } from '../core/metrics.js';
+import { bearerMatches } from '../core/secrets.js';
 
 /**
  * GET /metrics on the API port, which is published: only for `Authorization: Bearer OPERATOR_TOKEN`, and
@@ -9,12 +10,10 @@ import { metricsAllowed, registry } from '../core/metrics.js';
 export function mountMetrics(app: Express, core: Core): void {
   app.get('/metrics', (req: Request, res: Response) => {
     if (core.config.operatorToken) return void serveMetrics(core.config.operatorToken, req.headers.authorization, res);
-    res
-      .status(404)
-      .json({
-        error: 'Metrics are not served on the API port without OPERATOR_TOKEN: set it, or scrape METRICS_PORT',
-        code: 'not_found',
-      });
+    res.status(404).json({
+      error: 'Metrics are not served on the API port without OPERATOR_TOKEN: set it, or scrape METRICS_PORT',
+      code: 'not_found',
+    });
   });
 }
 
@@ -44,4 +43,9 @@ export async function serveMetrics(
       JSON.stringify({ error: 'Metrics could not be collected (the database did not answer)', code: 'unavailable' }),
     );
   }
+}
+
+/** Whether a scrape may read the metrics: always without OPERATOR_TOKEN, else only with `Bearer <token>`. */
+export function metricsAllowed(operatorToken: string | undefined, authorization: string | undefined): boolean {
+  return !operatorToken || bearerMatches(authorization, operatorToken);
 }

@@ -1,7 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Db } from '../db/index.js';
-import { bearerMatches } from './secrets.js';
 
 /**
  * The service's Prometheus metrics (docs/operations.md lists them): one registry per process, served by
@@ -128,9 +127,4 @@ export function collectQueueDepth(db: Db): () => void {
   return () => {
     if (queueSource === db) queueSource = undefined;
   };
-}
-
-/** Whether a scrape may read the metrics: always without OPERATOR_TOKEN, else only with `Bearer <token>`. */
-export function metricsAllowed(operatorToken: string | undefined, authorization: string | undefined): boolean {
-  return !operatorToken || bearerMatches(authorization, operatorToken);
 }
