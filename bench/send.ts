@@ -3,8 +3,8 @@
  * PostgreSQL, the Temporal dev server, all roles in one process, OUTBOUND_MODE=mx to a loopback SMTP
  * sink found through a loopback DNS server. Measures (a) API accept rate and latency percentiles for
  * POST /v1/send, (b) end-to-end delivered messages/s, and (c) the same sink fed directly by a pooled,
- * DKIM-signing nodemailer transport as the ceiling; prints (b)/(c), and exits 1 when (b)/(c) or the steady
- * p99 is past its limit in bench/floors.ts (BENCH_FLOOR_<NAME> overrides one).
+ * DKIM-signing nodemailer transport as the ceiling; prints (b)/(c), and exits 1 when (b)/(c) is below its
+ * floor in bench/floors.ts (BENCH_FLOOR_<NAME> overrides one); the steady p99 is reported against its target.
  *   BENCH_MESSAGES (default 2000), BENCH_CONCURRENCY (default 32), TEST_PG_URL, TEMPORAL_ADDRESS.
  */
 import { mkdtempSync } from 'node:fs';
@@ -34,7 +34,7 @@ import {
   temporalCalls,
   type ProcessGroup,
 } from './cost.js';
-import { checkFloors } from './floors.js';
+import { checkFloors, reportTargets } from './floors.js';
 import { percentile, pool, spawnRole, spawnWorker, jsonPoster } from './util.js';
 
 const N = Number(process.env.BENCH_MESSAGES ?? 2000);
@@ -210,12 +210,10 @@ async function main() {
       `  (this process: load generator + sink ${(benchCpu / N).toFixed(2)} ms; all processes used ${((benchCpu + [...cpu.values()].reduce((a, b) => a + b, 0)) / e2eSecs / 1000).toFixed(2)} cores over (b))`,
     );
     printStatements(statementsBefore, statements, N);
-    // The limits docs/benchmarks.md states (bench/floors.ts): a figure past one makes the run exit 1. Each is
-    // checked when it was measured as stated: (b)/(c) needs the ceiling, the p99 a steady 100/s.
-    checkFloors({
-      ...(process.env.BENCH_SKIP_CEILING !== '1' ? { SEND_RATIO: e2e / ceiling } : {}),
-      ...(rate === 100 ? { SEND_STEADY_P99_MS: percentile(steady, 99) } : {}),
-    });
+    // The floors docs/benchmarks.md states (bench/floors.ts): a ratio below one makes the run exit 1; (b)/(c)
+    // needs the ceiling. The p99 is reported against its target when measured as stated (a steady 100/s).
+    checkFloors(process.env.BENCH_SKIP_CEILING !== '1' ? { SEND_RATIO: e2e / ceiling } : {});
+    if (rate === 100) reportTargets({ SEND_STEADY_P99_MS: percentile(steady, 99) });
   } finally {
     for (const r of roles) await r.stop();
     await service.stop();
