@@ -22,12 +22,10 @@ export function mountDeliverability(app: Express, core: DeliverabilityDeps): voi
         .status(404)
         .json({ error: 'Operator actions are off: set OPERATOR_TOKEN to enable them', code: 'not_found' });
     if (!bearerMatches(req.headers.authorization, expected))
-      return void res
-        .status(401)
-        .json({
-          error: "Rotating the service domain's key needs Authorization: Bearer <OPERATOR_TOKEN>",
-          code: 'unauthorized',
-        });
+      return void res.status(401).json({
+        error: "Rotating the service domain's key needs Authorization: Bearer <OPERATOR_TOKEN>",
+        code: 'unauthorized',
+      });
     try {
       res.json(await core.dkimRotation.requestService());
     } catch (err) {

@@ -3,16 +3,13 @@ import type { Core } from '../core/index.js';
 
 const escape = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 const page = (res: Response, status: number, title: string, body: string) =>
-  res
-    .status(status)
-    .type('html')
-    .set({
-      'Cache-Control': 'no-store',
-      'Content-Security-Policy':
-        "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",
-      'Referrer-Policy': 'no-referrer',
-      'X-Frame-Options': 'DENY',
-    }).send(`<!doctype html><html><head><meta charset="utf-8"><title>${title}</title></head>
+  res.status(status).type('html').set({
+    'Cache-Control': 'no-store',
+    'Content-Security-Policy':
+      "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",
+    'Referrer-Policy': 'no-referrer',
+    'X-Frame-Options': 'DENY',
+  }).send(`<!doctype html><html><head><meta charset="utf-8"><title>${title}</title></head>
 <body style="font-family:sans-serif;max-width:32rem;margin:4rem auto"><h1>${title}</h1>${body}</body></html>`);
 
 /**

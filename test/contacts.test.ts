@@ -270,19 +270,17 @@ describe('lists', () => {
       .select({ userId: schema.lists.userId })
       .from(schema.lists)
       .where(eq(schema.lists.id, list.id))) as [{ userId: string }];
-    await env.stack.service.core.db
-      .insert(schema.contactImports)
-      .values({
-        id,
-        userId,
-        listId: list.id,
-        status: 'running',
-        csv,
-        offset: 10,
-        rowsRead: 10,
-        createdAt: now,
-        updatedAt: now,
-      });
+    await env.stack.service.core.db.insert(schema.contactImports).values({
+      id,
+      userId,
+      listId: list.id,
+      status: 'running',
+      csv,
+      offset: 10,
+      rowsRead: 10,
+      createdAt: now,
+      updatedAt: now,
+    });
     const imports = env.stack.service.core.imports;
     const first = await imports.importChunk({ importId: id, offset: 10, limit: 15 });
     expect(first).toMatchObject({ offset: 25, done: false });

@@ -82,14 +82,12 @@ async function sendAll(bodies: { to: string[] }[]): Promise<string[]> {
   const ids: string[] = [];
   for (let i = 0; i < bodies.length; i += 10) {
     const res = await Promise.all(
-      bodies
-        .slice(i, i + 10)
-        .map((b, j) =>
-          stack.api('POST', '/v1/send', {
-            token: key,
-            body: { from: FROM, subject: `m${i + j}`, text: 'hello', ...b },
-          }),
-        ),
+      bodies.slice(i, i + 10).map((b, j) =>
+        stack.api('POST', '/v1/send', {
+          token: key,
+          body: { from: FROM, subject: `m${i + j}`, text: 'hello', ...b },
+        }),
+      ),
     );
     for (const r of res) {
       expect(r.status).toBe(200);

@@ -221,34 +221,30 @@ describe('engagement events to webhooks', () => {
   it('housekeeping schedules: attempts past 45 days are pruned; events left pending are dispatched', async () => {
     const db = stack.service.core.db;
     const old = Date.now() - 46 * 86_400_000;
-    await db
-      .insert(schema.deliveryAttempts)
-      .values({
-        id: 'att_old_capture_000000000000',
-        deliveryId: 'dlv_gone',
-        messageId: 'msg_gone',
-        attemptNumber: 1,
-        ok: 1,
-        requestedAt: old,
-        createdAt: old,
-      });
+    await db.insert(schema.deliveryAttempts).values({
+      id: 'att_old_capture_000000000000',
+      deliveryId: 'dlv_gone',
+      messageId: 'msg_gone',
+      attemptNumber: 1,
+      ok: 1,
+      requestedAt: old,
+      createdAt: old,
+    });
     await stack.api('PUT', `/api/domains/${domainId}/tracking-webhook`, {
       token: session,
       body: { url: `${hooks.base}/swept` },
     });
     const [user] = await db.select().from(schema.users).where(eq(schema.users.email, 'engaged@example.com'));
     const lost = Date.now() - 60_000;
-    await db
-      .insert(schema.events)
-      .values({
-        id: 'evt_left_pending_0000000000',
-        userId: user!.id,
-        domainId,
-        type: 'email.opened',
-        data: { open: { userAgent: 'x' } },
-        webhookState: 'pending',
-        createdAt: lost,
-      });
+    await db.insert(schema.events).values({
+      id: 'evt_left_pending_0000000000',
+      userId: user!.id,
+      domainId,
+      type: 'email.opened',
+      data: { open: { userAgent: 'x' } },
+      webhookState: 'pending',
+      createdAt: lost,
+    });
     const t = await connectTemporal({
       address: stack.service.temporalAddress,
       namespace: 'default',

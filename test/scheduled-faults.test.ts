@@ -73,33 +73,29 @@ describe('scheduled sends: operators and failures', () => {
     const msgId = newId('msg');
     const id = newId('ssnd');
     const now = Date.now();
-    await db
-      .insert(schema.messages)
-      .values({
-        id: msgId,
-        userId: user!.id,
-        direction: 'outbound',
-        kind: 'user',
-        domainId: dom!.id,
-        fromAddr: `hello@${dom!.domain}`,
-        toAddrs: ['stranded@rcpt.test'],
-        subject: 's',
-        text: 't',
-        status: 'scheduled',
-        createdAt: now,
-        updatedAt: now,
-      });
-    await db
-      .insert(schema.scheduledSends)
-      .values({
-        id,
-        userId: user!.id,
-        messageId: msgId,
-        scheduledAt: now + 1500,
-        status: 'scheduled',
-        createdAt: now - 120_000,
-        updatedAt: now,
-      });
+    await db.insert(schema.messages).values({
+      id: msgId,
+      userId: user!.id,
+      direction: 'outbound',
+      kind: 'user',
+      domainId: dom!.id,
+      fromAddr: `hello@${dom!.domain}`,
+      toAddrs: ['stranded@rcpt.test'],
+      subject: 's',
+      text: 't',
+      status: 'scheduled',
+      createdAt: now,
+      updatedAt: now,
+    });
+    await db.insert(schema.scheduledSends).values({
+      id,
+      userId: user!.id,
+      messageId: msgId,
+      scheduledAt: now + 1500,
+      status: 'scheduled',
+      createdAt: now - 120_000,
+      updatedAt: now,
+    });
     await sweep(60_000);
     expect((await row(id)).started).toBe(true);
     await env.sink.waitFor(to('stranded@rcpt.test'));

@@ -207,16 +207,14 @@ describe('application events', () => {
     const db = env.stack.service.core.db;
     // What POST /v1/events commits, without the in-process hand-over that a crash would lose.
     const at = Date.now() - 60_000;
-    await db
-      .insert(schema.appEvents)
-      .values({
-        id: 'cev_sweptsweptsweptsweptswep',
-        userId: await userOf(),
-        name: 'swept',
-        email: c.email,
-        contactId: c.id,
-        createdAt: at,
-      });
+    await db.insert(schema.appEvents).values({
+      id: 'cev_sweptsweptsweptsweptswep',
+      userId: await userOf(),
+      name: 'swept',
+      email: c.email,
+      contactId: c.id,
+      createdAt: at,
+    });
     await db.insert(schema.sequenceOutbox).values({
       id: 'sqo_sweptsweptsweptsweptswep',
       userId: await userOf(),

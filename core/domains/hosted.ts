@@ -94,19 +94,17 @@ export function createHostedZoneService(deps: {
     await db.transaction(async (tx) => {
       await tx.delete(h).where(eq(h.domainId, domainId));
       if (records.length > 0) {
-        await tx
-          .insert(h)
-          .values(
-            records.map((r) => ({
-              id: newId('dns'),
-              domainId,
-              name: r.name,
-              type: r.type,
-              value: r.value,
-              priority: r.priority ?? null,
-              createdAt: now,
-            })),
-          );
+        await tx.insert(h).values(
+          records.map((r) => ({
+            id: newId('dns'),
+            domainId,
+            name: r.name,
+            type: r.type,
+            value: r.value,
+            priority: r.priority ?? null,
+            createdAt: now,
+          })),
+        );
       }
     });
   }

@@ -42,15 +42,13 @@ export function createTokenExchange(deps: {
   ): Promise<TokenResponse> {
     const refresh = `svc_rt_${randomToken(32)}`;
     const now = Date.now();
-    await tx
-      .insert(refreshTokens)
-      .values({
-        id: newId('ort'),
-        tokenHash: credentialHash(refresh),
-        grantId: grant.id,
-        expiresAt: now + REFRESH_TTL_MS,
-        createdAt: now,
-      });
+    await tx.insert(refreshTokens).values({
+      id: newId('ort'),
+      tokenHash: credentialHash(refresh),
+      grantId: grant.id,
+      expiresAt: now + REFRESH_TTL_MS,
+      createdAt: now,
+    });
     const access = await deps.tokens.issue(
       { userId: grant.userId, kind: 'oauth', clientId: grant.clientId, grantId: grant.id, audience },
       deps.accessTtlSeconds,

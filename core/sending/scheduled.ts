@@ -96,17 +96,15 @@ export function createScheduledSendService(deps: {
     async insert(tx: Tx, v: { userId: string; messageId: string; scheduledAt: number }): Promise<string> {
       const id = newId('ssnd');
       const now = Date.now();
-      await tx
-        .insert(s)
-        .values({
-          id,
-          userId: v.userId,
-          messageId: v.messageId,
-          scheduledAt: v.scheduledAt,
-          status: 'scheduled',
-          createdAt: now,
-          updatedAt: now,
-        });
+      await tx.insert(s).values({
+        id,
+        userId: v.userId,
+        messageId: v.messageId,
+        scheduledAt: v.scheduledAt,
+        status: 'scheduled',
+        createdAt: now,
+        updatedAt: now,
+      });
       return id;
     },
 

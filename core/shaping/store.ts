@@ -172,17 +172,15 @@ export function createShapingStore(db: Db) {
         .update(s)
         .set({ overrides: sql`${s.overrides} || ${o}::jsonb`, updatedAt: now })
         .where(eq(s.site, site));
-      await db
-        .insert(actions)
-        .values({
-          id: newId('shp'),
-          site,
-          action: `SetConfig ${name}=${value}`,
-          rule,
-          cause,
-          createdAt: now,
-          expiresAt: until,
-        });
+      await db.insert(actions).values({
+        id: newId('shp'),
+        site,
+        action: `SetConfig ${name}=${value}`,
+        rule,
+        cause,
+        createdAt: now,
+        expiresAt: until,
+      });
     },
 
     /** Every known site with its open connections and the actions in force (GET /api/deliverability/sites). */
