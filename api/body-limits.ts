@@ -57,7 +57,7 @@ const SELF_AUTHENTICATING = [/^\/mcp$/];
  * connection closed. A caller without a credential, and every other route, gets 100 KB. A larger body
  * is refused with 413 while it streams in.
  */
-export function jsonBodyParser(core: Core): RequestHandler {
+export function jsonBodyParser(core: Pick<Core, 'auth'>): RequestHandler {
   const parser = (size: Size): RequestHandler => express.json({ limit: LIMITS[size], type: JSON_TYPES });
   const parsers: Record<Size, RequestHandler> = {
     large: parser('large'),

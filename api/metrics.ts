@@ -7,7 +7,7 @@ import { bearerMatches } from '../core/secrets.js';
  * GET /metrics on the API port, which is published: only for `Authorization: Bearer OPERATOR_TOKEN`, and
  * 404 when no OPERATOR_TOKEN is set. Without a token, scrape METRICS_PORT, which stays on the private network.
  */
-export function mountMetrics(app: Express, core: Core): void {
+export function mountMetrics(app: Express, core: Pick<Core, 'config'>): void {
   app.get('/metrics', (req: Request, res: Response) => {
     if (core.config.operatorToken) return void serveMetrics(core.config.operatorToken, req.headers.authorization, res);
     res.status(404).json({

@@ -14,7 +14,7 @@ const str = (v: unknown) => (typeof v === 'string' ? v : '');
  * ask for this"), sign in, and password reset. A GET only shows; only a POST from the page, carrying the
  * link's token and a CSRF token bound to this browser and that link, changes anything (mail scanners open links).
  */
-export function mountPages(app: Express, core: Core): void {
+export function mountPages(app: Express, core: Pick<Core, 'accounts' | 'config'>): void {
   const csrf = createCsrf({
     secretKey: core.config.secretKey,
     purpose: 'auth-pages-csrf-v1',

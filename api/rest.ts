@@ -44,7 +44,7 @@ const early = new WeakMap<Request, { authorization: string; principal: Principal
  * 403) at once, so nothing of the body is parsed for a stranger; keeps the principal for `contextFor`.
  * App passwords are not looked at here: no route with a large body takes them.
  */
-export async function authenticateEarly(req: Request, core: Core): Promise<void> {
+export async function authenticateEarly(req: Request, core: Pick<Core, 'auth'>): Promise<void> {
   const authorization = req.get('authorization') ?? '';
   early.set(req, { authorization, principal: await core.auth.authenticate(authorization, { ip: clientIpOf(req) }) });
 }

@@ -4,7 +4,7 @@ import type { Core } from '../core/index.js';
 import { PIXEL_GIF } from '../core/render/tracking.js';
 
 /** Open pixel and click redirect: verify the signature, record the event, answer the GIF or a 302. */
-export function mountTrackingRoutes(app: Express, core: Core): void {
+export function mountTrackingRoutes(app: Express, core: Pick<Core, 'events' | 'tracking'>): void {
   const record = (messageId: string, type: 'email.opened' | 'email.clicked', data: Record<string, unknown>) =>
     core.events.recordForMessage(messageId, type, data);
 

@@ -17,7 +17,7 @@ const page = (res: Response, status: number, title: string, body: string) =>
  * nothing); POST is RFC 8058 one-click (`List-Unsubscribe=One-Click`): unsubscribes at once, no cookie,
  * no redirect. The token is opaque and signed; it names the contact.
  */
-export function mountUnsubscribeRoutes(app: Express, core: Core): void {
+export function mountUnsubscribeRoutes(app: Express, core: Pick<Core, 'contacts' | 'unsubscribe'>): void {
   app.get('/unsubscribe/:token', async (req, res) => {
     const contactId = core.unsubscribe.contactOf(req.params.token);
     const contact = contactId ? await core.contacts.byId(contactId) : undefined;

@@ -35,7 +35,7 @@ async function readMessage(stream: Readable, maxBytes: number): Promise<Buffer |
 }
 
 /** DATA: size check, then core stores the message (or applies a bounce/complaint report) before the 250. */
-export function onData(core: Core, maxBytes: number) {
+export function onData(core: Pick<Core, 'inbound'>, maxBytes: number) {
   return (
     stream: SMTPServerDataStream,
     session: SMTPServerSession,

@@ -12,7 +12,7 @@ import { onRcptTo } from './on-rcpt-to.js';
  * dropped (smtp-server's early-talker delay); STARTTLS (SMTP_TLS_KEY/SMTP_TLS_CERT files, else the
  * self-signed development certificate smtp-server ships).
  */
-export function createSmtpServer(core: Core): SMTPServer {
+export function createSmtpServer(core: Pick<Core, 'config' | 'inbound'>): SMTPServer {
   const { smtp } = core.config;
   const tls =
     smtp.tlsKeyFile && smtp.tlsCertFile

@@ -24,7 +24,7 @@ const originOf = (url: string) => {
  * transport's rule against DNS rebinding: a page that rebinds its name to this server would otherwise
  * talk to it). No `Origin` header is a client that is not a browser, and is fine.
  */
-export function mcpOrigin(core: Core): RequestHandler {
+export function mcpOrigin(core: Pick<Core, 'config'>): RequestHandler {
   const allowed = new Set([core.config.publicUrl, ...core.config.mcpAllowedOrigins].map(originOf).filter(Boolean));
   return (req, _res, next) => {
     const origin = req.get('origin');

@@ -36,7 +36,7 @@ const password = z.string().min(8, 'The password must be at least 8 characters')
  * The browser step of account linking: a server-rendered page where the user signs in (password or
  * mailed link) or creates an account, then approves or denies. Every POST re-checks the whole request.
  */
-export function mountAuthorize(app: Express, core: Core): void {
+export function mountAuthorize(app: Express, core: Pick<Core, 'accounts' | 'config' | 'oauth' | 'tokens'>): void {
   const { publicUrl } = core.config;
   const session = createBrowserSession({
     tokens: core.tokens,

@@ -7,7 +7,7 @@ import { unsupportedGrant } from '../../core/oauth/token-exchange.js';
  * The machine-facing OAuth endpoints (public; clients authenticate by PKCE): discovery (RFC 8414 and
  * the OpenID path), registration (RFC 7591), token (RFC 6749, form or JSON) and revocation (RFC 7009).
  */
-export function mountOAuthEndpoints(app: Express, core: Core): void {
+export function mountOAuthEndpoints(app: Express, core: Pick<Core, 'oauth'>): void {
   for (const path of ['/.well-known/oauth-authorization-server', '/.well-known/openid-configuration']) {
     app.options(path, cors);
     app.get(

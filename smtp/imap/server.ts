@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { createServer as createTlsServer, type TlsOptions } from 'node:tls';
 import getTLSOptions from 'smtp-server/lib/tls-options';
-import type { Core } from '../../core/index.js';
+import type { ImapDeps } from './deps.js';
 import { imapSessions, imapSessionsOpened } from '../../core/metrics.js';
 import { clientKey } from '../../core/net/client-address.js';
 import { HANDLERS } from './commands/index.js';
@@ -16,7 +16,7 @@ export type ImapServers = { port: number; tlsPort: number; close(): Promise<void
  * self-signed development certificate).
  */
 export async function startImap(
-  core: Core,
+  core: ImapDeps,
   opts: { port: number; tlsPort: number; host?: string },
 ): Promise<ImapServers> {
   const { smtp, imap } = core.config;

@@ -1,6 +1,6 @@
 import type { Socket } from 'node:net';
 import { TLSSocket, type TlsOptions } from 'node:tls';
-import type { Core } from '../../core/index.js';
+import type { ImapDeps } from './deps.js';
 import type { MailboxLogin } from '../../core/mailboxes/service.js';
 import type { MailboxRow } from '../../core/mailboxes/store.js';
 import { answerLine, bad, imapAnswerOf, SERVER_BUG } from './answers.js';
@@ -8,7 +8,7 @@ import { Framer, type Frame } from './framer.js';
 import { parseCommand, ParseError, type Command } from './parser.js';
 
 export type ImapOptions = {
-  core: Core;
+  core: ImapDeps;
   tls: TlsOptions;
   maxLiteral: number;
   idleTimeoutMs: number;
