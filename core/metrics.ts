@@ -64,6 +64,12 @@ export const parseTasksOverBudget = new Counter({
   labelNames: ['task', 'budget'] as const,
   registers: [registry],
 });
+export const parseThreadErrors = new Counter({
+  name: 'svc_parse_thread_errors_total',
+  help: 'Parse pool threads that failed with no task of their own (a memory limit reached as its task was ended), by error code',
+  labelNames: ['code'] as const,
+  registers: [registry],
+});
 export const parseTaskDuration = new Histogram({
   name: 'svc_parse_task_duration_seconds',
   help: 'Time of one parse pool task from hand-in to answer (queue wait included), by task',

@@ -8,6 +8,8 @@ export type ParsePoolOptions = {
   timeoutMs: number;
   /** V8 old-generation limit of each thread (resourceLimits.maxOldGenerationSizeMb). */
   memoryMb: number;
+  /** The thread's entry file; default the bundled parse worker (worker-file.ts). Tests hand in their own. */
+  workerFile?: string;
 };
 
 /**

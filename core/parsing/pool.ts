@@ -1,7 +1,8 @@
 import type { ParsedMail } from 'mailparser';
 import { Piscina } from 'piscina';
 import { AppError } from '../errors.js';
-import { parseTaskDuration, parseTasksOverBudget } from '../metrics.js';
+import { log } from '../log.js';
+import { parseTaskDuration, parseTasksOverBudget, parseThreadErrors } from '../metrics.js';
 import type { TaskInput, TaskName, TaskOutput } from './tasks.js';
 import type { WorkerAnswer } from './worker.js';
 import { PARSE_DEFAULTS, type ParsePoolOptions } from './options.js';
@@ -86,11 +87,22 @@ function watchTask(task: string, budget: number, queueMs: number) {
 
 export function createParsePool(options: ParsePoolOptions): ParsePool {
   const piscina = new Piscina({
-    filename: parseWorkerFile(),
+    filename: options.workerFile ?? parseWorkerFile(),
     minThreads: 1,
     maxThreads: Math.max(1, options.threads),
     idleTimeout: 30_000,
     resourceLimits: { maxOldGenerationSizeMb: options.memoryMb, maxYoungGenerationSizeMb: 32, stackSizeMb: 4 },
+  });
+  // A thread can fail with no task of its own: it reached its memory limit just as its over-budget task was
+  // being ended, so the task was already refused. piscina then emits 'error' on the pool, and an 'error' with
+  // no listener would end the process (every role parses: one hostile message must not take one down).
+  piscina.on('error', (err: unknown) => {
+    const code = (err as { code?: string }).code ?? 'unknown';
+    parseThreadErrors.inc({ code });
+    log.warn(
+      { code, error: (err as Error).message },
+      '[parse] a thread failed with no task of its own; it is replaced',
+    );
   });
   let closed = false;
 
