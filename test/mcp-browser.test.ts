@@ -4,7 +4,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hasChromium, launchChromium, startRedirectCatcher } from './helpers/browser.js';
-import { callTool, MemoryOAuthProvider } from './helpers/mcp.js';
+import { callTool, postInitialize, MemoryOAuthProvider } from './helpers/mcp.js';
 import { freePort } from './helpers/ports.js';
 import { FROM_DOMAIN, startSendingStack, type SendingStack } from './helpers/sending.js';
 
@@ -31,18 +31,7 @@ afterAll(async () => {
   await env?.stop();
 });
 
-const initialize = {
-  jsonrpc: '2.0',
-  id: 1,
-  method: 'initialize',
-  params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'curl', version: '1' } },
-};
-const postMcp = (headers: Record<string, string> = {}) =>
-  fetch(`${publicUrl}/mcp`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
-    body: JSON.stringify(initialize),
-  });
+const postMcp = (headers: Record<string, string> = {}) => postInitialize(publicUrl, headers);
 
 describe.skipIf(!hasChromium())('authorization per the MCP specification, in a browser', () => {
   it('an MCP client that knows only /mcp registers itself, sends the person through consent in Chromium, and sends mail', async () => {

@@ -3,7 +3,7 @@ import addFormatsModule from 'ajv-formats';
 import { and, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { schema } from '../db/index.js';
-import { callTool, connectMcp } from './helpers/mcp.js';
+import { callTool, postInitialize, connectMcp } from './helpers/mcp.js';
 import { freePort } from './helpers/ports.js';
 import { FROM_DOMAIN, startSendingStack, type SendingStack } from './helpers/sending.js';
 
@@ -34,18 +34,7 @@ afterAll(async () => {
   await env?.stop();
 });
 
-const initialize = {
-  jsonrpc: '2.0',
-  id: 1,
-  method: 'initialize',
-  params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'curl', version: '1' } },
-};
-const postMcp = (headers: Record<string, string> = {}) =>
-  fetch(`${publicUrl}/mcp`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
-    body: JSON.stringify(initialize),
-  });
+const postMcp = (headers: Record<string, string> = {}) => postInitialize(publicUrl, headers);
 
 describe('authorization per the MCP specification', () => {
   it('answers a request without a credential 401 with the protected resource metadata, which names this server', async () => {

@@ -36,7 +36,7 @@ export type KeyHolder = DkimKeys & { domain: string; hosted: boolean };
 
 /**
  * Whose DKIM key a rotation turns (docs/domains.md): a customer domain's row or SERVICE_DOMAIN's. The steps
- * (core/domains/rotation.ts) are the same for both; each owner reads and writes its own row.
+ * (core/domains/rotation-steps.ts) are the same for both; each owner reads and writes its own row.
  */
 export interface KeyOwner<R extends KeyHolder = KeyHolder> {
   /** The keys now, read fresh; undefined once the domain is deleted. */

@@ -80,3 +80,18 @@ export async function callTool(client: Client, name: string, args: Record<string
     replayed: result._meta?.idempotentReplayed === true,
   };
 }
+
+/** A bare JSON-RPC `initialize` POSTed to `<publicUrl>/mcp` (what curl would send), with extra headers. */
+export function postInitialize(publicUrl: string, headers: Record<string, string> = {}): Promise<Response> {
+  const initialize = {
+    jsonrpc: '2.0',
+    id: 1,
+    method: 'initialize',
+    params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'curl', version: '1' } },
+  };
+  return fetch(`${publicUrl}/mcp`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
+    body: JSON.stringify(initialize),
+  });
+}
