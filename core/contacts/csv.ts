@@ -2,7 +2,6 @@ import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { runParse } from '../parsing/pool.js';
 
-export { IMPORT_LIMITS } from '../parsing/csv-rows.js';
 const INSERT_ROWS = 1000;
 type Tx = Pick<Db, 'insert'>;
 

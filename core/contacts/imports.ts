@@ -5,11 +5,12 @@ import { AppError, isAppError, notFound } from '../errors.js';
 import { newId } from '../ids.js';
 import type { Actor } from '../tenancy.js';
 import type { ImportProgress, ImportWorkflows } from '../ports/contacts.js';
-import { IMPORT_LIMITS, stageCsv } from './csv.js';
+import { IMPORT_LIMITS } from '../parsing/csv-rows.js';
+import { stageCsv } from './csv.js';
 import { addToList, ownedList } from './lists.js';
 import { upsertContacts, type ContactInput } from './service.js';
 
-export { IMPORT_LIMITS } from './csv.js';
+export { IMPORT_LIMITS } from '../parsing/csv-rows.js';
 type Row = typeof schema.contactImports.$inferSelect;
 type Chunk = { offset: number; done: boolean; progress: ImportProgress };
 

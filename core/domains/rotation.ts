@@ -12,8 +12,6 @@ import { conflict, notFound } from '../errors.js';
 import { SERVICE_ROTATION_ID, type ServiceDomain } from './service-domain.js';
 import { rotationSteps } from './rotation-steps.js';
 
-export type { RotationStep } from './rotation-steps.js';
-
 /**
  * DKIM key rotation (docs/domains.md): the steps of core/domains/rotation-steps.ts run with a domain's id over
  * that domain's row, and with the id `service` over SERVICE_DOMAIN's own key; each is idempotent so the rotation

@@ -9,8 +9,6 @@ import { credentialHash } from '../secrets.js';
 import { patternScore } from '../mail/patterns.js';
 import type { MailboxScope, Protocol } from '../tenancy.js';
 
-export type { MailboxScope, Protocol } from '../tenancy.js';
-
 export const APP_PASSWORD_PREFIX = 'svc_pw_';
 export const LEGACY_PREFIX = 'svc_imap_';
 type Row = typeof schema.appPasswords.$inferSelect;

@@ -4,7 +4,7 @@ import { schema } from '../../db/index.js';
 import type { AttachmentService } from '../attachments/service.js';
 import { parsePrivateKey, signDkim, SIGNING_KEY_CACHE_MS, type DkimKey } from '../transport/dkim.js';
 import { renderMessage } from '../transport/render.js';
-import { isThrottled, type OutboundTransport, type RecipientResult } from '../transport/transport.js';
+import { isThrottled, type OutboundTransport } from '../transport/transport.js';
 import type { Sealer } from '../secrets.js';
 import type { ServiceSigner } from '../domains/service-domain.js';
 import { AppError } from '../errors.js';
@@ -25,6 +25,7 @@ import {
   owed,
   recipientsOf,
   type MessageStatus,
+  type RecipientResult,
   type RecipientStates,
   type TrailEntry,
 } from '../mail/recipients.js';

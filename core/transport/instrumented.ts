@@ -1,6 +1,7 @@
 import { inSpan } from '../tracing.js';
 import { deliverDuration, recipientOutcomes, siteOf, since } from '../metrics.js';
-import { isThrottled, type OutboundTransport, type RecipientResult } from './transport.js';
+import type { RecipientResult } from '../mail/recipients.js';
+import { isThrottled, type OutboundTransport } from './transport.js';
 
 /** The outcome of a whole transaction: its recipients' shared status, or `mixed`. */
 const transactionResult = (results: RecipientResult[]) => {

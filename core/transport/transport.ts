@@ -15,8 +15,6 @@ import type { ShapingConfig } from '../shaping/config.js';
 import type { WarmupGate } from '../shaping/warmup.js';
 
 import type { RecipientResult, RecipientStatus } from '../mail/recipients.js';
-
-export type { RecipientResult, RecipientStatus };
 export type Envelope = { from: string; to: string[] };
 export type { Throttled };
 /** What the sender adds to a transaction: a warming domain's per-site daily volume (MX delivery only). */
