@@ -7,5 +7,5 @@ RUN npm ci --no-audit --no-fund --ignore-scripts
 COPY . .
 # The workflow bundle (built once here, not at every worker start) and the dashboard (dist/app, served at /app).
 RUN npm run build:workflows && npm run build:app
-EXPOSE 3000 2525 1143 1993
+EXPOSE 3000 2525 1587 1465 1143 1993
 CMD ["npm", "start"]

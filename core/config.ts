@@ -72,6 +72,11 @@ const envSchema = z.object({
   SMTP_IDLE_TIMEOUT_MS: z.coerce.number().int().min(1000).default(60_000),
   SMTP_TLS_KEY: z.string().optional(),
   SMTP_TLS_CERT: z.string().optional(),
+  SUBMISSION_PORT: port.default(1587),
+  SUBMISSIONS_PORT: port.default(1465),
+  SUBMISSION_HOST: z.string().min(1).max(253).optional(),
+  SUBMISSION_PUBLIC_PORT: port.optional(),
+  SUBMISSIONS_PUBLIC_PORT: port.optional(),
   OUTBOUND_RETRY_SCHEDULE: z.string().optional(),
   OUTBOUND_SMTP_TIMEOUT_MS: z.coerce.number().int().min(1000).default(60_000),
   OUTBOUND_STARTS_PER_SECOND: z.coerce.number().min(0.1).max(10_000).default(5),
@@ -191,6 +196,8 @@ export type Config = {
    * autologout, the time a half-sent command may take, how often idle sessions look for mail filed
    * by other processes; connections per client address, the idle time allowed before login, commands allowed before login.
    */
+  /** Submission (smtp/submission.ts): the ports it listens on, and the host and ports users are told to use. */
+  submission: { port: number; tlsPort: number; host: string; publicPort: number; publicTlsPort: number };
   imap: {
     port: number;
     tlsPort: number;
@@ -341,6 +348,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       idleTimeoutMs: e.SMTP_IDLE_TIMEOUT_MS,
       tlsKeyFile: e.SMTP_TLS_KEY,
       tlsCertFile: e.SMTP_TLS_CERT,
+    },
+    submission: {
+      port: e.SUBMISSION_PORT,
+      tlsPort: e.SUBMISSIONS_PORT,
+      // What users are told to configure (the dashboard, the docs): the compose file publishes 587 and 465.
+      host: e.SUBMISSION_HOST ?? new URL(e.PUBLIC_URL ?? `http://localhost:${e.PORT}`).hostname,
+      publicPort: e.SUBMISSION_PUBLIC_PORT ?? e.SUBMISSION_PORT,
+      publicTlsPort: e.SUBMISSIONS_PUBLIC_PORT ?? e.SUBMISSIONS_PORT,
     },
     imap: {
       port: e.IMAP_PORT,

@@ -47,6 +47,7 @@ import { createMessageService } from './sending/messages.js';
 import { createSendGate } from './gate/gate.js';
 import { createScheduledSendService } from './sending/scheduled.js';
 import { createSendService } from './sending/service.js';
+import { createSubmissionService } from './sending/submission.js';
 import { createSuppressionService } from './gate/suppressions.js';
 import { createTracking } from './render/tracking.js';
 import { createTokenService } from './tokens.js';
@@ -304,11 +305,21 @@ export function createCore(deps: { database: Database; config: Config; workflows
   });
   const mailboxStore = createMailboxStore({ db, storage });
   const appPasswords = createAppPasswordService({ db, domains, changed: (userId) => mailboxes.forget(userId) });
+  // One guard for every login by password (IMAP, the mailbox API, SMTP submission): failures count per client address.
+  const loginGuard = createLoginGuard(db, config.login);
   const mailboxes: MailboxService = createMailboxService({
     db,
     store: mailboxStore,
     passwords: appPasswords,
-    guard: createLoginGuard(db, config.login),
+    guard: loginGuard,
+  });
+  const submission = createSubmissionService({
+    db,
+    keys,
+    passwords: appPasswords,
+    mailboxes,
+    guard: loginGuard,
+    sending,
   });
   const forwarder = createForwarder({ db, attachments, queue, gate });
   const inbound = createInboundService({
@@ -392,6 +403,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
     tracking,
     scheduled,
     sending,
+    submission,
     messages,
     accountSecret,
     routes,

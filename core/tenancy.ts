@@ -2,7 +2,7 @@ import { and, eq, type SQL } from 'drizzle-orm';
 import type { PgColumn } from 'drizzle-orm/pg-core';
 
 /** The protocols an app password can grant. */
-export type Protocol = 'imap' | 'api';
+export type Protocol = 'imap' | 'api' | 'smtp';
 
 /** What a password may open: the account, one domain (null for legacy), and a local-part pattern. */
 export type MailboxScope = {

@@ -10,6 +10,7 @@ import { openDatabase } from '../db/index.js';
 import { startDnsServer } from '../dns/server.js';
 import { startImap } from '../smtp/imap/server.js';
 import { createSmtpServer, listenSmtp } from '../smtp/server.js';
+import { createSubmissionServer } from '../smtp/submission.js';
 import { captureConsole, configureLogging, describeError, log, logError } from '../core/log.js';
 import { collectQueueDepth } from '../core/metrics.js';
 import { startMetricsServer } from './metrics-server.js';
@@ -22,8 +23,8 @@ import { prepareSearchAttributes } from '../temporal/search-attribute-setup.js';
 // The roles start the worker; worker.ts never imports back (`npm run start:worker` is `main.ts worker`).
 import { startWorker, type RunningWorker } from '../worker.js';
 
-export type Role = 'api' | 'smtp' | 'imap' | 'worker';
-export const ALL_ROLES: Role[] = ['api', 'smtp', 'imap', 'worker'];
+export type Role = 'api' | 'smtp' | 'submission' | 'imap' | 'worker';
+export const ALL_ROLES: Role[] = ['api', 'smtp', 'submission', 'imap', 'worker'];
 
 export type Service = {
   /** The whole composition (the worker's part, the database): the transports get `servicesOf(core)`. */
@@ -32,6 +33,9 @@ export type Service = {
   /** The API's HTTP server (the abuse suite counts what it reads per connection). */
   apiServer?: Server;
   smtpPort?: number;
+  /** Submission: STARTTLS (SUBMISSION_PORT) and implicit TLS (SUBMISSIONS_PORT). */
+  submissionPort?: number;
+  submissionsPort?: number;
   imapPort?: number;
   imapsPort?: number;
   dnsPort?: number;
@@ -125,6 +129,17 @@ export async function startService(
       service.smtpPort = await listenSmtp(smtp, config.smtpPort);
       cleanups.push(() => new Promise<void>((resolve) => smtp.close(() => resolve())));
       say(`[smtp] inbound SMTP on port ${service.smtpPort}`);
+    }
+    if (roles.includes('submission')) {
+      const plain = createSubmissionServer(services, { secure: false });
+      const secure = createSubmissionServer(services, { secure: true });
+      service.submissionPort = await listenSmtp(plain, config.submission.port);
+      cleanups.push(() => new Promise<void>((resolve) => plain.close(() => resolve())));
+      service.submissionsPort = await listenSmtp(secure, config.submission.tlsPort);
+      cleanups.push(() => new Promise<void>((resolve) => secure.close(() => resolve())));
+      say(
+        `[submission] SMTP submission on port ${service.submissionPort} (STARTTLS) and ${service.submissionsPort} (implicit TLS)`,
+      );
     }
     if (roles.includes('imap')) {
       const imap = await startImap(services, { port: config.imap.port, tlsPort: config.imap.tlsPort });

@@ -11,9 +11,10 @@
 #                              distance to it (history +1, matching +2, worker +6, HTTP +10, membership -300…)
 #   DATA_DIR                   the roles' DATA_DIR (default ./.data); Temporal's config and log go to DATA_DIR/split
 #   SPLIT_CLEANUP=1            on exit, also drop the three databases and remove DATA_DIR/split (smoke tests)
-#   API, SMTP, IMAP, WORKERS   how many processes of each role (default 1 each, at most 9). The n-th (from 0)
-#                              of a role listens on its base port + n: PORT (3000), SMTP_PORT (2525),
-#                              IMAP_PORT (1143), IMAPS_PORT (1993); only the first API serves DNS_PORT.
+#   API, SMTP, SUBMISSION, IMAP, WORKERS  how many processes of each role (default 1 each, at most 9). The
+#                              n-th (from 0) of a role listens on its base port + n: PORT (3000), SMTP_PORT (2525),
+#                              SUBMISSION_PORT (1587), SUBMISSIONS_PORT (1465), IMAP_PORT (1143), IMAPS_PORT (1993);
+#                              only the first API serves DNS_PORT.
 #   PORT, SMTP_PORT, SECRET_KEY, SERVICE_DOMAIN… are passed through to the roles.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,7 +26,7 @@ SVC_DB="${SVC_DB:-svc_split}"
 TEMPORAL_DB="${TEMPORAL_DB:-temporal}" TEMPORAL_VISIBILITY_DB="${TEMPORAL_VISIBILITY_DB:-temporal_visibility}"
 P="${TEMPORAL_PORT:-7233}"
 DATA_DIR="${DATA_DIR:-./.data}"
-API="${API:-1}" SMTP="${SMTP:-1}" IMAP="${IMAP:-1}" WORKERS="${WORKERS:-1}"
+API="${API:-1}" SMTP="${SMTP:-1}" SUBMISSION="${SUBMISSION:-1}" IMAP="${IMAP:-1}" WORKERS="${WORKERS:-1}"
 for n in "$API" "$SMTP" "$IMAP" "$WORKERS"; do
   [[ "$n" =~ ^[1-9]$ ]] || { echo "split: API, SMTP, IMAP and WORKERS must be 1 to 9 (got '$n')" >&2; exit 2; }
 done
@@ -152,6 +153,7 @@ export DATA_DIR
 # Plain node (not npx): one process per role, so stopping it is one signal to one pid. N of a role share
 # the database and the task queue; each listens on its own port (base + n).
 API_PORT="${PORT:-3000}" SMTP_BASE="${SMTP_PORT:-2525}" IMAP_BASE="${IMAP_PORT:-1143}" IMAPS_BASE="${IMAPS_PORT:-1993}"
+SUB_BASE="${SUBMISSION_PORT:-1587}" SUBS_BASE="${SUBMISSIONS_PORT:-1465}"
 # METRICS_PORT and TEMPORAL_METRICS_PORT, when set, are bases too: every process gets the next port up.
 METRICS_BASE="${METRICS_PORT:-}" TEMPORAL_METRICS_BASE="${TEMPORAL_METRICS_PORT:-}"
 unset METRICS_PORT TEMPORAL_METRICS_PORT
@@ -168,12 +170,15 @@ role() {
 }
 for i in $(seq 0 $((WORKERS - 1))); do role node --import tsx main.ts worker; done
 for i in $(seq 0 $((SMTP - 1))); do role SMTP_PORT=$((SMTP_BASE + i)) node --import tsx main.ts smtp; done
+for i in $(seq 0 $((SUBMISSION - 1))); do
+  role SUBMISSION_PORT=$((SUB_BASE + i)) SUBMISSIONS_PORT=$((SUBS_BASE + i)) node --import tsx main.ts submission
+done
 for i in $(seq 0 $((IMAP - 1))); do role IMAP_PORT=$((IMAP_BASE + i)) IMAPS_PORT=$((IMAPS_BASE + i)) node --import tsx main.ts imap; done
 for i in $(seq 0 $((API - 1))); do
   if [ "$i" = 0 ]; then role PORT=$API_PORT node --import tsx main.ts api
   else role -u DNS_PORT PORT=$((API_PORT + i)) node --import tsx main.ts api; fi
 done
-echo "split: $WORKERS worker(s); $SMTP SMTP on $SMTP_BASE+; $IMAP IMAP on $IMAP_BASE+; $API API on $API_PORT+"
+echo "split: $WORKERS worker(s); $SMTP SMTP on $SMTP_BASE+; $SUBMISSION submission on $SUB_BASE+/$SUBS_BASE+; $IMAP IMAP on $IMAP_BASE+; $API API on $API_PORT+"
 set +e
 wait -n "${pids[@]}"
 status=$?

@@ -32,7 +32,9 @@ TEMPORAL_PORT="$(pick_port 21000 27000 1 2 6 10 -300 -299 -298 -294)"
 # Two of each role: the second listens on the base port + 1 (split-deployment.sh), so that one is checked too.
 PORT="$(pick_port 27100 29000 1)"; SMTP_PORT="$(pick_port 29000 30800 1)"; DNS_PORT="$(pick_port 30800 32600)"
 IMAP_PORT="$(pick_port 19000 19500 1)"; IMAPS_PORT="$(pick_port 19500 20000 1)"
-export TEMPORAL_PORT PORT SMTP_PORT DNS_PORT IMAP_PORT IMAPS_PORT API=2 SMTP=2 IMAP=2 WORKERS=2
+SUBMISSION_PORT="$(pick_port 18000 18500 1)"; SUBMISSIONS_PORT="$(pick_port 18500 19000 1)"
+export TEMPORAL_PORT PORT SMTP_PORT DNS_PORT IMAP_PORT IMAPS_PORT SUBMISSION_PORT SUBMISSIONS_PORT
+export API=2 SMTP=2 SUBMISSION=2 IMAP=2 WORKERS=2
 export SPLIT_CLEANUP=1 NODE_ENV=development OUTBOUND_MODE=capture SERVICE_DOMAIN=smoke.svc.test ALLOW_PRIVATE_NETWORKS=1
 export PUBLIC_URL="http://127.0.0.1:$PORT" DNS_SERVERS="127.0.0.1:$DNS_PORT"
 export SECRET_KEY; SECRET_KEY="smoke-$(head -c 24 /dev/urandom | base64 | tr -d '/+=')"
@@ -52,7 +54,7 @@ finish() {
     wait "$split_pid" 2>/dev/null
   fi
   if [ "$status" = 0 ]; then
-    grep -E '^(split:|\[(temporal|db|api|smtp|worker|dns)\])' "$LOG" | sed 's/^/  | /'
+    grep -E '^(split:|\[(temporal|db|api|smtp|submission|worker|dns)\])' "$LOG" | sed 's/^/  | /'
   else
     echo "split-smoke: FAILED (status $status). Last lines of the deployment's output:" >&2
     tail -n 80 "$LOG" >&2 2>/dev/null

@@ -17,7 +17,7 @@ const tooBig = (maxBytes: number) =>
  * memory per connection is bounded by the limit, not by what the client sends. Bare CR and bare LF are
  * normalized to CRLF (no line ending can smuggle a second message). Undefined when the limit was passed.
  */
-async function readMessage(stream: Readable, maxBytes: number): Promise<Buffer | undefined> {
+export async function readMessage(stream: Readable, maxBytes: number): Promise<Buffer | undefined> {
   const chunks: Buffer[] = [];
   let total = 0;
   for await (const chunk of stream) {

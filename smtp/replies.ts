@@ -3,8 +3,8 @@ import { isAppError } from '../core/errors.js';
 /** An SMTP answer: the reply code (RFC 5321), its enhanced status code (RFC 3463) and the text after both. */
 export type SmtpReply = { code: number; enhanced: string; message: string };
 
-/** Where in the session an answer is given: the greeting, any command, RCPT TO, or the end of DATA. */
-export type SmtpPhase = 'connect' | 'command' | 'rcpt' | 'data';
+/** Where in the session an answer is given: the greeting, any command, AUTH, MAIL FROM, RCPT TO, or the end of DATA. */
+export type SmtpPhase = 'connect' | 'command' | 'auth' | 'mail' | 'rcpt' | 'data';
 
 type Answer = readonly [code: number, enhanced: string];
 
@@ -33,19 +33,47 @@ const ANSWERS: Record<string, { temporary?: Answer; permanent?: Answer }> = {
   /** The connection guard: too many sessions from one client, or too many commands a minute (then disconnected). */
   smtp_connections: { temporary: [421, '4.7.0'] },
   smtp_commands: { temporary: [421, '4.7.0'] },
+
+  /**
+   * Submission (smtp/submission.ts). AUTH with a wrong, revoked or out-of-scope secret: 535 5.7.8 (RFC 4954
+   * "authentication credentials invalid"); locked out by the login guard: 454 4.7.0 (temporary failure).
+   */
+  invalid_key: { permanent: [535, '5.7.8'] },
+  invalid_app_password: { permanent: [535, '5.7.8'] },
+  invalid_credentials: { permanent: [535, '5.7.8'] },
+  address_not_covered: { permanent: [535, '5.7.8'] },
+  protocol_not_granted: { permanent: [535, '5.7.8'] },
+  login_locked: { temporary: [454, '4.7.0'] },
+  /** The session's key was revoked or its password rotated after AUTH: authenticate again (RFC 4954 530 5.7.0). */
+  credential_revoked: { permanent: [530, '5.7.0'] },
+  /** The gate: not a sender this credential may use, an account that may not send, a suppressed recipient (5.7.1 "not authorized"). */
+  sender_not_allowed: { permanent: [550, '5.7.1'] },
+  domain_not_verified: { permanent: [550, '5.7.1'] },
+  email_not_verified: { permanent: [550, '5.7.1'] },
+  account_suspended: { permanent: [550, '5.7.1'] },
+  recipient_suppressed: { permanent: [550, '5.7.1'] },
+  /**
+   * The plan's caps: 451 4.7.1 with the reason, so the sending application keeps the message and tries again
+   * (the daily cap turns at midnight UTC; the monthly bucket when the month turns or the plan grows).
+   */
+  daily_limit: { temporary: [451, '4.7.1'], permanent: [451, '4.7.1'] },
+  monthly_quota_exceeded: { temporary: [451, '4.7.1'], permanent: [451, '4.7.1'] },
 };
 
 /** What a failure no answer accounts for says, by phase: try again later. */
 const TEMPORARY: Record<SmtpPhase, SmtpReply> = {
   connect: { code: 421, enhanced: '4.3.0', message: 'Temporary failure, try again later' },
   command: { code: 451, enhanced: '4.3.0', message: 'Temporary failure, try again later' },
+  auth: { code: 454, enhanced: '4.7.0', message: 'Temporary authentication failure' },
+  mail: { code: 451, enhanced: '4.3.0', message: 'Temporary failure, try again later' },
   rcpt: { code: 451, enhanced: '4.3.0', message: 'Temporary failure, try again later' },
   data: { code: 451, enhanced: '4.3.0', message: 'Temporary failure storing the message, try again later' },
 };
 
-/** A permanent refusal without an answer of its own: 550 at RCPT, 552 5.3.4 for a 413 at DATA, 554 otherwise. */
+/** A permanent refusal without an answer of its own: 535 at AUTH, 550 at MAIL and RCPT, 552 5.3.4 for a 413 at DATA, 554 otherwise. */
 function permanentDefault(status: number, phase: SmtpPhase): Answer {
-  if (phase === 'rcpt') return [550, '5.0.0'];
+  if (phase === 'auth') return [535, '5.7.8'];
+  if (phase === 'mail' || phase === 'rcpt') return [550, '5.0.0'];
   if (phase === 'data' && status === 413) return [552, '5.3.4'];
   return [554, '5.0.0'];
 }

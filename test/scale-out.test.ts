@@ -42,6 +42,8 @@ function workerEnv(): Record<string, string> {
     SMTP_PORT: '0',
     IMAP_PORT: '0',
     IMAPS_PORT: '0',
+    SUBMISSION_PORT: '0',
+    SUBMISSIONS_PORT: '0',
   };
 }
 

@@ -33,6 +33,8 @@ describe('npm start', () => {
       SMTP_PORT: String(await freePort()),
       IMAP_PORT: String(await freePort()),
       IMAPS_PORT: String(await freePort()),
+      SUBMISSION_PORT: String(await freePort()),
+      SUBMISSIONS_PORT: String(await freePort()),
       TEMPORAL_DEV_PORT: String(await freePort()),
       TEMPORAL_UI_PORT: String(await freePort()),
       DATA_DIR: mkdtempSync(join(tmpdir(), 'svc-start-')),

@@ -35,6 +35,8 @@ beforeAll(async () => {
     SMTP_PORT: '0',
     IMAP_PORT: '0',
     IMAPS_PORT: '0',
+    SUBMISSION_PORT: '0',
+    SUBMISSIONS_PORT: '0',
   };
 }, 120_000);
 afterAll(async () => {

@@ -3,10 +3,12 @@ import { defineOperation, okSchema } from '../contract.js';
 
 const MANAGE = ['session', 'oauth', 'account_key'] as const;
 const protocols = z
-  .array(z.enum(['imap', 'api']))
+  .array(z.enum(['imap', 'api', 'smtp']))
   .min(1)
-  .max(2)
-  .describe('imap = IMAP LOGIN; api = Bearer on /api/mailbox/*');
+  .max(3)
+  .describe(
+    'imap = IMAP LOGIN; api = Bearer on /api/mailbox/*; smtp = AUTH on the submission server (sends as the addresses it covers)',
+  );
 const address = z
   .string()
   .min(1)
@@ -20,7 +22,7 @@ const appPassword = z.object({
   domain_id: z.string().nullable(),
   domain: z.string().describe('Domain name; * for a legacy account-wide IMAP credential'),
   address: z.string(),
-  protocols: z.array(z.enum(['imap', 'api'])),
+  protocols: z.array(z.enum(['imap', 'api', 'smtp'])),
   key_prefix: z.string(),
   created_at: z.number().int(),
   last_used_at: z.number().int().nullable(),

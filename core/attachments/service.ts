@@ -25,10 +25,11 @@ export type UploadedFile = {
   expiresAt: string;
 };
 /** One entry of a send's `attachments` (SPEC.md, POST /v1/send). */
-export type AttachmentSpec = { filename: string; url?: string; content?: string; contentType?: string };
+/** `cid` (an inline part's Content-ID) is set only by the submission server; the API's schema has no such field. */
+export type AttachmentSpec = { filename: string; url?: string; content?: string; contentType?: string; cid?: string };
 /** What the send path keeps until delivery: a URL fetched then, or a file stored now. */
-export type PreparedAttachment = { filename: string; contentType: string; url?: string; fileId?: string };
-export type LoadedAttachment = { filename: string; contentType: string; content: Buffer };
+export type PreparedAttachment = { filename: string; contentType: string; url?: string; fileId?: string; cid?: string };
+export type LoadedAttachment = { filename: string; contentType: string; content: Buffer; cid?: string };
 export type StoredFile = typeof schema.storedFiles.$inferSelect;
 
 const files = schema.storedFiles;
@@ -180,12 +181,14 @@ export function createAttachmentService(deps: {
       const expiresAt = Math.max(Date.now(), opts.keepUntil ?? 0) + 7 * DAY_MS;
       const prepared: PreparedAttachment[] = [];
       for (const c of checked) {
-        if (!c.bytes) prepared.push({ filename: c.filename, contentType: c.contentType, url: c.url! });
+        const cid = c.cid ? { cid: c.cid } : {};
+        if (!c.bytes) prepared.push({ filename: c.filename, contentType: c.contentType, url: c.url!, ...cid });
         else
           prepared.push({
             filename: c.filename,
             contentType: c.contentType,
             fileId: (await store(userId, { ...c, content: c.bytes }, expiresAt)).id,
+            ...cid,
           });
       }
       return prepared;
@@ -199,12 +202,17 @@ export function createAttachmentService(deps: {
           .from(files)
           .where(and(eq(files.id, spec.fileId), eq(files.userId, userId)));
         if (!row) throw gone(`Attachment ${spec.filename} is no longer stored`, 'attachment_expired');
-        return { filename: spec.filename, contentType: spec.contentType, content: row.content };
+        return {
+          filename: spec.filename,
+          contentType: spec.contentType,
+          content: row.content,
+          ...(spec.cid ? { cid: spec.cid } : {}),
+        };
       }
       if (!spec.url) throw badRequest(`Attachment ${spec.filename} has neither url nor content`, 'invalid_attachment');
       const fetched = await bytesOfUrl(spec.url);
       const contentType = spec.contentType === OCTET ? (specific(fetched.contentType) ?? OCTET) : spec.contentType;
-      return { filename: spec.filename, contentType, content: fetched.content };
+      return { filename: spec.filename, contentType, content: fetched.content, ...(spec.cid ? { cid: spec.cid } : {}) };
     },
 
     /** Deletes up to `limit` files past their retention; answers how many. Idempotent. */
@@ -246,7 +254,7 @@ async function readSource(
   return { ...(await bytesOfUrl(input.url!)), fromUrl: true };
 }
 
-type CheckedSpec = { filename: string; contentType: string; url?: string; bytes?: Buffer };
+type CheckedSpec = { filename: string; contentType: string; url?: string; bytes?: Buffer; cid?: string };
 
 function checkSpec(spec: AttachmentSpec, i: number): CheckedSpec {
   const where = `attachments[${i}]`;
@@ -255,14 +263,15 @@ function checkSpec(spec: AttachmentSpec, i: number): CheckedSpec {
   if ((spec.url === undefined) === (spec.content === undefined))
     throw badRequest(`${where}: give exactly one of url or content`, 'invalid_attachment');
   const contentType = checkContentType(spec.contentType, where) ?? typeOfName(filename);
+  const cid = spec.cid ? { cid: spec.cid } : {};
   if (spec.content !== undefined)
-    return { filename, contentType, bytes: decodeBase64(spec.content, `${where}.content`) };
+    return { filename, contentType, bytes: decodeBase64(spec.content, `${where}.content`), ...cid };
   try {
     parseHttpUrl(spec.url!);
   } catch (err) {
     throw badRequest(`${where}.url: ${(err as Error).message}`, 'invalid_attachment');
   }
-  return { filename, contentType, url: spec.url! };
+  return { filename, contentType, url: spec.url!, ...cid };
 }
 
 /** Strict base64 (standard or URL-safe alphabet, whitespace ignored), with the size cap checked before decoding. */

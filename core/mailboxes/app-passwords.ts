@@ -52,9 +52,12 @@ export function createAppPasswordService(deps: { db: Db; domains: DomainService;
   };
   const checkProtocols = (protocols: Protocol[], legacy: boolean) => {
     const set = [...new Set(protocols)];
-    if (set.length === 0) throw badRequest('protocols must name imap and/or api', 'validation_error');
-    if (legacy && set.includes('api'))
-      throw badRequest('A legacy svc_imap_ credential is IMAP-only and cannot be granted api', 'legacy_imap_only');
+    if (set.length === 0) throw badRequest('protocols must name at least one of imap, api, smtp', 'validation_error');
+    if (legacy && set.some((p) => p !== 'imap'))
+      throw badRequest(
+        'A legacy svc_imap_ credential is IMAP-only and cannot be granted api or smtp',
+        'legacy_imap_only',
+      );
     return set;
   };
   async function own(actor: Actor, id: string) {

@@ -2,7 +2,7 @@ import { and, desc, eq, inArray, lt } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { forbidden, notFound, unauthorized } from '../errors.js';
-import type { MailboxScope } from '../tenancy.js';
+import type { MailboxScope, Protocol } from '../tenancy.js';
 import { patternCovers, type AppPasswordService } from './app-passwords.js';
 import { FORWARD_HEADER } from '../mail/headers.js';
 import { bareAddress } from '../mail/recipients.js';
@@ -78,7 +78,7 @@ export function createMailboxService(deps: {
    * Verifies a presented secret for one protocol. The attempt is counted per client address before the
    * secret is looked at (a concurrent burst checks at most the guard's limit) and given back when it is good.
    */
-  async function authenticate(secret: string, protocol: 'imap' | 'api', ip: string): Promise<MailboxScope> {
+  async function authenticate(secret: string, protocol: Protocol, ip: string): Promise<MailboxScope> {
     await deps.guard.begin(ip);
     const scope = await deps.passwords.verify(secret);
     if (!scope) throw unauthorized('Invalid or revoked app password', 'invalid_app_password');

@@ -9,6 +9,7 @@ import { renderForRecipient, type BroadcastContent, type Recipient } from '../re
 import { parseCsvRows } from './csv-rows.js';
 import { AppError } from '../errors.js';
 import { parseReport } from './reports.js';
+import { readSubmission } from './submission.js';
 import { composeContent } from '../render/compose.js';
 import { createTracking } from '../render/tracking.js';
 import type { MergeData } from '../render/merge.js';
@@ -93,6 +94,11 @@ export const tasks = {
     if (!t || content.html === null || (!t.opens && !t.clicks)) return content;
     const html = createTracking(t).instrumentHtml(content.html, t.messageId, { opens: t.opens, clicks: t.clicks });
     return { ...content, html };
+  },
+
+  /** A message handed to the submission server, read as the send it asks for (core/parsing/submission.ts). */
+  async readSubmission(input: { raw: Uint8Array; from: string; rcpts: string[] }) {
+    return readSubmission(asBuffer(input.raw), input);
   },
 
   /** A contact import's CSV as rows to stage (records before `fromSeq` are counted, not returned). */

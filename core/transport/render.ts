@@ -12,7 +12,7 @@ export type RenderInput = {
   text?: string | null;
   headers?: Record<string, string> | null;
   inReplyTo?: string | null;
-  attachments?: { filename: string; contentType: string; content: Buffer }[];
+  attachments?: { filename: string; contentType: string; content: Buffer; cid?: string }[];
   envelopeFrom?: string;
   serviceDomain: string;
 };

@@ -14,7 +14,7 @@ export const appPasswords = pgTable(
     domainId: text('domain_id'),
     label: text('label').notNull(),
     address: text('address').notNull(),
-    protocols: jsonb('protocols').$type<('imap' | 'api')[]>().notNull(),
+    protocols: jsonb('protocols').$type<('imap' | 'api' | 'smtp')[]>().notNull(),
     keyPrefix: text('key_prefix').notNull(),
     secretHash: text('secret_hash').notNull(),
     legacy: boolean('legacy').notNull().default(false),

@@ -39,6 +39,8 @@ export async function startStack(env: Record<string, string> = {}, roles: Role[]
     SMTP_PORT: String(await freePort()),
     IMAP_PORT: '0',
     IMAPS_PORT: '0',
+    SUBMISSION_PORT: '0',
+    SUBMISSIONS_PORT: '0',
     DATA_DIR: dataDir,
     DATABASE_URL: database.url,
     TEMPORAL_ADDRESS: inject('temporalAddress'),

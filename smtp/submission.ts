@@ -1,0 +1,103 @@
+import { readFileSync } from 'node:fs';
+import { SpanKind } from '@opentelemetry/api';
+import { SMTPServer, type SMTPServerAddress, type SMTPServerSession } from 'smtp-server';
+import { AppError } from '../core/errors.js';
+import type { Core } from '../core/index.js';
+import { log, logError } from '../core/log.js';
+import { acceptDuration, since } from '../core/metrics.js';
+import type { SubmissionLogin } from '../core/sending/submission.js';
+import { inSpan } from '../core/tracing.js';
+import { createSmtpGuard } from './limits.js';
+import { readMessage } from './on-data.js';
+import { isFault, smtpError, type SmtpPhase } from './replies.js';
+
+type Callback = (err?: Error | null) => void;
+const tooBig = (maxBytes: number) =>
+  new AppError(413, 'message_too_large', `Message too big: the limit is ${maxBytes} bytes`);
+
+/** The login onAuth gave the session (smtp-server keeps it as `session.user`). */
+const loginOf = (session: SMTPServerSession) => session.user as unknown as SubmissionLogin;
+
+/** A core refusal or fault, answered by smtp/replies.ts; a fault is logged once. */
+function answer(callback: Callback, phase: SmtpPhase, what: string) {
+  return (err: unknown) => {
+    if (isFault(err)) logError(`[submission] ${what} failed`, err);
+    callback(smtpError(err, phase));
+  };
+}
+
+/**
+ * The submission server (authenticated SMTP from applications), one listener per mode: STARTTLS on
+ * SUBMISSION_PORT, implicit TLS on SUBMISSIONS_PORT, with the ingress's certificate (SMTP_TLS_KEY and
+ * SMTP_TLS_CERT, else smtp-server's development certificate). AUTH PLAIN and LOGIN only over TLS
+ * (smtp-server answers 538, RFC 4954's "encryption required", in clear); nothing without AUTH (530).
+ * The ingress's bounds apply: message size (the rest of an oversized DATA is drained, never kept),
+ * recipients per message, clients per server and per client address, commands per minute, idle time.
+ */
+export function createSubmissionServer(
+  core: Pick<Core, 'config' | 'submission'>,
+  opts: { secure: boolean },
+): SMTPServer {
+  const { smtp } = core.config;
+  const tls =
+    smtp.tlsKeyFile && smtp.tlsCertFile
+      ? { key: readFileSync(smtp.tlsKeyFile), cert: readFileSync(smtp.tlsCertFile) }
+      : {};
+  const guard = createSmtpGuard({ maxPerIp: smtp.maxClientsPerIp, commandsPerMinute: smtp.commandsPerMinute });
+  const server = new SMTPServer({
+    name: core.config.serviceDomain,
+    banner: 'svc-mail ESMTP submission',
+    secure: opts.secure,
+    authMethods: ['PLAIN', 'LOGIN'],
+    allowInsecureAuth: false,
+    authOptional: false,
+    size: smtp.maxMessageBytes,
+    rejectOversized: true,
+    maxClients: smtp.maxClients,
+    maxRecipients: smtp.maxRecipients,
+    socketTimeout: smtp.idleTimeoutMs,
+    closeTimeout: 5_000,
+    logger: guard.logger as never,
+    ...tls,
+    onConnect: guard.onConnect,
+    onClose: guard.onClose,
+    onAuth(auth, session, callback) {
+      core.submission
+        .login(auth.username ?? '', auth.password ?? '', session.remoteAddress)
+        .then((login) => callback(null, { user: login }), answer(callback, 'auth', 'AUTH'));
+    },
+    onMailFrom(address: SMTPServerAddress, session, callback) {
+      core.submission
+        .sender(loginOf(session), address.address)
+        .then(() => callback(), answer(callback, 'mail', 'MAIL'));
+    },
+    onRcptTo(address: SMTPServerAddress, session, callback) {
+      core.submission
+        .recipient(loginOf(session), address.address)
+        .then(() => callback(), answer(callback, 'rcpt', 'RCPT'));
+    },
+    onData(stream, session, callback) {
+      const started = performance.now();
+      readMessage(stream, smtp.maxMessageBytes)
+        .then(async (raw) => {
+          if (!raw || stream.sizeExceeded) return callback(smtpError(tooBig(smtp.maxMessageBytes), 'data'));
+          const envelope = {
+            from: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
+            rcpts: session.envelope.rcptTo.map((r) => r.address),
+          };
+          const sent = await inSpan(
+            'smtp submit',
+            { 'svc.recipients': envelope.rcpts.length, 'svc.bytes': raw.length },
+            () => core.submission.submit(loginOf(session), raw, envelope),
+            SpanKind.SERVER,
+          );
+          acceptDuration.observe({ source: 'submission' }, since(started));
+          log.info({ messageId: sent.id, client: session.remoteAddress }, 'submitted message accepted');
+          callback(null, `2.0.0 Ok: ${sent.status} as ${sent.id}`);
+        })
+        .catch(answer(callback, 'data', 'DATA'));
+    },
+  });
+  guard.attach(server);
+  return server;
+}
