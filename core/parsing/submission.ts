@@ -1,3 +1,4 @@
+import libmime from 'libmime';
 import { simpleParser, type AddressObject, type EmailAddress } from 'mailparser';
 import { AppError, badRequest } from '../errors.js';
 
@@ -173,11 +174,13 @@ export async function readSubmission(raw: Buffer, envelope: { from: string; rcpt
   if (!from) throw badRequest('The message has no From header and no envelope sender', 'invalid_address');
 
   const out: Submitted = { from, to, cc, bcc, headers: {}, attachments: [] };
-  for (const { line } of mail.headerLines) {
+  for (const { key, line } of mail.headerLines) {
     const split = splitLine(line);
     if (!split) continue;
-    const [name, value] = split;
-    const lower = name.toLowerCase();
+    const [name, encoded] = split;
+    const lower = key;
+    // Encoded words (RFC 2047: nodemailer writes JSON that way) are decoded; the composer encodes again on the way out.
+    const value = libmime.decodeWords(encoded);
     if (lower.startsWith('x-svc-')) {
       if (lower === 'x-svc-metadata') out.metadata = metadataOf(value);
       else if (lower === 'x-svc-track-opens') out.trackOpens = flag(name, value);
