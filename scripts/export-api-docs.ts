@@ -67,6 +67,7 @@ const AREA_DOCS: Record<string, string> = {
   domains: 'domains.md',
   templates: 'sending.md',
   send: 'sending.md',
+  smtpSettings: 'smtp-submission.md',
   scheduled: 'sending.md',
   messages: 'sending.md',
   events: 'sequences.md',

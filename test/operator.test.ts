@@ -10,6 +10,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { failures } from '../core/operator/checks.js';
 import { runDoctor } from '../core/operator/doctor.js';
 import { checkTlsCertificate } from '../core/operator/host-checks.js';
+import { checkSubmissionCertificate, checkSubmissionPorts } from '../core/operator/submission-checks.js';
+import { createResolver } from '../core/dns.js';
 import { createServiceDomain } from '../core/domains/service-domain.js';
 import { schema } from '../db/index.js';
 import { resolverFor, startTestDns } from './helpers/dns.js';
@@ -52,9 +54,18 @@ describe('operator setup: the service domain, its signed system mail, and the do
   let dnsPort: number;
   let dir: string;
   let env: Record<string, string>;
+  /** The stack's config with the ports its submission role listens on (SUBMISSION_PORT=0 in stacks). */
+  const probed = () => ({
+    ...stack.config,
+    submission: {
+      ...stack.config.submission,
+      publicPort: stack.service.submissionPort!,
+      publicTlsPort: stack.service.submissionsPort!,
+    },
+  });
   const doctor = () =>
     runDoctor({
-      config: stack.config,
+      config: probed(),
       database: { db: stack.service.core.db, ping: () => stack.service.core.database.ping() },
       temporal: {
         ping: () => stack.service.core.workflows.ping(),
@@ -87,11 +98,15 @@ describe('operator setup: the service domain, its signed system mail, and the do
       PUBLIC_IP: '127.0.0.1',
       SMTP_TLS_KEY: tls.key,
       SMTP_TLS_CERT: tls.cert,
+      // Submission is dialled at SUBMISSION_HOST, resolved through DNS_SERVERS (A of SERVICE once published).
+      SUBMISSION_HOST: SERVICE,
       OPERATOR_TOKEN: TOKEN,
       SECRET_KEY: 'test-secret-key-0123456789-abcdefghijklmnop',
     };
     stack = await startStack({ ...env, DNS_PORT: String(dnsPort) });
     Object.assign(env, {
+      SUBMISSION_PORT: String(stack.service.submissionPort),
+      SUBMISSIONS_PORT: String(stack.service.submissionsPort),
       DATABASE_URL: stack.config.databaseUrl!,
       TEMPORAL_ADDRESS: stack.config.temporal.address!,
       DATA_DIR: dir,
@@ -197,6 +212,8 @@ describe('operator setup: the service domain, its signed system mail, and the do
       'dns.bounces-mx',
       'dns.bounces-spf',
       'dns.ptr',
+      'submission.starttls', // SUBMISSION_HOST does not resolve before its A record is published
+      'submission.tls',
     ]);
     expect(before.find((c) => c.id === 'dns.dkim')!.fix).toMatch(
       /^publish TXT svc1\._domainkey\.mail\.operator\.test "v=DKIM1; k=rsa; p=/,
@@ -213,11 +230,25 @@ describe('operator setup: the service domain, its signed system mail, and the do
     const after = await doctor();
     const byStatus = (s: string) => after.filter((c) => c.status === s).map((c) => c.id);
     expect(byStatus('fail')).toEqual([]);
-    expect(byStatus('warn')).toEqual([]);
+    // The test certificate is self-signed: a warning outside production (a failure in it).
+    expect(byStatus('warn')).toEqual(['submission.cert']);
+    expect(after.find((c) => c.id === 'submission.cert')!.detail).toMatch(/^self-signed/);
+    expect(after.find((c) => c.id === 'submission.starttls')!.detail).toMatch(
+      /greets, offers STARTTLS, then AUTH PLAIN LOGIN$/,
+    );
+    expect(after.find((c) => c.id === 'submission.tls')!.detail).toMatch(/completes a TLS handshake/);
     expect(byStatus('skipped')).toEqual(['smtp.port25']); // offline here: said so, not failed
     expect(after.find((c) => c.id === 'smtp.port25')!.detail).toMatch(/^offline\?/);
     expect(after.map((c) => c.id)).toEqual(
-      expect.arrayContaining(['smtp.tls', 'secret.key', 'outbound.mode', 'database', 'temporal', 'temporal.retention']),
+      expect.arrayContaining([
+        'smtp.tls',
+        'submission.cert',
+        'secret.key',
+        'outbound.mode',
+        'database',
+        'temporal',
+        'temporal.retention',
+      ]),
     );
     expect((await stack.api('GET', '/api/health?detail=1', { token: TOKEN })).body).toMatchObject({
       ok: true,
@@ -260,11 +291,60 @@ describe('operator setup: the service domain, its signed system mail, and the do
     });
   });
 
+  it('the submission checks: a self-signed or missing certificate fails in production, another host fails, a closed port fails', async () => {
+    const other = await certificateFor(mkdtempSync(join(dir, 'other-')), 'other.test');
+    const production = { ...stack.config, env: 'production' };
+    expect(checkSubmissionCertificate(production)).toMatchObject({
+      status: 'fail',
+      detail: expect.stringMatching(/^self-signed/),
+    });
+    expect(
+      checkSubmissionCertificate({ ...production, smtp: { ...stack.config.smtp, tlsCertFile: undefined } }),
+    ).toMatchObject({
+      status: 'fail',
+      detail: expect.stringContaining('development certificate'),
+    });
+    expect(
+      checkSubmissionCertificate({
+        ...stack.config,
+        smtp: { ...stack.config.smtp, tlsKeyFile: other.key, tlsCertFile: other.cert },
+      }),
+    ).toMatchObject({ status: 'fail', detail: expect.stringContaining('not mail.operator.test') });
+    expect(checkSubmissionCertificate(stack.config, Date.now() + 60 * 86_400_000)).toMatchObject({
+      status: 'fail',
+      detail: expect.stringMatching(/^expired /),
+    });
+
+    const closed = await freePort();
+    const results = await checkSubmissionPorts(createResolver([]), {
+      ...stack.config,
+      submission: { ...stack.config.submission, host: '127.0.0.1', publicPort: closed, publicTlsPort: closed },
+    });
+    expect(results.map((r) => [r.id, r.status])).toEqual([
+      ['submission.starttls', 'fail'],
+      ['submission.tls', 'fail'],
+    ]);
+    expect(results[0]!.fix).toContain('npm run start:submission');
+    // The ingress port speaks SMTP but offers no AUTH: not a submission server.
+    const [ingress] = await checkSubmissionPorts(createResolver([]), {
+      ...stack.config,
+      submission: {
+        ...stack.config.submission,
+        host: '127.0.0.1',
+        publicPort: stack.service.smtpPort!,
+        publicTlsPort: 0,
+      },
+    });
+    expect(ingress).toMatchObject({ id: 'submission.starttls', status: 'fail' });
+  });
+
   it('npm run doctor: exit 0 with one line per check; with the DMARC record gone it names it and exits 1', async () => {
     const green = await doctorScript();
     expect(green.code, green.out).toBe(0);
     expect(green.out).toMatch(/^OK +dns\.dkim /m);
     expect(green.out).toMatch(/^SKIPPED +smtp\.port25 .*offline\?/m);
+    expect(green.out).toMatch(/^OK +submission\.starttls /m);
+    expect(green.out).toMatch(/^OK +submission\.tls /m);
     expect(green.out).toContain('All required checks passed.');
 
     dns.zone.remove(`_dmarc.${SERVICE}`);

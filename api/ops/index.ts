@@ -13,6 +13,7 @@ import * as registration from './registration.js';
 import * as scopedKeys from './scoped-keys.js';
 import * as templates from './templates.js';
 import * as send from './send.js';
+import * as smtpSettings from './smtp-settings.js';
 import * as scheduled from './scheduled.js';
 import * as messages from './messages.js';
 import * as suppressions from './suppressions.js';
@@ -45,6 +46,7 @@ const modules = {
   encryption,
   templates,
   send,
+  smtpSettings,
   scheduled,
   messages,
   suppressions,

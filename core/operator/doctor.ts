@@ -6,6 +6,7 @@ import { createResolver } from '../dns.js';
 import { check, within, type CheckResult } from './checks.js';
 import { checkServiceDns } from './dns-checks.js';
 import { checkOutboundMode, checkPort25, checkSecretKey, checkTlsCertificate } from './host-checks.js';
+import { checkSubmissionCertificate, checkSubmissionPorts } from './submission-checks.js';
 
 const DAY_MS = 86_400_000;
 /** A domain whose MX answers on port 25 from anywhere: the target of the outbound port-25 probe. */
@@ -79,7 +80,8 @@ async function checkTemporal(deps: DoctorDeps): Promise<CheckResult[]> {
 
 /**
  * Every operator check in one pass, in a fixed order (see README, "Production checklist"): the service
- * domain's DNS through DNS_SERVERS, reverse DNS, outbound port 25, STARTTLS, SECRET_KEY, OUTBOUND_MODE,
+ * domain's DNS through DNS_SERVERS, reverse DNS, outbound port 25, STARTTLS, the submission ports and their
+ * certificate, SECRET_KEY, OUTBOUND_MODE,
  * database and Temporal. Each probe has its own time limit, so the whole run is bounded.
  */
 export async function runDoctor(deps: DoctorDeps): Promise<CheckResult[]> {
@@ -97,19 +99,22 @@ export async function runDoctor(deps: DoctorDeps): Promise<CheckResult[]> {
           },
           'start PostgreSQL or fix DATABASE_URL',
         );
-  const [dns, port25, temporal] = await Promise.all([
+  const [dns, port25, submission, temporal] = await Promise.all([
     checkServiceDns(resolver, {
       domain: config.serviceDomain,
       publicKeyB64: await servicePublicKey(deps),
       publicIp: config.publicIp,
     }),
     checkPort25(resolver, config, deps.probeDomain ?? PORT25_PROBE_DOMAIN),
+    checkSubmissionPorts(resolver, config),
     checkTemporal(deps),
   ]);
   return [
     ...dns,
     port25,
     checkTlsCertificate(config),
+    ...submission,
+    checkSubmissionCertificate(config),
     checkSecretKey(config),
     checkOutboundMode(config),
     database,

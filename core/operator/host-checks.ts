@@ -61,49 +61,88 @@ function greet(host: string, port: number): Promise<string> {
   });
 }
 
-/** The STARTTLS certificate: present, readable, valid now and for two more weeks, and naming SERVICE_DOMAIN. */
-export function checkTlsCertificate(config: Config, now = Date.now()): CheckResult {
-  const host = config.serviceDomain;
-  const c = check('smtp.tls', `STARTTLS certificate (SMTP_TLS_CERT) for ${host}`);
+/**
+ * SMTP_TLS_CERT/SMTP_TLS_KEY read and checked against each other: the certificate, or what is wrong with
+ * the files and the fix (shared by the ingress's STARTTLS check and the submission certificate check).
+ */
+export function readCertificate(
+  config: Config,
+): { cert: X509Certificate } | { cert?: undefined; detail: string; fix: string } {
   const { tlsCertFile, tlsKeyFile } = config.smtp;
   if (!tlsCertFile || !tlsKeyFile)
-    return c.fail(
-      'SMTP_TLS_CERT/SMTP_TLS_KEY are not set: inbound SMTP offers no STARTTLS',
-      `set SMTP_TLS_CERT and SMTP_TLS_KEY to PEM files of a certificate for ${host} (e.g. from Let's Encrypt)`,
-    );
+    return { detail: 'SMTP_TLS_CERT/SMTP_TLS_KEY are not set', fix: 'set SMTP_TLS_CERT and SMTP_TLS_KEY' };
   let cert: X509Certificate;
   try {
     cert = new X509Certificate(readFileSync(tlsCertFile));
   } catch (err) {
-    return c.fail(
-      `cannot read ${tlsCertFile}: ${(err as Error).message}`,
-      'point SMTP_TLS_CERT at a PEM certificate file',
-    );
+    return {
+      detail: `cannot read ${tlsCertFile}: ${(err as Error).message}`,
+      fix: 'point SMTP_TLS_CERT at a PEM certificate file',
+    };
   }
   try {
     if (!cert.checkPrivateKey(createPrivateKey(readFileSync(tlsKeyFile))))
-      return c.fail(
-        `SMTP_TLS_KEY does not belong to the certificate`,
-        'point SMTP_TLS_KEY at the key of this certificate',
-      );
+      return {
+        detail: `SMTP_TLS_KEY does not belong to the certificate`,
+        fix: 'point SMTP_TLS_KEY at the key of this certificate',
+      };
   } catch (err) {
-    return c.fail(
-      `cannot read the key ${tlsKeyFile}: ${(err as Error).message}`,
-      'point SMTP_TLS_KEY at a PEM private key',
-    );
+    return {
+      detail: `cannot read the key ${tlsKeyFile}: ${(err as Error).message}`,
+      fix: 'point SMTP_TLS_KEY at a PEM private key',
+    };
   }
-  const renew = `renew the certificate for ${host} and restart the smtp role`;
+  return { cert };
+}
+
+/**
+ * A readable certificate's dates and name: a failure (not yet valid, expired, another host), a warning
+ * within 14 days of expiry, else undefined. `role` names what to restart after renewing.
+ */
+export function certificateDates(
+  cert: X509Certificate,
+  host: string,
+  role: string,
+  now: number,
+): { status: 'fail' | 'warn'; detail: string; fix: string } | undefined {
+  const renew = `renew the certificate for ${host} and restart the ${role} role`;
   const [from, to] = [Date.parse(cert.validFrom), Date.parse(cert.validTo)];
   if (now < from)
-    return c.fail(`not valid before ${cert.validFrom}`, 'check the clock of this host, or the certificate');
-  if (now > to) return c.fail(`expired ${cert.validTo}`, renew);
+    return {
+      status: 'fail',
+      detail: `not valid before ${cert.validFrom}`,
+      fix: 'check the clock of this host, or the certificate',
+    };
+  if (now > to) return { status: 'fail', detail: `expired ${cert.validTo}`, fix: renew };
   if (!cert.checkHost(host))
-    return c.fail(
-      `the certificate is for ${cert.subjectAltName ?? cert.subject}, not ${host}`,
-      `use a certificate whose subjectAltName includes DNS:${host}`,
-    );
+    return {
+      status: 'fail',
+      detail: `the certificate is for ${cert.subjectAltName ?? cert.subject}, not ${host}`,
+      fix: `use a certificate whose subjectAltName includes DNS:${host}`,
+    };
   if (to - now < 14 * DAY_MS)
-    return c.warn(`expires ${cert.validTo} (in ${Math.floor((to - now) / DAY_MS)} days)`, renew);
+    return {
+      status: 'warn',
+      detail: `expires ${cert.validTo} (in ${Math.floor((to - now) / DAY_MS)} days)`,
+      fix: renew,
+    };
+  return undefined;
+}
+
+/** The STARTTLS certificate: present, readable, valid now and for two more weeks, and naming SERVICE_DOMAIN. */
+export function checkTlsCertificate(config: Config, now = Date.now()): CheckResult {
+  const host = config.serviceDomain;
+  const c = check('smtp.tls', `STARTTLS certificate (SMTP_TLS_CERT) for ${host}`);
+  if (!config.smtp.tlsCertFile || !config.smtp.tlsKeyFile)
+    return c.fail(
+      'SMTP_TLS_CERT/SMTP_TLS_KEY are not set: inbound SMTP offers no STARTTLS',
+      `set SMTP_TLS_CERT and SMTP_TLS_KEY to PEM files of a certificate for ${host} (e.g. from Let's Encrypt)`,
+    );
+  const read = readCertificate(config);
+  if (!read.cert) return c.fail(read.detail, read.fix);
+  const { cert } = read;
+  const dated = certificateDates(cert, host, 'smtp', now);
+  if (dated) return dated.status === 'fail' ? c.fail(dated.detail, dated.fix) : c.warn(dated.detail, dated.fix);
   return c.ok(`valid until ${cert.validTo}, matches ${host}`);
 }
 
