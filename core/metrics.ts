@@ -15,13 +15,13 @@ const SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
 export const messagesAccepted = new Counter({
   name: 'svc_messages_accepted_total',
-  help: 'Messages accepted: API sends (source=api) and inbound SMTP messages (source=smtp)',
+  help: 'Messages accepted: API sends (source=api), SMTP submission (source=submission) and inbound SMTP messages (source=smtp)',
   labelNames: ['source'] as const,
   registers: [registry],
 });
 export const acceptDuration = new Histogram({
   name: 'svc_accept_duration_seconds',
-  help: 'Time from request to acceptance: a send call (api) or an SMTP DATA until its 250 (smtp)',
+  help: 'Time from request to acceptance: a send call (api), a submitted message (submission) or an inbound SMTP DATA (smtp)',
   labelNames: ['source'] as const,
   buckets: SECONDS,
   registers: [registry],

@@ -4,7 +4,6 @@ import { SMTPServer, type SMTPServerAddress, type SMTPServerSession } from 'smtp
 import { AppError } from '../core/errors.js';
 import type { Core } from '../core/index.js';
 import { log, logError } from '../core/log.js';
-import { acceptDuration, since } from '../core/metrics.js';
 import type { SubmissionLogin } from '../core/sending/submission.js';
 import { inSpan } from '../core/tracing.js';
 import { createSmtpGuard } from './limits.js';
@@ -77,7 +76,6 @@ export function createSubmissionServer(
         .then(() => callback(), answer(callback, 'rcpt', 'RCPT'));
     },
     onData(stream, session, callback) {
-      const started = performance.now();
       readMessage(stream, smtp.maxMessageBytes)
         .then(async (raw) => {
           if (!raw || stream.sizeExceeded) return callback(smtpError(tooBig(smtp.maxMessageBytes), 'data'));
@@ -91,7 +89,6 @@ export function createSubmissionServer(
             () => core.submission.submit(loginOf(session), raw, envelope),
             SpanKind.SERVER,
           );
-          acceptDuration.observe({ source: 'submission' }, since(started));
           log.info({ messageId: sent.id, client: session.remoteAddress }, 'submitted message accepted');
           callback(null, `2.0.0 Ok: ${sent.status} as ${sent.id}`);
         })

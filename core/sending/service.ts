@@ -55,6 +55,8 @@ export type BatchInput = Omit<SendInput, 'to' | 'cc' | 'bcc' | 'metadata' | 'seq
   recipients: { to: string; templateData?: MergeData; headers?: Record<string, string> }[];
 };
 type MessageValues = typeof schema.messages.$inferInsert;
+/** The edge a send came through, as the accept metrics label it. */
+export type AcceptSource = 'api' | 'submission';
 export type BatchResult = {
   to: string;
   status: 'sent' | 'scheduled' | 'failed';
@@ -195,6 +197,7 @@ export function createSendService(deps: {
     p: Prepared,
     rows: MessageValues[],
     partial: boolean,
+    source: AcceptSource = 'api',
   ): Promise<{ kept: MessageValues[]; refusal?: AppError; ssnd: Map<string, string> }> {
     const ssnd = new Map<string, string>();
     if (rows.length === 0) return { kept: rows, ssnd };
@@ -213,7 +216,7 @@ export function createSendService(deps: {
         rows.map((r) => r.id!),
         p.user.id,
       );
-      messagesAccepted.inc({ source: 'api' }, rows.length);
+      messagesAccepted.inc({ source }, rows.length);
       return { kept: rows, ssnd };
     }
     let kept = rows;
@@ -241,7 +244,7 @@ export function createSendService(deps: {
           );
     });
     if (refusal && !partial) throw refusal;
-    if (kept.length) messagesAccepted.inc({ source: 'api' }, kept.length);
+    if (kept.length) messagesAccepted.inc({ source }, kept.length);
     if (p.scheduledAt)
       await deps.scheduled.startAll(
         [...ssnd].map(([messageId, id]) => ({ id, messageId, userId: p.user.id, scheduledAt: p.scheduledAt! })),
@@ -266,7 +269,8 @@ export function createSendService(deps: {
   }
 
   return {
-    async send(actor: Actor, input: SendInput) {
+    /** One message; `source` names the edge it came through in the accept metrics (api, or submission). */
+    async send(actor: Actor, input: SendInput, source: AcceptSource = 'api') {
       const started = performance.now();
       const enrol = input.sequence
         ? await deps.enrolments.resolve(actor.userId, { ...input, sequence: input.sequence })
@@ -307,12 +311,12 @@ export function createSendService(deps: {
             to: to.map((m) => m.address),
           })
         : [];
-      const { ssnd } = await commit(p, [row], false).catch(async (err) => {
+      const { ssnd } = await commit(p, [row], false, source).catch(async (err) => {
         if (owed.length) await deps.enrolments.discard(owed).catch(() => undefined); // else the sweep finds no message and enrolls nobody
         throw err;
       });
       touchContacts(p.user.id, [row]);
-      acceptDuration.observe({ source: 'api' }, since(started));
+      acceptDuration.observe({ source }, since(started));
       log.info(
         {
           messageId: row.id,

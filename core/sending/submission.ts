@@ -127,30 +127,34 @@ export function createSubmissionService(deps: {
       const m = await runParse('readSubmission', { raw, from: envelope.from, rcpts: envelope.rcpts });
       const from = parseMailbox(m.from, 'From');
       if (login.scope && !scopeCovers(login.scope, from.address)) throw senderRefused(from.address);
-      return deps.sending.send(login.actor, {
-        from: m.from,
-        to: m.to,
-        cc: m.cc,
-        bcc: m.bcc,
-        subject: m.subject,
-        html: m.html,
-        text: m.text,
-        replyTo: m.replyTo,
-        inReplyTo: m.inReplyTo,
-        headers: m.headers,
-        metadata: m.metadata,
-        templateId: m.templateId,
-        templateData: m.templateData,
-        scheduledAt: m.scheduledAt,
-        trackOpens: m.trackOpens,
-        trackClicks: m.trackClicks,
-        attachments: m.attachments.map((a) => ({
-          filename: a.filename,
-          contentType: a.contentType,
-          content: toBuffer(a.content).toString('base64'),
-          ...(a.cid ? { cid: a.cid } : {}),
-        })),
-      });
+      return deps.sending.send(
+        login.actor,
+        {
+          from: m.from,
+          to: m.to,
+          cc: m.cc,
+          bcc: m.bcc,
+          subject: m.subject,
+          html: m.html,
+          text: m.text,
+          replyTo: m.replyTo,
+          inReplyTo: m.inReplyTo,
+          headers: m.headers,
+          metadata: m.metadata,
+          templateId: m.templateId,
+          templateData: m.templateData,
+          scheduledAt: m.scheduledAt,
+          trackOpens: m.trackOpens,
+          trackClicks: m.trackClicks,
+          attachments: m.attachments.map((a) => ({
+            filename: a.filename,
+            contentType: a.contentType,
+            content: toBuffer(a.content).toString('base64'),
+            ...(a.cid ? { cid: a.cid } : {}),
+          })),
+        },
+        'submission',
+      );
     },
   };
 }
