@@ -5,6 +5,9 @@
  * POST /v1/send, (b) end-to-end delivered messages/s, and (c) the same sink fed directly by a pooled,
  * DKIM-signing nodemailer transport as the ceiling; prints (b)/(c), and exits 1 when (b)/(c) is below its
  * floor in bench/floors.ts (BENCH_FLOOR_<NAME> overrides one); the steady p99 is reported against its target.
+ * (d) sends the same number of messages with the same concurrency through SMTP submission (bench/submission.ts:
+ * one pooled, authenticated STARTTLS connection per concurrent client) and reports accepted/s over (a)'s
+ * against its target (0.8), and delivered/s; in the split mode the submission role runs as its own process.
  *   BENCH_MESSAGES (default 2000), BENCH_CONCURRENCY (default 32), TEST_PG_URL, TEMPORAL_ADDRESS.
  */
 import { mkdtempSync } from 'node:fs';
@@ -35,6 +38,7 @@ import {
   type ProcessGroup,
 } from './cost.js';
 import { checkFloors, reportTargets } from './floors.js';
+import { runSubmissionPhase, printSubmission } from './submission.js';
 import { percentile, pool, spawnRole, spawnWorker, jsonPoster } from './util.js';
 
 const N = Number(process.env.BENCH_MESSAGES ?? 2000);
@@ -53,6 +57,11 @@ async function main() {
   const env: Record<string, string> = {
     PORT: String(port),
     SMTP_PORT: String(await freePort()),
+    // (d): the submission role's listeners (a process of their own in the split mode, so known ports), and
+    // room for one connection per concurrent client from this one address (the default is 10 per address).
+    SUBMISSION_PORT: String(await freePort()),
+    SUBMISSIONS_PORT: String(await freePort()),
+    SMTP_MAX_CLIENTS_PER_IP: String(Math.max(10, C + 4)),
     DATA_DIR: mkdtempSync(join(tmpdir(), 'svc-bench-')),
     DATABASE_URL: pg.url,
     TEMPORAL_ADDRESS: process.env.TEMPORAL_ADDRESS ?? temporal!.address,
@@ -70,14 +79,24 @@ async function main() {
   // By default the API and the worker each run as their own process, as in production, so the load
   // generator and the sink here share no event loop with them. BENCH_SPLIT=0: one process, as `npm start`.
   const split = process.env.BENCH_SPLIT !== '0';
-  const service = await startService(config, split ? [] : ['api', 'worker'], { log: () => undefined });
-  const stats = { api: join(env.DATA_DIR!, 'api-queries.json'), worker: join(env.DATA_DIR!, 'worker-queries.json') };
+  const service = await startService(config, split ? [] : ['api', 'worker', 'submission'], { log: () => undefined });
+  const stats = {
+    api: join(env.DATA_DIR!, 'api-queries.json'),
+    worker: join(env.DATA_DIR!, 'worker-queries.json'),
+    submission: join(env.DATA_DIR!, 'submission-queries.json'),
+  };
   const roles = split
     ? [
         await spawnRole(['main.ts', 'api'], { ...env, SVC_QUERY_STATS_FILE: stats.api }, '[api] listening'),
         await spawnWorker({ ...env, SVC_QUERY_STATS_FILE: stats.worker }),
+        await spawnRole(
+          ['main.ts', 'submission'],
+          { ...env, SVC_QUERY_STATS_FILE: stats.submission },
+          '[submission] SMTP submission on port',
+        ),
       ]
     : [];
+  const submissionPort = split ? Number(env.SUBMISSION_PORT) : service.submissionPort!;
   const groups: ProcessGroup[] = [
     ...(split
       ? [
@@ -180,6 +199,7 @@ async function main() {
     ]);
     await tc.connection.close();
     // (a') latency at a steady offered load (open loop): what a caller sees at the target rate.
+    sink.reset();
     const rate = Number(process.env.BENCH_RATE ?? 100);
     const steady: number[] = [];
     const sends: Promise<void>[] = [];
@@ -210,10 +230,29 @@ async function main() {
       `  (this process: load generator + sink ${(benchCpu / N).toFixed(2)} ms; all processes used ${((benchCpu + [...cpu.values()].reduce((a, b) => a + b, 0)) / e2eSecs / 1000).toFixed(2)} cores over (b))`,
     );
     printStatements(statementsBefore, statements, N);
+
+    // (d) the same number of messages, same concurrency, through SMTP submission (recipients past (a)'s).
+    await sink.waitForCount(rate * 10, Number(process.env.BENCH_TIMEOUT_MS ?? 300_000)); // (a')'s, before (d) counts
+    const submitted = await runSubmissionPhase({
+      port: submissionPort,
+      key,
+      n: N,
+      c: C,
+      message: (i) => body(N + 10_000 + i),
+      sink,
+      groups: split ? [{ name: 'submission', pids: () => [roles[2]!.pid] }, ...groups] : groups,
+      statsFiles: [stats.api, stats.worker, stats.submission],
+      timeoutMs: Number(process.env.BENCH_TIMEOUT_MS ?? 300_000),
+    }).catch((err) => {
+      if (split) console.error(`submission role's last output:\n${roles[2]!.output.slice(-4000)}`);
+      throw err;
+    });
+    printSubmission(submitted, N, { accepted: N / acceptSecs, delivered: e2e });
     // The floors docs/benchmarks.md states (bench/floors.ts): a ratio below one makes the run exit 1; (b)/(c)
     // needs the ceiling. The p99 is reported against its target when measured as stated (a steady 100/s).
     checkFloors(process.env.BENCH_SKIP_CEILING !== '1' ? { SEND_RATIO: e2e / ceiling } : {});
     if (rate === 100) reportTargets({ SEND_STEADY_P99_MS: percentile(steady, 99) });
+    reportTargets({ SUBMISSION_ACCEPT_RATIO: submitted.accepted / (N / acceptSecs) });
   } finally {
     for (const r of roles) await r.stop();
     await service.stop();

@@ -22,7 +22,7 @@ export async function spawnRole(
   args: string[],
   env: Record<string, string>,
   ready: string,
-): Promise<{ pid: number; output: string; stop(): Promise<void> }> {
+): Promise<{ pid: number; readonly output: string; stop(): Promise<void> }> {
   const { spawn } = await import('node:child_process');
   // BENCH_CPU_PROF=<dir>: each role writes a V8 CPU profile there when it stops (open it in Chrome DevTools).
   const prof = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
@@ -42,7 +42,10 @@ export async function spawnRole(
   });
   return {
     pid: child.pid!,
-    output: out,
+    /** Everything the role printed so far (its log lines after the ready line too). */
+    get output() {
+      return out;
+    },
     stop: () =>
       new Promise<void>((resolve) => {
         child.once('exit', () => resolve());
