@@ -68,7 +68,10 @@ describe('SMTP submission with the account key', () => {
         'X-Svc-Track-Opens': 'false',
         'X-Ticket': 'T-42',
       },
-      attachments: [{ filename: 'note.txt', content: 'attached bytes' }],
+      attachments: [
+        { filename: 'note.txt', content: 'attached bytes' },
+        { filename: 'logo.png', content: Buffer.from('PNG'), contentType: 'image/png', cid: 'logo@acme' },
+      ],
     });
     const id = queuedId(info.response);
     expect(id, info.response).toBeDefined();
@@ -79,6 +82,7 @@ describe('SMTP submission with the account key', () => {
     expect(raw).toContain('Subject: Submitted over STARTTLS');
     expect(raw).toContain('X-Ticket: T-42');
     expect(raw).toContain('note.txt');
+    expect(raw).toMatch(/^Content-ID: <logo@acme>/m); // the inline image keeps its Content-ID
     expect(raw).toMatch(/^Cc: cy@rcpt\.test/m);
     // Bcc never reaches a header, in any copy; the control headers are honoured and not delivered.
     for (const copy of [raw, blind.raw.toString('latin1')]) {

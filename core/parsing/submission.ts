@@ -209,7 +209,8 @@ export async function readSubmission(raw: Buffer, envelope: { from: string; rcpt
       filename: a.filename ?? (a.cid ? `${a.cid}` : 'attachment'),
       contentType: a.contentType || 'application/octet-stream',
       content: a.content,
-      ...(a.cid && a.related ? { cid: a.cid } : a.cid && a.contentDisposition === 'inline' ? { cid: a.cid } : {}),
+      // An inline part (multipart/related, or disposition inline) keeps its Content-ID, so `cid:` links still find it.
+      ...(a.cid && (a.related || a.contentDisposition === 'inline') ? { cid: a.cid } : {}),
     });
   }
   return out;
