@@ -75,7 +75,7 @@ bash scripts/split-deployment.sh --build-only
 echo "split-smoke: databases $SVC_DB, $TEMPORAL_DB, $TEMPORAL_VISIBILITY_DB; Temporal on $TEMPORAL_PORT, API $PORT, SMTP $SMTP_PORT, DNS $DNS_PORT"
 bash scripts/split-deployment.sh > "$LOG" 2>&1 &
 split_pid=$!
-SMOKE_API_URL="http://127.0.0.1:$PORT" SMOKE_SMTP_PORT="$SMTP_PORT" \
+SMOKE_API_URL="http://127.0.0.1:$PORT" SMOKE_SMTP_PORT="$SMTP_PORT" SMOKE_SUBMISSION_PORTS="$SUBMISSION_PORT,$((SUBMISSION_PORT + 1))" \
   SMOKE_API_URL2="http://127.0.0.1:$((PORT + 1))" SMOKE_SMTP_PORT2="$((SMTP_PORT + 1))" SMOKE_SERVICE_DOMAIN="$SERVICE_DOMAIN" SMOKE_SPLIT_PID="$split_pid" \
   SMOKE_TEMPORAL_ADDRESS="127.0.0.1:$TEMPORAL_PORT" \
   node --import tsx test/split-smoke.ts &

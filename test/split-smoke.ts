@@ -20,6 +20,8 @@ const SPLIT_PID = Number(process.env.SMOKE_SPLIT_PID ?? 0);
 /** The second API process and SMTP ingress, when the deployment runs two of each (split-smoke.sh does). */
 const API2 = process.env.SMOKE_API_URL2;
 const SMTP_PORT2 = process.env.SMOKE_SMTP_PORT2 ? Number(process.env.SMOKE_SMTP_PORT2) : undefined;
+/** The submission processes' STARTTLS ports (split-smoke.sh runs two: the base port and the next). */
+const SUBMISSION_PORTS = (process.env.SMOKE_SUBMISSION_PORTS ?? '').split(',').filter(Boolean).map(Number);
 const READY_MS = Number(process.env.SMOKE_READY_TIMEOUT_MS ?? 240_000);
 
 /** Whether something accepts a TCP connection on 127.0.0.1:port. */
@@ -187,6 +189,37 @@ try {
     const box = expectStatus(await api('GET', '/api/outbox', { token: session }), 200, 'GET /api/outbox');
     if (!(box.body as { id: string }[]).some((m) => m.id === id)) fail(`message ${id} is sent but not in the outbox`);
   });
+
+  for (const port of SUBMISSION_PORTS) {
+    await step(
+      `a message submitted over SMTP (submission role on ${port}, STARTTLS, the account key) is delivered`,
+      async () => {
+        const smtp = nodemailer.createTransport({
+          host: '127.0.0.1',
+          port,
+          secure: false,
+          requireTLS: true,
+          auth: { user: 'smoke', pass: key },
+          tls: { rejectUnauthorized: false },
+        });
+        const info = await smtp.sendMail({
+          from: `hello@${hosted}`,
+          to: 'submitted@example.org',
+          subject: 'Smoke',
+          text: 'x',
+        });
+        smtp.close();
+        const id = /queued as (msg_[\w-]+)/.exec(info.response)?.[1] ?? fail(`unexpected answer ${info.response}`);
+        await eventually(
+          async () =>
+            expectStatus(await api('GET', `/api/messages/${id}`, { token: session }), 200, `GET /api/messages/${id}`)
+              .body.message.status === 'sent',
+          60_000,
+          250,
+        );
+      },
+    );
+  }
 
   await step('inbound mail through the SMTP role reaches the webhook, signed', async () => {
     const set = expectStatus(
