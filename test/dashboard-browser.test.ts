@@ -215,11 +215,19 @@ describe.skipIf(!hasChromium())('the dashboard in a real browser', () => {
     expect((await stack.api('GET', '/v1/me', { token: key1 })).status).toBe(401);
     expect((await stack.api('GET', '/v1/me', { token: key2 })).status).toBe(200);
 
+    // The SMTP submission settings (GET /api/smtp-settings) next to the keys.
+    const smtp = page.getByRole('region', { name: 'Send with SMTP' });
+    await smtp.getByText(stack.config.submission.host, { exact: true }).waitFor();
+    expect(await smtp.textContent()).toContain(`${stack.config.submission.publicPort} with STARTTLS`);
+
     await page.getByLabel('Label').fill('phone mail');
+    await page.getByRole('checkbox', { name: 'SMTP' }).check();
+    await page.getByText('The full address of a mailbox the pattern covers').waitFor();
     await page.getByRole('button', { name: 'Create app password' }).click();
     const secret = (await page.getByTestId('app-password').textContent())!;
     expect(secret).toMatch(/^svc_pw_/);
     await page.getByRole('region', { name: 'App passwords' }).getByText('phone mail').waitFor();
+    await page.getByRole('region', { name: 'App passwords' }).getByText('imap, smtp').waitFor();
     await audit('keys');
     expect(await page.evaluate(() => JSON.stringify({ ...sessionStorage, ...localStorage }))).not.toContain(secret);
   });

@@ -1,6 +1,6 @@
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
-import { api } from '../api.js';
+import { api, type Outputs } from '../api.js';
 import { CopyButton, ErrorBox, Field, Loading, Notice, Page, Select, Table, usePaged, when } from '../ui.js';
 
 export function Keys() {
@@ -8,6 +8,7 @@ export function Keys() {
     <Page title="Keys">
       <AccountKey />
       <ScopedKeys />
+      <SmtpSettings />
       <AppPasswords />
     </Page>
   );
@@ -126,6 +127,65 @@ function ScopedKeys() {
   );
 }
 
+type Smtp = Outputs['smtpSettings']['get'];
+const useSmtpSettings = () => useQuery({ queryKey: ['smtp-settings'], queryFn: () => api.smtpSettings.get.query() });
+
+/** Host, the two ports and their TLS modes: what every SMTP client asks first. */
+function SmtpServer({ s }: { s: Smtp }) {
+  return (
+    <>
+      <dt>Server</dt>
+      <dd>
+        <code>{s.host}</code> <CopyButton value={s.host} what="SMTP server" />
+      </dd>
+      <dt>Port and security</dt>
+      <dd>
+        <code>{s.starttls_port}</code> with STARTTLS, or <code>{s.tls_port}</code> with SSL/TLS (implicit TLS)
+      </dd>
+      <dt>Authentication</dt>
+      <dd>Normal password ({s.auth_methods.join(' or ')}), only over TLS</dd>
+    </>
+  );
+}
+
+/** SMTP submission settings for applications that send with an API key as the password. */
+function SmtpSettings() {
+  const settings = useSmtpSettings();
+  return (
+    <section aria-labelledby="smtp-h">
+      <h2 id="smtp-h">Send with SMTP</h2>
+      <p>
+        Applications that speak SMTP can send with the account key or a scoped key instead of the HTTP API: same sending
+        domains, limits, events and webhooks.
+      </p>
+      {settings.isPending ? (
+        <Loading />
+      ) : settings.data ? (
+        <dl className="facts">
+          <SmtpServer s={settings.data} />
+          <dt>User name</dt>
+          <dd>Anything (for example your account email): it is not checked with a key</dd>
+          <dt>Password</dt>
+          <dd>
+            The account key above, or a domain-scoped key (<code>svc_live_…</code>) to send from its one domain only
+          </dd>
+          <dt>Limits</dt>
+          <dd>
+            {Math.floor(settings.data.max_message_bytes / 1_048_576)} MiB per message, {settings.data.max_recipients}{' '}
+            recipients per message
+          </dd>
+        </dl>
+      ) : (
+        <ErrorBox error={settings.error} />
+      )}
+      <p>
+        To send as one mailbox (with a copy in its Sent folder), create an app password below with SMTP checked and log
+        in with the mailbox&apos;s full address.
+      </p>
+    </section>
+  );
+}
+
 function AppPasswords() {
   const qc = useQueryClient();
   const list = useQuery({ queryKey: ['app-passwords'], queryFn: () => api.appPasswords.list.query() });
@@ -135,13 +195,19 @@ function AppPasswords() {
   const [label, setLabel] = useState('');
   const [imap, setImap] = useState(true);
   const [apiAccess, setApiAccess] = useState(false);
+  const [smtp, setSmtp] = useState(false);
+  const settings = useSmtpSettings();
   const create = useMutation({
     mutationFn: () =>
       api.appPasswords.create.mutate({
         domainId: domainId || domains.data![0]!.id,
         address,
         label: label || undefined,
-        protocols: [...(imap ? ['imap' as const] : []), ...(apiAccess ? ['api' as const] : [])],
+        protocols: [
+          ...(imap ? ['imap' as const] : []),
+          ...(apiAccess ? ['api' as const] : []),
+          ...(smtp ? ['smtp' as const] : []),
+        ],
       }),
     onSuccess: () => void qc.invalidateQueries({ queryKey: ['app-passwords'] }),
   });
@@ -153,7 +219,10 @@ function AppPasswords() {
   return (
     <section aria-labelledby="apw-h">
       <h2 id="apw-h">App passwords</h2>
-      <p>Mailbox passwords for IMAP clients and the mailbox API, each for one domain and an address pattern.</p>
+      <p>
+        Mailbox passwords for IMAP clients, the mailbox API and sending with SMTP, each for one domain and an address
+        pattern.
+      </p>
       {list.isPending ? <Loading /> : <ErrorBox error={list.error ?? remove.error} />}
       {slice.length > 0 && (
         <Table label="App passwords" head={['Label', 'Domain', 'Addresses', 'Protocols', 'Last used', '']}>
@@ -211,7 +280,26 @@ function AppPasswords() {
             <label className="inline">
               <input type="checkbox" checked={apiAccess} onChange={(e) => setApiAccess(e.target.checked)} /> Mailbox API
             </label>
+            <label className="inline">
+              <input type="checkbox" checked={smtp} onChange={(e) => setSmtp(e.target.checked)} /> SMTP
+            </label>
           </fieldset>
+          {smtp && settings.data && (
+            <dl className="facts">
+              <SmtpServer s={settings.data} />
+              <dt>User name</dt>
+              <dd>
+                The full address of a mailbox the pattern covers (e.g.{' '}
+                <code>
+                  {(address || '*').replace('*', 'name')}@
+                  {domains.data.find((d) => d.id === domainId)?.domain ?? domains.data[0]!.domain}
+                </code>
+                ); messages must come from addresses it covers
+              </dd>
+              <dt>Password</dt>
+              <dd>The app password, shown once after you create it</dd>
+            </dl>
+          )}
           <ErrorBox error={create.error} />
           <button type="submit" disabled={create.isPending}>
             Create app password
