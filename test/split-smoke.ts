@@ -194,6 +194,7 @@ try {
     await step(
       `a message submitted over SMTP (submission role on ${port}, STARTTLS, the account key) is delivered`,
       async () => {
+        await eventually(async () => (await accepts(port)) || undefined, READY_MS, 250);
         const smtp = nodemailer.createTransport({
           host: '127.0.0.1',
           port,
