@@ -10,6 +10,7 @@ import { openDatabase } from '../db/index.js';
 import { startDnsServer } from '../dns/server.js';
 import { startImap } from '../smtp/imap/server.js';
 import { createSmtpServer, listenSmtp } from '../smtp/server.js';
+import { createSmtpGuard } from '../smtp/limits.js';
 import { createSubmissionServer } from '../smtp/submission.js';
 import { captureConsole, configureLogging, describeError, log, logError } from '../core/log.js';
 import { collectQueueDepth } from '../core/metrics.js';
@@ -131,8 +132,11 @@ export async function startService(
       say(`[smtp] inbound SMTP on port ${service.smtpPort}`);
     }
     if (roles.includes('submission')) {
-      const plain = createSubmissionServer(services, { secure: false });
-      const secure = createSubmissionServer(services, { secure: true });
+      // One guard for both listeners: a client's connections count together on 587 and 465.
+      const { smtp } = config;
+      const guard = createSmtpGuard({ maxPerIp: smtp.maxClientsPerIp, commandsPerMinute: smtp.commandsPerMinute });
+      const plain = createSubmissionServer(services, { secure: false, guard });
+      const secure = createSubmissionServer(services, { secure: true, guard });
       service.submissionPort = await listenSmtp(plain, config.submission.port);
       cleanups.push(() => new Promise<void>((resolve) => plain.close(() => resolve())));
       service.submissionsPort = await listenSmtp(secure, config.submission.tlsPort);

@@ -27,8 +27,8 @@ TEMPORAL_DB="${TEMPORAL_DB:-temporal}" TEMPORAL_VISIBILITY_DB="${TEMPORAL_VISIBI
 P="${TEMPORAL_PORT:-7233}"
 DATA_DIR="${DATA_DIR:-./.data}"
 API="${API:-1}" SMTP="${SMTP:-1}" SUBMISSION="${SUBMISSION:-1}" IMAP="${IMAP:-1}" WORKERS="${WORKERS:-1}"
-for n in "$API" "$SMTP" "$IMAP" "$WORKERS"; do
-  [[ "$n" =~ ^[1-9]$ ]] || { echo "split: API, SMTP, IMAP and WORKERS must be 1 to 9 (got '$n')" >&2; exit 2; }
+for n in "$API" "$SMTP" "$SUBMISSION" "$IMAP" "$WORKERS"; do
+  [[ "$n" =~ ^[1-9]$ ]] || { echo "split: API, SMTP, SUBMISSION, IMAP and WORKERS must be 1 to 9 (got '$n')" >&2; exit 2; }
 done
 for db in "$SVC_DB" "$TEMPORAL_DB" "$TEMPORAL_VISIBILITY_DB"; do
   [[ "$db" =~ ^[a-z_][a-z0-9_]*$ ]] || { echo "split: database name '$db' must match [a-z_][a-z0-9_]*" >&2; exit 2; }

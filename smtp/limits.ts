@@ -18,7 +18,7 @@ type Connection = { id: string; send(code: number, message: string): void };
 export function createSmtpGuard(opts: { maxPerIp: number; commandsPerMinute: number }) {
   const perIp = new Map<string, number>();
   const rates = new Map<string, { start: number; count: number }>();
-  let server: SMTPServer | undefined;
+  const servers: SMTPServer[] = [];
 
   function onCommand(cid: string): void {
     const now = Date.now();
@@ -27,14 +27,17 @@ export function createSmtpGuard(opts: { maxPerIp: number; commandsPerMinute: num
     w.count += 1;
     if (w.count <= opts.commandsPerMinute) return;
     if (w.count === opts.commandsPerMinute + 1) rateLimitRefusals.inc({ code: 'smtp_commands' });
-    const connections = (server as unknown as { connections?: Set<Connection> } | undefined)?.connections;
     const r = smtpReplyOf(tooFast, 'command');
-    for (const c of connections ?? []) if (c.id === cid) c.send(r.code, replyText(r));
+    for (const s of servers) {
+      const connections = (s as unknown as { connections?: Set<Connection> }).connections;
+      for (const c of connections ?? []) if (c.id === cid) c.send(r.code, replyText(r));
+    }
   }
 
   return {
+    /** The servers whose connections this guard counts (the submission role's two listeners share one). */
     attach(s: SMTPServer) {
-      server = s;
+      servers.push(s);
     },
     /** A bunyan-shaped logger that sees each command and says nothing. */
     logger: {
@@ -73,3 +76,4 @@ export function createSmtpGuard(opts: { maxPerIp: number; commandsPerMinute: num
     },
   };
 }
+export type SmtpGuard = ReturnType<typeof createSmtpGuard>;

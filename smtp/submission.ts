@@ -6,7 +6,7 @@ import type { Core } from '../core/index.js';
 import { log, logError } from '../core/log.js';
 import type { SubmissionLogin } from '../core/sending/submission.js';
 import { inSpan } from '../core/tracing.js';
-import { createSmtpGuard } from './limits.js';
+import type { SmtpGuard } from './limits.js';
 import { readMessage } from './on-data.js';
 import { isFault, smtpError, type SmtpPhase } from './replies.js';
 
@@ -31,18 +31,19 @@ function answer(callback: Callback, phase: SmtpPhase, what: string) {
  * SMTP_TLS_CERT, else smtp-server's development certificate). AUTH PLAIN and LOGIN only over TLS
  * (smtp-server answers 538, RFC 4954's "encryption required", in clear); nothing without AUTH (530).
  * The ingress's bounds apply: message size (the rest of an oversized DATA is drained, never kept),
- * recipients per message, clients per server and per client address, commands per minute, idle time.
+ * recipients per message, clients per listener and per client address (one guard for both listeners:
+ * `createSmtpGuard`), commands per minute, idle time.
  */
 export function createSubmissionServer(
   core: Pick<Core, 'config' | 'submission'>,
-  opts: { secure: boolean },
+  opts: { secure: boolean; guard: SmtpGuard },
 ): SMTPServer {
   const { smtp } = core.config;
   const tls =
     smtp.tlsKeyFile && smtp.tlsCertFile
       ? { key: readFileSync(smtp.tlsKeyFile), cert: readFileSync(smtp.tlsCertFile) }
       : {};
-  const guard = createSmtpGuard({ maxPerIp: smtp.maxClientsPerIp, commandsPerMinute: smtp.commandsPerMinute });
+  const { guard } = opts;
   const server = new SMTPServer({
     name: core.config.serviceDomain,
     banner: 'svc-mail ESMTP submission',
@@ -51,9 +52,10 @@ export function createSubmissionServer(
     allowInsecureAuth: false,
     authOptional: false,
     size: smtp.maxMessageBytes,
-    rejectOversized: true,
+    // Both bounds are answered here rather than by smtp-server, whose own replies carry no enhanced status code:
+    // an oversized DATA is drained by readMessage and answered 552 5.3.4; a recipient past the limit 452 4.5.3.
+    rejectOversized: false,
     maxClients: smtp.maxClients,
-    maxRecipients: smtp.maxRecipients,
     socketTimeout: smtp.idleTimeoutMs,
     closeTimeout: 5_000,
     logger: guard.logger as never,
@@ -71,6 +73,8 @@ export function createSubmissionServer(
         .then(() => callback(), answer(callback, 'mail', 'MAIL'));
     },
     onRcptTo(address: SMTPServerAddress, session, callback) {
+      if (session.envelope.rcptTo.length >= smtp.maxRecipients)
+        return callback(Object.assign(new Error('4.5.3 Too many recipients'), { responseCode: 452 }));
       core.submission
         .recipient(loginOf(session), address.address)
         .then(() => callback(), answer(callback, 'rcpt', 'RCPT'));

@@ -128,6 +128,18 @@ describe('submission under abuse: connections', () => {
     }
     expectHealthUp(await health.stop());
   }, 60_000);
+
+  it('counts a client address across both listeners: slots taken on STARTTLS are not offered again on implicit TLS', async () => {
+    const held = await Promise.all(
+      Array.from({ length: PER_IP }, () => submissionClient(port(), { from: '127.0.0.7' }).then(track)),
+    );
+    expect(held).toHaveLength(PER_IP);
+    const extra = track(
+      await submissionClient(tlsPort(), { from: '127.0.0.7', implicitTls: true, waitGreeting: false }),
+    );
+    expect(await extra.reply()).toMatchObject({ code: 421 });
+    for (const c of clients.splice(0)) c.close();
+  });
 });
 
 describe('submission under abuse: DATA', () => {

@@ -45,6 +45,9 @@ const REBUILT = new Set([
   'arc-authentication-results',
 ]);
 
+/** The bounds `/v1/send` puts on the same fields (api/ops/send.ts), for a message that arrives as MIME. */
+export const SEND_BOUNDS = { subjectChars: 998, bodyChars: 5_000_000, attachments: 20 } as const;
+
 /** Most headers of its own a submitted message may carry through, and the longest value of one. */
 export const MAX_PASSED_HEADERS = 50;
 const MAX_HEADER_VALUE = 4000;
@@ -174,6 +177,7 @@ export async function readSubmission(raw: Buffer, envelope: { from: string; rcpt
   if (!from) throw badRequest('The message has no From header and no envelope sender', 'invalid_address');
 
   const out: Submitted = { from, to, cc, bcc, headers: {}, attachments: [] };
+  const seen = new Set<string>(); // a header passed on once: its first occurrence
   for (const { key, line } of mail.headerLines) {
     const split = splitLine(line);
     if (!split) continue;
@@ -190,7 +194,8 @@ export async function readSubmission(raw: Buffer, envelope: { from: string; rcpt
       else if (lower === 'x-svc-scheduled-at') out.scheduledAt = value;
       continue;
     }
-    if (REBUILT.has(lower) || lower in out.headers) continue;
+    if (REBUILT.has(lower) || seen.has(lower)) continue;
+    seen.add(lower);
     if (Object.keys(out.headers).length >= MAX_PASSED_HEADERS)
       throw badRequest(`At most ${MAX_PASSED_HEADERS} headers of its own may go with a message`, 'invalid_header');
     if (value.length > MAX_HEADER_VALUE || !/^[!-9;-~]+$/.test(name))
@@ -203,6 +208,13 @@ export async function readSubmission(raw: Buffer, envelope: { from: string; rcpt
   if (mail.inReplyTo) out.inReplyTo = mail.inReplyTo;
   if (typeof mail.html === 'string' && mail.html.trim()) out.html = mail.html;
   if (mail.text?.trim()) out.text = mail.text;
+  if ((out.subject?.length ?? 0) > SEND_BOUNDS.subjectChars)
+    throw badRequest(`The Subject is longer than ${SEND_BOUNDS.subjectChars} characters`, 'content_too_large');
+  for (const part of ['html', 'text'] as const)
+    if ((out[part]?.length ?? 0) > SEND_BOUNDS.bodyChars)
+      throw badRequest(`The ${part} body is longer than ${SEND_BOUNDS.bodyChars} characters`, 'content_too_large');
+  if (mail.attachments.length > SEND_BOUNDS.attachments)
+    throw badRequest(`At most ${SEND_BOUNDS.attachments} attachments (inline parts included)`, 'too_many_attachments');
   // A template sends with its own body unless the message has one (as on the API, explicit fields win).
   for (const a of mail.attachments) {
     out.attachments.push({
