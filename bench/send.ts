@@ -103,7 +103,7 @@ async function main() {
           { name: 'API', pids: () => [roles[0]!.pid] },
           { name: 'worker', pids: () => [roles[1]!.pid] },
         ]
-      : [{ name: 'API + worker', pids: () => [process.pid] }]),
+      : [{ name: 'API + worker + submission', pids: () => [process.pid] }]),
     { name: 'PostgreSQL', pids: () => pidsByComm('postgres') },
     { name: 'Temporal server', pids: () => pidsByComm('temporal') },
   ];
