@@ -2,6 +2,7 @@ import type { SMTPServer, SMTPServerSession } from 'smtp-server';
 import { AppError, tooMany } from '../core/errors.js';
 import { rateLimitRefusals } from '../core/metrics.js';
 import { clientKey } from '../core/net/client-address.js';
+import { log } from '../core/log.js';
 import { replyText, smtpError, smtpReplyOf } from './replies.js';
 
 /** A client past the command rate (counted once per window, below, not at each refused command). */
@@ -38,6 +39,11 @@ export function createSmtpGuard(opts: { maxPerIp: number; commandsPerMinute: num
     /** The servers whose connections this guard counts (the submission role's two listeners share one). */
     attach(s: SMTPServer) {
       servers.push(s);
+      // smtp-server emits a client's socket failures on the server (a TCP probe closing before the TLS
+      // handshake of an implicit-TLS listener, a reset mid-session): without a listener one would end the process.
+      s.on('error', (err: Error & { code?: string }) =>
+        log.debug({ error: err.message, code: err.code }, '[smtp] client connection failed'),
+      );
     },
     /** A bunyan-shaped logger that sees each command and says nothing. */
     logger: {

@@ -251,6 +251,17 @@ describe('submission under abuse: nothing without AUTH', () => {
     expect(await guardRow(ip)).toMatchObject({ count: 1 });
   });
 
+  it('an application opening its pool at once logs in on every connection (more than LOGIN_MAX_FAILURES at a time)', async () => {
+    const ip = '127.0.0.8';
+    expect(PER_IP).toBeGreaterThan(MAX_FAILURES);
+    const pool = await Promise.all(
+      Array.from({ length: PER_IP }, () => authedSubmission(port(), env.key, { from: ip }).then(track)),
+    );
+    expect(pool).toHaveLength(PER_IP); // authedSubmission throws unless AUTH answered 235
+    expect(await guardRow(ip)).toBeUndefined(); // nothing counted against the address
+    for (const c of clients.splice(0)) c.close();
+  });
+
   it('a wrong password is 535 5.7.8 and counted; after LOGIN_MAX_FAILURES the address is locked (454 4.7.0) even for the right key', async () => {
     const ip = '127.0.0.2';
     const c = track(await authedSubmission(port(), undefined, { from: ip }));

@@ -60,11 +60,16 @@ describe('npm start', () => {
       body: { email: 'restart@example.com', password: 'survives restarts' },
     });
     expect(signup.status).toBe(201);
+    // Every role serves: SMTP ingress, submission on both ports, IMAP.
+    for (const port of ['SMTP_PORT', 'SUBMISSION_PORT', 'SUBMISSIONS_PORT', 'IMAP_PORT'] as const)
+      expect(await isListening(Number(env[port])), port).toBe(true);
 
     first.child.kill('SIGTERM');
-    expect(await exited(first.child)).toBe(0);
+    const code = await exited(first.child);
+    expect(code, first.output().slice(-3000)).toBe(0);
     expect(await isListening(Number(env.TEMPORAL_DEV_PORT))).toBe(false);
     expect(await isListening(Number(env.PORT))).toBe(false);
+    expect(await isListening(Number(env.SUBMISSION_PORT))).toBe(false);
 
     const second = await start(env);
     children.push(second.child);

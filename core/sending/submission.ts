@@ -1,7 +1,7 @@
 import { and, eq } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
-import { badRequest, forbidden, unauthorized } from '../errors.js';
+import { badRequest, forbidden, unauthorized, type AppError } from '../errors.js';
 import { KEY_PREFIX, type KeyService } from '../keys.js';
 import { domainOf, parseMailbox } from '../mail/addresses.js';
 import { bareAddress } from '../mail/recipients.js';
@@ -59,26 +59,34 @@ export function createSubmissionService(deps: {
     patternCovers(scope.pattern, address.slice(0, address.lastIndexOf('@')));
 
   return {
-    /** AUTH PLAIN or LOGIN. 401 for a wrong or revoked secret (the attempt stays counted), 429 `login_locked` while locked out. */
+    /**
+     * AUTH PLAIN or LOGIN: 429 `login_locked` while the client address is locked out, else 401 for a wrong or
+     * revoked secret, counted as a failure. Unlike IMAP's guard (which counts each attempt before its check),
+     * a good secret is never refused for the attempts beside it: an application opens its pool of
+     * connections at once, and every secret accepted here is a random token no burst can guess.
+     */
     async login(username: string, secret: string, ip: string): Promise<SubmissionLogin> {
+      await deps.guard.check(ip);
+      const refuse = async (err: AppError) => {
+        await deps.guard.fail(ip);
+        throw err;
+      };
       if (secret.startsWith(KEY_PREFIX)) {
-        await deps.guard.begin(ip);
         const actor = await keyActor(secret);
-        if (!actor) throw unauthorized('Invalid or revoked API key', 'invalid_key');
-        await deps.guard.succeed(ip);
+        if (!actor) return refuse(unauthorized('Invalid or revoked API key', 'invalid_key'));
         return { actor, secret };
       }
       if (secret.startsWith('svc_pw_') || secret.startsWith('svc_imap_')) {
-        const scope = await deps.mailboxes.authenticate(secret, 'smtp', ip);
+        const scope = await deps.passwords.verify(secret);
+        if (!scope) return refuse(unauthorized('Invalid or revoked app password', 'invalid_app_password'));
+        if (!scope.protocols.includes('smtp'))
+          return refuse(unauthorized('This app password does not grant smtp', 'protocol_not_granted'));
         const address = username.trim().toLowerCase();
-        if (!scopeCovers(scope, address) || !(await deps.mailboxes.resolve(scope, address))) {
-          await deps.guard.fail(ip);
-          throw unauthorized('This app password does not open that address', 'address_not_covered');
-        }
+        if (!scopeCovers(scope, address) || !(await deps.mailboxes.resolve(scope, address)))
+          return refuse(unauthorized('This app password does not open that address', 'address_not_covered'));
         return { actor: { userId: scope.userId }, scope, secret };
       }
-      await deps.guard.begin(ip);
-      throw unauthorized('The password is not an API key or an app password', 'invalid_credentials');
+      return refuse(unauthorized('The password is not an API key or an app password', 'invalid_credentials'));
     },
 
     /**
