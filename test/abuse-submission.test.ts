@@ -1,3 +1,4 @@
+import { createConnection } from 'node:net';
 import { and, count, eq } from 'drizzle-orm';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { schema } from '../db/index.js';
@@ -249,6 +250,18 @@ describe('submission under abuse: nothing without AUTH', () => {
     const tls = track(await authedSubmission(port(), undefined, { from: ip }));
     expect(await tls.authPlain('svc_live_wrong')).toMatchObject({ code: 535 });
     expect(await guardRow(ip)).toMatchObject({ count: 1 });
+  });
+
+  it('a TCP probe that closes before the TLS handshake (a port scan, a load balancer check) leaves the listener serving', async () => {
+    for (let i = 0; i < 5; i++) {
+      const probe = createConnection({ host: '127.0.0.1', port: tlsPort(), localAddress: '127.0.0.9' });
+      await new Promise<void>((resolve, reject) => probe.once('connect', resolve).once('error', reject));
+      probe.destroy();
+    }
+    // Without a listener for the server's 'error', the first probe's failure would have ended this process.
+    const c = track(await submissionClient(tlsPort(), { from: '127.0.0.9', implicitTls: true }));
+    expect(await c.command('EHLO after.example')).toMatchObject({ code: 250 });
+    for (const x of clients.splice(0)) x.close();
   });
 
   it('an application opening its pool at once logs in on every connection (more than LOGIN_MAX_FAILURES at a time)', async () => {
