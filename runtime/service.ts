@@ -11,7 +11,7 @@ import { startDnsServer } from '../dns/server.js';
 import { startImap } from '../smtp/imap/server.js';
 import { createSmtpServer, listenSmtp } from '../smtp/server.js';
 import { createSmtpGuard } from '../smtp/limits.js';
-import { createSubmissionServer } from '../smtp/submission.js';
+import { createSubmissionServer, listenImplicitTls } from '../smtp/submission.js';
 import { captureConsole, configureLogging, describeError, log, logError } from '../core/log.js';
 import { collectQueueDepth } from '../core/metrics.js';
 import { startMetricsServer } from './metrics-server.js';
@@ -139,8 +139,9 @@ export async function startService(
       const secure = createSubmissionServer(services, { secure: true, guard });
       service.submissionPort = await listenSmtp(plain, config.submission.port);
       cleanups.push(() => new Promise<void>((resolve) => plain.close(() => resolve())));
-      service.submissionsPort = await listenSmtp(secure, config.submission.tlsPort);
-      cleanups.push(() => new Promise<void>((resolve) => secure.close(() => resolve())));
+      const implicit = await listenImplicitTls(secure, services, config.submission.tlsPort);
+      service.submissionsPort = implicit.port;
+      cleanups.push(() => implicit.close());
       say(
         `[submission] SMTP submission on port ${service.submissionPort} (STARTTLS) and ${service.submissionsPort} (implicit TLS)`,
       );

@@ -1,6 +1,9 @@
+import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { createServer as createTlsServer } from 'node:tls';
 import { SpanKind } from '@opentelemetry/api';
 import { SMTPServer, type SMTPServerAddress, type SMTPServerSession } from 'smtp-server';
+import getTLSOptions from 'smtp-server/lib/tls-options.js';
 import { AppError } from '../core/errors.js';
 import type { Core } from '../core/index.js';
 import { log, logError } from '../core/log.js';
@@ -48,6 +51,8 @@ export function createSubmissionServer(
     name: core.config.serviceDomain,
     banner: 'svc-mail ESMTP submission',
     secure: opts.secure,
+    // The implicit-TLS listener is Node's own tls.Server (listenImplicitTls): smtp-server gets sessions already secure.
+    secured: opts.secure,
     authMethods: ['PLAIN', 'LOGIN'],
     allowInsecureAuth: false,
     authOptional: false,
@@ -101,4 +106,47 @@ export function createSubmissionServer(
   });
   guard.attach(server);
   return server;
+}
+
+/**
+ * The implicit-TLS listener (SUBMISSIONS_PORT): Node's tls.Server does the handshake and hands each secured
+ * socket to `server` (made with `secure: true`). smtp-server's own implicit-TLS path wraps a raw socket from
+ * below, and a client that closed before its handshake (a TCP probe, a load balancer's check) left the
+ * process to crash with SIGSEGV as it stopped. A handshake is bounded by the idle timeout; the listener holds
+ * at most SMTP_MAX_CLIENTS sockets; the per-address guard runs as each session starts.
+ */
+export async function listenImplicitTls(
+  server: SMTPServer,
+  core: Pick<Core, 'config'>,
+  port: number,
+  host = '0.0.0.0',
+): Promise<{ port: number; close(): Promise<void> }> {
+  const { smtp } = core.config;
+  const own =
+    smtp.tlsKeyFile && smtp.tlsCertFile
+      ? { key: readFileSync(smtp.tlsKeyFile), cert: readFileSync(smtp.tlsCertFile) }
+      : undefined;
+  const listener = createTlsServer({ ...getTLSOptions(own), handshakeTimeout: smtp.idleTimeoutMs }, (socket) =>
+    server.connect(socket, { id: randomBytes(10).toString('hex') }),
+  );
+  listener.maxConnections = smtp.maxClients;
+  listener.on('tlsClientError', (err: Error & { code?: string }) =>
+    log.debug({ error: err.message, code: err.code }, '[submission] TLS handshake failed'),
+  );
+  await new Promise<void>((resolve, reject) => {
+    listener.once('error', reject);
+    listener.listen(port, host, () => {
+      listener.off('error', reject);
+      resolve();
+    });
+  });
+  const address = listener.address();
+  return {
+    port: typeof address === 'object' && address ? address.port : port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        listener.close(() => resolve());
+        server.close(() => undefined);
+      }),
+  };
 }
