@@ -54,7 +54,9 @@ export const messages = pgTable(
     trackClicks: integer('track_clicks').notNull().default(0),
     /** Attachment specs resolved at send time: `{filename, contentType, url}` or `{filename, contentType, fileId}`. */
     attachments:
-      jsonb('attachments').$type<{ filename: string; contentType: string; url?: string; fileId?: string; cid?: string }[]>(),
+      jsonb('attachments').$type<
+        { filename: string; contentType: string; url?: string; fileId?: string; cid?: string }[]
+      >(),
     scheduledSendId: text('scheduled_send_id'),
     bounceType: text('bounce_type'),
     nextAttemptAt: ms('next_attempt_at'),
