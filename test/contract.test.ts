@@ -136,6 +136,7 @@ const examples: Record<string, () => Promise<Example>> = {
       body: { token: tokenFromMail((await waitForMail(stack, email, /Reset/)).raw), password: 'a new long password' },
     };
   },
+  'smtpSettings.get': async () => ({ token: session }),
   'keys.get': async () => ({ token: session }),
   'keys.rotate': async () => ({ token: session }),
   'me.get': async () => ({ token: (await stack.api('GET', '/api/keys', { token: session })).body.key }),
