@@ -1,4 +1,6 @@
+import { readFileSync } from 'node:fs';
 import type { SMTPServer, SMTPServerSession } from 'smtp-server';
+import type { Config } from '../core/config.js';
 import { AppError, tooMany } from '../core/errors.js';
 import { rateLimitRefusals } from '../core/metrics.js';
 import { clientKey } from '../core/net/client-address.js';
@@ -83,3 +85,24 @@ export function createSmtpGuard(opts: { maxPerIp: number; commandsPerMinute: num
   };
 }
 export type SmtpGuard = ReturnType<typeof createSmtpGuard>;
+
+/** The operator's certificate (SMTP_TLS_KEY and SMTP_TLS_CERT), or undefined: smtp-server's development one. */
+export function ownCertificate(smtp: Config['smtp']): { key: Buffer; cert: Buffer } | undefined {
+  return smtp.tlsKeyFile && smtp.tlsCertFile
+    ? { key: readFileSync(smtp.tlsKeyFile), cert: readFileSync(smtp.tlsCertFile) }
+    : undefined;
+}
+
+/** The bounds every SMTP server here keeps (ingress and submission): clients, idle time, the guard's hooks, the certificate. */
+export function boundedOptions(smtp: Config['smtp'], guard: SmtpGuard) {
+  return {
+    size: smtp.maxMessageBytes,
+    maxClients: smtp.maxClients,
+    socketTimeout: smtp.idleTimeoutMs,
+    closeTimeout: 5_000,
+    logger: guard.logger as never,
+    ...ownCertificate(smtp),
+    onConnect: guard.onConnect,
+    onClose: guard.onClose,
+  };
+}

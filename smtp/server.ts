@@ -1,7 +1,6 @@
-import { readFileSync } from 'node:fs';
 import { SMTPServer } from 'smtp-server';
 import type { Core } from '../core/index.js';
-import { createSmtpGuard } from './limits.js';
+import { boundedOptions, createSmtpGuard } from './limits.js';
 import { onData } from './on-data.js';
 import { onRcptTo } from './on-rcpt-to.js';
 
@@ -14,26 +13,15 @@ import { onRcptTo } from './on-rcpt-to.js';
  */
 export function createSmtpServer(core: Pick<Core, 'config' | 'inbound'>): SMTPServer {
   const { smtp } = core.config;
-  const tls =
-    smtp.tlsKeyFile && smtp.tlsCertFile
-      ? { key: readFileSync(smtp.tlsKeyFile), cert: readFileSync(smtp.tlsCertFile) }
-      : {};
   const guard = createSmtpGuard({ maxPerIp: smtp.maxClientsPerIp, commandsPerMinute: smtp.commandsPerMinute });
   const server = new SMTPServer({
     name: core.config.serviceDomain,
     banner: 'svc-mail ESMTP',
     authOptional: true,
     disabledCommands: ['AUTH'],
-    size: smtp.maxMessageBytes,
+    ...boundedOptions(smtp, guard),
     rejectOversized: true,
-    maxClients: smtp.maxClients,
     maxRecipients: smtp.maxRecipients,
-    socketTimeout: smtp.idleTimeoutMs,
-    closeTimeout: 5_000,
-    logger: guard.logger as never,
-    ...tls,
-    onConnect: guard.onConnect,
-    onClose: guard.onClose,
     onRcptTo: onRcptTo(core),
     onData: onData(core, smtp.maxMessageBytes),
   });

@@ -1,5 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { createServer as createTlsServer } from 'node:tls';
 import { SpanKind } from '@opentelemetry/api';
 import { SMTPServer, type SMTPServerAddress, type SMTPServerSession } from 'smtp-server';
@@ -9,7 +8,7 @@ import type { Core } from '../core/index.js';
 import { log, logError } from '../core/log.js';
 import type { SubmissionLogin } from '../core/sending/submission.js';
 import { inSpan } from '../core/tracing.js';
-import type { SmtpGuard } from './limits.js';
+import { boundedOptions, ownCertificate, type SmtpGuard } from './limits.js';
 import { readMessage } from './on-data.js';
 import { isFault, smtpError, type SmtpPhase } from './replies.js';
 
@@ -42,10 +41,6 @@ export function createSubmissionServer(
   opts: { secure: boolean; guard: SmtpGuard },
 ): SMTPServer {
   const { smtp } = core.config;
-  const tls =
-    smtp.tlsKeyFile && smtp.tlsCertFile
-      ? { key: readFileSync(smtp.tlsKeyFile), cert: readFileSync(smtp.tlsCertFile) }
-      : {};
   const { guard } = opts;
   const server = new SMTPServer({
     name: core.config.serviceDomain,
@@ -56,17 +51,10 @@ export function createSubmissionServer(
     authMethods: ['PLAIN', 'LOGIN'],
     allowInsecureAuth: false,
     authOptional: false,
-    size: smtp.maxMessageBytes,
+    ...boundedOptions(smtp, guard),
     // Both bounds are answered here rather than by smtp-server, whose own replies carry no enhanced status code:
     // an oversized DATA is drained by readMessage and answered 552 5.3.4; a recipient past the limit 452 4.5.3.
     rejectOversized: false,
-    maxClients: smtp.maxClients,
-    socketTimeout: smtp.idleTimeoutMs,
-    closeTimeout: 5_000,
-    logger: guard.logger as never,
-    ...tls,
-    onConnect: guard.onConnect,
-    onClose: guard.onClose,
     onAuth(auth, session, callback) {
       core.submission
         .login(auth.username ?? '', auth.password ?? '', session.remoteAddress)
@@ -122,12 +110,9 @@ export async function listenImplicitTls(
   host = '0.0.0.0',
 ): Promise<{ port: number; close(): Promise<void> }> {
   const { smtp } = core.config;
-  const own =
-    smtp.tlsKeyFile && smtp.tlsCertFile
-      ? { key: readFileSync(smtp.tlsKeyFile), cert: readFileSync(smtp.tlsCertFile) }
-      : undefined;
-  const listener = createTlsServer({ ...getTLSOptions(own), handshakeTimeout: smtp.idleTimeoutMs }, (socket) =>
-    server.connect(socket, { id: randomBytes(10).toString('hex') }),
+  const listener = createTlsServer(
+    { ...getTLSOptions(ownCertificate(smtp)), handshakeTimeout: smtp.idleTimeoutMs },
+    (socket) => server.connect(socket, { id: randomBytes(10).toString('hex') }),
   );
   listener.maxConnections = smtp.maxClients;
   listener.on('tlsClientError', (err: Error & { code?: string }) =>
