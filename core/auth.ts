@@ -63,13 +63,20 @@ export function createAuthService(deps: {
   };
 
   async function fromKey(secret: string): Promise<Principal> {
-    const row = await deps.keys.lookup(secret);
-    if (!row) throw unauthorized('Invalid or revoked API key', 'invalid_key');
-    await deps.keys.touch(row);
-    if (row.kind === 'scoped' && row.domainId)
-      return { kind: 'scoped_key', userId: row.userId, keyId: row.id, domainId: row.domainId };
-    return { kind: 'account_key', userId: row.userId, keyId: row.id };
+    const principal = await keyPrincipal(deps.keys, secret);
+    if (!principal) throw unauthorized('Invalid or revoked API key', 'invalid_key');
+    return principal;
   }
+}
+
+/** The principal of an API key (account or domain-scoped), its last use kept; undefined when it is not a live key. */
+export async function keyPrincipal(keys: KeyService, secret: string): Promise<Principal | undefined> {
+  const row = await keys.lookup(secret);
+  if (!row) return undefined;
+  await keys.touch(row);
+  if (row.kind === 'scoped' && row.domainId)
+    return { kind: 'scoped_key', userId: row.userId, keyId: row.id, domainId: row.domainId };
+  return { kind: 'account_key', userId: row.userId, keyId: row.id };
 }
 export type AuthService = ReturnType<typeof createAuthService>;
 

@@ -33,6 +33,8 @@ const ANSWERS: Record<string, { temporary?: Answer; permanent?: Answer }> = {
   /** The connection guard: too many sessions from one client, or too many commands a minute (then disconnected). */
   smtp_connections: { temporary: [421, '4.7.0'] },
   smtp_commands: { temporary: [421, '4.7.0'] },
+  /** RCPT past SMTP_MAX_RECIPIENTS on the submission server (RFC 3463 X.5.3, "too many recipients"). */
+  too_many_recipients: { temporary: [452, '4.5.3'] },
 
   /**
    * Submission (smtp/submission.ts). AUTH with a wrong, revoked or out-of-scope secret: 535 5.7.8 (RFC 4954

@@ -16,6 +16,9 @@ type Callback = (err?: Error | null) => void;
 const tooBig = (maxBytes: number) =>
   new AppError(413, 'message_too_large', `Message too big: the limit is ${maxBytes} bytes`);
 
+const tooManyRecipients = (max: number) =>
+  new AppError(400, 'too_many_recipients', `Too many recipients: at most ${max} per message`, true);
+
 /** The login onAuth gave the session (smtp-server keeps it as `session.user`). */
 const loginOf = (session: SMTPServerSession) => session.user as unknown as SubmissionLogin;
 
@@ -67,7 +70,7 @@ export function createSubmissionServer(
     },
     onRcptTo(address: SMTPServerAddress, session, callback) {
       if (session.envelope.rcptTo.length >= smtp.maxRecipients)
-        return callback(Object.assign(new Error('4.5.3 Too many recipients'), { responseCode: 452 }));
+        return callback(smtpError(tooManyRecipients(smtp.maxRecipients), 'rcpt'));
       core.submission
         .recipient(loginOf(session), address.address)
         .then(() => callback(), answer(callback, 'rcpt', 'RCPT'));

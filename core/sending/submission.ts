@@ -9,7 +9,8 @@ import { patternCovers, type AppPasswordService } from '../mailboxes/app-passwor
 import type { LoginGuard } from '../mailboxes/login-guard.js';
 import type { MailboxService } from '../mailboxes/service.js';
 import { runParse, toBuffer } from '../parsing/pool.js';
-import { actorOf, type Actor, type MailboxScope, type Principal } from '../tenancy.js';
+import { keyPrincipal } from '../auth.js';
+import { actorOf, type Actor, type MailboxScope } from '../tenancy.js';
 import type { SendService } from './service.js';
 
 /**
@@ -28,8 +29,8 @@ const senderRefused = (address: string) =>
 /**
  * Submission (authenticated SMTP from applications): a submitted message is a send. The login takes the
  * account key or a domain-scoped key as the password (any user name), or a mailbox's full address with an
- * app password granting `smtp`; every attempt counts in the mailbox login guard (per client address) before
- * the secret is looked at. The message itself goes through `SendService.send`: the one gate, the queue.
+ * app password granting `smtp`; failures count in the mailbox login guard (per client address), which refuses
+ * a locked-out address. The message itself goes through `SendService.send`: the one gate, the queue.
  */
 export function createSubmissionService(deps: {
   db: Db;
@@ -40,17 +41,6 @@ export function createSubmissionService(deps: {
   sending: SendService;
 }) {
   const { db } = deps;
-
-  async function keyActor(secret: string): Promise<Actor | undefined> {
-    const row = await deps.keys.lookup(secret);
-    if (!row) return undefined;
-    await deps.keys.touch(row);
-    const principal: Principal =
-      row.kind === 'scoped' && row.domainId
-        ? { kind: 'scoped_key', userId: row.userId, keyId: row.id, domainId: row.domainId }
-        : { kind: 'account_key', userId: row.userId, keyId: row.id };
-    return actorOf(principal);
-  }
 
   /** Whether an app password's scope covers an address (its domain, its local-part pattern). */
   const scopeCovers = (scope: MailboxScope, address: string) =>
@@ -72,9 +62,9 @@ export function createSubmissionService(deps: {
         throw err;
       };
       if (secret.startsWith(KEY_PREFIX)) {
-        const actor = await keyActor(secret);
-        if (!actor) return refuse(unauthorized('Invalid or revoked API key', 'invalid_key'));
-        return { actor, secret };
+        const principal = await keyPrincipal(deps.keys, secret);
+        if (!principal) return refuse(unauthorized('Invalid or revoked API key', 'invalid_key'));
+        return { actor: actorOf(principal), secret };
       }
       if (secret.startsWith('svc_pw_') || secret.startsWith('svc_imap_')) {
         const scope = await deps.passwords.verify(secret);
@@ -82,7 +72,7 @@ export function createSubmissionService(deps: {
         if (!scope.protocols.includes('smtp'))
           return refuse(unauthorized('This app password does not grant smtp', 'protocol_not_granted'));
         const address = username.trim().toLowerCase();
-        if (!scopeCovers(scope, address) || !(await deps.mailboxes.resolve(scope, address)))
+        if (!address.includes('@') || !(await deps.mailboxes.resolve(scope, address)))
           return refuse(unauthorized('This app password does not open that address', 'address_not_covered'));
         return { actor: { userId: scope.userId }, scope, secret };
       }
