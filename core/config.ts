@@ -127,6 +127,22 @@ const envSchema = z.object({
   BROADCAST_FOOTER_ADDRESS: z.string().max(500).optional(),
   IMPORT_CHUNK_ROWS: z.coerce.number().int().min(1).max(10_000).default(1000),
   LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
+  REPORT_MAX_BYTES: z.coerce
+    .number()
+    .int()
+    .min(1024)
+    .default(20 * 1024 * 1024),
+  DMARC_MAX_RECORDS: z.coerce.number().int().min(1).default(10_000),
+  TLS_REPORT_PERIOD: z.coerce.number().int().min(60).default(86_400),
+  GUARD_COMPLAINT_RATE: z.coerce.number().min(0).max(1).default(0.003),
+  GUARD_COMPLAINT_WARN_RATE: z.coerce.number().min(0).max(1).default(0.001),
+  GUARD_BOUNCE_RATE: z.coerce.number().min(0).max(1).default(0.08),
+  GUARD_BOUNCE_WARN_RATE: z.coerce.number().min(0).max(1).default(0.04),
+  GUARD_WINDOWS_HOURS: z
+    .string()
+    .regex(/^\d{1,4}(?:,\d{1,4}){0,3}$/)
+    .default('24,168'),
+  GUARD_MIN_VOLUME: z.coerce.number().int().min(1).default(500),
   // Test and benchmark plumbing (docs/configuration.md, "Internal"): a prebuilt workflow bundle, the statement counter's file.
   SVC_WORKFLOW_BUNDLE: z.string().min(1).optional(),
   SVC_QUERY_STATS_FILE: z.string().min(1).optional(),
@@ -212,6 +228,24 @@ export type Config = {
   };
   /** Storage per account: mailbox message bodies (one per inbound message, however many mailboxes) and unexpired stored attachments, in bytes. */
   storageQuotaBytes: number;
+  /**
+   * Reports that come back (docs/feedback.md): the bounds of a DMARC or TLS report once decompressed, the
+   * period of the TLS reports the platform sends, and the complaint guard's thresholds (rates 0..1), windows
+   * (hours) and the volume a window needs before it is judged.
+   */
+  feedback: {
+    reportMaxBytes: number;
+    dmarcMaxRecords: number;
+    tlsReportPeriodMs: number;
+    guard: {
+      complaintRate: number;
+      complaintWarnRate: number;
+      bounceRate: number;
+      bounceWarnRate: number;
+      windowsHours: number[];
+      minVolume: number;
+    };
+  };
   /** What an account whose address is not verified may receive per UTC day: messages and bytes. */
   unverifiedInboundDaily: { messages: number; bytes: number };
   /** Per-account caps: contacts (traffic senders included), stored application events, linked OAuth apps. */
@@ -370,6 +404,19 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       preauthCommands: e.IMAP_PREAUTH_COMMANDS,
     },
     storageQuotaBytes: e.STORAGE_QUOTA_BYTES,
+    feedback: {
+      reportMaxBytes: e.REPORT_MAX_BYTES,
+      dmarcMaxRecords: e.DMARC_MAX_RECORDS,
+      tlsReportPeriodMs: e.TLS_REPORT_PERIOD * 1000,
+      guard: {
+        complaintRate: e.GUARD_COMPLAINT_RATE,
+        complaintWarnRate: e.GUARD_COMPLAINT_WARN_RATE,
+        bounceRate: e.GUARD_BOUNCE_RATE,
+        bounceWarnRate: e.GUARD_BOUNCE_WARN_RATE,
+        windowsHours: e.GUARD_WINDOWS_HOURS.split(',').map(Number),
+        minVolume: e.GUARD_MIN_VOLUME,
+      },
+    },
     unverifiedInboundDaily: { messages: e.UNVERIFIED_INBOUND_DAILY, bytes: e.UNVERIFIED_INBOUND_DAILY_BYTES },
     caps: {
       contacts: e.CONTACTS_PER_ACCOUNT,

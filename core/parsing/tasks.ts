@@ -9,6 +9,9 @@ import { renderForRecipient, type BroadcastContent, type Recipient } from '../re
 import { parseCsvRows } from './csv-rows.js';
 import { AppError } from '../errors.js';
 import { parseReport } from './reports.js';
+import { parseDmarcMail } from './dmarc.js';
+import { parseTlsReportMail } from './tls-report.js';
+import type { AggregateBounds } from './aggregate-types.js';
 import { readSubmission } from './submission.js';
 import { composeContent } from '../render/compose.js';
 import { createTracking } from '../render/tracking.js';
@@ -69,6 +72,16 @@ export const tasks = {
   /** A bounce or complaint report arriving at a return path (null when the mail is not one). */
   async parseReport(input: { raw: Uint8Array; envelopeTo: string[]; serviceDomain: string }) {
     return parseReport(asBuffer(input.raw), { envelopeTo: input.envelopeTo, serviceDomain: input.serviceDomain });
+  },
+
+  /** A DMARC aggregate report mailed to dmarc@SERVICE_DOMAIN: XML plain, gzip or zip, within `bounds`. */
+  async parseDmarcReport(input: { raw: Uint8Array; bounds: AggregateBounds }) {
+    return parseDmarcMail(asBuffer(input.raw), input.bounds);
+  },
+
+  /** A TLS report (RFC 8460) mailed to tlsrpt@SERVICE_DOMAIN: JSON plain or gzip, within `bounds`. */
+  async parseTlsReport(input: { raw: Uint8Array; bounds: AggregateBounds }) {
+    return parseTlsReportMail(asBuffer(input.raw), input.bounds);
   },
 
   /** Copies of one broadcast for a batch of recipients (merge tags, preview, footer). */

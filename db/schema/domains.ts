@@ -61,6 +61,10 @@ export const domains = pgTable(
     mxToken: text('mx_token').notNull(),
     /** Set when the last DNS check could not read a record (timeout, SERVFAIL): the previous state was kept. */
     lastCheckError: text('last_check_error'),
+    /** Set while the complaint guard (or an operator) holds the domain's broadcasts and sequences; transactional mail goes on. */
+    bulkPausedAt: ms('bulk_paused_at'),
+    /** Why the domain's bulk mail is paused (the rate, the window and the threshold), shown with `bulkPausedAt`. */
+    bulkPausedReason: text('bulk_paused_reason'),
   },
   (t) => [
     uniqueIndex('domains_user_domain_uq').on(t.userId, t.domain),

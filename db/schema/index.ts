@@ -12,3 +12,4 @@ export * from './idempotency.js';
 export * from './rate-limits.js';
 export * from './shaping.js';
 export * from './storage.js';
+export * from './feedback.js';
