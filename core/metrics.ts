@@ -58,6 +58,14 @@ export const rateLimitRefusals = new Counter({
   labelNames: ['code'] as const,
   registers: [registry],
 });
+/** DMARC aggregate and TLS reports mailed to SERVICE_DOMAIN (docs/feedback.md), by what became of them. */
+export const reportsReceived = new Counter({
+  name: 'svc_reports_received_total',
+  help: 'DMARC and TLS reports received, by kind (dmarc, tls) and outcome (stored, duplicate, unknown_domain, over_daily_cap, refused)',
+  labelNames: ['kind', 'outcome'] as const,
+  registers: [registry],
+});
+
 export const parseTasksOverBudget = new Counter({
   name: 'svc_parse_tasks_over_budget_total',
   help: 'Parse pool tasks ended and refused for passing their budget, by task and budget (time, memory)',
