@@ -4,6 +4,7 @@ import { schema } from '../../db/index.js';
 import type { AttachmentService } from '../attachments/service.js';
 import { parsePrivateKey, signDkim, SIGNING_KEY_CACHE_MS, type DkimKey } from '../transport/dkim.js';
 import { renderMessage } from '../transport/render.js';
+import { feedbackIdOf } from '../mail/feedback-id.js';
 import { isThrottled, type OutboundTransport } from '../transport/transport.js';
 import type { Sealer } from '../secrets.js';
 import type { ServiceSigner } from '../domains/service-domain.js';
@@ -140,6 +141,7 @@ export function createDeliveryService(deps: {
       ...row,
       attachments,
       serviceDomain: deps.serviceDomain,
+      feedbackId: feedbackIdOf(row, deps.serviceDomain),
       envelopeFrom: domain ? `bounce+${row.id}@${BOUNCE_LABEL}.${domain}` : undefined,
     });
     return { raw: await sign(row, rendered.raw), from: rendered.envelope.from, smtpMessageId: rendered.messageId };

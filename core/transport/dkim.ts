@@ -1,11 +1,14 @@
 import { createPrivateKey, type KeyObject } from 'node:crypto';
 import DKIM from 'nodemailer/lib/dkim';
 
-/** mailauth's and nodemailer's default signed headers plus List-Unsubscribe-Post (RFC 8058 wants the one-click header signed). */
+/**
+ * mailauth's and nodemailer's default signed headers plus List-Unsubscribe-Post (RFC 8058 wants the one-click
+ * header signed) and Feedback-ID (Gmail trusts it only under a signature of the sending domain).
+ */
 export const SIGNED_HEADERS =
   'From:Sender:Reply-To:Subject:Date:Message-ID:To:Cc:MIME-Version:Content-Type:Content-Transfer-Encoding:Content-ID:Content-Description:' +
   'Resent-Date:Resent-From:Resent-Sender:Resent-To:Resent-Cc:Resent-Message-ID:In-Reply-To:References:List-Id:List-Help:List-Unsubscribe:' +
-  'List-Subscribe:List-Post:List-Owner:List-Archive:BIMI-Selector:List-Unsubscribe-Post';
+  'List-Subscribe:List-Post:List-Owner:List-Archive:BIMI-Selector:List-Unsubscribe-Post:Feedback-ID';
 
 export type DkimKey = { domain: string; selector: string; privateKey: KeyObject };
 

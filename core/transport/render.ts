@@ -15,17 +15,21 @@ export type RenderInput = {
   attachments?: { filename: string; contentType: string; content: Buffer; cid?: string }[];
   envelopeFrom?: string;
   serviceDomain: string;
+  /** Gmail's Feedback-ID (core/mail/feedback-id.ts); it replaces any caller header of that name. */
+  feedbackId?: string;
 };
 export type Rendered = { raw: Buffer; envelope: { from: string; to: string[] }; messageId: string };
 
 /**
  * Builds the RFC 5322 bytes of a message and its SMTP envelope (Bcc goes into the envelope only).
- * Threading headers come first; the caller's `headers` are applied last, so the caller wins.
+ * Threading headers come first; the caller's `headers` are applied last, so the caller wins, except
+ * for Feedback-ID: the service's is kept, so a caller cannot file complaints under another account.
  */
 export async function renderMessage(m: RenderInput): Promise<Rendered> {
   const messageId = `<${m.id}@${m.serviceDomain}>`;
   // The composer's threading options would overwrite same-named caller headers; the caller wins, so skip those.
-  const callerSets = new Set(Object.keys(m.headers ?? {}).map((h) => h.toLowerCase()));
+  const headers = withFeedbackId(m.headers ?? undefined, m.feedbackId);
+  const callerSets = new Set(Object.keys(headers ?? {}).map((h) => h.toLowerCase()));
   const threading = m.inReplyTo
     ? {
         ...(callerSets.has('in-reply-to') ? {} : { inReplyTo: m.inReplyTo }),
@@ -44,11 +48,18 @@ export async function renderMessage(m: RenderInput): Promise<Rendered> {
     messageId,
     ...threading,
     attachments: m.attachments,
-    headers: m.headers ?? undefined,
+    headers,
   });
   const node = composer.compile();
   const envelope = node.getEnvelope() as { from: string; to: string[] };
   if (m.envelopeFrom) envelope.from = m.envelopeFrom;
   const raw = await node.build();
   return { raw, envelope, messageId };
+}
+
+/** The caller's headers without any Feedback-ID of theirs, plus the service's when there is one. */
+function withFeedbackId(headers: Record<string, string> | undefined, feedbackId: string | undefined) {
+  if (!feedbackId) return headers;
+  const kept = Object.entries(headers ?? {}).filter(([name]) => name.toLowerCase() !== 'feedback-id');
+  return { ...Object.fromEntries(kept), 'Feedback-ID': feedbackId };
 }
