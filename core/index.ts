@@ -25,6 +25,7 @@ import { createEncryptionService } from './inbound/encryption-service.js';
 import { createDomainSettings } from './domains/settings.js';
 import { createWarmupService } from './shaping/warmup.js';
 import { createReportService } from './inbound/report-service.js';
+import { createActivityService } from './feedback/activity.js';
 import { createDkimRotation } from './domains/rotation.js';
 import { createKeyService } from './keys.js';
 import { createOAuthService } from './oauth/service.js';
@@ -193,6 +194,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
   const scopedKeys = createScopedKeyService({ db, sealer, domains });
   const encryption = createEncryptionService({ db, domains });
   const domainSettings = createDomainSettings({ db, domains });
+  const activity = createActivityService({ db, domains });
   const warmup = createWarmupService({ db, domains, dayMs: config.warmupDayMs, workflows: deps.workflows });
   const templates = createTemplateService({ db });
   const suppressions = createSuppressionService({
@@ -395,6 +397,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
     encryption,
     domainSettings,
     warmup,
+    activity,
     resolver,
     templates,
     suppressions,

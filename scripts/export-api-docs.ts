@@ -68,6 +68,7 @@ const AREA_DOCS: Record<string, string> = {
   templates: 'sending.md',
   send: 'sending.md',
   smtpSettings: 'smtp-submission.md',
+  metrics: 'api.md',
   scheduled: 'sending.md',
   messages: 'sending.md',
   events: 'sequences.md',

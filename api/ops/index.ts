@@ -29,6 +29,7 @@ import * as broadcasts from './broadcasts.js';
 import * as sequences from './sequences.js';
 import * as events from './events.js';
 import * as warmup from './warmup.js';
+import * as metrics from './metrics.js';
 
 /** Every module of operations, by name: the runtime list below and the `AppRouter` type are both built from it. */
 const modules = {
@@ -62,6 +63,7 @@ const modules = {
   sequences,
   events,
   warmup,
+  metrics,
 };
 
 type OperationsIn<M> = Extract<M[keyof M], { handler: unknown; name: string }>;
