@@ -5,6 +5,7 @@ import { createActivities } from './activities/index.js';
 import type { Config } from './core/config.js';
 import { createResolver } from './core/dns.js';
 import { instrumentTransport } from './core/transport/instrumented.js';
+import { createTlsOutcomeRecorder, type TlsOutcomeRecorder } from './core/feedback/tls-outcomes.js';
 import { captureTransport, mxTransport, relayTransport, type OutboundTransport } from './core/transport/transport.js';
 import type { Database } from './db/index.js';
 import type { Composition } from './core/index.js';
@@ -23,7 +24,7 @@ function bundleToRun(configured: string | undefined): WorkerOptions['workflowBun
 export type RunningWorker = { worker: Worker; done: Promise<void>; shutdown(): Promise<void> };
 
 /** The sending provider chosen by OUTBOUND_MODE. */
-export function createTransport(config: Config, database: Database): OutboundTransport {
+export function createTransport(config: Config, database: Database, tls?: TlsOutcomeRecorder): OutboundTransport {
   if (config.outboundMode === 'capture') return captureTransport(database.db, join(config.dataDir, 'outbox'));
   const timeouts = { timeoutMs: config.outboundSmtpTimeoutMs };
   if (config.outboundMode === 'relay') return relayTransport(config.relayUrl!, timeouts);
@@ -34,6 +35,7 @@ export function createTransport(config: Config, database: Database): OutboundTra
     timeouts,
     allowPrivate: config.allowPrivateNetworks,
     shaping: { db: database.db, config: config.shaping },
+    tls,
   });
 }
 
@@ -48,7 +50,9 @@ export async function startWorker(opts: {
   tracing?: Tracing;
 }): Promise<RunningWorker> {
   const { config, database } = opts.core;
-  const transport = instrumentTransport(createTransport(config, database));
+  // Each MX session's TLS outcome, counted in memory and written every few seconds (docs/tls-reporting.md).
+  const tls = createTlsOutcomeRecorder({ db: database.db, periodMs: config.feedback.tlsReportPeriodMs });
+  const transport = instrumentTransport(createTransport(config, database, tls));
   const connection = await NativeConnection.connect({ address: opts.address });
   const bundle = opts.workflowBundle ?? bundleToRun(config.workflowBundle);
   const worker = await Worker.create({
@@ -71,7 +75,9 @@ export async function startWorker(opts: {
       dispatcher: opts.core.dispatcher,
       sendEnrolments: opts.core.sendEnrolments,
       warmup: opts.core.warmup,
+      feedbackGuard: opts.core.feedbackGuard,
       delivery: opts.core.delivery(transport),
+      tlsReports: opts.core.tlsReports(transport, tls),
     }),
     ...(bundle ? { workflowBundle: bundle } : { workflowsPath: WORKFLOWS_PATH }),
     interceptors: {
@@ -89,6 +95,7 @@ export async function startWorker(opts: {
   });
   const done = worker.run().finally(async () => {
     transport.close();
+    await tls.close();
     await connection.close();
   });
   return {

@@ -17,12 +17,16 @@ import { attachmentActivities } from './attachments.js';
 import { broadcastActivities } from './broadcasts.js';
 import { domainActivities } from './domains.js';
 import { engagementActivities } from './engagement.js';
+import { feedbackGuardActivities } from './feedback-guard.js';
+import type { GuardService } from '../core/feedback/guard.js';
 import { idempotencyActivities } from './idempotency.js';
 import { inboundActivities } from './inbound.js';
 import { outboundActivities } from './outbound.js';
 import { scheduledActivities } from './scheduled.js';
 import { sequenceActivities } from './sequences.js';
 import { warmupActivities } from './warmup.js';
+import { tlsReportActivities } from './tls-reports.js';
+import type { TlsReportSender } from '../core/feedback/tls-report-send.js';
 import type { WarmupService } from '../core/shaping/warmup.js';
 import type { SequenceDispatcher } from '../core/sequences/dispatch.js';
 import type { EnrolmentStore } from '../core/sequences/enrolments.js';
@@ -48,6 +52,8 @@ export type ActivityDeps = {
   dispatcher: SequenceDispatcher;
   sendEnrolments: SendEnrolments;
   warmup: WarmupService;
+  tlsReports: TlsReportSender;
+  feedbackGuard: GuardService;
 };
 
 /** Every activity the worker registers, built from its real dependencies (the composition root passes them). */
@@ -63,6 +69,8 @@ export function createActivities(deps: ActivityDeps) {
     ...sequenceActivities(deps),
     ...idempotencyActivities(deps),
     ...warmupActivities(deps),
+    ...tlsReportActivities(deps),
+    ...feedbackGuardActivities(deps),
     /** Does nothing: the local activity of the benchmarks' reference workflow. */
     benchmarkNoop: async () => undefined,
   });

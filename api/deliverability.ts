@@ -3,7 +3,7 @@ import type { Core } from '../core/index.js';
 import { bearerMatches } from '../core/secrets.js';
 
 /** What the operator's deliverability routes call. */
-type DeliverabilityDeps = Pick<Core, 'config' | 'dkimRotation' | 'shaping'>;
+type DeliverabilityDeps = Pick<Core, 'config' | 'dkimRotation' | 'shaping' | 'feedbackGuard'>;
 
 /**
  * GET /api/deliverability/sites (operator credential: Authorization: Bearer OPERATOR_TOKEN, as
@@ -28,6 +28,27 @@ export function mountDeliverability(app: Express, core: DeliverabilityDeps): voi
       });
     try {
       res.json(await core.dkimRotation.requestService());
+    } catch (err) {
+      next(err);
+    }
+  });
+
+  /**
+   * POST /api/operator/domains/:id/resume-sending (operator credential): resumes any domain's bulk mail the
+   * complaint guard paused, as the owner's POST /api/domains/:id/resume-sending does (docs/deliverability.md).
+   */
+  app.post('/api/operator/domains/:id/resume-sending', async (req, res, next) => {
+    const expected = core.config.operatorToken;
+    if (!expected)
+      return void res
+        .status(404)
+        .json({ error: 'Operator actions are off: set OPERATOR_TOKEN to enable them', code: 'not_found' });
+    if (!bearerMatches(req.headers.authorization, expected))
+      return void res
+        .status(401)
+        .json({ error: 'Resuming a domain needs Authorization: Bearer <OPERATOR_TOKEN>', code: 'unauthorized' });
+    try {
+      res.json(await core.feedbackGuard.resumeAsOperator(String(req.params.id)));
     } catch (err) {
       next(err);
     }

@@ -25,7 +25,10 @@ import { createEncryptionService } from './inbound/encryption-service.js';
 import { createDomainSettings } from './domains/settings.js';
 import { createWarmupService } from './shaping/warmup.js';
 import { createReportService } from './inbound/report-service.js';
+import { createGuardService } from './feedback/guard.js';
 import { createActivityService } from './feedback/activity.js';
+import { createAggregateStore } from './feedback/aggregate-store.js';
+import { createReportSummaries } from './feedback/summaries.js';
 import { createDkimRotation } from './domains/rotation.js';
 import { createKeyService } from './keys.js';
 import { createOAuthService } from './oauth/service.js';
@@ -38,6 +41,8 @@ import { createStorageQuota } from './storage/quota.js';
 import { createServiceDomain } from './domains/service-domain.js';
 import { createOutboundQueue, type OutboundQueue } from './transport/queue.js';
 import { createSystemMailer } from './transport/system-mail.js';
+import { createTlsReportSender } from './feedback/tls-report-send.js';
+import type { TlsOutcomeRecorder } from './feedback/tls-outcomes.js';
 import { createOutboxService } from './outbox.js';
 import { createScopedKeyService } from './scoped-keys.js';
 import { createSealer } from './secrets.js';
@@ -140,12 +145,14 @@ export function createCore(deps: { database: Database; config: Config; workflows
     const user = await accounts.getUser(userId);
     const dailyLimitReached = user ? await usage.dailyLimitReached(user) : false;
     const hooks = await routes.catchAllsFor(rows.map((r) => r.id));
+    const feedback = await feedbackGuard.feedbackOf(rows);
     return rows.map((r) => ({
       ...domainDto(r),
       webhookUrl: hooks.get(r.id)?.url ?? null,
       webhookAckMode: hooks.get(r.id)?.ackMode ?? null,
       webhookStatus: (r.webhookHealth as WebhookStatus | null) ?? null,
       dailyLimitReached,
+      feedback: feedback.get(r.id),
     }));
   };
   // The domain and hosted-zone services refer to each other (delete cleans hosted records; claims insert domains).
@@ -290,6 +297,14 @@ export function createCore(deps: { database: Database; config: Config; workflows
     net,
   });
   events.attachRouter(engagement.router);
+  const feedbackGuard = createGuardService({
+    db,
+    events,
+    settings: config.feedback.guard,
+    workflows: deps.workflows,
+    domains,
+  });
+  events.attachFeedback(feedbackGuard);
   const replay = createReplayService({
     db,
     deliveries: deliveryStore,
@@ -324,6 +339,11 @@ export function createCore(deps: { database: Database; config: Config; workflows
     sending,
   });
   const forwarder = createForwarder({ db, attachments, queue, gate });
+  const aggregates = createAggregateStore({ db });
+  const reportSummaries = createReportSummaries({
+    db,
+    platformIps: () => (config.publicIp ? [config.publicIp] : []),
+  });
   const inbound = createInboundService({
     db,
     sealer,
@@ -334,6 +354,8 @@ export function createCore(deps: { database: Database; config: Config; workflows
     routes,
     deliveries: deliveryStore,
     reports,
+    aggregates,
+    reportBounds: { maxBytes: config.feedback.reportMaxBytes, maxRecords: config.feedback.dmarcMaxRecords },
     starts: inboundStarts,
     mailboxStore,
     forwarder,
@@ -361,6 +383,20 @@ export function createCore(deps: { database: Database; config: Config; workflows
       bounceRules: config.bounceRules,
       warmup,
     });
+  /** The worker's TLS report sender (docs/tls-reporting.md): mail goes out through the worker's transport. */
+  const tlsReports = (transport: OutboundTransport, outcomes?: TlsOutcomeRecorder) =>
+    createTlsReportSender({
+      db,
+      resolver,
+      serviceDomain: config.serviceDomain,
+      periodMs: config.feedback.tlsReportPeriodMs,
+      allowPrivate: config.allowPrivateNetworks,
+      transport,
+      signer: () => serviceDomain.signer(),
+      outcomes,
+    });
+  /** POST /api/operator/tls-reports/send: the pending TLS reports now, the current period included. */
+  const tlsReporting = { sendNow: () => deps.workflows.runTlsReportsNow() };
   const health = createHealthService({ config, database: deps.database, temporal: deps.workflows });
   /** GET /api/deliverability/sites: each destination site's limits, connections and suspension (core/shaping/report.ts). */
   const shaping = { report: () => shapingReport(db) };
@@ -371,6 +407,8 @@ export function createCore(deps: { database: Database; config: Config; workflows
     database: deps.database,
     workflows: deps.workflows,
     delivery,
+    tlsReports,
+    tlsReporting,
     health,
     shaping,
     sealer,
@@ -402,7 +440,10 @@ export function createCore(deps: { database: Database; config: Config; workflows
     templates,
     suppressions,
     events,
+    feedbackGuard,
     reports,
+    aggregates,
+    reportSummaries,
     tracking,
     scheduled,
     sending,
@@ -447,13 +488,21 @@ export function createCore(deps: { database: Database; config: Config; workflows
 export type Composition = ReturnType<typeof createCore>;
 
 /** What the composition keeps from transports: the database, the workflow port, the worker's part, its lifecycle. */
-type Internal = 'db' | 'database' | 'workflows' | 'delivery' | 'close';
+type Internal = 'db' | 'database' | 'workflows' | 'delivery' | 'tlsReports' | 'close';
 
 /** What transports (API, SMTP, IMAP, the operations) receive: the services, never the database. */
 export type Core = Omit<Composition, Internal>;
 
 /** The transports' view of a composition: the same services, without what `Internal` names. */
 export function servicesOf(c: Composition): Core {
-  const { db: _db, database: _database, workflows: _workflows, delivery: _delivery, close: _close, ...services } = c;
+  const {
+    db: _db,
+    database: _database,
+    workflows: _workflows,
+    delivery: _delivery,
+    tlsReports: _tlsReports,
+    close: _close,
+    ...services
+  } = c;
   return services;
 }

@@ -18,7 +18,8 @@ export type EventType =
   | 'email.clicked'
   | 'email.deferred'
   | 'email.failed'
-  | 'email.received';
+  | 'email.received'
+  | 'domain.sending_paused';
 type Tx = Pick<Db, 'insert'>;
 type NewEvent = {
   userId: string;
@@ -30,6 +31,10 @@ type NewEvent = {
 };
 /** Wakes the engagement dispatcher of a domain that has events routed to a webhook. */
 export type EngagementRouter = { nudge(domainId: string, userId: string): void };
+/** Hears of each complaint and bounce recorded for a domain (the complaint guard). */
+export type FeedbackListener = { note(domainId: string, userId: string): void };
+/** Domain events (no message) go to the tracking webhook, else the catch-all route, whatever the domain opted in to. */
+export const DOMAIN_EVENT_TYPES = ['domain.sending_paused'] as const;
 
 /**
  * Whether the domain routes `type` to a webhook, decided by the database inside the insert itself (no
@@ -37,6 +42,9 @@ export type EngagementRouter = { nudge(domainId: string, userId: string): void }
  * catch-all route takes the types the domain opted in to (`webhook_events`: "all" or a list).
  */
 function routedState(domainId: string, type: string): SQL<string | null> {
+  if ((DOMAIN_EVENT_TYPES as readonly string[]).includes(type))
+    return sql<string | null>`case when exists (select 1 from ${schema.routes} r where r.domain_id = ${domainId}
+      and (r.pattern = ${TRACKING_PATTERN} or (r.pattern = '*' and r.action = 'webhook'))) then 'pending' end`;
   return sql<
     string | null
   >`case when exists (select 1 from ${schema.routes} r where r.domain_id = ${domainId} and (r.pattern = ${TRACKING_PATTERN}
@@ -57,6 +65,7 @@ export function createEventService(deps: { db: Db }) {
     createdAt: r.createdAt,
   });
   let router: EngagementRouter | undefined;
+  let feedback: FeedbackListener | undefined;
 
   /** Rows for new events; engagement types of a domain get their webhook state decided in the insert. */
   function rows(evs: NewEvent[]) {
@@ -71,16 +80,20 @@ export function createEventService(deps: { db: Db }) {
       data: ev.data ?? {},
       createdAt: now,
       webhookState:
-        ev.domainId && (ENGAGEMENT_TYPES as readonly string[]).includes(ev.type)
+        ev.domainId && [...ENGAGEMENT_TYPES, ...DOMAIN_EVENT_TYPES].includes(ev.type as never)
           ? routedState(ev.domainId, ev.type)
           : null,
     }));
   }
-  const returning = { domainId: e.domainId, userId: e.userId, webhookState: e.webhookState };
-  /** Wakes the dispatcher of each domain an inserted event was routed for. */
-  function notify(inserted: { domainId: string | null; userId: string; webhookState: string | null }[]) {
+  const returning = { domainId: e.domainId, userId: e.userId, webhookState: e.webhookState, type: e.type };
+  /** Wakes the dispatcher of each domain an inserted event was routed for, and tells the guard of complaints and bounces. */
+  function notify(inserted: { domainId: string | null; userId: string; webhookState: string | null; type?: string }[]) {
     const nudge = new Map<string, string>();
-    for (const r of inserted) if (r.webhookState === 'pending' && r.domainId) nudge.set(r.domainId, r.userId);
+    for (const r of inserted) {
+      if (r.webhookState === 'pending' && r.domainId) nudge.set(r.domainId, r.userId);
+      if (r.domainId && (r.type === 'email.complained' || r.type === 'email.bounced'))
+        feedback?.note(r.domainId, r.userId);
+    }
     for (const [d, u] of nudge) router?.nudge(d, u);
   }
 
@@ -88,6 +101,9 @@ export function createEventService(deps: { db: Db }) {
     dto,
     attachRouter(r: EngagementRouter) {
       router = r;
+    },
+    attachFeedback(f: FeedbackListener) {
+      feedback = f;
     },
     /** Rows for `evs` to insert in a caller's statement (`returning` its columns), and `notify` with what it returned. */
     prepare: (evs: NewEvent[]) => ({ rows: rows(evs), returning, notify }),

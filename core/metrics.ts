@@ -66,6 +66,21 @@ export const reportsReceived = new Counter({
   registers: [registry],
 });
 
+/** Outbound SMTP sessions by their TLS outcome (RFC 8460 result types and success; docs/tls-reporting.md). */
+export const tlsSessions = new Counter({
+  name: 'svc_tls_sessions_total',
+  help: 'Outbound SMTP sessions (OUTBOUND_MODE=mx) by TLS result: success, starttls-not-supported, certificate-host-mismatch, certificate-expired, certificate-not-trusted, validation-failure',
+  labelNames: ['result'] as const,
+  registers: [registry],
+});
+/** TLS reports the platform sent, by status (sent, no_rua, failed). */
+export const tlsReportsSent = new Counter({
+  name: 'svc_tls_reports_sent_total',
+  help: 'RFC 8460 TLS reports settled per policy domain and period, by status (sent, no_rua, failed)',
+  labelNames: ['status'] as const,
+  registers: [registry],
+});
+
 export const parseTasksOverBudget = new Counter({
   name: 'svc_parse_tasks_over_budget_total',
   help: 'Parse pool tasks ended and refused for passing their budget, by task and budget (time, memory)',
@@ -95,6 +110,31 @@ export const imapSessionsOpened = new Counter({
   help: 'IMAP connections accepted',
   registers: [registry],
 });
+
+export const complaints = new Counter({
+  name: 'svc_complaints_total',
+  help: 'Spam complaints (ARF feedback reports) applied to an outbound message, by feedback type (abuse, fraud, virus, auth-failure, other)',
+  labelNames: ['feedback_type'] as const,
+  registers: [registry],
+});
+export const bounces = new Counter({
+  name: 'svc_bounces_total',
+  help: 'Bounced recipients: refused in the SMTP transaction (kind=sync) or reported later by a DSN (kind=async), by bounce class',
+  labelNames: ['kind', 'class'] as const,
+  registers: [registry],
+});
+/** RFC 5965 and RFC 6591 feedback types; anything else a report names counts as `other`. */
+const FEEDBACK_TYPES = new Set(['abuse', 'fraud', 'virus', 'auth-failure', 'other']);
+export const countComplaint = (feedbackType: string): void =>
+  complaints.inc({ feedback_type: FEEDBACK_TYPES.has(feedbackType) ? feedbackType : 'other' });
+/** Bounce classes come from bounce-rules.toml and an operator's file: bounded, and past MAX_CLASSES counted as `other`. */
+const MAX_CLASSES = 32;
+const classes = new Set<string>();
+export function countBounce(kind: 'sync' | 'async', bounceClass: string | undefined): void {
+  const label = bounceClass && (classes.has(bounceClass) || classes.size < MAX_CLASSES) ? bounceClass : 'other';
+  classes.add(label);
+  bounces.inc({ kind, class: label });
+}
 
 /** Distinct sites kept as label values; past it they count as `other` (a label per domain must stay bounded). */
 const MAX_SITES = 200;
@@ -142,3 +182,8 @@ export function collectQueueDepth(db: Db): () => void {
     if (queueSource === db) queueSource = undefined;
   };
 }
+export const bulkPaused = new Counter({
+  name: 'svc_domains_bulk_paused_total',
+  help: "Sending domains whose bulk mail (broadcasts, sequences) the complaint guard paused (no domain label: see the domain's feedback)",
+  registers: [registry],
+});

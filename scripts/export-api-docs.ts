@@ -90,6 +90,8 @@ const AREA_DOCS: Record<string, string> = {
 export function areaDoc(op: Operation): string {
   if (op.name === 'events.timeline') return 'sending.md';
   if (op.name === 'domains.startWarmup' || op.name === 'domains.stopWarmup') return 'deliverability.md';
+  if (op.name === 'domains.resumeSending') return 'deliverability.md';
+  if (op.name === 'domains.dmarc' || op.name === 'domains.tlsReports') return 'feedback.md';
   const doc = AREA_DOCS[op.name.split('.')[0]!];
   if (!doc) throw new Error(`no page in docs/ for the area of ${op.name}: add it to AREA_DOCS`);
   return doc;

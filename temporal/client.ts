@@ -28,8 +28,12 @@ import {
   warmupWorkflowId,
   webhookDeliveryWorkflowId,
   dkimRotationWorkflowId,
+  tlsReportsNowWorkflowId,
+  domainGuardWorkflowId,
 } from '../workflows/ids.js';
 import { warmupWorkflow } from '../workflows/warmup.js';
+import { domainGuardWorkflow, feedbackSignal, resumeSendingSignal } from '../workflows/domain-guard.js';
+import { bulkResumedSignal } from '../workflows/broadcast.js';
 import { inboundBatchWorkflow } from '../workflows/inbound-batch.js';
 import {
   appEventSignal,
@@ -54,6 +58,7 @@ import {
 } from '../workflows/search-attributes.js';
 import { checkNowSignal, verifyDomainWorkflow } from '../workflows/verify-domain.js';
 import { dkimCheckNowSignal, dkimRotationWorkflow } from '../workflows/dkim-rotation.js';
+import { tlsReportsWorkflow } from '../workflows/tls-reports.js';
 import { SIGNING_KEY_CACHE_MS } from '../core/transport/dkim.js';
 import { webhookDeliveryWorkflow } from '../workflows/webhook-delivery.js';
 import { SEARCH_ATTRIBUTES } from './search-attributes.js';
@@ -407,6 +412,39 @@ export function createWorkflowPort(t: TemporalHandle, settings: WorkflowSettings
         .terminate('warm-up plan stopped or restarted')
         .catch(ignoreNotFound);
     },
+    async signalDomainGuard(domainId, userId) {
+      // Signal-with-start: the one guard of the domain hears of new complaints or bounces, or starts.
+      await t.client.workflow.signalWithStart(domainGuardWorkflow, {
+        taskQueue,
+        workflowId: domainGuardWorkflowId(domainId),
+        args: [{ domainId }],
+        signal: feedbackSignal,
+        signalArgs: [],
+        typedSearchAttributes: [
+          { key: SvcDomainId, value: domainId },
+          { key: SvcAccountId, value: userId },
+        ],
+      });
+    },
+    async resumeDomainGuard(domainId, userId) {
+      await t.client.workflow.signalWithStart(domainGuardWorkflow, {
+        taskQueue,
+        workflowId: domainGuardWorkflowId(domainId),
+        args: [{ domainId }],
+        signal: resumeSendingSignal,
+        signalArgs: [],
+        typedSearchAttributes: [
+          { key: SvcDomainId, value: domainId },
+          { key: SvcAccountId, value: userId },
+        ],
+      });
+    },
+    async wakeBroadcast(broadcastId) {
+      await t.client.workflow
+        .getHandle(broadcastWorkflowId(broadcastId))
+        .signal(bulkResumedSignal)
+        .catch(ignoreNotFound);
+    },
     async stopDomainVerification(domainId) {
       await t.client.workflow
         .getHandle(verifyDomainWorkflowId(domainId))
@@ -439,6 +477,14 @@ export function createWorkflowPort(t: TemporalHandle, settings: WorkflowSettings
     async ping() {
       await t.connection.workflowService.getSystemInfo({});
     },
+    // One run at a time: a second call while one runs waits for the same run's answer.
+    runTlsReportsNow: () =>
+      t.client.workflow.execute(tlsReportsWorkflow, {
+        taskQueue,
+        workflowId: tlsReportsNowWorkflowId(taskQueue),
+        args: [{ includeCurrent: true }],
+        workflowIdConflictPolicy: 'USE_EXISTING',
+      }),
     retentionMs: () => namespaceRetentionMs(t.connection, t.namespace),
   };
 }

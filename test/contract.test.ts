@@ -278,9 +278,15 @@ const examples: Record<string, () => Promise<Example>> = {
     path: `/api/domains/${await newDomainId()}`,
     body: { track_opens: 1, zero_retention: false },
   }),
+  'domains.dmarc': async () => ({ token: session, path: `/api/domains/${await newDomainId()}/dmarc?days=7` }),
+  'domains.tlsReports': async () => ({ token: session, path: `/api/domains/${await newDomainId()}/tls-reports` }),
   'domains.delete': async () => ({ token: session, path: `/api/domains/${await newDomainId()}` }),
   'domains.verify': async () => ({ token: session, path: `/api/domains/${await newDomainId()}/verify` }),
   'domains.rotateDkim': async () => ({ token: session, path: `/api/domains/${await newDomainId()}/dkim/rotate` }),
+  'domains.resumeSending': async () => ({
+    token: session,
+    path: `/api/domains/${await newDomainId()}/resume-sending`,
+  }),
   'domains.startWarmup': async () => ({
     token: session,
     path: `/api/domains/${await newDomainId()}/warmup`,

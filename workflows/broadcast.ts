@@ -4,6 +4,7 @@ import {
   defineQuery,
   defineSignal,
   executeChild,
+  patched,
   proxyActivities,
   proxyLocalActivities,
   setHandler,
@@ -23,6 +24,8 @@ const { prepareBroadcastBatch } = proxyLocalActivities<Activities>({ startToClos
 
 /** Stop sending: no batch starts after it; batches in flight finish; the broadcast ends `canceled`. */
 export const cancelSignal = defineSignal('cancelSignal');
+/** The sender domain's bulk mail was resumed (the complaint guard): a broadcast waiting on the pause looks again now. */
+export const bulkResumedSignal = defineSignal('bulkResumedSignal');
 export type BroadcastProgress = {
   phase: string;
   sent: number;
@@ -67,7 +70,9 @@ export async function broadcastWorkflow(input: BroadcastInput) {
   let canceled = false;
   const s: State = input.state ?? { cursor: 0, total: 0, sent: 0, failed: 0, skipped: 0, batch: 0, nextFree: {} };
   let phase = input.state ? 'sending' : input.scheduledAt ? 'scheduled' : 'sending';
+  let woken = false;
   setHandler(cancelSignal, () => void (canceled = true));
+  setHandler(bulkResumedSignal, () => void (woken = true));
   setHandler(progressQuery, () => ({
     phase: canceled ? 'canceling' : phase,
     sent: s.sent,
@@ -118,6 +123,14 @@ export async function broadcastWorkflow(input: BroadcastInput) {
     if (b.canceled) {
       await Promise.all(inflight.values());
       return { status: 'canceled' as const };
+    }
+    // The sender domain's bulk mail is paused (the complaint guard): no batch until a resume, then from this cursor on.
+    if (b.heldMs !== undefined && patched('broadcast-bulk-pause')) {
+      phase = 'paused';
+      woken = false;
+      await condition(() => canceled || woken, b.heldMs);
+      phase = 'sending';
+      continue;
     }
     s.cursor = b.lastSeq;
     s.skipped += b.skipped;

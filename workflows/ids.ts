@@ -26,3 +26,7 @@ export const sweepSequencesScheduleId = (taskQueue: string) => `sequences-sweep-
 export const dkimRotationWorkflowId = (domainId: string) => `dkim-rotate-${domainId}`;
 export const dkimRotationScheduleId = (taskQueue: string) => `dkim-rotation-${taskQueue}`;
 export const warmupWorkflowId = (domainId: string) => `warmup-${domainId}`;
+/** The TLS report run, on its schedule (TLS_REPORT_PERIOD); an operator's run now is `tls-reports-now-<task queue>`. */
+export const tlsReportsScheduleId = (taskQueue: string) => `tls-reports-${taskQueue}`;
+export const tlsReportsNowWorkflowId = (taskQueue: string) => `tls-reports-now-${taskQueue}`;
+export const domainGuardWorkflowId = (domainId: string) => `domain-guard-${domainId}`;

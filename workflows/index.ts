@@ -20,3 +20,5 @@ export { broadcastWorkflow } from './broadcast.js';
 export { importContactsWorkflow } from './import-contacts.js';
 export { dkimRotationWorkflow, scheduleDkimRotationsWorkflow } from './dkim-rotation.js';
 export { warmupWorkflow } from './warmup.js';
+export { tlsReportsWorkflow } from './tls-reports.js';
+export { domainGuardWorkflow } from './domain-guard.js';

@@ -37,12 +37,37 @@ export const webhookStatus = z.object({
   unhealthy: z.boolean(),
 });
 
+const rate = z.number().nullable().describe('0..1; null when nothing was delivered in the window');
+/** The complaint guard's figures of a domain (docs/deliverability.md, The complaint guard). */
+export const domainFeedback = z.object({
+  windows: z
+    .array(
+      z.object({
+        hours: z.number().int().describe('The window: the last this many hours (GUARD_WINDOWS_HOURS)'),
+        delivered: z.number().int().describe('Recipients delivered in the window'),
+        bounced: z.number().int(),
+        complained: z.number().int(),
+        complaint_rate: rate.describe('complained / delivered'),
+        bounce_rate: rate.describe('bounced / (delivered + bounced)'),
+      }),
+    )
+    .describe('Judged only once delivered reaches GUARD_MIN_VOLUME'),
+  warning: z.string().nullable().describe('A rate above its warning threshold (or its pause threshold), else null'),
+  bulk_paused_at: z
+    .number()
+    .int()
+    .nullable()
+    .describe('Set while broadcasts and sequences are paused; POST /api/domains/:id/resume-sending resumes'),
+  bulk_paused_reason: z.string().nullable().describe('The rate, window and threshold that paused it'),
+});
+
 /** List and detail responses add the enrichment fields. */
 export const enrichedDomain = domainRow.extend({
   webhookUrl: z.string().nullable(),
   webhookAckMode: z.enum(['lenient', 'ack']).nullable(),
   webhookStatus: webhookStatus.nullable(),
   dailyLimitReached: z.boolean(),
+  feedback: domainFeedback.optional().describe("The complaint guard's rates and the bulk pause"),
 });
 
 export const dnsRecord = z.object({

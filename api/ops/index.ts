@@ -2,7 +2,9 @@ import type { Operation } from '../contract.js';
 import * as accounts from './accounts.js';
 import * as attachments from './attachments.js';
 import * as domains from './domains.js';
+import * as domainGuard from './domain-guard.js';
 import * as domainSettings from './domain-settings.js';
+import * as feedbackReports from './feedback-reports.js';
 import * as encryption from './encryption.js';
 import * as hosted from './hosted.js';
 import * as keys from './keys.js';
@@ -43,7 +45,9 @@ const modules = {
   hosted,
   registration,
   domains,
+  domainGuard,
   domainSettings,
+  feedbackReports,
   encryption,
   templates,
   send,

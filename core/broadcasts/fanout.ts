@@ -10,6 +10,7 @@ import { snapshotAudience } from './audience.js';
 import { createBatchQueuer, earlier, failRest, ledgerBatch } from './fanout-batch.js';
 import type { UnsubscribeTokens } from '../contacts/unsubscribe.js';
 import { log } from '../log.js';
+import { bulkHoldMs } from '../feedback/hold.js';
 
 const b = schema.broadcasts;
 const r = schema.broadcastRecipients;
@@ -24,6 +25,8 @@ export type PreparedBatch = {
   lastSeq: number;
   done: boolean;
   domains: Record<string, number>;
+  /** Set when the sender domain's bulk mail is paused: nothing was queued; look again after this many ms (or a resume). */
+  heldMs?: number;
 };
 
 /**
@@ -86,9 +89,11 @@ export function createFanoutService(deps: {
           .where(and(eq(b.id, input.broadcastId), eq(b.status, 'sending')))
           .returning();
         if (!bc) return { ...none, canceled: true, done: true };
+        const from = parseMailbox(bc.fromAddr, 'from');
+        const pausedAt = await bulkPausedAt(tx, bc.userId, domainOf(from.address));
+        if (pausedAt !== null) return { ...none, canceled: false, done: false, heldMs: bulkHoldMs(pausedAt) };
         const rows = await ledgerBatch(tx, bc.userId, input);
         if (rows.length === 0) return { ...none, canceled: false, done: true };
-        const from = parseMailbox(bc.fromAddr, 'from');
         const verdict = await deps.gate.judge({ userId: bc.userId, sender: { name: domainOf(from.address) } }, tx);
         const out =
           verdict instanceof AppError
@@ -144,3 +149,13 @@ export function createFanoutService(deps: {
   };
 }
 export type FanoutService = ReturnType<typeof createFanoutService>;
+
+/** When the complaint guard paused the account's sending domain `name`'s bulk mail, or null. */
+async function bulkPausedAt(tx: Pick<Db, 'select'>, userId: string, name: string): Promise<number | null> {
+  const d = schema.domains;
+  const [row] = await tx
+    .select({ at: d.bulkPausedAt })
+    .from(d)
+    .where(and(eq(d.userId, userId), eq(d.domain, name)));
+  return row?.at ?? null;
+}

@@ -1,4 +1,5 @@
 import type { schema } from '../../db/index.js';
+import type { DomainFeedback } from '../feedback/guard.js';
 
 export type DomainRow = typeof schema.domains.$inferSelect;
 const flag = (n: number) => (n ? 1 : 0) as 0 | 1;
@@ -46,4 +47,6 @@ export type EnrichedDomain = DomainDto & {
   webhookAckMode: 'lenient' | 'ack' | null;
   webhookStatus: WebhookStatus | null;
   dailyLimitReached: boolean;
+  /** The complaint guard's figures and pause (core/feedback/guard.ts); the lead adds `dmarc` beside them. */
+  feedback?: DomainFeedback;
 };

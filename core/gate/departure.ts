@@ -6,6 +6,7 @@ import { forbidden, type AppError } from '../errors.js';
 import { domainOf } from '../mail/addresses.js';
 import { bareAddress } from '../mail/recipients.js';
 import { accountRefusal, senderRefusal } from './gate.js';
+import { bulkHoldMs, isBulk } from '../feedback/hold.js';
 
 /**
  * The send gate judged again as mail leaves (docs/sending.md, At departure): a message accepted while its
@@ -32,6 +33,8 @@ export type Standing = {
   spfVerified: number | null;
   dkimVerified: number | null;
   key: string | null;
+  /** When the complaint guard paused the sender domain's bulk mail (absent from rows judged before it existed). */
+  bulkPausedAt?: number | null;
 };
 
 /** The credential recorded on an outbound row it sent (`messages.auth` holds verdicts on inbound rows). */
@@ -44,7 +47,7 @@ export const sentByKey = (keyId: string | undefined) => (keyId ? { key: keyId } 
 export function standingColumn() {
   return sql<Standing>`(select json_build_object('account', su.id, 'emailVerified', su.email_verified, 'suspendedAt', su.suspended_at,
       'domainId', sd.id, 'domainUser', sd.user_id, 'domainName', sd.domain, 'sendingEnabled', sd.sending_enabled,
-      'spfVerified', sd.spf_verified, 'dkimVerified', sd.dkim_verified, 'key', sk.id)
+      'spfVerified', sd.spf_verified, 'dkimVerified', sd.dkim_verified, 'key', sk.id, 'bulkPausedAt', sd.bulk_paused_at)
     from (select 1) as one
     left join users su on su.id = messages.user_id
     left join domains sd on sd.id = messages.domain_id
@@ -77,18 +80,25 @@ export function refusalAtDeparture(row: MessageRow, s: Standing): AppError | und
   return undefined;
 }
 
-/** Splits claimed rows (with their `standing`) into the rows and the refusals by message id. */
+/**
+ * Splits claimed rows (with their `standing`) into the rows, the refusals by message id, and the bulk
+ * copies (broadcast, sequence) of a domain whose bulk mail the complaint guard paused: held, with how
+ * long to wait before looking again (never failed: they leave once the domain is resumed).
+ */
 export function judgeClaimed(claimed: (MessageRow & { standing: Standing })[]): {
   rows: MessageRow[];
   refused: Map<string, AppError>;
+  held: Map<string, number>;
 } {
   const refused = new Map<string, AppError>();
+  const held = new Map<string, number>();
   const rows = claimed.map(({ standing, ...row }) => {
     const why = refusalAtDeparture(row, standing);
     if (why) refused.set(row.id, why);
+    else if (standing.bulkPausedAt && isBulk(row)) held.set(row.id, bulkHoldMs(Number(standing.bulkPausedAt)));
     return row;
   });
-  return { rows, refused };
+  return { rows, refused, held };
 }
 
 /** The same judgement for rows read elsewhere (a scheduled send's release): one query for all of them. */

@@ -10,6 +10,7 @@ import type { Sealer } from '../secrets.js';
 import type { ServiceSigner } from '../domains/service-domain.js';
 import { AppError } from '../errors.js';
 import { log } from '../log.js';
+import { countBounce } from '../metrics.js';
 import { idle, type Progress } from '../mail/progress.js';
 import { BOUNCE_LABEL } from '../domains/records.js';
 import type { SentMessage } from '../mailboxes/service.js';
@@ -263,6 +264,7 @@ export function createDeliveryService(deps: {
         { status, attempt, smtpMessageId: row.smtpMessageId ?? '', sentAny: false, events: [] },
       );
     // Only a permanent recipient-level failure (invalid_recipient, bad_domain) suppresses; spam, policy or reputation blocks never do.
+    for (const b of bounced) countBounce('sync', b.bounceClass);
     for (const b of bounced)
       if (b.suppress && row.userId && row.kind === 'user')
         await deps.suppressions.add(row.userId, b.address, 'hard_bounce', { messageId: row.id, detail: b.response });
@@ -374,6 +376,29 @@ export function createDeliveryService(deps: {
       await deps.settleEnrolments?.(row.id, { sent: [], failed: owed(recipientsOf(row), row.recipients) });
   }
 
+  /**
+   * Holds a bulk copy whose sender domain's bulk mail the complaint guard paused (core/gate/departure.ts):
+   * nothing is sent; a `throttled` trail entry says why, and it waits like a throttled message (`queued`, or
+   * still `deferred` on the ladder) to be looked at again after `waitMs`.
+   */
+  async function holdBulk(row: MessageRow, waitMs: number, attempt: Attempt): Promise<Throttle> {
+    const entry: TrailEntry = {
+      at: Date.now(),
+      workflowId: attempt.workflowId,
+      to: owed(recipientsOf(row), row.recipients),
+      status: 'throttled',
+      response: `held ${Math.ceil(waitMs / 1000)} s: the sender domain's bulk mail is paused (complaint guard)`,
+    };
+    await record(row, {}, entry, {
+      status: attempt.ladder ? 'deferred' : 'queued',
+      attempt: { ...attempt, nextAttemptAt: Date.now() + waitMs },
+      smtpMessageId: row.smtpMessageId ?? '',
+      sentAny: false,
+      events: [],
+    });
+    return { waitMs };
+  }
+
   /** Runs `work` over `items` with at most `lanes` at once: a stalled item holds one lane, not a whole chunk. */
   async function inLanes<T>(items: T[], lanes: number, progress: Progress, work: (item: T) => Promise<void>) {
     let next = 0;
@@ -395,7 +420,11 @@ export function createDeliveryService(deps: {
       progress: Progress = idle,
     ): Promise<DeliveryResult> {
       // The claim also reads each sender's standing: the gate judges the batch again with no extra round trip.
-      const { rows: claimed, refused } = judgeClaimed(
+      const {
+        rows: claimed,
+        refused,
+        held,
+      } = judgeClaimed(
         await db
           .update(m)
           .set({ status: 'sending', workflowId: input.workflowId, updatedAt: Date.now() })
@@ -428,6 +457,9 @@ export function createDeliveryService(deps: {
           result.failed = (result.failed ?? 0) + 1;
           return;
         }
+        const hold = held.get(row.id);
+        if (hold !== undefined)
+          return void throttledBySite.push({ id: row.id, ...(await holdBulk(row, hold, attempt)) });
         const r = await deliver(row, attempt);
         if (typeof r === 'object') throttledBySite.push({ id: row.id, ...r });
         else if (r !== 'deferred') result[r] += 1;
@@ -498,6 +530,7 @@ export function createDeliveryService(deps: {
       const {
         rows: [row],
         refused,
+        held,
       } = judgeClaimed(
         await db
           .update(m)
@@ -517,6 +550,9 @@ export function createDeliveryService(deps: {
         });
         return 'failed';
       }
+      const hold = held.get(row.id);
+      const ladder = { workflowId: input.workflowId, final: input.final, nextAttemptAt: input.nextAttemptAt, progress };
+      if (hold !== undefined) return holdBulk(row, hold, { ...ladder, ladder: true });
       return deliver(row, {
         workflowId: input.workflowId,
         final: input.final,

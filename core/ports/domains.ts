@@ -24,5 +24,15 @@ export type WarmupWorkflows = {
   stopWarmup(domainId: string): Promise<void>;
 };
 
-/** The workflows of domains: verification, DKIM rotation and warm-up. */
-export type DomainWorkflows = VerificationWorkflows & DkimRotationWorkflows & WarmupWorkflows;
+/** The complaint guard of a domain (`domain-guard-<id>`, docs/deliverability.md). */
+export type GuardWorkflows = {
+  /** Complaints or bounces were recorded for the domain: signals its guard, starting it when none runs. */
+  signalDomainGuard(domainId: string, userId: string): Promise<void>;
+  /** The domain's bulk mail was resumed: tells its guard (starting one, which remembers the resume). */
+  resumeDomainGuard(domainId: string, userId: string): Promise<void>;
+  /** Wakes a broadcast waiting for its domain's pause to end (no run open is fine). */
+  wakeBroadcast(broadcastId: string): Promise<void>;
+};
+
+/** The workflows of domains: verification, DKIM rotation, warm-up and the complaint guard. */
+export type DomainWorkflows = VerificationWorkflows & DkimRotationWorkflows & WarmupWorkflows & GuardWorkflows;

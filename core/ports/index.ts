@@ -8,7 +8,13 @@ import type { SequenceWorkflows } from './sequences.js';
 
 export type { BroadcastProgress, BroadcastWorkflows } from './broadcasts.js';
 export type { ImportProgress, ImportWorkflows } from './contacts.js';
-export type { DkimRotationWorkflows, DomainWorkflows, VerificationWorkflows, WarmupWorkflows } from './domains.js';
+export type {
+  DkimRotationWorkflows,
+  DomainWorkflows,
+  GuardWorkflows,
+  VerificationWorkflows,
+  WarmupWorkflows,
+} from './domains.js';
 export type {
   EngagementWorkflows,
   InboundBatchWorkflows,

@@ -9,7 +9,13 @@ import { describeError, log } from '../log.js';
 import type { EngagementWorkflows, WebhookDeliveryWorkflows } from '../ports/inbound.js';
 import type { AccountSecretService } from './account-secret.js';
 import type { DeliveryStore } from './deliveries.js';
-import { engagementPayload, type EngagementPayload } from './payload-schemas.js';
+import {
+  domainSendingPausedPayload,
+  engagementPayload,
+  type DomainSendingPausedPayload,
+  type EngagementPayload,
+} from './payload-schemas.js';
+import { DOMAIN_EVENT_TYPES } from '../message-events.js';
 import { postWebhook } from './post.js';
 import { TRACKING_PATTERN } from '../mail/patterns.js';
 import type { RouteService } from './routes.js';
@@ -24,6 +30,21 @@ const idle: Progress = { beat() {}, stopped: () => false };
 
 import { ENGAGEMENT_TYPES } from '../mail/event-types.js';
 type Target = { routeId: string; url: string; ackMode: 'lenient' | 'ack'; secret: string };
+
+/** A domain event's body (no message): its stored data, built through its published schema. */
+function domainEventPayload(e: typeof schema.events.$inferSelect): DomainSendingPausedPayload {
+  const payload = {
+    id: e.id,
+    type: 'domain.sending_paused' as const,
+    createdAt: e.createdAt,
+    createdAtIso: new Date(e.createdAt).toISOString(),
+    data: (e.data ?? {}) as DomainSendingPausedPayload['data'],
+  };
+  const checked = domainSendingPausedPayload.safeParse(payload);
+  if (!checked.success)
+    log.error(`[engagement] event ${e.id} does not match its published schema: ${checked.error.message}`);
+  return checked.success ? checked.data : payload;
+}
 
 /**
  * Engagement events to webhooks (SPEC.md Events): the tracking webhook when set (account secret) wins;
@@ -46,7 +67,8 @@ export function createEngagementService(deps: {
 
   async function target(domainId: string, type: string): Promise<Target | undefined> {
     const [dom] = await db.select().from(d).where(eq(d.id, domainId));
-    if (!dom || !(ENGAGEMENT_TYPES as readonly string[]).includes(type)) return undefined;
+    const domainEvent = (DOMAIN_EVENT_TYPES as readonly string[]).includes(type);
+    if (!dom || !(domainEvent || (ENGAGEMENT_TYPES as readonly string[]).includes(type))) return undefined;
     const routes = await db
       .select()
       .from(schema.routes)
@@ -61,7 +83,8 @@ export function createEngagementService(deps: {
       };
     const catchAll = routes.find((r) => r.pattern === '*' && r.action === 'webhook');
     const wanted = dom.webhookEvents ? (JSON.parse(dom.webhookEvents) as 'all' | string[]) : undefined;
-    if (!catchAll || !wanted || (wanted !== 'all' && !wanted.includes(type))) return undefined;
+    // A domain event (the guard's pause) goes to the catch-all route whatever the domain opted in to.
+    if (!catchAll || (!domainEvent && (!wanted || (wanted !== 'all' && !wanted.includes(type))))) return undefined;
     return {
       routeId: catchAll.id,
       url: catchAll.url,
@@ -76,7 +99,8 @@ export function createEngagementService(deps: {
    */
   const secretFor = async (actor: Actor) => ({ signingSecret: await deps.accountSecret.get(actor.userId) });
 
-  async function payloadOf(e: typeof ev.$inferSelect): Promise<EngagementPayload> {
+  async function payloadOf(e: typeof ev.$inferSelect): Promise<EngagementPayload | DomainSendingPausedPayload> {
+    if ((DOMAIN_EVENT_TYPES as readonly string[]).includes(e.type)) return domainEventPayload(e);
     const [m] = e.messageId ? await db.select().from(schema.messages).where(eq(schema.messages.id, e.messageId)) : [];
     const data = (e.data ?? {}) as Record<string, unknown>;
     const payload = {

@@ -106,6 +106,17 @@ export const webhookTestPayload = envelope(
   'The signed test event of POST /api/domains/:id/webhook/test',
 );
 
+export const domainSendingPausedPayload = envelope(
+  'domain.sending_paused',
+  z.looseObject({
+    domainId: z.string().describe('dom_…'),
+    domain: z.string(),
+    pausedAt: z.number().int().describe('ms epoch; the domain shows it as feedback.bulk_paused_at'),
+    reason: z.string().describe('The rate, the window and the threshold it went over'),
+  }),
+  "The complaint guard paused the domain's bulk mail (broadcasts, sequences); transactional sends go on. POST /api/domains/:id/resume-sending resumes it",
+);
+
 export const engagementPayload = z.discriminatedUnion('type', [
   emailSentPayload,
   emailBouncedPayload,
@@ -116,6 +127,7 @@ export const engagementPayload = z.discriminatedUnion('type', [
 export type EngagementPayload = z.input<typeof engagementPayload>;
 export type EmailReceivedPayload = z.input<typeof emailReceivedPayload>;
 export type WebhookTestPayload = z.input<typeof webhookTestPayload>;
+export type DomainSendingPausedPayload = z.input<typeof domainSendingPausedPayload>;
 
 /** Webhook payload schemas by the `type` they carry, with the name each is published under at /v1/schemas. */
 export const WEBHOOK_PAYLOADS = {
@@ -126,4 +138,5 @@ export const WEBHOOK_PAYLOADS = {
   'email.opened': { name: 'webhook-email-opened', schema: emailOpenedPayload },
   'email.clicked': { name: 'webhook-email-clicked', schema: emailClickedPayload },
   'webhook.test': { name: 'webhook-test', schema: webhookTestPayload },
+  'domain.sending_paused': { name: 'webhook-domain-sending-paused', schema: domainSendingPausedPayload },
 } as const;
