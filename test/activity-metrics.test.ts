@@ -4,6 +4,7 @@ import nodemailer from 'nodemailer';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { schema } from '../db/index.js';
 import { FROM_DOMAIN, SERVICE, startSendingStack, type SendingStack } from './helpers/sending.js';
+import { metric, scrape, type Scrape } from './helpers/metrics.js';
 import { eventually, type TestStack } from './helpers/stack.js';
 
 /**
@@ -20,6 +21,9 @@ let betaId: string;
 let otherDomainId: string;
 let otherSession: string;
 let betaKey: string;
+let before: Scrape;
+const OPERATOR_TOKEN = 'activity-metrics-operator-token-0123456789';
+const prometheus = () => scrape(`${stack.baseUrl}/metrics`, OPERATOR_TOKEN);
 
 const get = (query: string, token = env.session) => stack.api('GET', `/api/metrics${query}`, { token });
 const row = async (id: string) =>
@@ -85,8 +89,10 @@ beforeAll(async () => {
       }
       return undefined;
     },
+    env: { OPERATOR_TOKEN },
   });
   stack = env.stack;
+  before = await prometheus();
   acmeId = (await stack.service.core.db.select().from(schema.domains).where(eq(schema.domains.domain, FROM_DOMAIN)))[0]!
     .id;
   betaId = (await stack.api('POST', '/api/domains/subdomain', { token: env.session, body: { subdomain: 'beta' } })).body
@@ -179,6 +185,13 @@ describe('GET /api/metrics', () => {
       domain_id: null,
       totals: { ...EXPECTED_ACME, sent: 8, delivered: 7 },
     });
+    // Prometheus counts the same complaint and bounces, with bounded labels (no account, no domain).
+    const after = await prometheus();
+    const delta = (name: string, labels: Record<string, string>) =>
+      metric(after, name, labels) - metric(before, name, labels);
+    expect(delta('svc_complaints_total', { feedback_type: 'abuse' })).toBe(1);
+    expect(delta('svc_bounces_total', { kind: 'sync', class: 'invalid_recipient' })).toBe(1);
+    expect(delta('svc_bounces_total', { kind: 'async', class: 'mailbox_full' })).toBe(1);
     const theirsAnswer = await get('', otherSession);
     expect(theirsAnswer.body.totals).toMatchObject({ sent: 1, delivered: 1, bounced: 0, complained: 0, opened: 0 });
   });

@@ -6,6 +6,7 @@ import type { EventService } from '../message-events.js';
 import type { RecipientStates } from '../mail/recipients.js';
 import type { SuppressionService } from '../gate/suppressions.js';
 import type { BounceRecipient, ParsedReport } from '../parsing/reports.js';
+import { countBounce, countComplaint } from '../metrics.js';
 
 type MessageRow = typeof schema.messages.$inferSelect & { userId: string };
 type Tx = Pick<Db, 'select' | 'insert' | 'update'>;
@@ -110,6 +111,7 @@ export function createReportService(deps: {
             tx,
           );
         if (seen.has(eventKey('email.bounced', address, r.type))) continue;
+        countBounce('async', bounceClass);
         await deps.events.record(
           {
             userId: row.userId,
@@ -142,6 +144,7 @@ export function createReportService(deps: {
       if (address && row.kind === 'user')
         await deps.suppressions.add(row.userId, address, 'complaint', { messageId: row.id, detail }, tx);
       if ((await recorded(tx, row.id)).has(eventKey('email.complained', address, ''))) return;
+      countComplaint(report.feedbackType);
       await deps.events.record(
         {
           userId: row.userId,
