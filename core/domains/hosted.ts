@@ -6,7 +6,7 @@ import { badRequest, conflict } from '../errors.js';
 import { newId } from '../ids.js';
 import { domainDto, type DomainRow } from './dto.js';
 import { isWithin } from './names.js';
-import { MX_LABEL, type DnsRecordOut } from './records.js';
+import { MX_LABEL, REPORT_LABEL, type DnsRecordOut } from './records.js';
 import type { Actor } from '../tenancy.js';
 import type { DomainService } from './service.js';
 
@@ -155,6 +155,13 @@ export function createHostedZoneService(deps: {
 
     /** The built-in DNS server's view: authoritative for SERVICE_DOMAIN and for hosted (registered) domains. */
     async lookup(name: string, type: string) {
+      const authorization = await reportAuthorization(name);
+      if (authorization)
+        return {
+          authoritative: true,
+          nameExists: true,
+          records: type === 'TXT' ? [{ name, type: 'TXT' as const, value: 'v=DMARC1' }] : [],
+        };
       const rows = await db.select().from(h).where(eq(h.name, name));
       // SERVICE_DOMAIN's own records (MX, SPF include target, DKIM of system mail, DMARC, the bounces. return path);
       // each domain row's own MX host (<token>.mx.<base>) has the addresses of SERVICE_DOMAIN itself.
@@ -186,6 +193,23 @@ export function createHostedZoneService(deps: {
       };
     },
   };
+
+  /**
+   * RFC 7489 §7.1: a domain whose DMARC record sends reports to `dmarc@<base>` must be authorized by
+   * `<domain>._report._dmarc.<base>` TXT "v=DMARC1"; answered for every domain that has a row here.
+   */
+  async function reportAuthorization(name: string): Promise<boolean> {
+    const suffix = `.${REPORT_LABEL}.${base}`;
+    if (!name.endsWith(suffix)) return false;
+    const domain = name.slice(0, -suffix.length);
+    if (!domain || domain.length > 253) return false;
+    const [row] = await db
+      .select({ id: schema.domains.id })
+      .from(schema.domains)
+      .where(eq(schema.domains.domain, domain))
+      .limit(1);
+    return Boolean(row);
+  }
 
   /** `<label>.mx.<base>`: the MX host of one domain row (core/domains/records.ts mxHostOf). */
   function isRowMxHost(name: string): boolean {

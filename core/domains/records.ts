@@ -6,6 +6,13 @@ export type DnsRecordOut = { type: 'MX' | 'TXT' | 'CNAME' | 'A'; name: string; v
 /** The label under a customer domain that receives asynchronous bounces (the return path). */
 export const BOUNCE_LABEL = 'bounces';
 
+/** The labels under SERVICE_DOMAIN that authorize it to receive a domain's DMARC reports (RFC 7489 §7.1). */
+export const REPORT_LABEL = '_report._dmarc';
+
+/** Where DMARC aggregate and TLS reports for the platform's domains are mailed (docs/feedback.md). */
+export const dmarcReportAddress = (serviceDomain: string) => `dmarc@${serviceDomain}`;
+export const tlsReportAddress = (serviceDomain: string) => `tlsrpt@${serviceDomain}`;
+
 /** The label under SERVICE_DOMAIN that holds every domain row's own MX host. */
 export const MX_LABEL = 'mx';
 
@@ -40,7 +47,17 @@ export function builtinRecords(
       name: `${k.selector}._domainkey.${domain}`,
       value: dkimRecordValue(k.publicKeyB64),
     })),
-    { type: 'TXT', name: `_dmarc.${domain}`, value: `v=DMARC1; p=none; rua=mailto:dmarc@${opts.serviceDomain}` },
+    {
+      type: 'TXT',
+      name: `_dmarc.${domain}`,
+      value: `v=DMARC1; p=none; rua=mailto:${dmarcReportAddress(opts.serviceDomain)}`,
+    },
+    // Optional: receivers mail their TLS reports (RFC 8460) about this domain's inbound sessions here.
+    {
+      type: 'TXT',
+      name: `_smtp._tls.${domain}`,
+      value: `v=TLSRPTv1; rua=mailto:${tlsReportAddress(opts.serviceDomain)}`,
+    },
     { type: 'MX', name: `${BOUNCE_LABEL}.${domain}`, value: opts.serviceDomain, priority: 10 },
     { type: 'TXT', name: `${BOUNCE_LABEL}.${domain}`, value: spf },
   ];

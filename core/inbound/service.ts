@@ -17,6 +17,10 @@ import type { MailboxStore } from '../mailboxes/store.js';
 import type { InboundDoor } from './door.js';
 import type { EncryptionService } from './encryption-service.js';
 import type { ReportService } from './report-service.js';
+import type { AggregateStore } from '../feedback/aggregate-store.js';
+import type { AggregateBounds } from '../parsing/aggregate-types.js';
+import { dmarcReportAddress, tlsReportAddress } from '../domains/records.js';
+import { reportsReceived } from '../metrics.js';
 import { parseMail, runParse } from '../parsing/pool.js';
 import { receivedPayload, type InboundAttachment } from './payload.js';
 import { unsubscribeTokenOf } from '../contacts/unsubscribe.js';
@@ -48,6 +52,9 @@ export function createInboundService(deps: {
   routes: RouteService;
   deliveries: DeliveryStore;
   reports: ReportService;
+  /** DMARC aggregate and TLS reports mailed to SERVICE_DOMAIN's report addresses, and their bounds. */
+  aggregates: AggregateStore;
+  reportBounds: AggregateBounds;
   starts: { enqueue(ids: string[], account: string): void };
   mailboxStore: MailboxStore;
   forwarder: Forwarder;
@@ -60,6 +67,27 @@ export function createInboundService(deps: {
 }) {
   const { db } = deps;
   const d = schema.domains;
+  const dmarcAddress = dmarcReportAddress(deps.serviceDomain).toLowerCase();
+  const tlsAddress = tlsReportAddress(deps.serviceDomain).toLowerCase();
+  /** Mail to one of SERVICE_DOMAIN's report addresses: read as a report, never stored as mail. */
+  const reportKind = (address: string) =>
+    address.toLowerCase() === dmarcAddress ? 'dmarc' : address.toLowerCase() === tlsAddress ? 'tls' : undefined;
+  const isReportAddress = (address: string) => reportKind(address) !== undefined;
+
+  /** A DMARC or TLS report, parsed in the pool within its bounds and stored per domain; a bad one is logged and dropped. */
+  async function receiveAggregate(kind: 'dmarc' | 'tls', raw: Buffer): Promise<void> {
+    const parsed =
+      kind === 'dmarc'
+        ? await runParse('parseDmarcReport', { raw, bounds: deps.reportBounds })
+        : await runParse('parseTlsReport', { raw, bounds: deps.reportBounds });
+    if (!parsed.report) {
+      reportsReceived.inc({ kind, outcome: 'refused' });
+      log.info({ kind, reason: parsed.reason }, 'report not read');
+      throw new AppError(422, 'unparseable_message', `Not a readable ${kind.toUpperCase()} report: ${parsed.reason}`);
+    }
+    if (parsed.report.kind === 'dmarc') await deps.aggregates.storeDmarc(parsed.report);
+    else await deps.aggregates.storeTls(parsed.report);
+  }
   // The reads every inbound message makes, prepared once (named statements: no query building per message).
   const rcptDomain = db
     .select({
@@ -364,6 +392,8 @@ export function createInboundService(deps: {
      * quota or its daily allowance (unverified accounts) is `mailbox_full`, retryable.
      */
     async checkRecipient(address: string): Promise<void> {
+      // DMARC and TLS reports about any domain here (docs/feedback.md): read at DATA, never stored as mail.
+      if (isReportAddress(address)) return;
       const { domain } = split(address);
       const returnPath = isReturnPath(address);
       const name = returnPath && domain.startsWith('bounces.') ? domain.slice('bounces.'.length) : domain;
@@ -404,11 +434,18 @@ export function createInboundService(deps: {
         });
         if (report) await deps.reports.apply(report);
       }
-      if (env.rcpts.every(isReturnPath)) return [];
+      const mailRcpts = env.rcpts.filter((a) => !isReportAddress(a));
+      for (const kind of new Set(env.rcpts.map(reportKind))) {
+        if (!kind) continue;
+        // A report alone is refused when unreadable (554, the sender learns why); beside other mail it is dropped.
+        if (mailRcpts.length === 0) await receiveAggregate(kind, raw);
+        else await receiveAggregate(kind, raw).catch((err: unknown) => log.warn({ err }, 'report dropped'));
+      }
+      if (mailRcpts.every(isReturnPath)) return [];
       // Room first: a message refused at the door (`mailbox_full`) costs no parse and is stored for no domain.
       await admitAll(
         raw.length,
-        env.rcpts.filter((a) => !isReturnPath(a)),
+        mailRcpts.filter((a) => !isReturnPath(a)),
       );
       const mail = await parseMail(raw);
       const auth = await scoreMessage(raw, {
@@ -419,7 +456,7 @@ export function createInboundService(deps: {
         resolver: deps.resolver,
       });
       const byDomain = new Map<string, string[]>();
-      for (const r of env.rcpts.filter((a) => !isReturnPath(a)))
+      for (const r of mailRcpts.filter((a) => !isReturnPath(a)))
         byDomain.set(split(r).domain, [...(byDomain.get(split(r).domain) ?? []), r.toLowerCase()]);
       const ids: string[] = [];
       for (const [name, rcpts] of byDomain) {
