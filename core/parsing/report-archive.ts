@@ -86,9 +86,7 @@ async function findPart(raw: Buffer, kind: ReportKind): Promise<{ bytes: Uint8Ar
 
 function listed(kind: ReportKind, a: { contentType: string; filename?: string }): boolean {
   const name = (a.filename ?? '').toLowerCase();
-  const type = a.contentType.toLowerCase();
-  const named = NAMES[kind].some((ext) => name.endsWith(ext));
-  return TYPES[kind].has(type) || (type === 'application/octet-stream' && named) || named;
+  return TYPES[kind].has(a.contentType.toLowerCase()) || NAMES[kind].some((ext) => name.endsWith(ext));
 }
 
 /** The document inside `bytes`: gunzipped, or the zip's report entry inflated, never past `maxBytes`. */
