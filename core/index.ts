@@ -139,6 +139,10 @@ export function createCore(deps: { database: Database; config: Config; workflows
   });
   const providers = createProviderRegistry([builtinProvider(config.serviceDomain)]);
 
+  const reportSummaries = createReportSummaries({
+    db,
+    platformIps: () => (config.publicIp ? [config.publicIp] : []),
+  });
   const planOf = async (userId: string) => usage.planOf((await accounts.getUser(userId))?.plan ?? config.defaultPlan);
   /** List/detail enrichment (SPEC.md, Domain): webhook fields and the daily-cap flag. */
   const enrich = async (rows: DomainRow[], userId: string): Promise<EnrichedDomain[]> => {
@@ -146,13 +150,14 @@ export function createCore(deps: { database: Database; config: Config; workflows
     const dailyLimitReached = user ? await usage.dailyLimitReached(user) : false;
     const hooks = await routes.catchAllsFor(rows.map((r) => r.id));
     const feedback = await feedbackGuard.feedbackOf(rows);
+    const dmarc = await reportSummaries.passRates(rows.map((r) => r.id));
     return rows.map((r) => ({
       ...domainDto(r),
       webhookUrl: hooks.get(r.id)?.url ?? null,
       webhookAckMode: hooks.get(r.id)?.ackMode ?? null,
       webhookStatus: (r.webhookHealth as WebhookStatus | null) ?? null,
       dailyLimitReached,
-      feedback: feedback.get(r.id),
+      feedback: feedback.has(r.id) ? { ...feedback.get(r.id)!, dmarc: dmarc.get(r.id) ?? null } : undefined,
     }));
   };
   // The domain and hosted-zone services refer to each other (delete cleans hosted records; claims insert domains).
@@ -340,10 +345,6 @@ export function createCore(deps: { database: Database; config: Config; workflows
   });
   const forwarder = createForwarder({ db, attachments, queue, gate });
   const aggregates = createAggregateStore({ db });
-  const reportSummaries = createReportSummaries({
-    db,
-    platformIps: () => (config.publicIp ? [config.publicIp] : []),
-  });
   const inbound = createInboundService({
     db,
     sealer,

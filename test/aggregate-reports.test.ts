@@ -211,6 +211,9 @@ describe('DMARC and TLS reports received over SMTP', () => {
       { day: today - 2 * DAY, messages: 45, aligned: 40, failed: 5 },
       { day: today - DAY, messages: 17, aligned: 14, failed: 3 },
     ]);
+    // The domain row carries the last 7 days' figure.
+    const row = (await stack.api('GET', `/api/domains/${domainId}`, { token })).body.domain;
+    expect(row.feedback.dmarc).toEqual({ days: 7, messages: 62, aligned: 54, pass_rate: 54 / 62, failing_sources: 1 });
     expect(s.reporters.map((r: any) => [r.reporter, r.reports, r.messages])).toEqual([
       ['Outlook.com', 1, 15],
       ['Yahoo', 1, 2],

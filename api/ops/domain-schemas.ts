@@ -59,6 +59,17 @@ export const domainFeedback = z.object({
     .nullable()
     .describe('Set while broadcasts and sequences are paused; POST /api/domains/:id/resume-sending resumes'),
   bulk_paused_reason: z.string().nullable().describe('The rate, window and threshold that paused it'),
+  dmarc: z
+    .object({
+      days: z.number().int(),
+      messages: z.number().int().describe('Messages the DMARC aggregate reports of the last 7 days count'),
+      aligned: z.number().int().describe('Of those, how many passed DMARC aligned'),
+      pass_rate: rate.describe('aligned / messages; null with no report'),
+      failing_sources: z.number().int().describe('Source IPs with messages that failed (GET /api/domains/:id/dmarc)'),
+    })
+    .nullable()
+    .optional()
+    .describe('DMARC aggregate reports received (docs/feedback.md); null with none in 7 days'),
 });
 
 /** List and detail responses add the enrichment fields. */

@@ -1,10 +1,18 @@
-import { and, desc, eq, gte, sql } from 'drizzle-orm';
+import { and, desc, eq, gte, inArray, sql } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { notFound } from '../errors.js';
 import type { Actor } from '../tenancy.js';
 
 const DAY = 86_400_000;
+/** A domain's DMARC reports of the last `days`: messages counted, how many passed aligned, sources that failed. */
+export type DmarcFigure = {
+  days: number;
+  messages: number;
+  aligned: number;
+  pass_rate: number | null;
+  failing_sources: number;
+};
 /** Most sources and reports a summary lists (the totals count them all). */
 const MAX_SOURCES = 200;
 const MAX_REPORTS = 50;
@@ -32,6 +40,39 @@ export function createReportSummaries(deps: { db: Db; platformIps: () => string[
   };
 
   return {
+    /**
+     * The DMARC figure the domain row carries (GET /api/domains/:id, `feedback.dmarc`): the last 7 days
+     * of reports, for many domains in one grouped query.
+     */
+    async passRates(domainIds: string[]): Promise<Map<string, DmarcFigure>> {
+      const out = new Map<string, DmarcFigure>();
+      if (domainIds.length === 0) return out;
+      const r = schema.dmarcRows;
+      const from = windowOf(7).from;
+      const rows = await db
+        .select({
+          domainId: r.domainId,
+          sourceIp: r.sourceIp,
+          messages: sql<number>`sum(${r.count})::bigint`.mapWith(Number),
+          aligned:
+            sql<number>`coalesce(sum(${r.count}) filter (where ${r.dkimAligned} or ${r.spfAligned}), 0)::bigint`.mapWith(
+              Number,
+            ),
+        })
+        .from(r)
+        .where(and(inArray(r.domainId, domainIds), gte(r.day, from)))
+        .groupBy(r.domainId, r.sourceIp);
+      for (const row of rows) {
+        const f = out.get(row.domainId) ?? { days: 7, messages: 0, aligned: 0, pass_rate: null, failing_sources: 0 };
+        f.messages += row.messages;
+        f.aligned += row.aligned;
+        if (row.aligned < row.messages) f.failing_sources++;
+        f.pass_rate = f.messages ? f.aligned / f.messages : null;
+        out.set(row.domainId, f);
+      }
+      return out;
+    },
+
     async dmarc(actor: Actor, id: string, days: number) {
       const domain = await owned(actor, id);
       const { from, to } = windowOf(days);
