@@ -122,6 +122,7 @@ export async function startService(
       await ensureSchedules(temporal, {
         retrySchedule: config.outboundRetrySchedule,
         dkimRotationDays: config.dkimRotation.days,
+        tlsReportPeriodMs: config.feedback.tlsReportPeriodMs,
       });
       say(`[worker] polling task queue ${config.temporal.taskQueue}`);
     }

@@ -8,6 +8,7 @@ import {
   pruneIdempotencyKeysScheduleId,
   sweepOutboundScheduleId,
   sweepSequencesScheduleId,
+  tlsReportsScheduleId,
 } from '../workflows/ids.js';
 import { isDeadline, type TemporalHandle } from './client.js';
 import { cleanupAttachmentsWorkflow } from '../workflows/cleanup-attachments.js';
@@ -19,11 +20,12 @@ import {
 } from '../workflows/housekeeping.js';
 import { sweepOutboundWorkflow } from '../workflows/sweep-outbound.js';
 import { scheduleDkimRotationsWorkflow } from '../workflows/dkim-rotation.js';
+import { tlsReportsWorkflow } from '../workflows/tls-reports.js';
 
 /** Recurring housekeeping as Temporal Schedules (DESIGN.md); creating one that exists is success. */
 export async function ensureSchedules(
   t: TemporalHandle,
-  opts: { retrySchedule: number[]; dkimRotationDays?: number },
+  opts: { retrySchedule: number[]; dkimRotationDays?: number; tlsReportPeriodMs?: number },
 ): Promise<void> {
   const schedules: { scheduleId: string; workflowType: Workflow; every: string; args?: unknown[] }[] = [
     { scheduleId: engagementSweepScheduleId(t.taskQueue), workflowType: sweepEngagementWorkflow, every: '1 minute' },
@@ -51,6 +53,17 @@ export async function ensureSchedules(
       workflowType: pruneIdempotencyKeysWorkflow,
       every: '1 hour',
     },
+    // TLS_REPORT_PERIOD: once a period, the RFC 8460 reports of the periods that ended (docs/tls-reporting.md).
+    ...(opts.tlsReportPeriodMs
+      ? [
+          {
+            scheduleId: tlsReportsScheduleId(t.taskQueue),
+            workflowType: tlsReportsWorkflow,
+            every: `${Math.max(1, Math.round(opts.tlsReportPeriodMs / 1000))} seconds`,
+            args: [{}],
+          },
+        ]
+      : []),
     // DKIM_ROTATION_DAYS: hourly, start the rotation of every domain whose key is older than that (off by default).
     ...(opts.dkimRotationDays
       ? [

@@ -29,7 +29,7 @@ export async function requestPinned(
   opts: {
     method: string;
     headers: Record<string, string>;
-    body?: string;
+    body?: string | Buffer;
     timeoutMs: number;
     maxResponseBytes: number;
   },
@@ -51,7 +51,7 @@ function requestOnce(
   opts: {
     method: string;
     headers: Record<string, string>;
-    body?: string;
+    body?: string | Buffer;
     timeoutMs: number;
     maxResponseBytes: number;
   },

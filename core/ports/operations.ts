@@ -1,5 +1,9 @@
-/** What the operator's checks ask of Temporal itself (health and `npm run doctor`). */
+import type { TlsReportsResult } from '../feedback/tls-report-send.js';
+
+/** What the operator's checks ask of Temporal itself (health and `npm run doctor`), and the runs they start. */
 export type OperationsWorkflows = {
+  /** Runs the TLS report workflow now, the current period included, and answers what it settled. */
+  runTlsReportsNow(): Promise<TlsReportsResult>;
   /** Answers when the Temporal server does. */
   ping(): Promise<void>;
   /** How long the namespace keeps closed runs, in ms (the doctor's retention check); null when unset. */

@@ -1,4 +1,5 @@
 import SMTPConnection from 'nodemailer/lib/smtp-connection';
+import { isTlsFailure, sessionOf, type TlsOutcomeRecorder, type TlsSession } from '../feedback/tls-outcomes.js';
 import type { Limits } from './config.js';
 import type { Site } from './sites.js';
 import type { ShapingStore } from './store.js';
@@ -18,7 +19,8 @@ export type SmtpFailure = Error & {
   rejectedErrors?: unknown[];
   permanent?: boolean;
 };
-export type SmtpOptions = { port: number; heloName: string; timeoutMs: number };
+/** `tls` counts each session's TLS outcome per recipient domain (TLS reports, docs/tls-reporting.md). */
+export type SmtpOptions = { port: number; heloName: string; timeoutMs: number; tls?: TlsOutcomeRecorder };
 
 type Conn = {
   leaseId: string;
@@ -30,6 +32,9 @@ type Conn = {
   leaseUntil: number;
   idle?: NodeJS.Timeout;
   ended: Promise<void>;
+  /** Its TLS outcome, and the recipient domains it was counted for (a session counts once per domain). */
+  session?: TlsSession;
+  counted: Set<string>;
 };
 
 /** Keeps a lease alive while this process holds it: renewed every third of its TTL, so a crashed worker's slots come back within one TTL. */
@@ -124,6 +129,7 @@ export function createConnectionPool(deps: {
         closing: false,
         leaseUntil: Date.now() + ttlMs,
         ended: new Promise((r) => smtp.once('end', r)),
+        counted: new Set(),
       };
       smtp.on('error', () => undefined); // each failure reaches the callback of what was under way
       try {
@@ -132,6 +138,13 @@ export function createConnectionPool(deps: {
         smtp.close();
         await conn.ended;
         last = err as SmtpFailure;
+        if (isTlsFailure(err))
+          deps.smtp.tls?.record(site.domain, {
+            mxHost: host,
+            receivingIp: address,
+            sendingIp: '',
+            result: 'validation-failure',
+          });
         // A reply (421 at the greeting, say) is the site's answer: judged before the slot is given back, not tried on the next host.
         if (last.responseCode) {
           await judge(last.response ?? last.message).catch(() => undefined);
@@ -140,6 +153,7 @@ export function createConnectionPool(deps: {
         continue;
       }
       current = conn;
+      conn.session = sessionOf(smtp, host);
       // The connection counts against the site here until its lease is gone from the store too, so no
       // other lane asks for a slot the store still sees taken.
       void conn.ended.then(async () => {
@@ -226,6 +240,7 @@ export function createConnectionPool(deps: {
           }
           conn.leaseUntil = Date.now() + ttlMs;
         }
+        countSession(conn, envelope.to[0]);
         const outcome = await sendOnce(conn.smtp, envelope, raw);
         const refusal =
           'err' in outcome
@@ -267,6 +282,14 @@ export function createConnectionPool(deps: {
       await Promise.all(all.map(({ c }) => Promise.race([c.ended, new Promise((r) => setTimeout(r, 2000).unref())])));
     },
   };
+
+  /** Counts the connection's TLS outcome for the recipient domain the first time it carries its mail. */
+  function countSession(c: Conn, rcpt: string | undefined): void {
+    const domain = rcpt?.slice(rcpt.lastIndexOf('@') + 1).toLowerCase();
+    if (!deps.smtp.tls || !c.session || !domain || c.counted.has(domain)) return;
+    c.counted.add(domain);
+    deps.smtp.tls.record(domain, c.session);
+  }
 
   /** After a transaction: closes at max_deliveries_per_connection or when asked to, else idles. */
   function release(e: SiteConns, c: Conn, limits: Limits): void {

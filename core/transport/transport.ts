@@ -7,6 +7,7 @@ import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { isNoRecord } from '../dns.js';
 import { isAppError } from '../errors.js';
+import { countPoolSessions, type TlsOutcomeRecorder } from '../feedback/tls-outcomes.js';
 import { resolveAllowed } from '../net/address-guard.js';
 import { newId } from '../ids.js';
 import type { Throttled } from '../shaping/connections.js';
@@ -130,13 +131,17 @@ export function mxTransport(opts: {
   timeouts: SmtpTimeouts;
   allowPrivate?: boolean;
   shaping?: { db: Db; config: ShapingConfig };
+  /** Counts each session's TLS outcome per recipient domain (docs/tls-reporting.md); its owner flushes and closes it. */
+  tls?: TlsOutcomeRecorder;
 }): OutboundTransport {
   const pools = new Map<string, Transporter>();
   // MX and address answers are kept for a minute: a burst to one domain should not cost lookups per message.
   const mxCache = new Map<string, { at: number; hosts: string[] }>();
   const aCache = new Map<string, { at: number; address: string }>();
-  const poolFor = (address: string) => {
-    let t = pools.get(address);
+  // With TLS outcomes counted, a pool per recipient domain too: each of its sessions is that domain's.
+  const poolFor = (address: string, host: string, domain: string) => {
+    const key = opts.tls ? `${address} ${domain}` : address;
+    let t = pools.get(key);
     if (!t) {
       t = nodemailer.createTransport({
         host: address,
@@ -148,7 +153,9 @@ export function mxTransport(opts: {
         tls: { rejectUnauthorized: false },
         ...timeoutsOf(opts.timeouts),
       });
-      pools.set(address, t);
+      const tls = opts.tls;
+      if (tls) countPoolSessions(t, host, (s) => tls.record(domain, s));
+      pools.set(key, t);
     }
     return t;
   };
@@ -190,7 +197,7 @@ export function mxTransport(opts: {
       config: opts.shaping.config,
       resolveMx: mxHosts,
       addressOf: addressOfShaped,
-      smtp: { port: opts.port, heloName: opts.heloName, timeoutMs: opts.timeouts.timeoutMs },
+      smtp: { port: opts.port, heloName: opts.heloName, timeoutMs: opts.timeouts.timeoutMs, tls: opts.tls },
     });
   async function addressOfShaped(host: string): Promise<string> {
     try {
@@ -269,7 +276,7 @@ export function mxTransport(opts: {
           continue;
         }
         try {
-          return resultsOf(envelope.to, await poolFor(address).sendMail({ envelope, raw }));
+          return resultsOf(envelope.to, await poolFor(address, host, domain).sendMail({ envelope, raw }));
         } catch (err) {
           last = resultsOf(envelope.to, undefined, err as SmtpError);
           // A 5xx for the whole transaction is final; a connection failure tries the next MX host.
