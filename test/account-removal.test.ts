@@ -31,6 +31,9 @@ const SHARED = new Set([
   'shaping_leases',
   'shaping_actions',
   'rate_limit_windows',
+  // The TLS outcome of outbound sessions per recipient domain, and the reports sent about them: the platform's.
+  'tls_outcomes',
+  'tls_report_sends',
 ]);
 
 const ok = <T>(res: { status: number; body: T }) => {
@@ -275,6 +278,27 @@ async function fillMidway(doomed: { userId: string; importId: string; domainId: 
     email: 'later@rcpt.test',
     held: true,
   });
+  // Reports receivers mailed about the domain (docs/feedback.md), as the ingress stores them.
+  const report = { userId: doomed.userId, domainId: doomed.domainId, reporter: 'google.com', reportId: 'doomed' };
+  const range = { beginAt: now - 86_400_000, endAt: now, receivedAt: now };
+  await db.insert(schema.dmarcReports).values({ id: 'dmr_doomed', ...report, ...range, records: 1, messages: 2 });
+  await db.insert(schema.dmarcRows).values({
+    reportId: 'dmr_doomed',
+    idx: 0,
+    userId: doomed.userId,
+    domainId: doomed.domainId,
+    reporter: 'google.com',
+    day: now - (now % 86_400_000),
+    sourceIp: '192.0.2.1',
+    headerFrom: `doomed.${SERVICE}`,
+    count: 2,
+    disposition: 'none',
+    dkimAligned: true,
+    spfAligned: true,
+  });
+  await db
+    .insert(schema.tlsReports)
+    .values({ id: 'tlr_doomed', ...report, ...range, success: 1, failure: 0, policies: [] });
   // A domain bought through the registrar.
   await db.insert(schema.domainRegistrations).values({
     id: `reg_doomed`,

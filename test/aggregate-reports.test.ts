@@ -247,6 +247,36 @@ describe('DMARC and TLS reports received over SMTP', () => {
     expect(s.reports[0]).toMatchObject({ reporter: 'Company-X', success: 90, failure: 10 });
   });
 
+  it('a deleted domain takes its reports with it', async () => {
+    const t = (
+      await stack.api('POST', '/api/auth/signup', { body: { email: 'agg3@example.com', password: 'agg password 3' } })
+    ).body.token;
+    const other = await stack.api('POST', '/api/domains/subdomain', { token: t, body: { subdomain: 'gone' } });
+    const name = `gone.${SERVICE}`;
+    await mail(`dmarc@${SERVICE}`, {
+      filename: 'gone.xml',
+      contentType: 'text/xml',
+      content: Buffer.from(
+        dmarcXml({
+          org: 'google.com',
+          email: 'noreply-dmarc-support@google.com',
+          id: 'gone-1',
+          begin: today,
+          rows: [{ ip: PUBLIC_IP, count: 3, disposition: 'none', dkim: 'pass', spf: 'pass', from: name }],
+        }).replace(`<domain>${DOMAIN}</domain><adkim>`, `<domain>${name}</domain><adkim>`),
+      ),
+    });
+    const id = other.body.domain.id as string;
+    const rowsOf = async () =>
+      (await stack.service.core.db.select().from(schema.dmarcRows).where(eq(schema.dmarcRows.domainId, id))).length;
+    expect(await rowsOf()).toBe(1);
+    expect((await stack.api('DELETE', `/api/domains/${id}`, { token: t })).status).toBe(200);
+    expect(await rowsOf()).toBe(0);
+    expect(
+      await stack.service.core.db.select().from(schema.dmarcReports).where(eq(schema.dmarcReports.domainId, id)),
+    ).toEqual([]);
+  });
+
   it("is another tenant's 404, and a scoped key of another domain's", async () => {
     const other = (
       await stack.api('POST', '/api/auth/signup', { body: { email: 'agg2@example.com', password: 'agg password 2' } })

@@ -268,6 +268,10 @@ export function createDomainService(deps: DomainDeps) {
           ),
         );
         await tx.delete(schema.mailboxes).where(eq(schema.mailboxes.domainId, row.id));
+        // The reports receivers sent about it (docs/feedback.md) are the domain's: they go with it.
+        await tx.delete(schema.dmarcRows).where(eq(schema.dmarcRows.domainId, row.id));
+        await tx.delete(schema.dmarcReports).where(eq(schema.dmarcReports.domainId, row.id));
+        await tx.delete(schema.tlsReports).where(eq(schema.tlsReports.domainId, row.id));
         await tx.delete(d).where(eq(d.id, row.id));
       });
       return { ok: true as const, cleanup: { deregistered, dnsDeleted, warnings } };
