@@ -12,6 +12,8 @@ import { dkimVerify } from 'mailauth/lib/dkim/verify.js';
 import { simpleParser } from 'mailparser';
 import { SMTPServer } from 'smtp-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTlsOutcomeRecorder } from '../core/feedback/tls-outcomes.js';
+import { mxTransport } from '../core/transport/transport.js';
 import { schema as db } from '../db/index.js';
 import { resolverFor } from './helpers/dns.js';
 import { SERVICE, startSendingStack, type SendingStack } from './helpers/sending.js';
@@ -232,5 +234,43 @@ describe('TLS reports the platform sends (RFC 8460)', () => {
     const text = typeof metrics.body === 'string' ? metrics.body : '';
     expect(text).toMatch(/svc_tls_sessions_total\{result="starttls-not-supported"\} [1-9]/);
     expect(text).toMatch(/svc_tls_reports_sent_total\{status="sent"\} [2-9]/);
+  });
+
+  it('counts the sessions of the unshaped pooled path too, one per connection and domain', async () => {
+    for (const [domain, mx] of [
+      ['pool-plain.test', 'mx.plain.test'],
+      ['pool-secure.test', 'mx.secure.test'],
+    ] as const)
+      env.dns.zone.set(domain, 'MX', [{ value: mx, priority: 10 }]);
+    const store = env.stack.service.core.db;
+    const tls = createTlsOutcomeRecorder({ db: store, periodMs: 86_400_000, flushMs: 60_000 });
+    const transport = mxTransport({
+      resolver: resolverFor(env.dns.server.address),
+      port: env.sink.port,
+      heloName: 'pool.test',
+      timeouts: { timeoutMs: 10_000 },
+      allowPrivate: true,
+      tls,
+    });
+    const before = { plain: plain.sessions, secure: secure.sessions };
+    try {
+      for (const to of ['a@pool-plain.test', 'b@pool-plain.test', 'c@pool-secure.test', 'd@pool-secure.test']) {
+        const out = await transport.send(
+          'm',
+          { from: 'x@pool.test', to: [to] },
+          Buffer.from('Subject: t\r\n\r\nt\r\n'),
+          't',
+        );
+        expect(out).toMatchObject([{ status: 'sent' }]);
+      }
+    } finally {
+      transport.close();
+      await tls.close();
+    }
+    const rows = await store.select().from(db.tlsOutcomes);
+    const of = (domain: string) => rows.filter((r) => r.policyDomain === domain).map((r) => [r.result, r.count]);
+    expect(of('pool-plain.test')).toEqual([['starttls-not-supported', plain.sessions - before.plain]]);
+    expect(of('pool-secure.test')).toEqual([['certificate-not-trusted', secure.sessions - before.secure]]);
+    expect(plain.sessions - before.plain).toBeGreaterThan(0);
   });
 });
