@@ -4,6 +4,7 @@ import { and, asc, eq, lte, notExists } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { isNoRecord } from '../dns.js';
+import { BOUNCE_LABEL } from '../domains/records.js';
 import { AppError, isAppError } from '../errors.js';
 import { tlsReportsSent } from '../metrics.js';
 import { resolveAllowed } from '../net/address-guard.js';
@@ -80,9 +81,10 @@ export function createTlsReportSender(deps: {
       key: await deps.signer(),
     });
     const id = `tlsrpt-${report['report-id']}`;
+    // The return path is the service domain's bounce address, so a bounce is read as one (and matches no message).
     const out = await deps.transport.send(
       id,
-      { from: `tlsrpt@${deps.serviceDomain}`, to: [address] },
+      { from: `bounce+tlsrpt@${BOUNCE_LABEL}.${deps.serviceDomain}`, to: [address] },
       raw.raw,
       raw.subject,
     );
