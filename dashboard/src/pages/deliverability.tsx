@@ -1,6 +1,8 @@
 import { useQuery } from '@tanstack/react-query';
-import { useState } from 'react';
+import { useMemo, useState } from 'react';
+import { Chart, PALETTE } from '../charts.js';
 import { Badge, ErrorBox, Field, Loading, Page, Table, when } from '../ui.js';
+import { plural, rate, useActivity } from './overview.js';
 
 type Site = {
   site: string;
@@ -30,6 +32,58 @@ const limitsText = (l: Site['limits']) =>
     .map(([k, v]) => `${k} = ${v}`)
     .join(', ');
 
+const share = (n: number, of: number) => (of ? (n / of) * 100 : null);
+const percent = (v: number | null) => (v === null ? '—' : `${v.toFixed(2)}%`);
+
+/**
+ * The account's complaint and bounce rates per day (GET /api/metrics), as the complaint guard and the
+ * mailbox providers reckon them: complaints / delivered, bounces / (delivered + bounced).
+ */
+function Rates() {
+  const q = useActivity('day');
+  const m = q.data;
+  const chart = useMemo(
+    () =>
+      m && {
+        times: m.series.map((b) => b.t),
+        lines: [
+          {
+            label: 'Complaint rate',
+            color: PALETTE.purple,
+            values: m.series.map((b) => share(b.complained, b.delivered)),
+          },
+          {
+            label: 'Bounce rate',
+            color: PALETTE.red,
+            dash: [8, 4],
+            values: m.series.map((b) => share(b.bounced, b.delivered + b.bounced)),
+          },
+        ],
+      },
+    [m],
+  );
+  const t = m?.totals;
+  return (
+    <section aria-labelledby="rates-h">
+      <h2 id="rates-h">Your complaint and bounce rates</h2>
+      <p>
+        Gmail and Yahoo treat a complaint rate above 0.3% as a reason to block a sender; keep it under 0.1%. A day
+        without delivered mail has no rate.
+      </p>
+      {q.isPending ? <Loading /> : <ErrorBox error={q.error} />}
+      {chart && t && (
+        <Chart
+          title="Complaint and bounce rates per day"
+          {...chart}
+          format={percent}
+          unit="%"
+          summary={`Over the last 30 days: complaint rate ${rate(t.complained, t.delivered)} (${plural(t.complained, 'complaint')} of ${t.delivered} delivered), bounce rate ${rate(t.bounced, t.delivered + t.bounced)} (${plural(t.bounced, 'bounce')} of ${t.delivered + t.bounced}).`}
+        />
+      )}
+    </section>
+  );
+}
+
 /** Traffic shaping per destination site (docs/deliverability.md): limits in force, open connections, suspensions and their causes. */
 export function Deliverability() {
   const [token, setToken] = useState(() => sessionStorage.getItem(TOKEN_KEY) ?? '');
@@ -43,6 +97,8 @@ export function Deliverability() {
   if (!token) {
     return (
       <Page title="Deliverability">
+        <Rates />
+        <h2>Destination sites</h2>
         <p>Destination sites, their limits and suspensions are for the operator of this service.</p>
         <form
           className="card narrow"
@@ -77,6 +133,8 @@ export function Deliverability() {
         </button>
       }
     >
+      <Rates />
+      <h2>Destination sites</h2>
       {report.isPending ? <Loading /> : <ErrorBox error={report.error} />}
       {report.data && (
         <p>

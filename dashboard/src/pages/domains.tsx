@@ -3,6 +3,8 @@ import { useEffect, useState, type FormEvent } from 'react';
 import { api, type Outputs } from '../api.js';
 import { Link, navigate } from '../router.js';
 import { Badge, CopyButton, ErrorBox, Field, Loading, Notice, Page, Select, Table, usePaged, when } from '../ui.js';
+import { DmarcPanel, TlsPanel } from './domain-reports.js';
+import { ActivityPanel } from './overview.js';
 
 type DomainRow = Outputs['domains']['list'][number];
 const CHECKS = [
@@ -226,6 +228,9 @@ export function DomainDetail({ id }: { id: string }) {
         </section>
       )}
       {dns.length === 0 && <p>A hosted subdomain: its records are served by this service, nothing to publish.</p>}
+      <ActivityPanel domainId={d.id} name={d.domain} />
+      <DmarcPanel id={d.id} domain={d.domain} />
+      <TlsPanel id={d.id} />
       <Webhook domain={d} />
       <DkimRotation id={d.id} />
       <section aria-labelledby="danger-h">

@@ -3,6 +3,7 @@ import { useState } from 'react';
 import { api } from '../api.js';
 import { Link } from '../router.js';
 import { Area, ErrorBox, Loading, Notice, Page } from '../ui.js';
+import { ActivityPanel } from './overview.js';
 
 /** Bytes as MiB with one decimal. */
 const mib = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
@@ -38,6 +39,7 @@ export function Usage() {
           </dd>
         </dl>
       )}
+      <ActivityPanel name="The account" />
       {u && (
         <section aria-labelledby="usage-h">
           <h2 id="usage-h">Usage this month</h2>
