@@ -8,6 +8,7 @@ import { progressQuery } from '../workflows/broadcast.js';
 import { broadcastWorkflowId, domainGuardWorkflowId } from '../workflows/ids.js';
 import { judge, type GuardSettings } from '../core/feedback/rates.js';
 import { broadcastHelpers } from './helpers/broadcasts.js';
+import { sequenceHelpers } from './helpers/sequences.js';
 import { FROM_DOMAIN, startSendingStack, type SendingStack } from './helpers/sending.js';
 import type { Received } from './helpers/smtp-sink.js';
 import { eventually } from './helpers/stack.js';
@@ -20,13 +21,14 @@ let hooks: Awaited<ReturnType<typeof startWebhookReceiver>>;
 let temporal: Client;
 let connection: Connection;
 beforeAll(async () => {
-  // One batch of 10 a second (10 recipients/s to rcpt.test), one in flight: 200 recipients take about 20 s,
-  // room to complain mid-way. The guard judges a 24 h window from 20 delivered (0.3% pauses, 0.1% warns).
+  // Batches of 20 at 5 recipients/s to rcpt.test, one in flight: each batch waits about 4 s between being
+  // queued and leaving, so a pause usually finds one queued (held at departure). The guard judges a 24 h
+  // window from 20 delivered (0.3% pauses, 0.1% warns).
   env = await startSendingStack({
     env: {
-      BROADCAST_BATCH_SIZE: '10',
+      BROADCAST_BATCH_SIZE: '20',
       BROADCAST_CONCURRENCY: '1',
-      BROADCAST_DOMAIN_RATE: '10',
+      BROADCAST_DOMAIN_RATE: '5',
       BROADCAST_FOOTER_ADDRESS: '1 Main St, Springfield',
       GUARD_MIN_VOLUME: '20',
       GUARD_WINDOWS_HOURS: '24,168',
@@ -104,6 +106,21 @@ describe('the complaint guard', () => {
     expect(paused.feedback.windows[0]).toMatchObject({ hours: 24, complained: 2 });
     expect(paused.feedback.windows[0].delivered).toBeGreaterThanOrEqual(30);
     expect(paused.feedback.warning).toMatch(/complaint rate/);
+    // The broadcast stops where it is: the batch it had queued is held as it comes to leave, or (when the
+    // pause came between batches) the workflow waits before queueing the next one.
+    const broadcastRows = () =>
+      db
+        .select({ status: schema.messages.status, trail: schema.messages.trail })
+        .from(schema.messages)
+        .where(sql`${schema.messages.metadata} ->> 'broadcast_id' = ${b.id}`);
+    const progress = () => temporal.workflow.getHandle(broadcastWorkflowId(b.id)).query(progressQuery);
+    await eventually(
+      async () =>
+        (await broadcastRows()).some((r) => r.trail?.some((t) => t.response.includes('bulk mail is paused'))) ||
+        (await progress()).phase === 'paused',
+      30_000,
+      100,
+    );
     const atPause = copiesOf('g');
     expect(atPause).toBeLessThan(200);
 
@@ -149,6 +166,7 @@ describe('the complaint guard', () => {
     expect(refused.status).toBe(404);
     expect(copiesOf('g')).toBe(atPause);
 
+    const resumedAt = Date.now();
     const resumed = await env.stack.api('POST', `/api/domains/${dom.id}/resume-sending`, { token: env.key });
     expect(resumed.status, JSON.stringify(resumed.body)).toBe(200);
     expect(resumed.body).toMatchObject({
@@ -157,16 +175,23 @@ describe('the complaint guard', () => {
     });
 
     // It carries on from where it stopped, and the old complaints do not pause it again.
-    const done = await h.finished(b.id, 90_000);
+    const done = await h.finished(b.id, 120_000);
     expect(done).toMatchObject({ status: 'sent', sent_count: 200, fail_count: 0, skip_count: 0 });
     const copies = h.copies('g');
     expect(copies.size).toBe(200);
     expect([...copies.values()].every((n) => n === 1)).toBe(true);
     expect((await domain()).feedback.bulk_paused_at).toBeNull();
+    // No copy left while paused (a transaction begun as the pause came may end just after it).
+    const rows = await broadcastRows();
+    const pausedAt = paused.feedback.bulk_paused_at as number;
+    const duringPause = rows
+      .flatMap((r) => r.trail ?? [])
+      .filter((t) => t.status === 'sent' && t.at > pausedAt + 1000 && t.at < resumedAt);
+    expect(duringPause).toEqual([]);
     expect(hooks.hitsOn('/catch-all').filter((x) => x.json?.type === 'domain.sending_paused')).toHaveLength(1);
   });
 
-  it('holds a broadcast started on a paused domain at its first batch, until an operator resumes it', async () => {
+  it('holds a broadcast started on a paused domain at its first batch and a sequence email at departure, until an operator resumes', async () => {
     const domains = (await env.stack.api('GET', '/api/domains', { token: env.session })).body;
     const dom = domains.find((d: any) => d.domain === FROM_DOMAIN);
     const domain = async () =>
@@ -190,6 +215,25 @@ describe('the complaint guard', () => {
       .where(sql`${schema.messages.metadata} ->> 'broadcast_id' = ${b.id}`);
     expect(queued[0]!.n).toBe(0); // nothing was even queued
 
+    // A sequence's email is queued and held as it is about to leave: a trail entry says why, it stays queued.
+    const seqs = sequenceHelpers(env);
+    const seq = await seqs.sequence({
+      name: 'Welcome',
+      trigger: { type: 'event', event: 'joined' },
+      steps: [{ type: 'send', subject: 'Welcome aboard', text: 'Hi' }],
+    });
+    await seqs.contact('seq-1@rcpt.test');
+    await seqs.event({ name: 'joined', email: 'seq-1@rcpt.test' });
+    const heldRow = await eventually(async () => {
+      const [row] = await env.stack.service.core.db
+        .select()
+        .from(schema.messages)
+        .where(sql`${schema.messages.metadata} ->> 'sequence_id' = ${seq.id}`);
+      return row?.trail?.some((t) => t.response.includes('bulk mail is paused')) ? row : undefined;
+    }, 20_000);
+    expect(heldRow.status).toBe('queued');
+    expect(env.sink.received.some((r) => r.to.includes('seq-1@rcpt.test'))).toBe(false);
+
     const url = `${env.stack.baseUrl}/api/operator/domains/${dom.id}/resume-sending`;
     expect((await fetch(url, { method: 'POST', headers: { authorization: 'Bearer wrong' } })).status).toBe(401);
     const res = await fetch(url, { method: 'POST', headers: { authorization: `Bearer ${OPERATOR}` } });
@@ -202,6 +246,8 @@ describe('the complaint guard', () => {
     const copies = h.copies('p');
     expect(copies.size).toBe(30);
     expect([...copies.values()].every((n) => n === 1)).toBe(true);
+    // The held sequence email leaves at its next look (10 s after it was held at most).
+    await eventually(async () => env.sink.received.some((r) => r.to.includes('seq-1@rcpt.test')), 30_000);
   });
 });
 

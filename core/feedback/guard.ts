@@ -101,10 +101,11 @@ export function createGuardService(deps: {
     return { domainId: dom.id, feedback: (await feedbackOf([row ?? dom])).get(dom.id)! };
   }
 
-  /** The `feedback` object of each domain row: one grouped read of activity_counters for all of them. */
+  /** The `feedback` object of each domain row (one account's): one grouped read of activity_counters for all of them. */
   async function feedbackOf(rows: DomainRow[]): Promise<Map<string, DomainFeedback>> {
     const counts = await hourlyCounts(
       db,
+      rows[0]?.userId ?? '',
       rows.map((r) => r.id),
       settings.windowsHours,
     );
@@ -140,7 +141,7 @@ export function createGuardService(deps: {
       const now = Date.now();
       const since = input.since && now - input.since.at < longestMs ? input.since : null;
       if (dom.bulkPausedAt) return { paused: true, gone: false, since };
-      const hours = (await hourlyCounts(db, [dom.id], settings.windowsHours, now)).get(dom.id) ?? [];
+      const hours = (await hourlyCounts(db, dom.userId, [dom.id], settings.windowsHours, now)).get(dom.id) ?? [];
       const verdict = judge(hours, settings, now, since);
       if (verdict.pause) await pause(dom, verdict.pause);
       return { paused: Boolean(verdict.pause), gone: false, since };
@@ -150,7 +151,9 @@ export function createGuardService(deps: {
     async baseline(input: { domainId: string }): Promise<Since> {
       const now = Date.now();
       const hour = Math.floor(now / HOUR) * HOUR;
-      const hours: HourCounts[] = (await hourlyCounts(db, [input.domainId], [1], now)).get(input.domainId) ?? [];
+      const [dom] = await db.select({ userId: d.userId }).from(d).where(eq(d.id, input.domainId));
+      const counts = dom ? await hourlyCounts(db, dom.userId, [input.domainId], [1], now) : undefined;
+      const hours: HourCounts[] = counts?.get(input.domainId) ?? [];
       const h = hours.find((x) => x.hour === hour);
       return {
         at: now,

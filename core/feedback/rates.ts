@@ -1,4 +1,4 @@
-import { and, gte, inArray, sql } from 'drizzle-orm';
+import { and, eq, gte, inArray, sql } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 
@@ -35,10 +35,17 @@ const METRICS = ['delivered', 'bounced', 'complained'] as const;
 const pct = (x: number) => `${(x * 100).toFixed(2)}%`;
 
 /**
- * Hourly counts of `domainIds` over the longest window, from activity_counters (kept by triggers as mail
- * flows): one grouped query by domain and hour, never a scan of messages.
+ * Hourly counts of an account's `domainIds` over the longest window, from activity_counters (kept by
+ * triggers as mail flows): one grouped query on the primary key's (user, domain, hour) prefix, never a
+ * scan of messages.
  */
-export async function hourlyCounts(db: Db, domainIds: string[], windowsHours: number[], now = Date.now()) {
+export async function hourlyCounts(
+  db: Db,
+  userId: string,
+  domainIds: string[],
+  windowsHours: number[],
+  now = Date.now(),
+) {
   const out = new Map<string, HourCounts[]>();
   if (domainIds.length === 0) return out;
   const a = schema.activityCounters;
@@ -51,7 +58,9 @@ export async function hourlyCounts(db: Db, domainIds: string[], windowsHours: nu
       n: sql<number>`sum(${a.count})::bigint`.mapWith(Number),
     })
     .from(a)
-    .where(and(inArray(a.domainId, domainIds), gte(a.hour, from), inArray(a.metric, [...METRICS])))
+    .where(
+      and(eq(a.userId, userId), inArray(a.domainId, domainIds), gte(a.hour, from), inArray(a.metric, [...METRICS])),
+    )
     .groupBy(a.domainId, a.hour, a.metric);
   for (const r of rows) {
     const hours = out.get(r.domainId) ?? [];
