@@ -58,7 +58,8 @@ export async function domainGuardWorkflow(input: DomainGuardInput) {
     if (v.gone) return { domainId: input.domainId, outcome: 'domain_gone' };
     since = v.since;
     if (v.paused) {
-      await condition(() => resumed);
+      // Until the resume; new complaints and the hour look again (a resume whose signal came before its write).
+      await condition(() => resumed || pending, HOUR_MS);
       continue;
     }
     if (await condition(() => pending || resumed, HOUR_MS)) {

@@ -85,13 +85,16 @@ export function createGuardService(deps: {
 
   /** Clears a pause and tells the guard (which then judges only what is counted after now) and the domain's broadcasts. */
   async function resume(dom: DomainRow) {
+    // Not paused: nothing to resume (and no way to make the guard forget what it counts).
+    if (!dom.bulkPausedAt) return { domainId: dom.id, feedback: (await feedbackOf([dom])).get(dom.id)! };
+    // The guard hears first: if Temporal cannot be told, the domain stays paused and the call can be made again.
+    await deps.workflows.resumeDomainGuard(dom.id, dom.userId);
     const [row] = await db
       .update(d)
       .set({ bulkPausedAt: null, bulkPausedReason: null, updatedAt: Date.now() })
       .where(eq(d.id, dom.id))
       .returning();
-    if (dom.bulkPausedAt) log.info({ domainId: dom.id, accountId: dom.userId }, 'bulk mail resumed');
-    await deps.workflows.resumeDomainGuard(dom.id, dom.userId);
+    log.info({ domainId: dom.id, accountId: dom.userId }, 'bulk mail resumed');
     const b = schema.broadcasts;
     const waiting = await db
       .select({ id: b.id })
