@@ -136,31 +136,6 @@ export function countBounce(kind: 'sync' | 'async', bounceClass: string | undefi
   bounces.inc({ kind, class: label });
 }
 
-export const complaints = new Counter({
-  name: 'svc_complaints_total',
-  help: 'Spam complaints (ARF feedback reports) applied to an outbound message, by feedback type (abuse, fraud, virus, auth-failure, other)',
-  labelNames: ['feedback_type'] as const,
-  registers: [registry],
-});
-export const bounces = new Counter({
-  name: 'svc_bounces_total',
-  help: 'Bounced recipients: refused in the SMTP transaction (kind=sync) or reported later by a DSN (kind=async), by bounce class',
-  labelNames: ['kind', 'class'] as const,
-  registers: [registry],
-});
-/** RFC 5965 and RFC 6591 feedback types; anything else a report names counts as `other`. */
-const FEEDBACK_TYPES = new Set(['abuse', 'fraud', 'virus', 'auth-failure', 'other']);
-export const countComplaint = (feedbackType: string): void =>
-  complaints.inc({ feedback_type: FEEDBACK_TYPES.has(feedbackType) ? feedbackType : 'other' });
-/** Bounce classes come from bounce-rules.toml and an operator's file: bounded, and past MAX_CLASSES counted as `other`. */
-const MAX_CLASSES = 32;
-const classes = new Set<string>();
-export function countBounce(kind: 'sync' | 'async', bounceClass: string | undefined): void {
-  const label = bounceClass && (classes.has(bounceClass) || classes.size < MAX_CLASSES) ? bounceClass : 'other';
-  classes.add(label);
-  bounces.inc({ kind, class: label });
-}
-
 /** Distinct sites kept as label values; past it they count as `other` (a label per domain must stay bounded). */
 const MAX_SITES = 200;
 const sites = new Set<string>();

@@ -11,7 +11,6 @@ import type { ServiceSigner } from '../domains/service-domain.js';
 import { AppError } from '../errors.js';
 import { log } from '../log.js';
 import { countBounce } from '../metrics.js';
-import { countBounce } from '../metrics.js';
 import { idle, type Progress } from '../mail/progress.js';
 import { BOUNCE_LABEL } from '../domains/records.js';
 import type { SentMessage } from '../mailboxes/service.js';
@@ -265,7 +264,6 @@ export function createDeliveryService(deps: {
         { status, attempt, smtpMessageId: row.smtpMessageId ?? '', sentAny: false, events: [] },
       );
     // Only a permanent recipient-level failure (invalid_recipient, bad_domain) suppresses; spam, policy or reputation blocks never do.
-    for (const b of bounced) countBounce('sync', b.bounceClass);
     for (const b of bounced) countBounce('sync', b.bounceClass);
     for (const b of bounced)
       if (b.suppress && row.userId && row.kind === 'user')
