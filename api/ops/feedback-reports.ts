@@ -44,6 +44,7 @@ export const getDmarc = defineOperation({
   method: 'GET',
   path: '/api/domains/:id/dmarc',
   auth: DOMAIN_AUTH,
+  mcp: { title: 'DMARC aggregate reports of a domain: sources, alignment, reporters' },
   summary:
     'Summary of the DMARC aggregate reports received for the domain (mailed to dmarc@SERVICE_DOMAIN): volume by source, the share that passes aligned, failing sources, reporters.',
   params: domainIdParams,
@@ -83,6 +84,7 @@ export const getTlsReports = defineOperation({
   method: 'GET',
   path: '/api/domains/:id/tls-reports',
   auth: DOMAIN_AUTH,
+  mcp: { title: 'TLS reports (RFC 8460) received about a domain: sessions and failure types' },
   summary:
     'Summary of the TLS reports (RFC 8460) received for the domain (mailed to tlsrpt@SERVICE_DOMAIN): sessions that succeeded and failed, by failure type.',
   params: domainIdParams,
