@@ -94,10 +94,17 @@ describe('hosted subdomains', () => {
     expect(dkim[0]).toMatch(/^v=DKIM1; k=rsa; p=[A-Za-z0-9+/=]{300,}$/);
     const dmarc = (await r.resolveTxt(`_dmarc.${name}`)).map((c) => c.join(''));
     expect(dmarc[0]).toMatch(/^v=DMARC1;/);
+    // Reports about the domain come to the platform (docs/feedback.md): TLS-RPT's rua, and RFC 7489 7.1's authorization.
+    expect((await r.resolveTxt(`_smtp._tls.${name}`)).map((c) => c.join(''))).toEqual([
+      `v=TLSRPTv1; rua=mailto:tlsrpt@${BASE}`,
+    ]);
+    expect((await r.resolveTxt(`${name}._report._dmarc.${BASE}`)).map((c) => c.join(''))).toEqual(['v=DMARC1']);
+    await expect(r.resolveTxt(`other.example._report._dmarc.${BASE}`)).rejects.toMatchObject({ code: 'ENOTFOUND' });
     await expect(r.resolveMx(`nothing-here.${BASE}`)).rejects.toMatchObject({ code: 'ENOTFOUND' });
 
     const del = await stack.api('DELETE', `/api/domains/${claimed.body.domain.id}`, { token });
-    expect(del.body.cleanup.dnsDeleted).toBe(6);
+    // MX, SPF, DKIM, DMARC, TLS-RPT, and the return path's MX and SPF.
+    expect(del.body.cleanup.dnsDeleted).toBe(7);
     await expect(dnsAt().resolveMx(name)).rejects.toMatchObject({ code: 'ENOTFOUND' });
   });
 });
