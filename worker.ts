@@ -5,7 +5,7 @@ import { createActivities } from './activities/index.js';
 import type { Config } from './core/config.js';
 import { createResolver } from './core/dns.js';
 import { instrumentTransport } from './core/transport/instrumented.js';
-import { createTlsOutcomeRecorder, type TlsOutcomeRecorder } from './core/feedback/tls-outcomes.js';
+import { createTlsOutcomeRecorder, type TlsOutcomeRecorder } from './core/shaping/tls-outcomes.js';
 import { captureTransport, mxTransport, relayTransport, type OutboundTransport } from './core/transport/transport.js';
 import type { Database } from './db/index.js';
 import type { Composition } from './core/index.js';

@@ -42,7 +42,7 @@ import { createServiceDomain } from './domains/service-domain.js';
 import { createOutboundQueue, type OutboundQueue } from './transport/queue.js';
 import { createSystemMailer } from './transport/system-mail.js';
 import { createTlsReportSender } from './feedback/tls-report-send.js';
-import type { TlsOutcomeRecorder } from './feedback/tls-outcomes.js';
+import type { TlsOutcomeRecorder } from './shaping/tls-outcomes.js';
 import { createOutboxService } from './outbox.js';
 import { createScopedKeyService } from './scoped-keys.js';
 import { createSealer } from './secrets.js';

@@ -12,7 +12,7 @@ import { dkimVerify } from 'mailauth/lib/dkim/verify.js';
 import { simpleParser } from 'mailparser';
 import { SMTPServer } from 'smtp-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTlsOutcomeRecorder } from '../core/feedback/tls-outcomes.js';
+import { createTlsOutcomeRecorder } from '../core/shaping/tls-outcomes.js';
 import { mxTransport } from '../core/transport/transport.js';
 import { schema as db } from '../db/index.js';
 import { resolverFor } from './helpers/dns.js';

@@ -10,7 +10,7 @@ import { snapshotAudience } from './audience.js';
 import { createBatchQueuer, earlier, failRest, ledgerBatch } from './fanout-batch.js';
 import type { UnsubscribeTokens } from '../contacts/unsubscribe.js';
 import { log } from '../log.js';
-import { bulkHoldMs } from '../feedback/hold.js';
+import { bulkHoldMs } from '../mail/bulk.js';
 
 const b = schema.broadcasts;
 const r = schema.broadcastRecipients;

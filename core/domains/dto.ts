@@ -1,7 +1,33 @@
 import type { schema } from '../../db/index.js';
-import type { DomainFeedback } from '../feedback/guard.js';
 
 export type DomainRow = typeof schema.domains.$inferSelect;
+
+/** One window of the complaint guard (core/feedback/rates.ts): counts and rates over the last `hours`. */
+export type WindowFigures = {
+  hours: number;
+  delivered: number;
+  bounced: number;
+  complained: number;
+  complaint_rate: number | null;
+  bounce_rate: number | null;
+};
+/** A domain's DMARC reports of the last `days` (core/feedback/summaries.ts): messages, how many passed aligned, sources that failed. */
+export type DmarcFigure = {
+  days: number;
+  messages: number;
+  aligned: number;
+  pass_rate: number | null;
+  failing_sources: number;
+};
+/** The `feedback` object of a domain (GET /api/domains/:id): the complaint guard's figures and pause, and DMARC. */
+export type DomainFeedback = {
+  windows: WindowFigures[];
+  warning: string | null;
+  bulk_paused_at: number | null;
+  bulk_paused_reason: string | null;
+  /** The last 7 days of DMARC reports (core/feedback/summaries.ts), added by the domain enrichment. */
+  dmarc?: DmarcFigure | null;
+};
 const flag = (n: number) => (n ? 1 : 0) as 0 | 1;
 
 /** The stored row as SPEC.md shows it: internal columns (DKIM private key, flags) never leave here. */

@@ -8,19 +8,10 @@ import { bulkPaused } from '../metrics.js';
 import type { GuardWorkflows } from '../ports/domains.js';
 import type { Actor } from '../tenancy.js';
 import type { DomainService } from '../domains/service.js';
-import type { DmarcFigure } from './summaries.js';
-import { hourlyCounts, judge, type GuardSettings, type HourCounts, type Since, type WindowFigures } from './rates.js';
+import type { DomainFeedback } from '../domains/dto.js';
+import { hourlyCounts, judge, type GuardSettings, type HourCounts, type Since } from './rates.js';
 
 type DomainRow = typeof schema.domains.$inferSelect;
-/** The `feedback` object of a domain (GET /api/domains/:id). */
-export type DomainFeedback = {
-  windows: WindowFigures[];
-  warning: string | null;
-  bulk_paused_at: number | null;
-  bulk_paused_reason: string | null;
-  /** The last 7 days of DMARC reports (core/feedback/summaries.ts), added by the domain enrichment. */
-  dmarc?: DmarcFigure | null;
-};
 /** What one evaluation answers the guard workflow: whether bulk mail is paused, and the resume point still in force. */
 export type GuardVerdict = { paused: boolean; gone: boolean; since: Since | null };
 

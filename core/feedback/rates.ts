@@ -1,6 +1,7 @@
 import { and, eq, gte, inArray, sql } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
+import type { WindowFigures } from '../domains/dto.js';
 
 /** The complaint guard's settings (config.feedback.guard): rates 0..1, windows in hours, the volume a window needs. */
 export type GuardSettings = {
@@ -15,14 +16,6 @@ export type GuardSettings = {
 export type HourCounts = { hour: number; delivered: number; bounced: number; complained: number };
 /** What the guard counts only from: the hour of a resume and that hour's counts at the resume (subtracted). */
 export type Since = { at: number; hour: number; base: Omit<HourCounts, 'hour'> };
-export type WindowFigures = {
-  hours: number;
-  delivered: number;
-  bounced: number;
-  complained: number;
-  complaint_rate: number | null;
-  bounce_rate: number | null;
-};
 export type Verdict = {
   windows: WindowFigures[];
   /** Set when a rate is above its pause threshold in a window with enough volume. */

@@ -3,16 +3,9 @@ import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { notFound } from '../errors.js';
 import type { Actor } from '../tenancy.js';
+import type { DmarcFigure } from '../domains/dto.js';
 
 const DAY = 86_400_000;
-/** A domain's DMARC reports of the last `days`: messages counted, how many passed aligned, sources that failed. */
-export type DmarcFigure = {
-  days: number;
-  messages: number;
-  aligned: number;
-  pass_rate: number | null;
-  failing_sources: number;
-};
 /** Most sources and reports a summary lists (the totals count them all). */
 const MAX_SOURCES = 200;
 const MAX_REPORTS = 50;

@@ -12,16 +12,14 @@ import { requestPinned } from '../net/pinned-http.js';
 import type { ServiceSigner } from '../domains/service-domain.js';
 import { isThrottled, type OutboundTransport } from '../transport/transport.js';
 import { checkWebhookUrl } from '../webhooks/url.js';
-import type { TlsOutcomeRecorder } from './tls-outcomes.js';
+import type { TlsOutcomeRecorder } from '../shaping/tls-outcomes.js';
 import { buildTlsReport, parseTlsRpt, reportMail, type TlsReportJson } from './tls-report.js';
 
 export type TlsReportKey = { policyDomain: string; periodStart: number };
 export type TlsReportStatus = 'sent' | 'no_rua' | 'failed';
 export type TlsReportOutcome = TlsReportKey & { status: TlsReportStatus; destinations: string[]; error?: string };
 /** What a run of the tls-reports workflow answers: each report it settled. */
-export type TlsReportsResult = {
-  reports: { policy_domain: string; period_start: number; status: string; destinations: string[] }[];
-};
+export type { TlsReportsResult } from '../ports/operations.js';
 
 /** Reports listed per workflow run at most; the rest wait for the next run (docs/tls-reporting.md). */
 export const PENDING_LIMIT = 500;

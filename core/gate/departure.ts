@@ -6,7 +6,7 @@ import { forbidden, type AppError } from '../errors.js';
 import { domainOf } from '../mail/addresses.js';
 import { bareAddress } from '../mail/recipients.js';
 import { accountRefusal, senderRefusal } from './gate.js';
-import { bulkHoldMs, isBulk } from '../feedback/hold.js';
+import { bulkHoldMs, isBulk } from '../mail/bulk.js';
 
 /**
  * The send gate judged again as mail leaves (docs/sending.md, At departure): a message accepted while its

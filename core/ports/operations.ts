@@ -1,4 +1,7 @@
-import type { TlsReportsResult } from '../feedback/tls-report-send.js';
+/** What a run of the TLS reports answers (core/feedback/tls-report-send.ts): each report and what became of it. */
+export type TlsReportsResult = {
+  reports: { policy_domain: string; period_start: number; status: string; destinations: string[] }[];
+};
 
 /** What the operator's checks ask of Temporal itself (health and `npm run doctor`), and the runs they start. */
 export type OperationsWorkflows = {

@@ -1,5 +1,5 @@
 import SMTPConnection from 'nodemailer/lib/smtp-connection';
-import { isTlsFailure, sessionOf, type TlsOutcomeRecorder, type TlsSession } from '../feedback/tls-outcomes.js';
+import { isTlsFailure, sessionOf, type TlsOutcomeRecorder, type TlsSession } from './tls-outcomes.js';
 import type { Limits } from './config.js';
 import type { Site } from './sites.js';
 import type { ShapingStore } from './store.js';

@@ -7,7 +7,7 @@ import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { isNoRecord } from '../dns.js';
 import { isAppError } from '../errors.js';
-import { countPoolSessions, type TlsOutcomeRecorder } from '../feedback/tls-outcomes.js';
+import { countPoolSessions, type TlsOutcomeRecorder } from '../shaping/tls-outcomes.js';
 import { resolveAllowed } from '../net/address-guard.js';
 import { newId } from '../ids.js';
 import type { Throttled } from '../shaping/connections.js';
