@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
@@ -36,6 +37,7 @@ export function createTransport(config: Config, database: Database, tls?: TlsOut
     allowPrivate: config.allowPrivateNetworks,
     shaping: { db: database.db, config: config.shaping },
     tls,
+    trustedCa: config.outboundTlsCaFile ? readFileSync(config.outboundTlsCaFile, 'utf8') : undefined,
   });
 }
 

@@ -78,6 +78,7 @@ const envSchema = z.object({
   SUBMISSION_PUBLIC_PORT: port.optional(),
   SUBMISSIONS_PUBLIC_PORT: port.optional(),
   OUTBOUND_RETRY_SCHEDULE: z.string().optional(),
+  OUTBOUND_TLS_CA_FILE: z.string().min(1).optional(),
   OUTBOUND_SMTP_TIMEOUT_MS: z.coerce.number().int().min(1000).default(60_000),
   OUTBOUND_STARTS_PER_SECOND: z.coerce.number().min(0.1).max(10_000).default(5),
   INBOUND_STARTS_PER_SECOND: z.coerce.number().min(0.1).max(10_000).default(5),
@@ -187,6 +188,8 @@ export type Config = {
   relayUrl: string | undefined;
   outboundMode: 'mx' | 'relay' | 'capture';
   mxPort: number;
+  /** PEM certificates trusted beside the system's roots when judging an MX's certificate (OUTBOUND_TLS_CA_FILE). */
+  outboundTlsCaFile?: string;
   secretKey: string;
   dnsPort: number | undefined;
   webhookRetrySchedule: number[];
@@ -364,6 +367,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     relayUrl: e.SMTP_RELAY_URL,
     outboundMode,
     mxPort: e.MX_PORT,
+    outboundTlsCaFile: e.OUTBOUND_TLS_CA_FILE,
     secretKey: e.SECRET_KEY ?? persistedSecret(dataDir),
     dnsPort: e.DNS_PORT,
     webhookRetrySchedule: e.WEBHOOK_RETRY_SCHEDULE

@@ -20,7 +20,14 @@ export type SmtpFailure = Error & {
   permanent?: boolean;
 };
 /** `tls` counts each session's TLS outcome per recipient domain (TLS reports, docs/tls-reporting.md). */
-export type SmtpOptions = { port: number; heloName: string; timeoutMs: number; tls?: TlsOutcomeRecorder };
+export type SmtpOptions = {
+  port: number;
+  heloName: string;
+  timeoutMs: number;
+  tls?: TlsOutcomeRecorder;
+  /** The roots an MX's certificate is judged against, when OUTBOUND_TLS_CA_FILE adds to the system's. */
+  ca?: string[];
+};
 
 type Conn = {
   leaseId: string;
@@ -116,7 +123,7 @@ export function createConnectionPool(deps: {
         port: deps.smtp.port,
         name: deps.smtp.heloName,
         opportunisticTLS: true,
-        tls: { rejectUnauthorized: false, servername: host },
+        tls: { rejectUnauthorized: false, servername: host, ...(deps.smtp.ca ? { ca: deps.smtp.ca } : {}) },
         connectionTimeout: deps.smtp.timeoutMs,
         greetingTimeout: deps.smtp.timeoutMs,
         socketTimeout: deps.smtp.timeoutMs,

@@ -1,6 +1,7 @@
 import type { Resolver } from 'node:dns/promises';
 import { mkdirSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
+import { rootCertificates } from 'node:tls';
 import { join } from 'node:path';
 import nodemailer, { type Transporter } from 'nodemailer';
 import type { Db } from '../../db/index.js';
@@ -133,8 +134,12 @@ export function mxTransport(opts: {
   shaping?: { db: Db; config: ShapingConfig };
   /** Counts each session's TLS outcome per recipient domain (docs/tls-reporting.md); its owner flushes and closes it. */
   tls?: TlsOutcomeRecorder;
+  /** PEM certificates trusted beside the system's roots when an MX's certificate is judged (OUTBOUND_TLS_CA_FILE). */
+  trustedCa?: string;
 }): OutboundTransport {
   const pools = new Map<string, Transporter>();
+  // Certificates are judged (for TLS reports), never required: delivery still takes any certificate.
+  const ca = opts.trustedCa ? { ca: [...rootCertificates, opts.trustedCa] } : {};
   // MX and address answers are kept for a minute: a burst to one domain should not cost lookups per message.
   const mxCache = new Map<string, { at: number; hosts: string[] }>();
   const aCache = new Map<string, { at: number; address: string }>();
@@ -150,7 +155,7 @@ export function mxTransport(opts: {
         maxConnections: 5,
         name: opts.heloName,
         opportunisticTLS: true,
-        tls: { rejectUnauthorized: false },
+        tls: { rejectUnauthorized: false, ...ca },
         ...timeoutsOf(opts.timeouts),
       });
       const tls = opts.tls;
@@ -197,7 +202,7 @@ export function mxTransport(opts: {
       config: opts.shaping.config,
       resolveMx: mxHosts,
       addressOf: addressOfShaped,
-      smtp: { port: opts.port, heloName: opts.heloName, timeoutMs: opts.timeouts.timeoutMs, tls: opts.tls },
+      smtp: { port: opts.port, heloName: opts.heloName, timeoutMs: opts.timeouts.timeoutMs, tls: opts.tls, ...ca },
     });
   async function addressOfShaped(host: string): Promise<string> {
     try {
