@@ -241,7 +241,7 @@ describe('TLS reports the platform sends (RFC 8460)', () => {
     expect(text).toMatch(/svc_tls_reports_sent_total\{status="sent"\} [2-9]/);
   });
 
-  it('counts the sessions of the unshaped pooled path too, one per connection and domain', async () => {
+  it('a transport that does not trust the MX certificate counts its sessions as certificate-not-trusted', async () => {
     for (const [domain, mx] of [
       ['pool-plain.test', 'mx.plain.test'],
       ['pool-secure.test', 'mx.secure.test'],
@@ -255,6 +255,7 @@ describe('TLS reports the platform sends (RFC 8460)', () => {
       heloName: 'pool.test',
       timeouts: { timeoutMs: 10_000 },
       allowPrivate: true,
+      shaping: { db: store, config: env.stack.config.shaping },
       tls,
     });
     const before = { plain: plain.sessions, secure: secure.sessions };

@@ -1,17 +1,11 @@
 import { and, eq, gte, inArray, sql } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
+import type { Config } from '../config.js';
 import type { WindowFigures } from '../domains/dto.js';
 
 /** The complaint guard's settings (config.feedback.guard): rates 0..1, windows in hours, the volume a window needs. */
-export type GuardSettings = {
-  complaintRate: number;
-  complaintWarnRate: number;
-  bounceRate: number;
-  bounceWarnRate: number;
-  windowsHours: number[];
-  minVolume: number;
-};
+export type GuardSettings = Config['feedback']['guard'];
 /** One hour of a domain's counters the guard reads. */
 export type HourCounts = { hour: number; delivered: number; bounced: number; complained: number };
 /** What the guard counts only from: the hour of a resume and that hour's counts at the resume (subtracted). */

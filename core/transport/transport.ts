@@ -8,7 +8,7 @@ import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { isNoRecord } from '../dns.js';
 import { isAppError } from '../errors.js';
-import { countPoolSessions, type TlsOutcomeRecorder } from '../shaping/tls-outcomes.js';
+import type { TlsOutcomeRecorder } from '../shaping/tls-outcomes.js';
 import { resolveAllowed } from '../net/address-guard.js';
 import { newId } from '../ids.js';
 import type { Throttled } from '../shaping/connections.js';
@@ -132,7 +132,7 @@ export function mxTransport(opts: {
   timeouts: SmtpTimeouts;
   allowPrivate?: boolean;
   shaping?: { db: Db; config: ShapingConfig };
-  /** Counts each session's TLS outcome per recipient domain (docs/tls-reporting.md); its owner flushes and closes it. */
+  /** Counts each shaped session's TLS outcome per recipient domain (docs/tls-reporting.md); its owner flushes and closes it. */
   tls?: TlsOutcomeRecorder;
   /** PEM certificates trusted beside the system's roots when an MX's certificate is judged (OUTBOUND_TLS_CA_FILE). */
   trustedCa?: string;
@@ -143,10 +143,8 @@ export function mxTransport(opts: {
   // MX and address answers are kept for a minute: a burst to one domain should not cost lookups per message.
   const mxCache = new Map<string, { at: number; hosts: string[] }>();
   const aCache = new Map<string, { at: number; address: string }>();
-  // With TLS outcomes counted, a pool per recipient domain too: each of its sessions is that domain's.
-  const poolFor = (address: string, host: string, domain: string) => {
-    const key = opts.tls ? `${address} ${domain}` : address;
-    let t = pools.get(key);
+  const poolFor = (address: string) => {
+    let t = pools.get(address);
     if (!t) {
       t = nodemailer.createTransport({
         host: address,
@@ -158,9 +156,7 @@ export function mxTransport(opts: {
         tls: { rejectUnauthorized: false, ...ca },
         ...timeoutsOf(opts.timeouts),
       });
-      const tls = opts.tls;
-      if (tls) countPoolSessions(t, host, (s) => tls.record(domain, s));
-      pools.set(key, t);
+      pools.set(address, t);
     }
     return t;
   };
@@ -281,7 +277,7 @@ export function mxTransport(opts: {
           continue;
         }
         try {
-          return resultsOf(envelope.to, await poolFor(address, host, domain).sendMail({ envelope, raw }));
+          return resultsOf(envelope.to, await poolFor(address).sendMail({ envelope, raw }));
         } catch (err) {
           last = resultsOf(envelope.to, undefined, err as SmtpError);
           // A 5xx for the whole transaction is final; a connection failure tries the next MX host.
