@@ -8,9 +8,12 @@ import { PARSE_DEFAULTS } from './parsing/options.js';
 import { parsePlans, type Plan } from './plans.js';
 import { loadBounceRules, type BounceRules } from './mail/bounce-class.js';
 import { loadShapingFile, type ShapingConfig } from './shaping/config.js';
+import { loadEgressFile, type EgressConfig } from './egress/config.js';
 
 /** The shaping file shipped at the repository root (docs/deliverability.md). */
 export const DEFAULT_SHAPING_FILE = fileURLToPath(new URL('../shaping.toml', import.meta.url));
+/** The egress file shipped at the repository root (docs/transport-policy.md). */
+export const DEFAULT_EGRESS_FILE = fileURLToPath(new URL('../egress.toml', import.meta.url));
 
 const port = z.coerce.number().int().min(0).max(65535);
 const hostPort = z.string().regex(/^[^\s:]+(:\d{1,5})?$|^\[[0-9a-fA-F:]+\](:\d{1,5})?$/, 'expected ip[:port]');
@@ -172,6 +175,11 @@ const envSchema = z.object({
     .min(0)
     .default(7 * 86_400_000),
   SHAPING_FILE: z.string().min(1).optional(),
+  EGRESS_FILE: z.string().min(1).optional(),
+  MTA_STS_PORT: port.default(443),
+  MTA_STS_MAX_BYTES: z.coerce.number().int().min(512).max(1_048_576).default(65_536),
+  MTA_STS_TIMEOUT_MS: z.coerce.number().int().min(500).max(120_000).default(10_000),
+  MTA_STS_RETRY_MS: z.coerce.number().int().min(1000).default(600_000),
   WARMUP_DAY_MS: z.coerce.number().int().min(1000).default(86_400_000),
 });
 
@@ -312,6 +320,14 @@ export type Config = {
   dkimRotation: { days: number | undefined; graceMs: number };
   /** Egress shaping per destination site (SHAPING_FILE, default the shipped shaping.toml): read and checked at startup. */
   shaping: ShapingConfig;
+  /** Egress sources, pools and the streams' pools (EGRESS_FILE, default the shipped egress.toml; docs/transport-policy.md). */
+  egress: EgressConfig;
+  /**
+   * MTA-STS of recipient domains (docs/transport-policy.md): the HTTPS port policies are fetched from (443;
+   * tests use another), the largest policy read, the fetch's time budget, and how long a failed fetch is
+   * remembered before it is tried again.
+   */
+  mtaSts: { port: number; maxBytes: number; timeoutMs: number; retryMs: number };
   /** The length of one day of a domain warm-up plan (tests shorten it). */
   warmupDayMs: number;
 };
@@ -480,6 +496,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dkimRotation: { days: e.DKIM_ROTATION_DAYS, graceMs: e.DKIM_ROTATION_GRACE_MS },
     warmupDayMs: e.WARMUP_DAY_MS,
     shaping: wrap('SHAPING_FILE', () => loadShapingFile(resolve(e.SHAPING_FILE ?? DEFAULT_SHAPING_FILE))),
+    egress: wrap('EGRESS_FILE', () => loadEgressFile(resolve(e.EGRESS_FILE ?? DEFAULT_EGRESS_FILE), env)),
+    mtaSts: {
+      port: e.MTA_STS_PORT,
+      maxBytes: e.MTA_STS_MAX_BYTES,
+      timeoutMs: e.MTA_STS_TIMEOUT_MS,
+      retryMs: e.MTA_STS_RETRY_MS,
+    },
   };
 }
 

@@ -9,6 +9,11 @@ export type RecipientResult = {
   response: string;
   bounceClass?: BounceClass;
   site?: string;
+  /** The egress source and pool the transaction left from (docs/transport-policy.md). */
+  source?: string;
+  pool?: string;
+  /** What the transport policy noted (an MTA-STS `testing` failure, say), kept on the trail entry. */
+  tls?: string;
 };
 
 /** Where one recipient of an outbound message stands (kept on the message row, shown by GET /api/messages/:id). */
@@ -32,6 +37,10 @@ export type TrailEntry = {
   to: string[];
   status: 'sent' | 'deferred' | 'bounced' | 'mixed' | 'throttled' | 'refused';
   response: string;
+  /** The egress source the transaction left from (absent for no transaction, capture and older entries). */
+  source?: string;
+  /** What the transport policy noted (MTA-STS, a domain's TLS requirement). */
+  tls?: string;
 };
 export type MessageStatus = 'sent' | 'deferred' | 'bounced';
 
@@ -79,9 +88,19 @@ export function applyResults(
   const kinds = new Set(results.map((r) => r.status));
   const status = kinds.size === 1 ? [...kinds][0]! : 'mixed';
   const response = results.find((r) => r.status !== 'sent')?.response ?? results[0]?.response ?? '';
+  const source = results.find((r) => r.source)?.source;
+  const tls = results.find((r) => r.tls)?.tls;
   return {
     changed,
-    entry: { at, workflowId, to: results.map((r) => r.address), status, response: response.slice(0, 500) },
+    entry: {
+      at,
+      workflowId,
+      to: results.map((r) => r.address),
+      status,
+      response: response.slice(0, 500),
+      ...(source ? { source } : {}),
+      ...(tls ? { tls: tls.slice(0, 500) } : {}),
+    },
   };
 }
 

@@ -15,12 +15,24 @@ import type { Throttled } from '../shaping/connections.js';
 import { createShaper, type Shaper } from '../shaping/shaper.js';
 import type { ShapingConfig } from '../shaping/config.js';
 import type { WarmupGate } from '../shaping/warmup.js';
+import type { Stream } from '../egress/config.js';
 
 import type { RecipientResult, RecipientStatus } from '../mail/recipients.js';
 export type Envelope = { from: string; to: string[] };
 export type { Throttled };
-/** What the sender adds to a transaction: a warming domain's per-site daily volume (MX delivery only). */
-export type SendContext = { warmup?: WarmupGate };
+/**
+ * What the sender adds to a transaction: a warming domain's per-site daily volume (MX delivery only); the
+ * message's stream and the egress pool it leaves from (core/egress/router.ts); whether its sending domain
+ * requires verified TLS (`tls: "enforced"`, docs/transport-policy.md).
+ */
+export type SendContext = {
+  warmup?: WarmupGate;
+  stream?: Stream;
+  pool?: string;
+  tlsRequired?: boolean;
+  /** Whose mail it is, for the outcomes counted per source and pool (core/egress/counters.ts). */
+  owner?: { userId: string | null; domainId: string | null };
+};
 /** A transaction that did not happen because its site cannot take it yet (shaping): the message waits `waitMs`. */
 export const isThrottled = (r: RecipientResult[] | Throttled): r is Throttled => !Array.isArray(r);
 export type OutboundTransport = {

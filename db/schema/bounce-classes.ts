@@ -9,6 +9,8 @@ export const BOUNCE_CLASSES = [
   'auth_failure',
   'reputation',
   'transient',
+  /** No verified TLS session could be had where MTA-STS or the sending domain requires one. */
+  'tls_required',
   'protocol',
   'other',
 ] as const;

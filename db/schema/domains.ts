@@ -65,6 +65,12 @@ export const domains = pgTable(
     bulkPausedAt: ms('bulk_paused_at'),
     /** Why the domain's bulk mail is paused (the rate, the window and the threshold), shown with `bulkPausedAt`. */
     bulkPausedReason: text('bulk_paused_reason'),
+    /** `enforced`: the domain's mail leaves only over verified TLS (docs/transport-policy.md); else `opportunistic`. */
+    tls: text('tls', { enum: ['opportunistic', 'enforced'] })
+      .notNull()
+      .default('opportunistic'),
+    /** Set when `email_provider_id` was chosen (a paid plan at creation) or assigned by an operator, not the platform default. */
+    egressPinned: boolean('egress_pinned').notNull().default(false),
   },
   (t) => [
     uniqueIndex('domains_user_domain_uq').on(t.userId, t.domain),

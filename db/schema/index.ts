@@ -13,3 +13,4 @@ export * from './rate-limits.js';
 export * from './shaping.js';
 export * from './storage.js';
 export * from './feedback.js';
+export * from './egress.js';
