@@ -16,7 +16,7 @@ export const FROM_DOMAIN = `acme.${SERVICE}`;
  */
 export async function startSendingStack(
   opts: {
-    onRcpt?: (address: string) => { code: number; message: string } | undefined;
+    onRcpt?: (address: string, peer: string) => { code: number; message: string } | undefined;
     env?: Record<string, string>;
     roles?: Role[];
     sinkDelayMs?: number;

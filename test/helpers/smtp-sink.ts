@@ -1,6 +1,7 @@
 import { SMTPServer } from 'smtp-server';
 
-export type Received = { from: string; to: string[]; raw: Buffer };
+/** `peer`: the address the client connected from; `ehlo`: the name it announced (egress sources, docs/egress.md). */
+export type Received = { from: string; to: string[]; raw: Buffer; peer: string; ehlo: string };
 type Reply = { code: number; message: string } | undefined;
 
 /**
@@ -9,7 +10,8 @@ type Reply = { code: number; message: string } | undefined;
  */
 export async function startSmtpSink(
   opts: {
-    onRcpt?: (address: string) => Reply;
+    /** `peer` is the client's address (a source bound to 127.0.0.2, say). */
+    onRcpt?: (address: string, peer: string) => Reply;
     /** Each DATA is answered this late (a slow MX keeps sends in flight). */ delayMs?: number;
   } = {},
 ) {
@@ -20,8 +22,8 @@ export async function startSmtpSink(
     disabledCommands: ['AUTH', 'STARTTLS'],
     logger: false,
     size: 40 * 1024 * 1024,
-    onRcptTo(address, _session, cb) {
-      const reply = opts.onRcpt?.(address.address);
+    onRcptTo(address, session, cb) {
+      const reply = opts.onRcpt?.(address.address, session.remoteAddress);
       if (reply) return cb(Object.assign(new Error(reply.message), { responseCode: reply.code }));
       cb();
     },
@@ -35,6 +37,8 @@ export async function startSmtpSink(
             from: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
             to: session.envelope.rcptTo.map((r) => r.address),
             raw: Buffer.concat(chunks),
+            peer: session.remoteAddress,
+            ehlo: session.hostNameAppearsAs,
           });
           waiters.splice(0).forEach((w) => w());
           cb();
