@@ -10,6 +10,7 @@ import { healthDetailSchema, healthSchema, mountHealth } from './health.js';
 import { mountMetrics } from './metrics.js';
 import { traceRequests } from './tracing.js';
 import { mountDeliverability } from './deliverability.js';
+import { mountEgressOutcomes } from './egress-outcomes.js';
 import { operations } from './ops/index.js';
 import { mountAuthorize } from './oauth/authorize.js';
 import { mountOAuthEndpoints } from './oauth/endpoints.js';
@@ -58,6 +59,7 @@ export function createApp(core: Core): Express {
   mountHealth(app, core);
   mountMetrics(app, core);
   mountDeliverability(app, core);
+  mountEgressOutcomes(app, core);
   mountSchemaRoutes(app, allSchemas(), core.config.publicUrl);
   mountOpenApi(app, operations, core.config.publicUrl);
   mountPages(app, core);

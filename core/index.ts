@@ -27,6 +27,7 @@ import { createWarmupService } from './shaping/warmup.js';
 import { createReportService } from './inbound/report-service.js';
 import { createGuardService } from './feedback/guard.js';
 import { createActivityService } from './feedback/activity.js';
+import { createEgressOutcomes } from './egress/counters.js';
 import { createAggregateStore } from './feedback/aggregate-store.js';
 import { createReportSummaries } from './feedback/summaries.js';
 import { createDkimRotation } from './domains/rotation.js';
@@ -207,6 +208,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
   const encryption = createEncryptionService({ db, domains });
   const domainSettings = createDomainSettings({ db, domains });
   const activity = createActivityService({ db, domains });
+  const egressOutcomes = createEgressOutcomes({ db, domains });
   const warmup = createWarmupService({ db, domains, dayMs: config.warmupDayMs, workflows: deps.workflows });
   const templates = createTemplateService({ db });
   const suppressions = createSuppressionService({
@@ -437,6 +439,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
     domainSettings,
     warmup,
     activity,
+    egressOutcomes,
     resolver,
     templates,
     suppressions,

@@ -187,3 +187,24 @@ export const bulkPaused = new Counter({
   help: "Sending domains whose bulk mail (broadcasts, sequences) the complaint guard paused (no domain label: see the domain's feedback)",
   registers: [registry],
 });
+
+/**
+ * Outbound recipients by the egress source and pool their transaction left from (egress.toml) and result
+ * (sent, deferred, bounced). No label names a domain or an account; source and pool names come from the
+ * operator's file, and past MAX_EGRESS_LABELS distinct values count as `other`. Capture mode (no source) is not counted.
+ */
+export const egressResults = new Counter({
+  name: 'svc_egress_results_total',
+  help: 'Outbound recipients by egress source, pool (egress.toml) and result (sent, deferred, bounced)',
+  labelNames: ['source', 'pool', 'result'] as const,
+  registers: [registry],
+});
+const MAX_EGRESS_LABELS = 64;
+const egressLabels = new Set<string>();
+/** A source or pool name as a label value, bounded to MAX_EGRESS_LABELS distinct values per process. */
+export function egressLabel(name: string): string {
+  if (egressLabels.has(name)) return name;
+  if (egressLabels.size >= MAX_EGRESS_LABELS) return 'other';
+  egressLabels.add(name);
+  return name;
+}

@@ -32,6 +32,7 @@ import * as sequences from './sequences.js';
 import * as events from './events.js';
 import * as warmup from './warmup.js';
 import * as metrics from './metrics.js';
+import * as egressMetrics from './egress-metrics.js';
 
 /** Every module of operations, by name: the runtime list below and the `AppRouter` type are both built from it. */
 const modules = {
@@ -68,6 +69,7 @@ const modules = {
   events,
   warmup,
   metrics,
+  egressMetrics,
 };
 
 type OperationsIn<M> = Extract<M[keyof M], { handler: unknown; name: string }>;

@@ -1,5 +1,6 @@
 import { inSpan } from '../tracing.js';
-import { deliverDuration, recipientOutcomes, siteOf, since } from '../metrics.js';
+import { deliverDuration, egressLabel, egressResults, recipientOutcomes, siteOf, since } from '../metrics.js';
+import type { EgressCounter } from '../egress/counters.js';
 import type { RecipientResult } from '../mail/recipients.js';
 import { isThrottled, type OutboundTransport } from './transport.js';
 
@@ -11,9 +12,11 @@ const transactionResult = (results: RecipientResult[]) => {
 
 /**
  * A transport that counts what it does: each transaction's duration (svc_deliver_duration_seconds) and
- * each recipient's outcome by site (svc_recipient_outcomes_total), and a span around the transaction.
+ * each recipient's outcome by site (svc_recipient_outcomes_total) and by egress source and pool
+ * (svc_egress_results_total, and per account in `egress`: core/egress/counters.ts), and a span around the
+ * transaction. A result without a source (capture mode) is not counted by source.
  */
-export function instrumentTransport(inner: OutboundTransport): OutboundTransport {
+export function instrumentTransport(inner: OutboundTransport, egress?: EgressCounter): OutboundTransport {
   return {
     group: (recipients) => inner.group(recipients),
     close: () => inner.close(),
@@ -33,7 +36,13 @@ export function instrumentTransport(inner: OutboundTransport): OutboundTransport
         return results;
       }
       deliverDuration.observe({ result: transactionResult(results) }, since(started));
-      for (const r of results) recipientOutcomes.inc({ result: r.status, site: siteOf(r.address, r.site) });
+      for (const r of results) {
+        recipientOutcomes.inc({ result: r.status, site: siteOf(r.address, r.site) });
+        if (!r.source) continue;
+        const pool = r.pool ?? '';
+        egressResults.inc({ source: egressLabel(r.source), pool: egressLabel(pool), result: r.status });
+        egress?.count(ctx?.owner, r.source, pool, r.status);
+      }
       return results;
     },
   };
