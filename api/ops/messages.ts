@@ -101,6 +101,13 @@ export const getMessage = defineOperation({
               "SMTP: sent, deferred, bounced or mixed, or throttled (no transaction: the recipients' site could not take it yet, see docs/deliverability.md); webhook: delivered or failed",
             ),
           response: z.string().describe('What the server answered'),
+          source: z.string().optional().describe('SMTP: the egress source the transaction left from (docs/egress.md)'),
+          tls: z
+            .string()
+            .optional()
+            .describe(
+              'SMTP: what the transport policy noted, e.g. an MTA-STS testing failure (docs/transport-policy.md)',
+            ),
         }),
       )
       .describe('Every SMTP transaction or webhook attempt of the message, oldest first'),

@@ -103,6 +103,8 @@ export function createMessageService(deps: { db: Db; events: EventService; runLi
           to: t.to,
           status: t.status,
           response: t.response,
+          ...(t.source ? { source: t.source } : {}),
+          ...(t.tls ? { tls: t.tls } : {}),
         })),
         ...attempts.map((a) => ({
           kind: 'webhook' as const,

@@ -17,6 +17,9 @@ type TrailEntry = {
   to: string[];
   status: 'sent' | 'deferred' | 'bounced' | 'mixed' | 'throttled';
   response: string;
+  /** The egress source it left from; what the transport policy noted (core/mail/recipients.ts). */
+  source?: string;
+  tls?: string;
 };
 
 /**
