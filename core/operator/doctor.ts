@@ -5,6 +5,7 @@ import type { Config } from '../config.js';
 import { createResolver } from '../dns.js';
 import { check, within, type CheckResult } from './checks.js';
 import { checkServiceDns } from './dns-checks.js';
+import { checkEgressSources } from './egress-checks.js';
 import { checkOutboundMode, checkPort25, checkSecretKey, checkTlsCertificate } from './host-checks.js';
 import { checkSubmissionCertificate, checkSubmissionPorts } from './submission-checks.js';
 
@@ -81,8 +82,8 @@ async function checkTemporal(deps: DoctorDeps): Promise<CheckResult[]> {
 /**
  * Every operator check in one pass, in a fixed order (see README, "Production checklist"): the service
  * domain's DNS through DNS_SERVERS, reverse DNS, outbound port 25, STARTTLS, the submission ports and their
- * certificate, SECRET_KEY, OUTBOUND_MODE,
- * database and Temporal. Each probe has its own time limit, so the whole run is bounded.
+ * certificate, SECRET_KEY, OUTBOUND_MODE, the egress sources of egress.toml (address, reverse DNS, EHLO name;
+ * a relay's reachability), database and Temporal. Each probe has its own time limit, so the whole run is bounded.
  */
 export async function runDoctor(deps: DoctorDeps): Promise<CheckResult[]> {
   const { config } = deps;
@@ -99,7 +100,7 @@ export async function runDoctor(deps: DoctorDeps): Promise<CheckResult[]> {
           },
           'start PostgreSQL or fix DATABASE_URL',
         );
-  const [dns, port25, submission, temporal] = await Promise.all([
+  const [dns, port25, submission, egress, temporal] = await Promise.all([
     checkServiceDns(resolver, {
       domain: config.serviceDomain,
       publicKeyB64: await servicePublicKey(deps),
@@ -107,6 +108,7 @@ export async function runDoctor(deps: DoctorDeps): Promise<CheckResult[]> {
     }),
     checkPort25(resolver, config, deps.probeDomain ?? PORT25_PROBE_DOMAIN),
     checkSubmissionPorts(resolver, config),
+    checkEgressSources(resolver, config.egress, config.serviceDomain),
     checkTemporal(deps),
   ]);
   return [
@@ -117,6 +119,7 @@ export async function runDoctor(deps: DoctorDeps): Promise<CheckResult[]> {
     checkSubmissionCertificate(config),
     checkSecretKey(config),
     checkOutboundMode(config),
+    ...egress,
     database,
     ...temporal,
   ];
