@@ -91,6 +91,7 @@ export function areaDoc(op: Operation): string {
   if (op.name === 'events.timeline') return 'sending.md';
   if (op.name === 'domains.startWarmup' || op.name === 'domains.stopWarmup') return 'deliverability.md';
   if (op.name === 'domains.resumeSending') return 'deliverability.md';
+  if (op.name === 'metrics.egress') return 'deliverability.md';
   if (op.name === 'domains.dmarc' || op.name === 'domains.tlsReports') return 'feedback.md';
   const doc = AREA_DOCS[op.name.split('.')[0]!];
   if (!doc) throw new Error(`no page in docs/ for the area of ${op.name}: add it to AREA_DOCS`);

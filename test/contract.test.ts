@@ -138,6 +138,7 @@ const examples: Record<string, () => Promise<Example>> = {
   },
   'smtpSettings.get': async () => ({ token: session }),
   'metrics.get': async () => ({ token: session, query: 'period=hour' }),
+  'metrics.egress': async () => ({ token: session }),
   'keys.get': async () => ({ token: session }),
   'keys.rotate': async () => ({ token: session }),
   'me.get': async () => ({ token: (await stack.api('GET', '/api/keys', { token: session })).body.key }),
