@@ -5,7 +5,9 @@ import type { AttachmentService } from '../attachments/service.js';
 import { parsePrivateKey, signDkim, SIGNING_KEY_CACHE_MS, type DkimKey } from '../transport/dkim.js';
 import { renderMessage } from '../transport/render.js';
 import { feedbackIdOf } from '../mail/feedback-id.js';
-import { isThrottled, type OutboundTransport } from '../transport/transport.js';
+import { isThrottled, type OutboundTransport, type SendContext } from '../transport/transport.js';
+import { isBulk } from '../mail/bulk.js';
+import type { EgressRouter } from '../egress/router.js';
 import type { Sealer } from '../secrets.js';
 import type { ServiceSigner } from '../domains/service-domain.js';
 import { AppError } from '../errors.js';
@@ -82,6 +84,8 @@ export function createDeliveryService(deps: {
   bounceRules?: BounceRules;
   /** A warming sending domain's daily volume per site (docs/deliverability.md, Warm-up). */
   warmup?: WarmupService;
+  /** The egress pool each message leaves from (docs/egress.md); without it, its stream's default pool. */
+  egress?: EgressRouter;
 }) {
   const { db } = deps;
   const rules = deps.bounceRules ?? defaultBounceRules();
@@ -91,24 +95,47 @@ export function createDeliveryService(deps: {
    */
   const classify = (r: RecipientResult): RecipientResult & { suppress?: boolean } => {
     if (r.status === 'sent') return r;
+    // The transport's own verdict (no verified TLS where required) is kept, through the final attempt too.
+    if (r.bounceClass === 'tls_required') return { ...r, suppress: false };
     const c = classifyBounce(rules, { text: r.response, permanent: r.status === 'bounced' });
     return { ...r, bounceClass: c.bounceClass, suppress: r.status === 'bounced' && suppresses(c) };
   };
   const m = schema.messages;
 
-  // Signing keys by domain id, opened and parsed once and briefly cached: a batch signs many messages of one domain.
-  const keys = new Map<string, { at: number; key: DkimKey | undefined }>();
-  async function domainKey(id: string): Promise<DkimKey | undefined> {
-    const hit = keys.get(id);
-    if (hit && Date.now() - hit.at < SIGNING_KEY_CACHE_MS) return hit.key;
+  // Sending domains by id (signing key parsed once, TLS requirement, pinned pool), briefly cached: a batch
+  // sends many messages of one domain.
+  type DomainInfo = { key: DkimKey; tlsRequired: boolean; pinnedPool: string | null };
+  const domains = new Map<string, { at: number; info: DomainInfo | undefined }>();
+  async function domainInfo(id: string): Promise<DomainInfo | undefined> {
+    const hit = domains.get(id);
+    if (hit && Date.now() - hit.at < SIGNING_KEY_CACHE_MS) return hit.info;
     const [d] = await db.select().from(schema.domains).where(eq(schema.domains.id, id));
-    const key = d && {
-      domain: d.domain,
-      selector: d.dkimSelector,
-      privateKey: parsePrivateKey(deps.sealer.open(d.dkimPrivateKeySealed)),
+    const info = d && {
+      key: {
+        domain: d.domain,
+        selector: d.dkimSelector,
+        privateKey: parsePrivateKey(deps.sealer.open(d.dkimPrivateKeySealed)),
+      },
+      tlsRequired: d.tls === 'enforced',
+      pinnedPool: d.egressPinned ? d.emailProviderId : null,
     };
-    keys.set(id, { at: Date.now(), key });
-    return key;
+    if (domains.size > 10_000) domains.clear();
+    domains.set(id, { at: Date.now(), info });
+    return info;
+  }
+  const domainKey = async (id: string) => (await domainInfo(id))?.key;
+
+  /** What the transport needs to know of a message: its stream, its pool, its domain's TLS requirement, whose it is. */
+  async function contextOf(row: MessageRow): Promise<SendContext> {
+    const stream = isBulk(row) ? 'bulk' : 'transactional';
+    const d = row.domainId && row.kind === 'user' ? await domainInfo(row.domainId) : undefined;
+    const pool = await deps.egress?.poolFor({ userId: row.userId, stream, domainPool: d?.pinnedPool });
+    return {
+      stream,
+      ...(pool ? { pool } : {}),
+      tlsRequired: d?.tlsRequired ?? false,
+      owner: { userId: row.userId, domainId: row.domainId },
+    };
   }
   // The service domain's key (system mail), parsed once per PEM.
   let service: { pem: string; key: DkimKey } | undefined;
@@ -194,13 +221,14 @@ export function createDeliveryService(deps: {
     }
     const groups = built ? deps.transport.group(todo) : [todo];
     const warmup = built && row.domainId && row.kind === 'user' ? await deps.warmup?.gateFor(row.domainId) : undefined;
+    const ctx: SendContext | undefined = built ? { ...(await contextOf(row)), warmup } : undefined;
     const sent: string[] = [];
     const bounced: (RecipientResult & { suppress?: boolean })[] = [];
     let status: MessageStatus = messageStatus(all, states);
     const throttled: { to: string[]; waitMs: number; cause: string; site?: string; spacingMs?: number }[] = [];
     for (const [i, group] of groups.entries()) {
       const out = built
-        ? await deps.transport.send(row.id, { from: built.from, to: group }, built.raw, row.subject, { warmup })
+        ? await deps.transport.send(row.id, { from: built.from, to: group }, built.raw, row.subject, ctx)
         : group.map((address) => ({ address, status: buildError!, response: why }));
       if (isThrottled(out)) {
         // Its site cannot take it yet (shaping): nothing was sent, its recipients stay owed.

@@ -11,13 +11,39 @@ import type { ShapingStore } from './store.js';
  */
 export type Throttled = { throttled: true; waitMs: number; cause: string; site?: string; spacingMs?: number };
 /** What one transaction over a shaped connection came to: the server's answer, an error, or "not now". */
-export type PoolResult = { info: SMTPConnection.SentMessageInfo } | { err: SmtpFailure } | Throttled;
+export type PoolResult =
+  | { info: SMTPConnection.SentMessageInfo; session?: TlsSession }
+  | { err: SmtpFailure; session?: TlsSession }
+  | Throttled;
 export type SmtpFailure = Error & {
   responseCode?: number;
   response?: string;
   code?: string;
   rejectedErrors?: unknown[];
   permanent?: boolean;
+  /** No connection was had (nothing of the message was sent): the failure came before MAIL FROM. */
+  connect?: boolean;
+  /** Verified TLS was required and no host of the site gave it (the message says why). */
+  tlsRequired?: boolean;
+};
+
+/**
+ * How connections of one (source, site) are made (core/egress/sources.ts): the local address bound and
+ * the EHLO name of a local source, or a relay's port, TLS and credentials. `require`: this transaction
+ * goes only over a session judged `success` (encrypted, certificate trusted and valid for the host),
+ * and only to `hosts` when given (MTA-STS enforce); `why` opens the reason when none can be had.
+ */
+export type Route = {
+  localAddress?: string;
+  name?: string;
+  port?: number;
+  secure?: boolean;
+  requireTLS?: boolean;
+  rejectUnauthorized?: boolean;
+  auth?: { user: string; pass: string };
+  /** Resolves the host to connect to (a relay named by the operator is not checked as an MX is). */
+  addressOf?: (host: string) => Promise<string>;
+  require?: { why: string; hosts?: string[] };
 };
 /** `tls` counts each session's TLS outcome per recipient domain (TLS reports, docs/tls-reporting.md). */
 export type SmtpOptions = {
@@ -39,7 +65,8 @@ type Conn = {
   leaseUntil: number;
   idle?: NodeJS.Timeout;
   ended: Promise<void>;
-  /** Its TLS outcome, and the recipient domains it was counted for (a session counts once per domain). */
+  /** The host it is connected to, its TLS outcome, and the recipient domains it was counted for (a session counts once per domain). */
+  host: string;
   session?: TlsSession;
   counted: Set<string>;
 };
@@ -61,6 +88,14 @@ function keepLease(store: ShapingStore, leaseId: string, ttlMs: number, lost: ()
   return () => clearInterval(timer);
 }
 type SiteConns = { conns: Conn[]; opening: number; waiters: (() => void)[] };
+
+/** Whether a connection may carry mail that requires verified TLS (to one of `hosts`, when given). */
+const fits = (c: Conn, require: Route['require']) =>
+  !require || (c.session?.result === 'success' && (!require.hosts || require.hosts.includes(c.host)));
+
+/** Why a session is not verified, as the deferral reason says it. */
+export const whyUnverified = (s: TlsSession) =>
+  s.result === 'starttls-not-supported' ? `${s.mxHost} offers no STARTTLS` : `${s.result} at ${s.mxHost}`;
 
 /**
  * This process's SMTP connections, per site, each holding a lease (a slot of the site's
@@ -99,18 +134,26 @@ export function createConnectionPool(deps: {
   }
 
   /** Opens a connection under `leaseId` to the first of the site's hosts that greets us. */
-  async function open(site: Site, e: SiteConns, leaseId: string, judge: Judge): Promise<Conn | { err: SmtpFailure }> {
+  async function open(
+    site: Site,
+    e: SiteConns,
+    leaseId: string,
+    judge: Judge,
+    route: Route,
+  ): Promise<Conn | { err: SmtpFailure }> {
     let last: SmtpFailure = Object.assign(new Error(`no MX host of ${site.domain} could be used`), {});
     let unusable = 0;
+    const refused: string[] = [];
+    const hosts = route.require?.hosts ?? site.hosts;
     let current: Conn | undefined;
     // From the grant to the socket's end; a lease taken back (it lapsed) closes the connection.
     const stopKeeping = keepLease(deps.store, leaseId, ttlMs, () => {
       if (current) retire(e, current, true);
     });
-    for (const host of site.hosts) {
+    for (const host of hosts) {
       let address: string;
       try {
-        address = await deps.addressOf(host);
+        address = await (route.addressOf ?? deps.addressOf)(host);
       } catch (err) {
         unusable += 1;
         last = Object.assign(new Error(`cannot use ${host}: ${(err as Error).message}`), {
@@ -120,10 +163,16 @@ export function createConnectionPool(deps: {
       }
       const smtp = new SMTPConnection({
         host: address,
-        port: deps.smtp.port,
-        name: deps.smtp.heloName,
-        opportunisticTLS: true,
-        tls: { rejectUnauthorized: false, servername: host, ...(deps.smtp.ca ? { ca: deps.smtp.ca } : {}) },
+        port: route.port ?? deps.smtp.port,
+        name: route.name ?? deps.smtp.heloName,
+        ...(route.localAddress ? { localAddress: route.localAddress } : {}),
+        secure: route.secure ?? false,
+        ...(route.requireTLS ? { requireTLS: true } : { opportunisticTLS: !route.secure }),
+        tls: {
+          rejectUnauthorized: route.rejectUnauthorized ?? false,
+          servername: host,
+          ...(deps.smtp.ca ? { ca: deps.smtp.ca } : {}),
+        },
         connectionTimeout: deps.smtp.timeoutMs,
         greetingTimeout: deps.smtp.timeoutMs,
         socketTimeout: deps.smtp.timeoutMs,
@@ -136,15 +185,28 @@ export function createConnectionPool(deps: {
         closing: false,
         leaseUntil: Date.now() + ttlMs,
         ended: new Promise((r) => smtp.once('end', r)),
+        host,
         counted: new Set(),
       };
       smtp.on('error', () => undefined); // each failure reaches the callback of what was under way
       try {
         await connectOnce(smtp);
+        // Judged after EHLO and STARTTLS, before any credentials or MAIL FROM: required TLS that is not
+        // verified ends the session here, so nothing goes in clear or to a certificate that is not the host's.
+        conn.session = sessionOf(smtp, host);
+        if (route.require && !fits(conn, route.require)) {
+          deps.smtp.tls?.record(site.domain, conn.session);
+          refused.push(whyUnverified(conn.session));
+          smtp.quit();
+          await conn.ended;
+          continue;
+        }
+        if (route.auth) await loginOnce(smtp, route.auth);
       } catch (err) {
         smtp.close();
         await conn.ended;
         last = err as SmtpFailure;
+        if (isTlsFailure(err) && route.require) refused.push(`TLS handshake with ${host} failed`);
         if (isTlsFailure(err))
           deps.smtp.tls?.record(site.domain, {
             mxHost: host,
@@ -160,7 +222,6 @@ export function createConnectionPool(deps: {
         continue;
       }
       current = conn;
-      conn.session = sessionOf(smtp, host);
       // The connection counts against the site here until its lease is gone from the store too, so no
       // other lane asks for a slot the store still sees taken.
       void conn.ended.then(async () => {
@@ -174,22 +235,33 @@ export function createConnectionPool(deps: {
       e.conns.push(conn);
       return conn;
     }
-    if (unusable === site.hosts.length && site.hosts.length === 1) last.permanent = last.permanent ?? true;
+    if (unusable === hosts.length && hosts.length === 1) last.permanent = last.permanent ?? true;
     stopKeeping();
     await deps.store.releaseLease(leaseId).catch(() => undefined);
+    if (refused.length && route.require)
+      last = Object.assign(new Error(`${route.require.why}: ${refused.join('; ')}`), { tlsRequired: true });
+    last.connect = true;
     return { err: last };
   }
 
   /** A connection of this site for one transaction (marked busy), or why there is none now. */
-  async function take(site: Site, limits: Limits, judge: Judge): Promise<Conn | { err: SmtpFailure } | Throttled> {
+  async function take(
+    site: Site,
+    limits: Limits,
+    judge: Judge,
+    route: Route,
+  ): Promise<Conn | { err: SmtpFailure } | Throttled> {
     const e = entryOf(site.key);
     for (;;) {
-      const idle = e.conns.find((c) => !c.busy && !c.closing);
+      const idle = e.conns.find((c) => !c.busy && !c.closing && fits(c, route.require));
       if (idle) {
         idle.busy = true;
         clearTimeout(idle.idle);
         return idle;
       }
+      // Idle connections that cannot carry this mail (not verified) hold every slot: one closes to make room.
+      const unfit = e.conns.find((c) => !c.busy && !c.closing);
+      if (unfit && e.conns.length + e.opening >= limits.connectionLimit) retire(e, unfit, true);
       // A closing connection still holds its lease until its socket ends: counted, so a connection
       // rolling over (max_deliveries_per_connection) makes the next message wait here for its slot
       // rather than ask the store, be refused, and wait a second on a timer.
@@ -207,7 +279,7 @@ export function createConnectionPool(deps: {
             burst: limits.maxConnectionRate?.burst ?? 1,
             ttlMs,
           });
-          if ('id' in granted) return await open(site, e, granted.id, judge);
+          if ('id' in granted) return await open(site, e, granted.id, judge, route);
         } finally {
           // Lanes waiting behind this opening look again (it may have been refused).
           e.opening -= 1;
@@ -233,9 +305,10 @@ export function createConnectionPool(deps: {
       envelope: { from: string; to: string[] },
       raw: Buffer,
       judge: Judge,
+      route: Route = {},
     ): Promise<PoolResult> {
       for (;;) {
-        const conn = await take(site, limits, judge);
+        const conn = await take(site, limits, judge, route);
         if (!('smtp' in conn)) return conn;
         const e = entryOf(site.key);
         if (conn.leaseUntil - Date.now() < ttlMs / 2) {
@@ -270,7 +343,7 @@ export function createConnectionPool(deps: {
             });
           } else retire(e, conn, false);
         } else release(e, conn, limits);
-        return outcome;
+        return { ...outcome, session: conn.session };
       }
     },
 
@@ -331,6 +404,12 @@ function connectOnce(smtp: SMTPConnection): Promise<void> {
     smtp.once('end', () => finish(new Error('Connection closed before the greeting')));
     smtp.connect((err?: Error | null) => finish(err ?? undefined));
   });
+}
+
+function loginOnce(smtp: SMTPConnection, auth: { user: string; pass: string }): Promise<void> {
+  return new Promise((resolve, reject) =>
+    smtp.login({ credentials: { user: auth.user, pass: auth.pass } }, (err) => (err ? reject(err) : resolve())),
+  );
 }
 
 function sendOnce(

@@ -2,7 +2,8 @@ import { hostname } from 'node:os';
 import type { Db } from '../../db/index.js';
 import { randomToken } from '../ids.js';
 import { MAX_ANSWER_BYTES, type Entry, type Limits, type Rule, type ShapingConfig } from './config.js';
-import { createConnectionPool, type PoolResult, type SmtpOptions, type Throttled } from './connections.js';
+import { createConnectionPool, type PoolResult, type Route, type SmtpOptions, type Throttled } from './connections.js';
+import { DEFAULT_SOURCE, sourceSiteKey } from '../egress/config.js';
 import { describeLimits, effectiveLimits, siteFor, siteKeyOf, type Site } from './sites.js';
 import { createShapingStore, type SiteState } from './store.js';
 
@@ -79,9 +80,14 @@ export function createShaper(deps: {
     store,
     pool,
 
-    /** The site of a recipient domain whose MX hosts are `hosts` (in preference order). */
-    async site(domain: string, hosts: string[]): Promise<Site> {
-      const site = siteFor(deps.config, domain, hosts, await rollupMap());
+    /**
+     * The site of a recipient domain whose MX hosts are `hosts` (in preference order), as seen from an
+     * egress source: its key is the (source, site) key leases, buckets, suspensions and rules apply to,
+     * `destination` the site's own key.
+     */
+    async site(domain: string, hosts: string[], source: string = DEFAULT_SOURCE): Promise<Site> {
+      const found = siteFor(deps.config, domain, hosts, await rollupMap());
+      const site = { ...found, key: sourceSiteKey(source, found.key), destination: found.key };
       const last = touched.get(`${site.key}|${site.domain}`);
       if (!last || Date.now() - last > SITE_CACHE_MS) {
         touched.set(`${site.key}|${site.domain}`, Date.now());
@@ -128,12 +134,23 @@ export function createShaper(deps: {
     },
 
     /** One transaction over a leased connection; a message token taken for it goes back when it cannot go. */
-    async send(site: Site, limits: Limits, envelope: { from: string; to: string[] }, raw: Buffer): Promise<PoolResult> {
-      const r = await pool.send(site, limits, envelope, raw, (answer) => observe(site, answer));
+    async send(
+      site: Site,
+      limits: Limits,
+      envelope: { from: string; to: string[] },
+      raw: Buffer,
+      route?: Route,
+    ): Promise<PoolResult> {
+      const r = await pool.send(site, limits, envelope, raw, (answer) => observe(site, answer), route);
       if (!('throttled' in r)) return r;
       if (limits.maxMessageRate)
         await store.refundMessage(site.key, limits.maxMessageRate.burst).catch(() => undefined);
       return { ...r, site: site.key };
+    },
+
+    /** Whether an automation rule has the (source, site) suspended now (this process's view, at most stateCacheMs old). */
+    async suspended(site: Site): Promise<boolean> {
+      return ((await stateOf(site)).suspendedUntil ?? 0) > Date.now();
     },
 
     observe,

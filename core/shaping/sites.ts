@@ -3,7 +3,16 @@ import { parseLimit, type LimitName } from './config.js';
 import type { SiteState } from './store.js';
 
 /** A destination site: its key, the limits the file gives it, the rules that watch it, and which tables those came from. */
-export type Site = { key: string; domain: string; hosts: string[]; limits: Limits; rules: Rule[]; sources: string[] };
+export type Site = {
+  key: string;
+  domain: string;
+  hosts: string[];
+  limits: Limits;
+  rules: Rule[];
+  sources: string[];
+  /** The site's own key when `key` is that of an egress source's view of it (core/egress/config.ts sourceSiteKey). */
+  destination?: string;
+};
 
 /** The site key of an MX host set: the sorted, lowercased, deduplicated host names (MX rollup). */
 export const siteKeyOf = (hosts: string[]) =>

@@ -11,11 +11,14 @@ import { isAppError } from '../errors.js';
 import type { TlsOutcomeRecorder } from '../shaping/tls-outcomes.js';
 import { resolveAllowed } from '../net/address-guard.js';
 import { newId } from '../ids.js';
-import type { Throttled } from '../shaping/connections.js';
+import { whyUnverified, type SmtpFailure, type Throttled } from '../shaping/connections.js';
 import { createShaper, type Shaper } from '../shaping/shaper.js';
 import type { ShapingConfig } from '../shaping/config.js';
 import type { WarmupGate } from '../shaping/warmup.js';
-import type { Stream } from '../egress/config.js';
+import { DEFAULT_SOURCE, defaultEgress, type EgressConfig, type Stream } from '../egress/config.js';
+import { poolNameOf, routeOf, sourcesInOrder } from '../egress/sources.js';
+import { allowedHosts, noMtaSts, type MtaStsLookup, type MtaStsPolicy } from '../mta-sts/policy.js';
+import type { TlsSession } from '../shaping/tls-outcomes.js';
 
 import type { RecipientResult, RecipientStatus } from '../mail/recipients.js';
 export type Envelope = { from: string; to: string[] };
@@ -148,7 +151,13 @@ export function mxTransport(opts: {
   tls?: TlsOutcomeRecorder;
   /** PEM certificates trusted beside the system's roots when an MX's certificate is judged (OUTBOUND_TLS_CA_FILE). */
   trustedCa?: string;
+  /** Egress sources and pools (EGRESS_FILE): where each shaped transaction leaves from. */
+  egress?: EgressConfig;
+  /** Recipient domains' MTA-STS policies, as cached by their workflow (shaped path only). */
+  mtaSts?: MtaStsLookup;
 }): OutboundTransport {
+  const egress = opts.egress ?? defaultEgress();
+  const mtaSts = opts.mtaSts ?? noMtaSts;
   const pools = new Map<string, Transporter>();
   // Certificates are judged (for TLS reports), never required: delivery still takes any certificate.
   const ca = opts.trustedCa ? { ca: [...rootCertificates, opts.trustedCa] } : {};
@@ -220,43 +229,110 @@ export function mxTransport(opts: {
     }
   }
 
+  /**
+   * One transaction over the shaped path (docs/egress.md): from the sources of the message's pool in
+   * order, each seeing the site through its own shaping (source, site); a source the site cannot take
+   * now (throttled, suspended) hands the message to the next at once. Throttled only when every source is.
+   */
   async function sendShaped(
     s: Shaper,
+    messageId: string,
     domain: string,
     hosts: string[],
     envelope: Envelope,
     raw: Buffer,
     ctx?: SendContext,
   ): Promise<RecipientResult[] | Throttled> {
-    const site = await s.site(domain, hosts);
+    const pool = poolNameOf(egress, ctx);
+    const sources = sourcesInOrder(egress, pool, messageId);
+    // The recipient domain's MTA-STS policy, as its workflow cached it (only direct delivery applies it).
+    let policy: MtaStsPolicy | null = null;
+    if (sources.some((x) => !x.relay)) {
+      const answer = await mtaSts
+        .policyFor(domain)
+        .catch(
+          (err: Error) => ({ pending: true, waitMs: 60_000, cause: `MTA-STS lookup failed: ${err.message}` }) as const,
+        );
+      if ('pending' in answer) return { throttled: true, waitMs: answer.waitMs, cause: answer.cause };
+      policy = answer.policy;
+    }
+    const destination = await s.site(domain, hosts);
     // A warming domain's day's volume to this site first; given back when the site cannot take the message after all.
-    const warm = ctx?.warmup ? await ctx.warmup.take(site.key) : true;
+    const warm = ctx?.warmup ? await ctx.warmup.take(destination.key) : true;
     if (warm !== true) return warm;
-    const giveBack = () => ctx?.warmup?.giveBack(site.key).catch(() => undefined);
-    const admitted = await s.admit(site);
-    if ('throttled' in admitted) {
-      await giveBack();
-      return admitted;
+    const giveBack = () => ctx?.warmup?.giveBack(destination.key).catch(() => undefined);
+    const demand = { domainRequires: ctx?.tlsRequired === true, policy };
+    const throttles: Throttled[] = [];
+    let answered: RecipientResult[] | undefined;
+    for (const [i, source] of sources.entries()) {
+      const route = routeOf(source, { heloName: opts.heloName, resolver: opts.resolver, domain, hosts, demand });
+      const tag = (results: RecipientResult[], tls?: string) =>
+        results.map((x) => ({ ...x, site: destination.key, source: source.name, pool, ...(tls ? { tls } : {}) }));
+      if ('refused' in route) {
+        answered = tag(
+          envelope.to.map((address) => ({
+            address,
+            status: 'deferred' as const,
+            response: route.refused,
+            bounceClass: 'tls_required' as const,
+          })),
+        );
+        break;
+      }
+      const site = source.relay
+        ? await s.site(source.relay.host, [source.relay.host], source.name)
+        : source.name === DEFAULT_SOURCE
+          ? destination
+          : await s.site(domain, hosts, source.name);
+      const admitted = await s.admit(site);
+      if ('throttled' in admitted) {
+        throttles.push(admitted);
+        continue;
+      }
+      const r = await s.send(site, admitted.limits, envelope, raw, route);
+      if ('throttled' in r) {
+        throttles.push(r);
+        continue;
+      }
+      const note = !source.relay && policy?.mode === 'testing' ? testingNote(policy, hosts, r.session) : undefined;
+      answered = tag(resultsOfShaped(envelope.to, r), note);
+      // Refused before anything was accepted and the source is now suspended for the site: the next source at once.
+      if (i < sources.length - 1 && answered.every((x) => x.status === 'deferred') && (await s.suspended(site)))
+        continue;
+      break;
     }
-    const r = await s.send(site, admitted.limits, envelope, raw);
-    if ('throttled' in r) {
-      await giveBack();
-      return r;
-    }
-    const tagged = (results: RecipientResult[]) => results.map((x) => ({ ...x, site: site.key }));
-    // Refusals went through the site's automation rules inside the pool (before the slot was given back).
-    if ('info' in r) return tagged(resultsOf(envelope.to, r.info));
-    const err = r.err as SmtpError & { permanent?: boolean };
-    if (!err.responseCode && !err.rejectedErrors) {
-      return tagged(
-        envelope.to.map((address) => ({
-          address,
-          status: err.permanent ? ('bounced' as const) : ('deferred' as const),
-          response: textOf(err),
-        })),
-      );
-    }
-    return tagged(resultsOf(envelope.to, undefined, err));
+    if (answered) return answered;
+    await giveBack();
+    if (!throttles.length) return { throttled: true, waitMs: 60_000, cause: `pool ${pool} has no source` };
+    return throttles.reduce((a, b) => (b.waitMs < a.waitMs ? b : a));
+  }
+
+  /** What an MTA-STS `testing` policy would have refused of the session the mail went over (none: it passed). */
+  function testingNote(policy: MtaStsPolicy, hosts: string[], session: TlsSession | undefined): string | undefined {
+    if (!session) return undefined;
+    if (!allowedHosts(policy, hosts).includes(session.mxHost))
+      return `MTA-STS testing: ${session.mxHost} is not in the policy's mx (${policy.mx.join(', ')})`;
+    return session.result === 'success' ? undefined : `MTA-STS testing: ${whyUnverified(session)}`;
+  }
+
+  /** Per-recipient results of one shaped transaction (refusals already went through the site's automation rules). */
+  function resultsOfShaped(to: string[], r: { info: unknown } | { err: SmtpFailure }): RecipientResult[] {
+    if ('info' in r) return resultsOf(to, r.info as Parameters<typeof resultsOf>[1]);
+    const err = r.err as SmtpError & SmtpFailure;
+    if (err.tlsRequired)
+      return to.map((address) => ({
+        address,
+        status: 'deferred' as const,
+        response: textOf(err),
+        bounceClass: 'tls_required' as const,
+      }));
+    if (!err.responseCode && !err.rejectedErrors)
+      return to.map((address) => ({
+        address,
+        status: err.permanent ? ('bounced' as const) : ('deferred' as const),
+        response: textOf(err),
+      }));
+    return resultsOf(to, undefined, err);
   }
 
   return {
@@ -265,7 +341,7 @@ export function mxTransport(opts: {
       for (const r of recipients) byDomain.set(domainOfRcpt(r), [...(byDomain.get(domainOfRcpt(r)) ?? []), r]);
       return [...byDomain.values()];
     },
-    async send(_id, envelope, raw, _subject, ctx) {
+    async send(messageId, envelope, raw, _subject, ctx) {
       const domain = domainOfRcpt(envelope.to[0] ?? '');
       const all = (status: RecipientStatus, response: string) =>
         envelope.to.map((address) => ({ address, status, response }));
@@ -275,7 +351,7 @@ export function mxTransport(opts: {
       } catch (err) {
         return all('deferred', `MX lookup for ${domain} failed: ${(err as Error).message}`);
       }
-      if (shaper) return sendShaped(shaper, domain, hosts, envelope, raw, ctx);
+      if (shaper) return sendShaped(shaper, messageId, domain, hosts, envelope, raw, ctx);
       let last = all('deferred', `no MX host for ${domain}`);
       for (const host of hosts) {
         let address: string;
