@@ -80,6 +80,7 @@ export async function startWorker(opts: {
       feedbackGuard: opts.core.feedbackGuard,
       delivery: opts.core.delivery(transport),
       tlsReports: opts.core.tlsReports(transport, tls),
+      mtaSts: opts.core.mtaSts,
     }),
     ...(bundle ? { workflowBundle: bundle } : { workflowsPath: WORKFLOWS_PATH }),
     interceptors: {

@@ -26,6 +26,8 @@ import { scheduledActivities } from './scheduled.js';
 import { sequenceActivities } from './sequences.js';
 import { warmupActivities } from './warmup.js';
 import { tlsReportActivities } from './tls-reports.js';
+import { mtaStsActivities } from './mta-sts.js';
+import type { MtaStsService } from '../core/mta-sts/service.js';
 import type { TlsReportSender } from '../core/feedback/tls-report-send.js';
 import type { WarmupService } from '../core/shaping/warmup.js';
 import type { SequenceDispatcher } from '../core/sequences/dispatch.js';
@@ -54,6 +56,7 @@ export type ActivityDeps = {
   warmup: WarmupService;
   tlsReports: TlsReportSender;
   feedbackGuard: GuardService;
+  mtaSts: Pick<MtaStsService, 'refresh'>;
 };
 
 /** Every activity the worker registers, built from its real dependencies (the composition root passes them). */
@@ -71,6 +74,7 @@ export function createActivities(deps: ActivityDeps) {
     ...warmupActivities(deps),
     ...tlsReportActivities(deps),
     ...feedbackGuardActivities(deps),
+    ...mtaStsActivities(deps),
     /** Does nothing: the local activity of the benchmarks' reference workflow. */
     benchmarkNoop: async () => undefined,
   });

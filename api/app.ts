@@ -10,6 +10,8 @@ import { healthDetailSchema, healthSchema, mountHealth } from './health.js';
 import { mountMetrics } from './metrics.js';
 import { traceRequests } from './tracing.js';
 import { mountDeliverability } from './deliverability.js';
+import { mountMtaStsRoutes } from './mta-sts-routes.js';
+import { mountEgressRoutes } from './egress-routes.js';
 import { mountEgressOutcomes } from './egress-outcomes.js';
 import { operations } from './ops/index.js';
 import { mountAuthorize } from './oauth/authorize.js';
@@ -59,6 +61,8 @@ export function createApp(core: Core): Express {
   mountHealth(app, core);
   mountMetrics(app, core);
   mountDeliverability(app, core);
+  mountMtaStsRoutes(app, core);
+  mountEgressRoutes(app, core);
   mountEgressOutcomes(app, core);
   mountSchemaRoutes(app, allSchemas(), core.config.publicUrl);
   mountOpenApi(app, operations, core.config.publicUrl);

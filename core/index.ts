@@ -10,7 +10,9 @@ import { domainDto, type DomainRow, type EnrichedDomain, type WebhookStatus } fr
 import { createWebhookTests } from './webhooks/test-event.js';
 import { createEngagementService } from './webhooks/engagement.js';
 import { createHostedZoneService } from './domains/hosted.js';
-import { builtinProvider, createProviderRegistry } from './domains/providers.js';
+import { createProviderRegistry } from './domains/providers.js';
+import { createEgressOperator } from './egress/operator.js';
+import { createEgressRouter } from './egress/router.js';
 import { simulatedRegistrar } from './domains/registrar.js';
 import { createRegistrationService } from './domains/registration.js';
 import { createDomainService, type DomainService } from './domains/service.js';
@@ -71,6 +73,7 @@ import { createDeliveryService, type DeliveryService } from './outbound/delivery
 import type { OutboundTransport } from './transport/transport.js';
 import { createHealthService } from './operator/health.js';
 import { shapingReport } from './shaping/report.js';
+import { createMtaStsService } from './mta-sts/service.js';
 
 export type { WorkflowPort } from './ports/index.js';
 import { createSequenceDispatcher } from './sequences/dispatch.js';
@@ -138,7 +141,10 @@ export function createCore(deps: { database: Database; config: Config; workflows
     allowPrivate: config.attachmentFetchAllowPrivate || config.allowPrivateNetworks,
     storage,
   });
-  const providers = createProviderRegistry([builtinProvider(config.serviceDomain)]);
+  /** One sending provider per egress pool (docs/domains.md, Providers, pools and TLS). */
+  const providers = createProviderRegistry(config.egress, config.serviceDomain);
+  /** Which pool a message leaves from; the operator's assignments make it forget an account at once. */
+  const egressRouter = createEgressRouter({ db, config: config.egress });
 
   const reportSummaries = createReportSummaries({
     db,
@@ -181,6 +187,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
     resolver,
     serviceDomain: config.serviceDomain,
     providers,
+    egress: config.egress,
     workflows: deps.workflows,
     planOf,
     enrich,
@@ -207,6 +214,13 @@ export function createCore(deps: { database: Database; config: Config; workflows
   const scopedKeys = createScopedKeyService({ db, sealer, domains });
   const encryption = createEncryptionService({ db, domains });
   const domainSettings = createDomainSettings({ db, domains });
+  const egressOperator = createEgressOperator({
+    db,
+    egress: config.egress,
+    providers,
+    router: egressRouter,
+    republish: (row) => hosted.publish(row.id, domains.mailRecordsOf(row)),
+  });
   const activity = createActivityService({ db, domains });
   const egressOutcomes = createEgressOutcomes({ db, domains });
   const warmup = createWarmupService({ db, domains, dayMs: config.warmupDayMs, workflows: deps.workflows });
@@ -400,6 +414,8 @@ export function createCore(deps: { database: Database; config: Config; workflows
     });
   /** POST /api/operator/tls-reports/send: the pending TLS reports now, the current period included. */
   const tlsReporting = { sendNow: () => deps.workflows.runTlsReportsNow() };
+  /** MTA-STS of recipient domains (docs/mta-sts.md): the worker's lookup, the fetch activity, the operator's view. */
+  const mtaSts = createMtaStsService({ db, resolver, config, workflows: deps.workflows });
   const health = createHealthService({ config, database: deps.database, temporal: deps.workflows });
   /** GET /api/deliverability/sites: each destination site's limits, connections and suspension (core/shaping/report.ts). */
   const shaping = { report: () => shapingReport(db) };
@@ -412,6 +428,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
     delivery,
     tlsReports,
     tlsReporting,
+    mtaSts,
     health,
     shaping,
     sealer,
@@ -430,6 +447,8 @@ export function createCore(deps: { database: Database; config: Config; workflows
     outbox,
     attachments,
     providers,
+    egressRouter,
+    egressOperator,
     domains,
     dkimRotation,
     hosted,

@@ -30,6 +30,7 @@ import {
   dkimRotationWorkflowId,
   tlsReportsNowWorkflowId,
   domainGuardWorkflowId,
+  mtaStsFetchWorkflowId,
 } from '../workflows/ids.js';
 import { warmupWorkflow } from '../workflows/warmup.js';
 import { domainGuardWorkflow, feedbackSignal, resumeSendingSignal } from '../workflows/domain-guard.js';
@@ -59,6 +60,7 @@ import {
 import { checkNowSignal, verifyDomainWorkflow } from '../workflows/verify-domain.js';
 import { dkimCheckNowSignal, dkimRotationWorkflow } from '../workflows/dkim-rotation.js';
 import { tlsReportsWorkflow } from '../workflows/tls-reports.js';
+import { mtaStsFetchWorkflow } from '../workflows/mta-sts.js';
 import { SIGNING_KEY_CACHE_MS } from '../core/transport/dkim.js';
 import { webhookDeliveryWorkflow } from '../workflows/webhook-delivery.js';
 import { SEARCH_ATTRIBUTES } from './search-attributes.js';
@@ -472,6 +474,15 @@ export function createWorkflowPort(t: TemporalHandle, settings: WorkflowSettings
         args: [{ messageId, retrySchedule }],
         workflowIdConflictPolicy: 'USE_EXISTING',
         typedSearchAttributes: [{ key: SvcMessageId, value: [messageId] }],
+      });
+    },
+    async startMtaStsFetch(domain) {
+      // USE_EXISTING: a fetch already running answers for this one; a finished one may run again.
+      await t.client.workflow.start(mtaStsFetchWorkflow, {
+        taskQueue,
+        workflowId: mtaStsFetchWorkflowId(domain),
+        args: [{ domain }],
+        workflowIdConflictPolicy: 'USE_EXISTING',
       });
     },
     async ping() {

@@ -277,7 +277,7 @@ const examples: Record<string, () => Promise<Example>> = {
   'domains.update': async () => ({
     token: session,
     path: `/api/domains/${await newDomainId()}`,
-    body: { track_opens: 1, zero_retention: false },
+    body: { track_opens: 1, zero_retention: false, tls: 'enforced' },
   }),
   'domains.dmarc': async () => ({ token: session, path: `/api/domains/${await newDomainId()}/dmarc?days=7` }),
   'domains.tlsReports': async () => ({ token: session, path: `/api/domains/${await newDomainId()}/tls-reports` }),

@@ -57,7 +57,9 @@ describe('adding a domain', () => {
       status: 'pending',
       mx_verified: 0,
       provider: 'svc',
-      email_provider_id: null,
+      // The platform default: the transactional stream's pool of the shipped egress.toml.
+      email_provider_id: 'transactional',
+      tls: 'opportunistic',
     });
     expect(domain.id).toMatch(/^dom_/);
     expect(JSON.stringify(domain)).not.toMatch(/PRIVATE|dkim_private/i);
@@ -109,7 +111,11 @@ describe('adding a domain', () => {
       body: { domain: 'pick.example.com', email_provider_id: 'someone-elses-provider' },
     });
     expect(res.status).toBe(201);
-    expect(res.body.domain).toMatchObject({ domain: 'pick.example.com', provider: 'svc', email_provider_id: null });
+    expect(res.body.domain).toMatchObject({
+      domain: 'pick.example.com',
+      provider: 'svc',
+      email_provider_id: 'transactional',
+    });
   });
 });
 
@@ -174,7 +180,7 @@ describe('verification', () => {
     expect(second).toMatchObject({
       status: 'pending',
       checks: { mx: false, spf: true, dkim: true, dmarc: true },
-      sending: { ok: true, enabled: true, dkimVerified: true, providerId: 'svc-mta' },
+      sending: { ok: true, enabled: true, dkimVerified: true, providerId: 'transactional' },
     });
     publish('now.example.com', res.body.dns, ['mx']);
     const third = (await stack.api('POST', `/api/domains/${id}/verify`, { token })).body;

@@ -30,3 +30,5 @@ export const warmupWorkflowId = (domainId: string) => `warmup-${domainId}`;
 export const tlsReportsScheduleId = (taskQueue: string) => `tls-reports-${taskQueue}`;
 export const tlsReportsNowWorkflowId = (taskQueue: string) => `tls-reports-now-${taskQueue}`;
 export const domainGuardWorkflowId = (domainId: string) => `domain-guard-${domainId}`;
+/** The MTA-STS policy fetch of a recipient domain (lowercased): one run at a time, started again once finished. */
+export const mtaStsFetchWorkflowId = (domain: string) => `mta-sts-${domain}`;

@@ -22,3 +22,4 @@ export { dkimRotationWorkflow, scheduleDkimRotationsWorkflow } from './dkim-rota
 export { warmupWorkflow } from './warmup.js';
 export { tlsReportsWorkflow } from './tls-reports.js';
 export { domainGuardWorkflow } from './domain-guard.js';
+export { mtaStsFetchWorkflow } from './mta-sts.js';

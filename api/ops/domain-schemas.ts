@@ -18,8 +18,21 @@ export const domainRow = z.object({
   enc_key_alg: z.string().nullable(),
   enc_fingerprint: z.string().nullable(),
   enc_format: z.string().nullable(),
-  provider: z.string().describe('Sending provider type; assigned by the service'),
-  email_provider_id: z.string().nullable(),
+  provider: z
+    .string()
+    .describe("Sending provider type of the domain's egress pool: svc (the built-in MTA) or relay (a smarthost)"),
+  email_provider_id: z
+    .string()
+    .nullable()
+    .describe(
+      'The egress pool backing the domain (a paid plan may choose it on POST; else the platform default, the transactional pool)',
+    ),
+  tls: z
+    .enum(['opportunistic', 'enforced'])
+    .optional()
+    .describe(
+      'enforced: outbound mail only over verified TLS (PATCH /api/domains/:id); default opportunistic. Always present (optional in the schema only so older clients validate)',
+    ),
   dns_tokens: z.string().nullable(),
   last_checked_at: z.number().int().nullable(),
   created_at: z.number().int(),
@@ -89,3 +102,11 @@ export const dnsRecord = z.object({
 });
 
 export const domainIdParams = z.object({ id: z.string().regex(/^dom_[A-Za-z0-9_-]+$/, 'not a domain id (dom_…)') });
+
+/** What is wrong with the pool backing a domain: a source suspended at some sites, a pool gone from the egress file. */
+export const poolWarnings = z
+  .array(z.string())
+  .optional()
+  .describe(
+    "Present when the domain's egress pool is unhealthy: a source suspended at some sites, or the pool removed",
+  );

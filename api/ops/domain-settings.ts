@@ -10,7 +10,8 @@ export const updateDomain = defineOperation({
   method: 'PATCH',
   path: '/api/domains/:id',
   auth: DOMAIN_AUTH,
-  summary: "Set a domain's zero_retention and/or track_opens (0/1 or a boolean); answers the stored row.",
+  summary:
+    "Set a domain's zero_retention and/or track_opens (0/1 or a boolean) and/or tls (opportunistic or enforced); answers the stored row.",
   params: domainIdParams,
   body: z
     .strictObject({
@@ -20,10 +21,16 @@ export const updateDomain = defineOperation({
       track_opens: flag
         .optional()
         .describe('Domain-wide default for open tracking; a per-send trackOpens overrides it'),
+      tls: z
+        .enum(['opportunistic', 'enforced'])
+        .optional()
+        .describe(
+          "enforced: the domain's mail leaves only over TLS with a certificate valid for the MX, else it is deferred and finally bounced (tls_required); opportunistic (default): TLS when offered",
+        ),
     })
     .refine(
-      (b) => b.zero_retention !== undefined || b.track_opens !== undefined,
-      'give zero_retention and/or track_opens',
+      (b) => b.zero_retention !== undefined || b.track_opens !== undefined || b.tls !== undefined,
+      'give zero_retention, track_opens and/or tls',
     ),
   output: z.object({ domain: domainRow }),
   handler: ({ id, ...input }, { core, actor }) => core.domainSettings.update(actor, id, input),

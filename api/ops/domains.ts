@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { defineOperation, okSchema } from '../contract.js';
-import { dnsRecord, domainIdParams, domainRow, enrichedDomain } from './domain-schemas.js';
+import { dnsRecord, domainIdParams, domainRow, enrichedDomain, poolWarnings } from './domain-schemas.js';
 import { warmupView } from './warmup-schemas.js';
 
 /** Domain routes take a session, an OAuth token, the account key, or a scoped key (its own domain only). */
@@ -34,10 +34,10 @@ export const addDomain = defineOperation({
       .max(64)
       .optional()
       .describe(
-        'Paid plans: the sending provider instance; free plans are pinned to the platform default (the value is ignored)',
+        "Paid plans: the egress pool to send from (a pool of the operator's egress file; unknown: 400 unknown_provider); free plans are pinned to the platform default (the value is ignored)",
       ),
   }),
-  output: z.object({ domain: domainRow, dns: z.array(dnsRecord), warnings: z.array(z.string()).optional() }),
+  output: z.object({ domain: domainRow, dns: z.array(dnsRecord), warnings: poolWarnings }),
   handler: (input, { core, actor }) => core.domains.add(actor, input),
 });
 
@@ -57,6 +57,7 @@ export const getDomain = defineOperation({
         .describe('The warm-up plan, when the domain has one (PUT /api/domains/:id/warmup)'),
     }),
     dns: z.array(dnsRecord),
+    warnings: poolWarnings,
   }),
   handler: async (input, { core, actor }) => {
     const found = await core.domains.get(actor, input.id);
@@ -127,6 +128,7 @@ export const rotateDkim = defineOperation({
   output: z.object({
     domain: enrichedDomain,
     dns: z.array(dnsRecord),
+    warnings: poolWarnings,
     rotation: z.object({
       selector: z.string().describe('The new selector, signing once its record resolves'),
       previousSelector: z.string().describe('The selector signing now; published until the grace period ends'),

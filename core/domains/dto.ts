@@ -49,6 +49,7 @@ export function domainDto(r: DomainRow) {
     enc_format: r.encFormat,
     provider: r.provider,
     email_provider_id: r.emailProviderId,
+    tls: r.tls,
     dns_tokens: r.dnsTokens,
     last_checked_at: r.lastCheckedAt,
     created_at: r.createdAt,

@@ -1,3 +1,4 @@
+import { providerTypeOf, type EgressConfig } from '../egress/config.js';
 import { builtinRecords, mxHostOf, type DnsRecordOut } from './records.js';
 
 export type ProviderDomain = {
@@ -36,32 +37,71 @@ export type SendingProvider = {
   deregister(d: ProviderDomain): Promise<void>;
 };
 
-/** The built-in provider: the service's own MTA, signing with the domain's DKIM key. */
-export function builtinProvider(serviceDomain: string): SendingProvider {
+/** What the service's own MTA needs published for a domain (it signs with the domain's DKIM key). */
+const ownRecords = (d: ProviderDomain, serviceDomain: string) =>
+  builtinRecords(d.domain, {
+    serviceDomain,
+    mxHost: mxHostOf(d.mxToken, serviceDomain),
+    selector: d.dkimSelector,
+    publicKeyB64: d.dkimPublicKey,
+    otherKeys: otherDkimKeys(d),
+  });
+
+/** Adds `include:<host>` terms to an SPF record, before its `all` term (or at the end without one). */
+export function mergeSpf(spf: string, includes: string[]): string {
+  const terms = spf.split(' ').filter(Boolean);
+  const extra = includes.map((h) => `include:${h}`).filter((t) => !terms.includes(t));
+  const all = terms.findIndex((t) => /^[-~?+]?all$/i.test(t));
+  if (all < 0) return [...terms, ...extra].join(' ');
+  return [...terms.slice(0, all), ...extra, ...terms.slice(all)].join(' ');
+}
+
+/**
+ * The provider an egress pool is (docs/domains.md, Providers, pools and TLS): id = the pool's name, type
+ * `relay` when a source of it is a smarthost, else `svc`. Its records are the built-in ones with each relay
+ * source's SPF include merged into the SPF records (the domain's and its return path's) and each relay
+ * source's own records (names relative to the domain) appended.
+ */
+export function poolProvider(egress: EgressConfig, pool: string, serviceDomain: string): SendingProvider {
+  const sources = (egress.pools.get(pool)?.sources ?? [])
+    .map((m) => egress.sources.get(m.source))
+    .filter((s) => s?.relay !== undefined);
+  const includes = [...new Set(sources.flatMap((s) => (s?.spfInclude ? [s.spfInclude] : [])))];
+  const extra = sources.flatMap((s) => s?.records ?? []);
   return {
-    type: 'svc',
-    id: 'svc-mta',
-    label: 'Built-in MTA',
-    records: (d) =>
-      builtinRecords(d.domain, {
-        serviceDomain,
-        mxHost: mxHostOf(d.mxToken, serviceDomain),
-        selector: d.dkimSelector,
-        publicKeyB64: d.dkimPublicKey,
-        otherKeys: otherDkimKeys(d),
-      }),
+    type: providerTypeOf(egress, pool),
+    id: pool,
+    label: egress.pools.get(pool)?.label ?? pool,
+    records: (d) => {
+      const own = ownRecords(d, serviceDomain).map((r) =>
+        r.type === 'TXT' && r.value.startsWith('v=spf1') && includes.length > 0
+          ? { ...r, value: mergeSpf(r.value, includes) }
+          : r,
+      );
+      const seen = new Set(own.map((r) => `${r.type} ${r.name} ${r.value}`));
+      const added = extra
+        .map((r) => ({ type: r.type, name: r.name === '@' ? d.domain : `${r.name}.${d.domain}`, value: r.value }))
+        .filter((r) => !seen.has(`${r.type} ${r.name} ${r.value}`) && seen.add(`${r.type} ${r.name} ${r.value}`));
+      return [...own, ...added];
+    },
     enableSending: async (d) => ({ enabled: true, alreadyEnabled: d.sendingEnabled }),
     deregister: async () => undefined,
   };
 }
 
 export type ProviderRegistry = {
+  /** The platform default: the transactional stream's pool. */
   default: SendingProvider;
   byId(id: string): SendingProvider | undefined;
   all(): SendingProvider[];
 };
 
-export function createProviderRegistry(providers: SendingProvider[]): ProviderRegistry {
-  const map = new Map(providers.map((p) => [p.id, p]));
-  return { default: providers[0]!, byId: (id) => map.get(id), all: () => [...map.values()] };
+/** One provider per pool of the egress file; the default is the transactional stream's pool. */
+export function createProviderRegistry(egress: EgressConfig, serviceDomain: string): ProviderRegistry {
+  const map = new Map([...egress.pools.keys()].map((p) => [p, poolProvider(egress, p, serviceDomain)]));
+  return {
+    default: map.get(egress.streams.transactional)!,
+    byId: (id) => map.get(id),
+    all: () => [...map.values()],
+  };
 }

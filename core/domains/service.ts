@@ -15,6 +15,8 @@ import { domainDto, type DomainRow, type EnrichedDomain } from './dto.js';
 import { normalizeDomainName } from './names.js';
 import type { OwnershipTokens } from './ownership.js';
 import type { ProviderRegistry } from './providers.js';
+import type { EgressConfig } from '../egress/config.js';
+import { poolWarnings } from '../egress/operator.js';
 import { mxHostOf, newMxToken } from './records.js';
 
 export const DKIM_SELECTOR = 'svc1';
@@ -29,6 +31,8 @@ export type DomainDeps = {
   resolver: Resolver;
   serviceDomain: string;
   providers: ProviderRegistry;
+  /** The egress file: a domain's pool health (warnings) is judged against it. */
+  egress: EgressConfig;
   workflows: VerificationWorkflows & DkimRotationWorkflows;
   ownership: OwnershipTokens;
   planOf(userId: string): Promise<Plan>;
@@ -52,6 +56,13 @@ export function createDomainService(deps: DomainDeps) {
   }
 
   const providerOf = (row: DomainRow) => deps.providers.byId(row.emailProviderId ?? '') ?? deps.providers.default;
+  /** Rows from before pools backed domains (no email_provider_id) show the platform default's pool and type. */
+  const withPool = (row: DomainRow): DomainRow =>
+    row.emailProviderId
+      ? row
+      : { ...row, emailProviderId: deps.providers.default.id, provider: deps.providers.default.type };
+  /** What is wrong with the pool backing a domain (a suspended source, a pool gone from the file); none: []. */
+  const warningsOf = (row: DomainRow) => poolWarnings(db, deps.egress, withPool(row).emailProviderId!);
   /** The mail records of the domain's provider (what a hosted zone serves). */
   const mailRecordsOf = (row: DomainRow) => providerOf(row).records(row);
   /** What a non-hosted domain publishes: the provider's records, whose MX (the row's own host) proves the zone. */
@@ -89,7 +100,8 @@ export function createDomainService(deps: DomainDeps) {
         dkimVerified: v,
         dmarcVerified: v,
         provider: provider.type,
-        emailProviderId: opts.providerId ?? null,
+        emailProviderId: provider.id,
+        egressPinned: Boolean(opts.providerId),
         dkimSelector: DKIM_SELECTOR,
         dkimPublicKey: key.publicKeyB64,
         dkimPrivateKeySealed: deps.sealer.seal(key.privateKeyPem),
@@ -206,6 +218,7 @@ export function createDomainService(deps: DomainDeps) {
     insertDomain,
     dnsOf,
     mailRecordsOf,
+    withPool,
 
     async add(actor: Actor, input: { domain: string; email_provider_id?: string }) {
       if (actor.domainId) throw forbidden('A domain-scoped key cannot add domains', 'wrong_credential');
@@ -217,7 +230,8 @@ export function createDomainService(deps: DomainDeps) {
         throw badRequest(`Unknown email_provider_id "${chosen}"`, 'unknown_provider');
       const row = await insertDomain(actor, name, { providerId: chosen });
       await deps.workflows.startDomainVerification({ domainId: row.id, userId: row.userId, domain: row.domain });
-      return { domain: domainDto(row), dns: dnsOf(row) };
+      const warnings = await warningsOf(row);
+      return { domain: domainDto(row), dns: dnsOf(row), ...(warnings.length ? { warnings } : {}) };
     },
 
     async list(actor: Actor) {
@@ -226,12 +240,17 @@ export function createDomainService(deps: DomainDeps) {
         .from(d)
         .where(and(eq(d.userId, actor.userId), ...(actor.domainId ? [eq(d.id, actor.domainId)] : [])))
         .orderBy(d.createdAt);
-      return deps.enrich(rows, actor.userId);
+      return deps.enrich(rows.map(withPool), actor.userId);
     },
 
     async get(actor: Actor, id: string) {
       const row = await load(actor, id);
-      return { domain: (await deps.enrich([row], actor.userId))[0]!, dns: dnsOf(row) };
+      const warnings = await warningsOf(row);
+      return {
+        domain: (await deps.enrich([withPool(row)], actor.userId))[0]!,
+        dns: dnsOf(row),
+        ...(warnings.length ? { warnings } : {}),
+      };
     },
 
     async remove(actor: Actor, id: string) {

@@ -2,6 +2,7 @@ import type { BroadcastWorkflows } from './broadcasts.js';
 import type { ImportWorkflows } from './contacts.js';
 import type { DomainWorkflows } from './domains.js';
 import type { InboundWorkflows } from './inbound.js';
+import type { MtaStsWorkflows } from './mta-sts.js';
 import type { OperationsWorkflows } from './operations.js';
 import type { SendingWorkflows } from './sending.js';
 import type { SequenceWorkflows } from './sequences.js';
@@ -21,6 +22,7 @@ export type {
   InboundWorkflows,
   WebhookDeliveryWorkflows,
 } from './inbound.js';
+export type { MtaStsWorkflows } from './mta-sts.js';
 export type { OperationsWorkflows } from './operations.js';
 export type { OutboundWorkflows, ScheduledSendWorkflows, SendingWorkflows } from './sending.js';
 export type { EnrolmentPort, EnrolmentSignalPort, SequenceWorkflows } from './sequences.js';
@@ -35,4 +37,5 @@ export type WorkflowPort = SendingWorkflows &
   BroadcastWorkflows &
   ImportWorkflows &
   SequenceWorkflows &
-  OperationsWorkflows;
+  OperationsWorkflows &
+  MtaStsWorkflows;
