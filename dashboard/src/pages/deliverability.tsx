@@ -3,6 +3,7 @@ import { useMemo, useState } from 'react';
 import { Chart, PALETTE } from '../charts.js';
 import { Badge, ErrorBox, Field, Loading, Page, Table, when } from '../ui.js';
 import { plural, rate, useActivity } from './overview.js';
+import { EgressOperator, EgressOutcomes } from './egress.js';
 
 type Site = {
   site: string;
@@ -84,7 +85,10 @@ function Rates() {
   );
 }
 
-/** Traffic shaping per destination site (docs/deliverability.md): limits in force, open connections, suspensions and their causes. */
+/**
+ * Traffic shaping per destination site (docs/deliverability.md): limits in force, open connections, suspensions
+ * and their causes; outcomes by egress source and pool, and for the operator the sources, pools and assignments.
+ */
 export function Deliverability() {
   const [token, setToken] = useState(() => sessionStorage.getItem(TOKEN_KEY) ?? '');
   const [draft, setDraft] = useState('');
@@ -98,8 +102,12 @@ export function Deliverability() {
     return (
       <Page title="Deliverability">
         <Rates />
+        <EgressOutcomes />
         <h2>Destination sites</h2>
-        <p>Destination sites, their limits and suspensions are for the operator of this service.</p>
+        <p>
+          Destination sites, their limits and suspensions, and the egress sources and pools, are for the operator of
+          this service.
+        </p>
         <form
           className="card narrow"
           onSubmit={(e) => {
@@ -134,6 +142,7 @@ export function Deliverability() {
       }
     >
       <Rates />
+      <EgressOutcomes />
       <h2>Destination sites</h2>
       {report.isPending ? <Loading /> : <ErrorBox error={report.error} />}
       {report.data && (
@@ -190,6 +199,7 @@ export function Deliverability() {
           ))}
         </Table>
       )}
+      <EgressOperator token={token} />
     </Page>
   );
 }
