@@ -1,6 +1,7 @@
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase, schema, type Database } from '../db/index.js';
 import { parseEgress } from '../core/egress/config.js';
@@ -12,7 +13,7 @@ import type { RecipientResult } from '../core/mail/recipients.js';
 import { resolverFor, startTestDns } from './helpers/dns.js';
 import { createTestDatabase } from './helpers/pg.js';
 import { freePort } from './helpers/ports.js';
-import { startRecordingMx, type RecordingMx } from './helpers/recording-mx.js';
+import { selfSignedFor, startRecordingMx, type RecordingMx } from './helpers/recording-mx.js';
 
 /**
  * Egress sources and pools on the shaped MX path (docs/egress.md), against loopback MXs that record the
@@ -43,6 +44,14 @@ sources = [{ name = "a", weight = 1 }, { name = "b", weight = 1 }]
 transactional = "transactional"
 bulk = "bulk"
 `;
+/** A smarthost source, on the test's MX port (known once the servers start). */
+const RELAY = (port: number) => `
+[source.relay]
+relay = { host = "relay.egress.test", port = ${port}, security = "starttls", username = "apikey", password_env = "RELAY_PASSWORD" }
+
+[pool.relayed]
+sources = ["relay"]
+`;
 const SHAPING = `
 ["default"]
 connection_limit = 2
@@ -58,8 +67,10 @@ let database: Database;
 let dns: Awaited<ReturnType<typeof startTestDns>>;
 let open: RecordingMx;
 let picky: RecordingMx;
+let relay: RecordingMx;
 let transport: OutboundTransport;
-const egress = parseEgress(EGRESS);
+let egress = parseEgress(EGRESS);
+const certDir = mkdtempSync(join(tmpdir(), 'svc-egress-relay-'));
 
 beforeAll(async () => {
   pg = await createTestDatabase();
@@ -68,11 +79,20 @@ beforeAll(async () => {
   open = await startRecordingMx({ host: '127.0.0.31', port });
   // Suspends source a: 421 4.7.28 at the greeting to connections from 127.0.0.2 only.
   picky = await startRecordingMx({ host: '127.0.0.32', port, refuse: (peer) => peer === '127.0.0.2' });
+  const relayCert = await selfSignedFor(certDir, 'relay', ['relay.egress.test']);
+  relay = await startRecordingMx({
+    host: '127.0.0.33',
+    port,
+    tls: relayCert,
+    auth: { user: 'apikey', pass: 'relay-secret' },
+  });
+  egress = parseEgress(EGRESS + RELAY(port), null, { RELAY_PASSWORD: 'relay-secret' });
   dns = await startTestDns();
   dns.zone.set('open.test', 'MX', [{ value: 'mx.open.test', priority: 10 }]);
   dns.zone.set('mx.open.test', 'A', [{ value: '127.0.0.31' }]);
   dns.zone.set('picky.test', 'MX', [{ value: 'mx.picky.test', priority: 10 }]);
   dns.zone.set('mx.picky.test', 'A', [{ value: '127.0.0.32' }]);
+  dns.zone.set('relay.egress.test', 'A', [{ value: '127.0.0.33' }]);
   transport = mxTransport({
     resolver: resolverFor(dns.server.address),
     port,
@@ -81,12 +101,15 @@ beforeAll(async () => {
     allowPrivate: true,
     shaping: { db: database.db, config: parseShaping(SHAPING) },
     egress,
+    trustedCa: relayCert.cert.toString(),
   });
 });
 afterAll(async () => {
   transport?.close();
   await open?.close();
   await picky?.close();
+  await relay?.close();
+  rmSync(certDir, { recursive: true, force: true });
   await dns?.close();
   await database?.close();
   await pg?.drop();
@@ -164,5 +187,23 @@ describe('egress sources and pools', () => {
     expect((out as { waitMs: number }).waitMs).toBeGreaterThan(60_000);
     expect(picky.sessions.length).toBe(before);
     expect(picky.copies.has('stuck@picky.test')).toBe(false);
+  });
+});
+
+describe('a relay source', () => {
+  it('sends every transaction to its relay over STARTTLS with AUTH, whatever the recipient domain', async () => {
+    const out = await send('msg_relay', 'via@open.test', { pool: 'relayed' });
+    expect(out).toMatchObject([{ status: 'sent', source: 'relay', pool: 'relayed', site: 'mx.open.test' }]);
+    expect(relay.copies.get('via@open.test')?.count).toBe(1);
+    expect(open.copies.has('via@open.test')).toBe(false);
+    const used = relay.sessions.filter((s) => s.mailFrom > 0);
+    expect(used.length).toBeGreaterThan(0);
+    for (const s of used) expect(s).toMatchObject({ secure: true, user: 'apikey', ehlo: 'svc.egress.test' });
+    // Shaped as its own site: the relay host, seen from the relay source.
+    const [row] = await database.db
+      .select({ site: schema.shapingSites.site })
+      .from(schema.shapingSites)
+      .where(eq(schema.shapingSites.site, 'relay|relay.egress.test'));
+    expect(row).toBeDefined();
   });
 });

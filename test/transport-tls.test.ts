@@ -1,8 +1,9 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openDatabase, type Database } from '../db/index.js';
+import { openDatabase, schema, type Database } from '../db/index.js';
 import { parseShaping } from '../core/shaping/config.js';
 import type { MtaStsAnswer, MtaStsLookup } from '../core/mta-sts/policy.js';
 import { mxTransport, type OutboundTransport, type SendContext } from '../core/transport/transport.js';
@@ -10,6 +11,8 @@ import { resolverFor, startTestDns } from './helpers/dns.js';
 import { createTestDatabase } from './helpers/pg.js';
 import { freePort } from './helpers/ports.js';
 import { selfSignedFor, startRecordingMx, type RecordingMx } from './helpers/recording-mx.js';
+import { FROM_DOMAIN, startSendingStack, type SendingStack } from './helpers/sending.js';
+import { eventually } from './helpers/stack.js';
 
 /**
  * Verified TLS where it is required (docs/egress.md), on the shaped MX path against loopback MXs: one
@@ -199,5 +202,39 @@ describe('MTA-STS of the recipient domain', () => {
       cause: 'fetching the MTA-STS policy of sts-plain.test',
     });
     expect(plain.sessions.length).toBe(sessions);
+  });
+});
+
+describe('a sending domain with tls: "enforced", through the delivery service', () => {
+  let env: SendingStack;
+  beforeAll(async () => {
+    env = await startSendingStack({ env: { OUTBOUND_RETRY_SCHEDULE: '300,300' } });
+  }, 120_000);
+  afterAll(async () => {
+    await env?.stop();
+  });
+
+  it('defers with the reason on the trail, then bounces tls_required at the end of the ladder; nothing in clear', async () => {
+    const db = env.stack.service.core.db;
+    await db.update(schema.domains).set({ tls: 'enforced' }).where(eq(schema.domains.domain, FROM_DOMAIN));
+    const res = await env.send({ to: 'secret@rcpt.test' });
+    expect(res.status).toBe(200);
+    const row = await eventually(async () => {
+      const [m] = await db.select().from(schema.messages).where(eq(schema.messages.id, res.body.id));
+      return m?.status === 'bounced' ? m : undefined;
+    }, 30_000);
+    expect(row.recipients?.['secret@rcpt.test']).toMatchObject({ status: 'bounced', bounceClass: 'tls_required' });
+    const reason = 'TLS required by the sending domain: sink.rcpt.test offers no STARTTLS';
+    expect(row.trail?.map((e) => [e.status, e.response, e.source])).toEqual([
+      ['deferred', reason, 'default'],
+      ['deferred', reason, 'default'],
+      ['bounced', reason, 'default'],
+    ]);
+    // The sink (no STARTTLS) was connected to, never given the message.
+    expect(env.sink.received.some((r) => r.to.includes('secret@rcpt.test'))).toBe(false);
+    const view = await env.stack.api('GET', `/api/messages/${res.body.id}`, { token: env.key });
+    expect(view.body.message.recipients).toEqual([
+      expect.objectContaining({ address: 'secret@rcpt.test', status: 'bounced', bounceClass: 'tls_required' }),
+    ]);
   });
 });

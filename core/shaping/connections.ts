@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import SMTPConnection from 'nodemailer/lib/smtp-connection';
 import { isTlsFailure, sessionOf, type TlsOutcomeRecorder, type TlsSession } from './tls-outcomes.js';
 import type { Limits } from './config.js';
@@ -170,7 +171,7 @@ export function createConnectionPool(deps: {
         ...(route.requireTLS ? { requireTLS: true } : { opportunisticTLS: !route.secure }),
         tls: {
           rejectUnauthorized: route.rejectUnauthorized ?? false,
-          servername: host,
+          ...(isIP(host) ? {} : { servername: host }),
           ...(deps.smtp.ca ? { ca: deps.smtp.ca } : {}),
         },
         connectionTimeout: deps.smtp.timeoutMs,

@@ -5,7 +5,7 @@ import { promisify } from 'node:util';
 import { SMTPServer } from 'smtp-server';
 
 /** What a recording MX saw of one session: the peer's address, the EHLO name, whether it was encrypted. */
-export type SeenSession = { peer: string; ehlo: string; secure: boolean; mailFrom: number };
+export type SeenSession = { peer: string; ehlo: string; secure: boolean; mailFrom: number; user?: string };
 
 /**
  * A loopback MX for egress and TLS tests, bound to `host`: it records each session (peer address, EHLO
@@ -17,13 +17,22 @@ export async function startRecordingMx(opts: {
   port: number;
   tls?: { key: Buffer; cert: Buffer };
   refuse?: (peer: string) => boolean;
+  /** A relay: AUTH required (over TLS) with these credentials. */
+  auth?: { user: string; pass: string };
 }) {
   const sessions: SeenSession[] = [];
   const byId = new Map<string, SeenSession>();
   const copies = new Map<string, { count: number; peer: string; ehlo: string }>();
   const server = new SMTPServer({
-    authOptional: true,
-    disabledCommands: opts.tls ? ['AUTH'] : ['AUTH', 'STARTTLS'],
+    authOptional: !opts.auth,
+    disabledCommands: [...(opts.auth ? [] : ['AUTH']), ...(opts.tls ? [] : ['STARTTLS'])],
+    onAuth(auth, session, cb) {
+      if (auth.username !== opts.auth?.user || auth.password !== opts.auth?.pass)
+        return cb(Object.assign(new Error('5.7.8 Authentication failed'), { responseCode: 535 }));
+      const seen = byId.get(session.id);
+      if (seen) seen.user = auth.username;
+      cb(null, { user: auth.username });
+    },
     ...opts.tls,
     logger: false,
     onConnect(session, cb) {
