@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { defineOperation } from '../contract.js';
 
 /**
- * GET /api/metrics/egress: the account's SMTP outcomes per egress source and pool (docs/api.md, "Outcomes by
+ * GET /api/metrics/egress: the account's SMTP outcomes per egress source and pool (docs/deliverability.md, "Outcomes by
  * source and pool"), summed from the counters the worker keeps (core/egress/counters.ts).
  */
 const outcomes = {
