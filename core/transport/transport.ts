@@ -262,10 +262,12 @@ export function mxTransport(opts: {
     if (warm !== true) return warm;
     const giveBack = () => ctx?.warmup?.giveBack(destination.key).catch(() => undefined);
     const demand = { domainRequires: ctx?.tlsRequired === true, policy };
+    // MX names as the site and its connections know them (lowercase, no trailing dot), for the policy's matches.
+    const names = destination.hosts;
     const throttles: Throttled[] = [];
     let answered: RecipientResult[] | undefined;
     for (const [i, source] of sources.entries()) {
-      const route = routeOf(source, { heloName: opts.heloName, resolver: opts.resolver, domain, hosts, demand });
+      const route = routeOf(source, { heloName: opts.heloName, resolver: opts.resolver, domain, hosts: names, demand });
       const tag = (results: RecipientResult[], tls?: string) =>
         results.map((x) => ({ ...x, site: destination.key, source: source.name, pool, ...(tls ? { tls } : {}) }));
       if ('refused' in route) {
@@ -294,7 +296,7 @@ export function mxTransport(opts: {
         throttles.push(r);
         continue;
       }
-      const note = !source.relay && policy?.mode === 'testing' ? testingNote(policy, hosts, r.session) : undefined;
+      const note = !source.relay && policy?.mode === 'testing' ? testingNote(policy, names, r.session) : undefined;
       answered = tag(resultsOfShaped(envelope.to, r), note);
       // Refused before anything was accepted and the source is now suspended for the site: the next source at once.
       if (i < sources.length - 1 && answered.every((x) => x.status === 'deferred') && (await s.suspended(site)))
