@@ -7,6 +7,8 @@ import type { Config } from './core/config.js';
 import { createResolver } from './core/dns.js';
 import { instrumentTransport } from './core/transport/instrumented.js';
 import { createTlsOutcomeRecorder, type TlsOutcomeRecorder } from './core/shaping/tls-outcomes.js';
+import { createEgressCounter } from './core/egress/counters.js';
+import type { MtaStsLookup } from './core/mta-sts/policy.js';
 import { captureTransport, mxTransport, relayTransport, type OutboundTransport } from './core/transport/transport.js';
 import type { Database } from './db/index.js';
 import type { Composition } from './core/index.js';
@@ -25,7 +27,12 @@ function bundleToRun(configured: string | undefined): WorkerOptions['workflowBun
 export type RunningWorker = { worker: Worker; done: Promise<void>; shutdown(): Promise<void> };
 
 /** The sending provider chosen by OUTBOUND_MODE. */
-export function createTransport(config: Config, database: Database, tls?: TlsOutcomeRecorder): OutboundTransport {
+export function createTransport(
+  config: Config,
+  database: Database,
+  tls?: TlsOutcomeRecorder,
+  mtaSts?: MtaStsLookup,
+): OutboundTransport {
   if (config.outboundMode === 'capture') return captureTransport(database.db, join(config.dataDir, 'outbox'));
   const timeouts = { timeoutMs: config.outboundSmtpTimeoutMs };
   if (config.outboundMode === 'relay') return relayTransport(config.relayUrl!, timeouts);
@@ -37,6 +44,8 @@ export function createTransport(config: Config, database: Database, tls?: TlsOut
     allowPrivate: config.allowPrivateNetworks,
     shaping: { db: database.db, config: config.shaping },
     tls,
+    egress: config.egress,
+    mtaSts,
     trustedCa: config.outboundTlsCaFile ? readFileSync(config.outboundTlsCaFile, 'utf8') : undefined,
   });
 }
@@ -54,7 +63,10 @@ export async function startWorker(opts: {
   const { config, database } = opts.core;
   // Each MX session's TLS outcome, counted in memory and written every few seconds (docs/tls-reporting.md).
   const tls = createTlsOutcomeRecorder({ db: database.db, periodMs: config.feedback.tlsReportPeriodMs });
-  const transport = instrumentTransport(createTransport(config, database, tls));
+  // Outcomes per account, egress source, pool and hour, written every few seconds (core/egress/counters.ts).
+  const egress = createEgressCounter({ db: database.db });
+  // MTA-STS policies of recipient domains, cached per process and fetched by a workflow (docs/mta-sts.md).
+  const transport = instrumentTransport(createTransport(config, database, tls, opts.core.mtaSts.lookup()), egress);
   const connection = await NativeConnection.connect({ address: opts.address });
   const bundle = opts.workflowBundle ?? bundleToRun(config.workflowBundle);
   const worker = await Worker.create({
@@ -99,6 +111,7 @@ export async function startWorker(opts: {
   const done = worker.run().finally(async () => {
     transport.close();
     await tls.close();
+    await egress.close();
     await connection.close();
   });
   return {

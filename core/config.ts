@@ -180,6 +180,7 @@ const envSchema = z.object({
   MTA_STS_MAX_BYTES: z.coerce.number().int().min(512).max(1_048_576).default(65_536),
   MTA_STS_TIMEOUT_MS: z.coerce.number().int().min(500).max(120_000).default(10_000),
   MTA_STS_RETRY_MS: z.coerce.number().int().min(1000).default(600_000),
+  MTA_STS_CACHE_MS: z.coerce.number().int().min(100).max(3_600_000).default(60_000),
   WARMUP_DAY_MS: z.coerce.number().int().min(1000).default(86_400_000),
 });
 
@@ -325,9 +326,10 @@ export type Config = {
   /**
    * MTA-STS of recipient domains (docs/transport-policy.md): the HTTPS port policies are fetched from (443;
    * tests use another), the largest policy read, the fetch's time budget, and how long a failed fetch is
-   * remembered before it is tried again.
+   * remembered before it is tried again, and how long a worker trusts a domain's `_mta-sts` record and stored
+   * policy before it looks again.
    */
-  mtaSts: { port: number; maxBytes: number; timeoutMs: number; retryMs: number };
+  mtaSts: { port: number; maxBytes: number; timeoutMs: number; retryMs: number; cacheMs: number };
   /** The length of one day of a domain warm-up plan (tests shorten it). */
   warmupDayMs: number;
 };
@@ -502,6 +504,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       maxBytes: e.MTA_STS_MAX_BYTES,
       timeoutMs: e.MTA_STS_TIMEOUT_MS,
       retryMs: e.MTA_STS_RETRY_MS,
+      cacheMs: e.MTA_STS_CACHE_MS,
     },
   };
 }

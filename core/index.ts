@@ -399,6 +399,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
       serviceSigner: () => serviceDomain.signer(),
       bounceRules: config.bounceRules,
       warmup,
+      egress: egressRouter,
     });
   /** The worker's TLS report sender (docs/tls-reporting.md): mail goes out through the worker's transport. */
   const tlsReports = (transport: OutboundTransport, outcomes?: TlsOutcomeRecorder) =>

@@ -46,7 +46,7 @@ export function createMtaStsService(deps: {
         resolver: deps.resolver,
         startFetch: (domain) => deps.workflows.startMtaStsFetch(domain),
         retryMs: mtaSts.retryMs,
-        cacheMs: opts.cacheMs,
+        cacheMs: opts.cacheMs ?? mtaSts.cacheMs,
       }),
     /** The fetch workflow's work: TXT, policy, row (core/mta-sts/refresh.ts). */
     refresh: (domain: string) =>
