@@ -23,7 +23,10 @@ const pageErrors: string[] = [];
 
 beforeAll(async () => {
   await buildApp();
-  [env, browser] = await Promise.all([startSendingStack({ env: { OPERATOR_TOKEN } }), launchChromium()]);
+  [env, browser] = await Promise.all([
+    startSendingStack({ env: { OPERATOR_TOKEN }, roles: ['api'] }),
+    launchChromium(),
+  ]);
   const db = env.stack.service.core.db;
   const [acme] = await db.select().from(schema.domains).where(eq(schema.domains.domain, FROM_DOMAIN));
   userId = acme!.userId;

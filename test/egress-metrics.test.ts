@@ -47,7 +47,7 @@ const sent = (source: string | undefined, pool: string | undefined, n = 1): Outc
   Array.from({ length: n }, () => ({ status: 'sent' as const, source, pool }));
 
 beforeAll(async () => {
-  env = await startSendingStack({ env: { OPERATOR_TOKEN } });
+  env = await startSendingStack({ env: { OPERATOR_TOKEN }, roles: ['api'] });
   stack = env.stack;
   const db = stack.service.core.db;
   const acme = (await db.select().from(schema.domains).where(eq(schema.domains.domain, FROM_DOMAIN)))[0]!;

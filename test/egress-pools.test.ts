@@ -5,7 +5,7 @@ import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase, schema, type Database } from '../db/index.js';
 import { parseEgress } from '../core/egress/config.js';
-import { sourcesInOrder } from '../core/egress/sources.js';
+import { sourcesInOrder } from '../core/transport/sources.js';
 import { parseShaping } from '../core/shaping/config.js';
 import { createShapingStore } from '../core/shaping/store.js';
 import { isThrottled, mxTransport, type OutboundTransport, type SendContext } from '../core/transport/transport.js';

@@ -16,7 +16,7 @@ import { normalizeDomainName } from './names.js';
 import type { OwnershipTokens } from './ownership.js';
 import type { ProviderRegistry } from './providers.js';
 import type { EgressConfig } from '../egress/config.js';
-import { poolWarnings } from '../egress/operator.js';
+import { poolWarnings } from '../egress/suspensions.js';
 import { mxHostOf, newMxToken } from './records.js';
 
 export const DKIM_SELECTOR = 'svc1';

@@ -29,7 +29,7 @@ export type SmtpFailure = Error & {
 };
 
 /**
- * How connections of one (source, site) are made (core/egress/sources.ts): the local address bound and
+ * How connections of one (source, site) are made (core/transport/sources.ts): the local address bound and
  * the EHLO name of a local source, or a relay's port, TLS and credentials. `require`: this transaction
  * goes only over a session judged `success` (encrypted, certificate trusted and valid for the host),
  * and only to `hosts` when given (MTA-STS enforce); `why` opens the reason when none can be had.

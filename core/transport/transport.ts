@@ -16,7 +16,7 @@ import { createShaper, type Shaper } from '../shaping/shaper.js';
 import type { ShapingConfig } from '../shaping/config.js';
 import type { WarmupGate } from '../shaping/warmup.js';
 import { DEFAULT_SOURCE, defaultEgress, type EgressConfig, type Stream } from '../egress/config.js';
-import { poolNameOf, routeOf, sourcesInOrder } from '../egress/sources.js';
+import { poolNameOf, routeOf, sourcesInOrder } from './sources.js';
 import { allowedHosts, noMtaSts, type MtaStsLookup, type MtaStsPolicy } from '../mta-sts/policy.js';
 import type { TlsSession } from '../shaping/tls-outcomes.js';
 

@@ -2,7 +2,7 @@ import { isIP } from 'node:net';
 import type { Resolver } from 'node:dns/promises';
 import type { Route } from '../shaping/connections.js';
 import { allowedHosts, type MtaStsPolicy } from '../mta-sts/policy.js';
-import type { EgressConfig, EgressSource, Stream } from './config.js';
+import type { EgressConfig, EgressSource, Stream } from '../egress/config.js';
 
 /** The pool a transaction leaves from: the one the sender chose (core/egress/router.ts), else its stream's. */
 export function poolNameOf(egress: EgressConfig, ctx: { pool?: string; stream?: Stream } | undefined): string {
