@@ -34,6 +34,10 @@ const SHARED = new Set([
   // The TLS outcome of outbound sessions per recipient domain, and the reports sent about them: the platform's.
   'tls_outcomes',
   'tls_report_sends',
+  // Recipient domains' MTA-STS policies (the platform's cache), and the outcomes per egress source, which the
+  // worker writes every few seconds for every account (the doomed account's own rows are checked apart).
+  'mta_sts_policies',
+  'egress_counters',
 ]);
 
 const ok = <T>(res: { status: number; body: T }) => {
@@ -299,6 +303,18 @@ async function fillMidway(doomed: { userId: string; importId: string; domainId: 
   await db
     .insert(schema.tlsReports)
     .values({ id: 'tlr_doomed', ...report, ...range, success: 1, failure: 0, policies: [] });
+  // A pool an operator assigned to the account, and its outcomes by egress source (docs/egress.md).
+  await db
+    .insert(schema.egressAssignments)
+    .values({ userId: doomed.userId, stream: 'all', pool: 'bulk', updatedAt: now });
+  await db.insert(schema.egressCounters).values({
+    userId: doomed.userId,
+    domainId: doomed.domainId,
+    source: 'default',
+    pool: 'transactional',
+    hour: now - (now % 3_600_000),
+    sent: 3,
+  });
   // A domain bought through the registrar.
   await db.insert(schema.domainRegistrations).values({
     id: `reg_doomed`,
@@ -341,6 +357,11 @@ describe('removing an account', () => {
     });
 
     const after = await tableCounts(stack.service.core.db);
+    const doomedOutcomes = await stack.service.core.db
+      .select()
+      .from(schema.egressCounters)
+      .where(eq(schema.egressCounters.userId, doomed.userId));
+    expect(doomedOutcomes).toEqual([]);
     const changed = changedTables(baseline, after);
     for (const t of SHARED) delete changed[t];
     expect(changed, 'tables whose count differs from before the account existed: [before, after]').toEqual({});

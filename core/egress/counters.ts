@@ -1,6 +1,5 @@
 import { sql } from 'drizzle-orm';
-import type { Db } from '../../db/index.js';
-import { schema } from '../../db/index.js';
+import type { Db, schema } from '../../db/index.js';
 import { log } from '../log.js';
 
 /**
@@ -27,7 +26,6 @@ export const hourOf = (at: number) => Math.floor(at / HOUR) * HOUR;
 /** The worker's counter (worker.ts hands it to instrumentTransport). */
 export function createEgressCounter(deps: { db: Db; flushMs?: number }): EgressCounter {
   type Row = typeof schema.egressCounters.$inferInsert & Record<EgressResult, number>;
-  const t = schema.egressCounters;
   let pending = new Map<string, Row>();
   let writing: Promise<void> = Promise.resolve();
 
@@ -37,19 +35,27 @@ export function createEgressCounter(deps: { db: Db; flushMs?: number }): EgressC
     if (!hit) return void pending.set(key, { ...r });
     for (const k of EGRESS_RESULTS) hit[k] += r[k];
   }
+  /**
+   * One multi-row upsert. Counts of an account removed since they were counted are dropped (the removal has
+   * deleted its rows; a late flush must not bring them back); system mail (user_id '') is always kept.
+   */
   async function write(rows: Row[]): Promise<void> {
     if (!rows.length) return;
-    await deps.db
-      .insert(t)
-      .values(rows)
-      .onConflictDoUpdate({
-        target: [t.userId, t.domainId, t.source, t.pool, t.hour],
-        set: {
-          sent: sql`${t.sent} + excluded.sent`,
-          deferred: sql`${t.deferred} + excluded.deferred`,
-          bounced: sql`${t.bounced} + excluded.bounced`,
-        },
-      });
+    const values = sql.join(
+      rows.map(
+        (r) =>
+          sql`(${r.userId}, ${r.domainId}, ${r.source}, ${r.pool}, ${r.hour}::bigint, ${r.sent}::int, ${r.deferred}::int, ${r.bounced}::int)`,
+      ),
+      sql`, `,
+    );
+    await deps.db.execute(sql`
+      insert into egress_counters (user_id, domain_id, source, pool, hour, sent, deferred, bounced)
+      select v.* from (values ${values}) as v(user_id, domain_id, source, pool, hour, sent, deferred, bounced)
+      where v.user_id = '' or exists (select 1 from users u where u.id = v.user_id)
+      on conflict (user_id, domain_id, source, pool, hour) do update set
+        sent = egress_counters.sent + excluded.sent,
+        deferred = egress_counters.deferred + excluded.deferred,
+        bounced = egress_counters.bounced + excluded.bounced`);
   }
   function flush(): Promise<void> {
     const rows = [...pending.values()];
