@@ -120,20 +120,47 @@ export function captureTransport(db: Db, dir?: string): OutboundTransport {
   };
 }
 
-/** Everything through one smarthost (OUTBOUND_MODE=relay), over pooled connections. */
+/**
+ * Everything through one smarthost (OUTBOUND_MODE=relay), over pooled connections. Mail of a sending domain
+ * that requires TLS (`tls: "enforced"`) goes over a second pool that demands STARTTLS and a certificate valid
+ * for the relay's name (implicit TLS for smtps://); when the relay cannot give one, its recipients are
+ * deferred `tls_required` with the reason, and nothing was sent.
+ */
 export function relayTransport(relayUrl: string, timeouts: SmtpTimeouts): OutboundTransport {
   const url = relayUrl.includes('?') ? `${relayUrl}&pool=true` : `${relayUrl}?pool=true`;
   const transport = nodemailer.createTransport(url, timeoutsOf(timeouts) as never);
+  let strict: Transporter | undefined;
+  const strictPool = () =>
+    (strict ??= nodemailer.createTransport({
+      url: relayUrl,
+      pool: true,
+      ...timeoutsOf(timeouts),
+      requireTLS: true,
+      tls: { rejectUnauthorized: true },
+    } as never));
   return {
     group: (recipients) => (recipients.length ? [recipients] : []),
-    async send(_id, envelope, raw) {
+    async send(_id, envelope, raw, _subject, ctx) {
+      const required = ctx?.tlsRequired === true;
       try {
-        return resultsOf(envelope.to, await transport.sendMail({ envelope, raw }));
+        return resultsOf(envelope.to, await (required ? strictPool() : transport).sendMail({ envelope, raw }));
       } catch (err) {
-        return resultsOf(envelope.to, undefined, err as SmtpError);
+        const e = err as SmtpError & { code?: string };
+        // STARTTLS refused or a certificate not valid (ETLS), or no reply at all: the requirement was not met.
+        if (required && !e.rejectedErrors && (e.code === 'ETLS' || !e.responseCode))
+          return envelope.to.map((address) => ({
+            address,
+            status: 'deferred' as const,
+            response: `TLS required by the sending domain: the relay gave no verified TLS (${textOf(e)})`,
+            bounceClass: 'tls_required' as const,
+          }));
+        return resultsOf(envelope.to, undefined, e);
       }
     },
-    close: () => transport.close(),
+    close: () => {
+      transport.close();
+      strict?.close();
+    },
   };
 }
 
