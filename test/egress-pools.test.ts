@@ -40,6 +40,14 @@ sources = ["b"]
 [pool.both]
 sources = [{ name = "a", weight = 1 }, { name = "b", weight = 1 }]
 
+# A source whose address is not on this host (TEST-NET-1), first in its pool.
+[source.gone]
+bind_address = "192.0.2.55"
+ehlo_name = "gone.egress.test"
+
+[pool.broken]
+sources = [{ name = "gone", weight = 1000 }, { name = "b", weight = 1 }]
+
 [streams]
 transactional = "transactional"
 bulk = "bulk"
@@ -177,6 +185,13 @@ describe('egress sources and pools', () => {
     expect(await send('msg_other', 'still@open.test', { stream: 'transactional' })).toMatchObject([
       { status: 'sent', source: 'a' },
     ]);
+  });
+
+  it('a source whose bind address is not on this host hands its mail to the next source of the pool', async () => {
+    expect(sourcesInOrder(egress, 'broken', 'msg_gone')[0]!.name).toBe('gone');
+    const out = await send('msg_gone', 'moved@open.test', { pool: 'broken' });
+    expect(out).toMatchObject([{ status: 'sent', source: 'b', pool: 'broken' }]);
+    expect(open.copies.get('moved@open.test')).toEqual({ count: 1, peer: '127.0.0.3', ehlo: 'b.egress.test' });
   });
 
   it('when every source of the pool is suspended for the site, the message is throttled and nothing is sent', async () => {

@@ -325,6 +325,8 @@ export function mxTransport(opts: {
       }
       const note = !source.relay && policy?.mode === 'testing' ? testingNote(policy, names, r.session) : undefined;
       answered = tag(resultsOfShaped(envelope.to, r), note);
+      // The source itself cannot connect (its bind address is not on this host): nothing was sent, the next source takes it.
+      if (i < sources.length - 1 && 'err' in r && (r.err as { syscall?: string }).syscall === 'bind') continue;
       // Refused before anything was accepted and the source is now suspended for the site: the next source at once.
       if (i < sources.length - 1 && answered.every((x) => x.status === 'deferred') && (await s.suspended(site)))
         continue;
