@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from './helpers/ports.js';
 import { startSendingStack, type SendingStack } from './helpers/sending.js';
 import { eventually } from './helpers/stack.js';
-import { startWorkerProcess } from './helpers/worker-process.js';
+import { startWorkerProcess, workerEnvOf } from './helpers/worker-process.js';
 
 /**
  * MTA-STS end to end (docs/mta-sts.md): a worker process given a test CA through NODE_EXTRA_CA_CERTS, the
@@ -131,30 +131,20 @@ beforeAll(async () => {
   publish('big.test', '127.0.0.5', 'b1', policy('enforce', 'mx.big.test') + `# ${'x'.repeat(4096)}\r\n`);
 
   const c = env.stack.config;
-  worker = await startWorkerProcess({
-    NODE_EXTRA_CA_CERTS: ca.cert,
-    DATABASE_URL: c.databaseUrl!,
-    TEMPORAL_ADDRESS: env.stack.service.temporalAddress,
-    TEMPORAL_TASK_QUEUE: c.temporal.taskQueue,
-    SECRET_KEY: c.secretKey,
-    DATA_DIR: c.dataDir,
-    NODE_ENV: 'test',
-    PORT: '0',
-    SMTP_PORT: '0',
-    IMAP_PORT: '0',
-    IMAPS_PORT: '0',
-    SUBMISSION_PORT: '0',
-    SUBMISSIONS_PORT: '0',
-    ALLOW_PRIVATE_NETWORKS: '1',
-    SERVICE_DOMAIN: c.serviceDomain,
-    OUTBOUND_MODE: 'mx',
-    MX_PORT: String(port),
-    DNS_SERVERS: env.dns.server.address,
-    OUTBOUND_RETRY_SCHEDULE: '500,500',
-    MTA_STS_PORT: String(httpsPort),
-    MTA_STS_MAX_BYTES: '1024',
-    MTA_STS_CACHE_MS: '300',
-  });
+  worker = await startWorkerProcess(
+    workerEnvOf(env.stack, {
+      NODE_EXTRA_CA_CERTS: ca.cert,
+      ALLOW_PRIVATE_NETWORKS: '1',
+      SERVICE_DOMAIN: c.serviceDomain,
+      OUTBOUND_MODE: 'mx',
+      MX_PORT: String(port),
+      DNS_SERVERS: env.dns.server.address,
+      OUTBOUND_RETRY_SCHEDULE: '500,500',
+      MTA_STS_PORT: String(httpsPort),
+      MTA_STS_MAX_BYTES: '1024',
+      MTA_STS_CACHE_MS: '300',
+    }),
+  );
 }, 180_000);
 
 afterAll(async () => {

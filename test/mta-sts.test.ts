@@ -9,7 +9,7 @@ import { refreshPolicy, type RefreshDeps } from '../core/mta-sts/refresh.js';
 import { createPolicyStore } from '../core/mta-sts/store.js';
 import { resolverFor, startTestDns } from './helpers/dns.js';
 import { eventually, startStack, type TestStack } from './helpers/stack.js';
-import { startWorkerProcess } from './helpers/worker-process.js';
+import { startWorkerProcess, workerEnvOf } from './helpers/worker-process.js';
 
 const OPERATOR = 'operator-token-for-mta-sts-tests';
 const run = promisify(execFile);
@@ -109,24 +109,8 @@ beforeAll(async () => {
     OPERATOR_TOKEN: OPERATOR,
   };
   stack = await startStack(env, ['api']);
-  const c = stack.config;
   // The worker runs in its own process: the test CA reaches it as it would a deployment, through NODE_EXTRA_CA_CERTS.
-  worker = await startWorkerProcess({
-    ...env,
-    NODE_EXTRA_CA_CERTS: join(dir, 'ca.crt'),
-    DATABASE_URL: c.databaseUrl!,
-    TEMPORAL_ADDRESS: stack.service.temporalAddress,
-    TEMPORAL_TASK_QUEUE: c.temporal.taskQueue,
-    SECRET_KEY: c.secretKey,
-    DATA_DIR: c.dataDir,
-    NODE_ENV: 'test',
-    PORT: '0',
-    SMTP_PORT: '0',
-    IMAP_PORT: '0',
-    IMAPS_PORT: '0',
-    SUBMISSION_PORT: '0',
-    SUBMISSIONS_PORT: '0',
-  });
+  worker = await startWorkerProcess(workerEnvOf(stack, { ...env, NODE_EXTRA_CA_CERTS: join(dir, 'ca.crt') }));
 }, 120_000);
 
 afterAll(async () => {

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { schema } from '../db/index.js';
 import { eventually, startStack, type TestStack } from './helpers/stack.js';
 import { startWebhookReceiver } from './helpers/webhook-receiver.js';
-import { startWorkerProcess } from './helpers/worker-process.js';
+import { startWorkerProcess, workerEnvOf } from './helpers/worker-process.js';
 
 /**
  * The worker killed as a crash kills it (SIGKILL, no drain) while inbound webhook POSTs are in flight: the
@@ -22,22 +22,7 @@ beforeAll(async () => {
   hooks = await startWebhookReceiver();
   const env = { SERVICE_DOMAIN: SERVICE, WEBHOOK_RETRY_SCHEDULE: '300,300,300', ALLOW_PRIVATE_NETWORKS: '1' };
   stack = await startStack(env, ['api', 'smtp']);
-  const c = stack.config;
-  workerEnv = {
-    ...env,
-    DATABASE_URL: c.databaseUrl!,
-    TEMPORAL_ADDRESS: stack.service.temporalAddress,
-    TEMPORAL_TASK_QUEUE: c.temporal.taskQueue,
-    SECRET_KEY: c.secretKey,
-    DATA_DIR: c.dataDir,
-    NODE_ENV: 'test',
-    PORT: '0',
-    SMTP_PORT: '0',
-    IMAP_PORT: '0',
-    IMAPS_PORT: '0',
-    SUBMISSION_PORT: '0',
-    SUBMISSIONS_PORT: '0',
-  };
+  workerEnv = workerEnvOf(stack, env);
 }, 120_000);
 afterAll(async () => {
   await stack?.stop();
