@@ -60,7 +60,7 @@ import {
 import { checkNowSignal, verifyDomainWorkflow } from '../workflows/verify-domain.js';
 import { dkimCheckNowSignal, dkimRotationWorkflow } from '../workflows/dkim-rotation.js';
 import { tlsReportsWorkflow } from '../workflows/tls-reports.js';
-import { mtaStsFetchWorkflow } from '../workflows/mta-sts.js';
+import { mtaStsFetchWorkflow, mtaStsRecheckSignal } from '../workflows/mta-sts.js';
 import { SIGNING_KEY_CACHE_MS } from '../core/transport/dkim.js';
 import { webhookDeliveryWorkflow } from '../workflows/webhook-delivery.js';
 import { SEARCH_ATTRIBUTES } from './search-attributes.js';
@@ -477,12 +477,13 @@ export function createWorkflowPort(t: TemporalHandle, settings: WorkflowSettings
       });
     },
     async startMtaStsFetch(domain) {
-      // USE_EXISTING: a fetch already running answers for this one; a finished one may run again.
-      await t.client.workflow.start(mtaStsFetchWorkflow, {
+      // Signal-with-start: a finished run starts again; a run under way is asked to read the record once more
+      // after its fetch (a new id that arrives while it finishes is not missed).
+      await t.client.workflow.signalWithStart(mtaStsFetchWorkflow, {
         taskQueue,
         workflowId: mtaStsFetchWorkflowId(domain),
         args: [{ domain }],
-        workflowIdConflictPolicy: 'USE_EXISTING',
+        signal: mtaStsRecheckSignal,
       });
     },
     async ping() {
