@@ -3,12 +3,15 @@ import type { InboundService } from '../core/inbound/service.js';
 import type { DeliveryStore } from '../core/webhooks/deliveries.js';
 import { deliverInboundBatch } from '../core/inbound/batch.js';
 import { withProgress } from './progress.js';
+import { sweepExpiredHeld } from '../core/inbound/quarantine.js';
+import type { Db } from '../db/index.js';
 
 /** Inbound activities: deliveries for a message, one captured webhook attempt, and the retention step. All idempotent. */
 export function inboundActivities(deps: {
   inbound: InboundService;
   deliveryStore: DeliveryStore;
   workflows: InboundBatchWorkflows;
+  db: Db;
 }) {
   return {
     /** Claims the message for its own run (or takes it over from the batch that handed it on) and creates its deliveries. */
@@ -27,6 +30,8 @@ export function inboundActivities(deps: {
         deps.deliveryStore.attempt(input.deliveryId, input.attemptNumber, input.nextDelayMs, progress),
       ),
     finishInboundMessage: (input: { messageId: string }) => deps.inbound.finish(input.messageId),
+    /** Deletes up to `limit` held messages past their QUARANTINE_DAYS (docs/inbound-policy.md); idempotent. */
+    sweepHeldInbound: (input: { limit: number }) => sweepExpiredHeld(deps.db, input.limit),
     /**
      * Starts batch runs for stored messages a crash (or a failed start) left unstarted, 100 per run and
      * one account per run, as the ingress would have; a message another run took meanwhile is left to it.

@@ -6,6 +6,7 @@ import { jsonBodyParser, mountImportBody } from './body-limits.js';
 import { errorHandler, notFoundHandler } from './errors.js';
 import { denyFraming } from './frame-guard.js';
 import { mountMailboxRaw } from './mailbox-routes.js';
+import { mountMessageRaw } from './message-raw-route.js';
 import { healthDetailSchema, healthSchema, mountHealth } from './health.js';
 import { mountMetrics } from './metrics.js';
 import { traceRequests } from './tracing.js';
@@ -77,6 +78,7 @@ export function createApp(core: Core): Express {
   // Answers are parsed with their output schemas in every mode; outside production an undeclared field fails the call (api/output.ts).
   app.use('/trpc', trpcMiddleware(operations, core, { strictOutput: core.config.env !== 'production' }));
   mountMailboxRaw(app, core);
+  mountMessageRaw(app, core);
   mountRest(app, operations, core, { strictOutput: core.config.env !== 'production' });
   app.use(notFoundHandler);
   app.use(errorHandler);

@@ -180,6 +180,9 @@ const envSchema = z.object({
   MTA_STS_MAX_BYTES: z.coerce.number().int().min(512).max(1_048_576).default(65_536),
   MTA_STS_TIMEOUT_MS: z.coerce.number().int().min(500).max(120_000).default(10_000),
   MTA_STS_RETRY_MS: z.coerce.number().int().min(1000).default(600_000),
+  RSPAMD_URL: z.string().url().optional(),
+  RSPAMD_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(3_000),
+  QUARANTINE_DAYS: z.coerce.number().int().min(1).max(365).default(10),
   MTA_STS_CACHE_MS: z.coerce.number().int().min(100).max(3_600_000).default(60_000),
   WARMUP_DAY_MS: z.coerce.number().int().min(1000).default(86_400_000),
 });
@@ -330,6 +333,12 @@ export type Config = {
    * policy before it looks again.
    */
   mtaSts: { port: number; maxBytes: number; timeoutMs: number; retryMs: number; cacheMs: number };
+  /**
+   * Inbound filtering (docs/inbound-policy.md): rspamd's HTTP address (unset: `npm start` runs a local rspamd
+   * when the binary is on the machine, else mail is delivered unscored), how long a scan may take before the
+   * message is delivered unscored, and how many days held mail is kept.
+   */
+  inboundFilter: { rspamdUrl: string | undefined; rspamdTimeoutMs: number; quarantineDays: number };
   /** The length of one day of a domain warm-up plan (tests shorten it). */
   warmupDayMs: number;
 };
@@ -499,6 +508,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     warmupDayMs: e.WARMUP_DAY_MS,
     shaping: wrap('SHAPING_FILE', () => loadShapingFile(resolve(e.SHAPING_FILE ?? DEFAULT_SHAPING_FILE))),
     egress: wrap('EGRESS_FILE', () => loadEgressFile(resolve(e.EGRESS_FILE ?? DEFAULT_EGRESS_FILE), env)),
+    inboundFilter: {
+      rspamdUrl: e.RSPAMD_URL,
+      rspamdTimeoutMs: e.RSPAMD_TIMEOUT_MS,
+      quarantineDays: e.QUARANTINE_DAYS,
+    },
     mtaSts: {
       port: e.MTA_STS_PORT,
       maxBytes: e.MTA_STS_MAX_BYTES,

@@ -34,7 +34,8 @@ export type IdPrefix =
   | 'sqo'
   | 'lease'
   | 'shp'
-  | 'mbb';
+  | 'mbb'
+  | 'sbr';
 
 /** `<prefix>_` + 24 random URL-safe characters (DESIGN.md: at least 20). */
 export function newId(prefix: IdPrefix): string {

@@ -19,8 +19,13 @@ import { createDomainService, type DomainService } from './domains/service.js';
 import { createOwnershipTokens } from './domains/ownership.js';
 import { createInboundService } from './inbound/service.js';
 import { createInboundDoor } from './inbound/door.js';
+import { createInboundPolicy } from './inbound/policy.js';
+import { createQuarantine } from './inbound/quarantine.js';
+import { createRspamdClient } from './spam/rspamd.js';
 import { createAccountSecretService } from './webhooks/account-secret.js';
 import { createDeliveryStore } from './webhooks/deliveries.js';
+import { createControlReplies } from './webhooks/control.js';
+import { createRouteApi } from './inbound/route-api.js';
 import { createReplayService } from './webhooks/replay.js';
 import { createRouteService } from './webhooks/routes.js';
 import { createEncryptionService } from './inbound/encryption-service.js';
@@ -48,7 +53,8 @@ import { createTlsReportSender } from './feedback/tls-report-send.js';
 import type { TlsOutcomeRecorder } from './shaping/tls-outcomes.js';
 import { createOutboxService } from './outbox.js';
 import { createScopedKeyService } from './scoped-keys.js';
-import { createSealer } from './secrets.js';
+import { createSealer, deriveKey } from './secrets.js';
+import { createSrs } from './mail/srs.js';
 import { createIdempotencyStore } from './idempotency.js';
 import { createTemplateService } from './templates/service.js';
 import { createEventService } from './message-events.js';
@@ -214,6 +220,8 @@ export function createCore(deps: { database: Database; config: Config; workflows
   const scopedKeys = createScopedKeyService({ db, sealer, domains });
   const encryption = createEncryptionService({ db, domains });
   const domainSettings = createDomainSettings({ db, domains });
+  /** Per-domain inbound policy: sender rules and spam thresholds (docs/inbound-policy.md). */
+  const inboundPolicy = createInboundPolicy({ db, load: (actor, id) => domains.load(actor, id) });
   const egressOperator = createEgressOperator({
     db,
     egress: config.egress,
@@ -305,6 +313,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
     routes,
     net,
     accountSecret: (userId) => accountSecret.get(userId),
+    control: () => controlReplies,
   });
   const webhookTests = createWebhookTests({ routes, net });
   const engagement = createEngagementService({
@@ -342,6 +351,8 @@ export function createCore(deps: { database: Database; config: Config; workflows
       ),
   });
   const mailboxStore = createMailboxStore({ db, storage });
+  // Webhook consumers' control-mode replies (spam, drop, block-sender); the delivery store reaches it lazily.
+  const controlReplies = createControlReplies({ db, mailboxStore, addRule: inboundPolicy.addRule });
   const appPasswords = createAppPasswordService({ db, domains, changed: (userId) => mailboxes.forget(userId) });
   // One guard for every login by password (IMAP, the mailbox API, SMTP submission): failures count per client address.
   const loginGuard = createLoginGuard(db, config.login);
@@ -359,7 +370,9 @@ export function createCore(deps: { database: Database; config: Config; workflows
     guard: loginGuard,
     sending,
   });
-  const forwarder = createForwarder({ db, attachments, queue, gate });
+  // SRS envelope senders of forwards, and the bounces to them (core/mail/srs.ts), keyed from SECRET_KEY.
+  const srs = createSrs(deriveKey(config.secretKey, 'srs-v1'));
+  const forwarder = createForwarder({ db, attachments, queue, gate, resolver, srs });
   const aggregates = createAggregateStore({ db });
   const inbound = createInboundService({
     db,
@@ -376,13 +389,22 @@ export function createCore(deps: { database: Database; config: Config; workflows
     starts: inboundStarts,
     mailboxStore,
     forwarder,
+    srs,
+    // rspamd scores every inbound message at DATA (RSPAMD_URL; unset: delivered unscored, `not_configured`).
+    spam: createRspamdClient({ url: config.inboundFilter.rspamdUrl, timeoutMs: config.inboundFilter.rspamdTimeoutMs }),
     door: createInboundDoor({ db, storage, unverifiedDaily: config.unverifiedInboundDaily }),
+    policy: inboundPolicy,
+    quarantineDays: config.inboundFilter.quarantineDays,
     touchContacts: (userId, emails) => contacts.touch(userId, emails, { subscribed: false }),
     unsubscribe: async (token) => {
       const contactId = unsubscribe.contactOf(token);
       if (contactId) await contacts.unsubscribe(contactId);
     },
   });
+  /** Held inbound mail: listed, released once, deleted, swept when expired (docs/inbound-policy.md). */
+  const quarantine = createQuarantine({ db, mailboxStore, forwarder, routes, starts: inboundStarts });
+  /** `POST /v1/route`: a message made by the API, through one of the caller's routes. */
+  const routeApi = createRouteApi({ db, inbound });
 
   /** The worker's delivery service, sending through `transport` (the worker opens it and closes it when it stops). */
   const delivery = (transport: OutboundTransport): DeliveryService =>
@@ -445,6 +467,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
     gate,
     idempotency,
     inbound,
+    routeApi,
     outbox,
     attachments,
     providers,
@@ -457,6 +480,8 @@ export function createCore(deps: { database: Database; config: Config; workflows
     scopedKeys,
     encryption,
     domainSettings,
+    inboundPolicy,
+    quarantine,
     warmup,
     activity,
     egressOutcomes,

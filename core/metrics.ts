@@ -52,6 +52,25 @@ export const webhookDuration = new Histogram({
   buckets: SECONDS,
   registers: [registry],
 });
+export const spamScans = new Counter({
+  name: 'svc_spam_scans_total',
+  help: "Inbound messages scanned by rspamd, by result: rspamd's action when scored, or unscored with its reason (timeout, unreachable, bad_answer, too_large, not_configured)",
+  labelNames: ['result', 'action', 'reason'] as const,
+  registers: [registry],
+});
+export const spamScanDuration = new Histogram({
+  name: 'svc_spam_scan_duration_seconds',
+  help: 'One rspamd scan of an inbound message at DATA, by result (scored, unscored)',
+  labelNames: ['result'] as const,
+  buckets: SECONDS,
+  registers: [registry],
+});
+export const inboundPolicyOutcomes = new Counter({
+  name: 'svc_inbound_policy_outcomes_total',
+  help: "Inbound messages judged by a domain's policy at DATA: delivered, held (quarantine), refused (spam score or DMARC p=reject) or blocked (a sender rule)",
+  labelNames: ['outcome'] as const,
+  registers: [registry],
+});
 export const rateLimitRefusals = new Counter({
   name: 'svc_rate_limit_refusals_total',
   help: 'Requests refused by a rate limit or cap (HTTP 429), by error code',

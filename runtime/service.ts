@@ -15,6 +15,7 @@ import { createSubmissionServer, listenImplicitTls } from '../smtp/submission.js
 import { captureConsole, configureLogging, describeError, log, logError } from '../core/log.js';
 import { collectQueueDepth } from '../core/metrics.js';
 import { startMetricsServer } from './metrics-server.js';
+import { rspamdBinary, startLocalRspamd, type LocalRspamd } from './rspamd.js';
 import { installTemporalRuntime } from './temporal-runtime.js';
 import { connectTemporal, createWorkflowPort } from '../temporal/client.js';
 import { startDevServer, type DevServer } from '../temporal/dev-server.js';
@@ -54,7 +55,12 @@ export type Service = {
 export async function startService(
   config: Config,
   roles: Role[],
-  opts: { workflowBundle?: WorkerOptions['workflowBundle']; log?: (m: string) => void } = {},
+  opts: {
+    workflowBundle?: WorkerOptions['workflowBundle'];
+    log?: (m: string) => void;
+    /** `npm start`: without RSPAMD_URL, the SMTP role runs a local rspamd when the binary is on the machine. */
+    localRspamd?: boolean;
+  } = {},
 ): Promise<Service> {
   const say = opts.log ?? ((m: string) => log.info(m));
   const cleanups: (() => Promise<void>)[] = [];
@@ -62,6 +68,9 @@ export async function startService(
     for (const fn of cleanups.reverse()) await fn().catch((err) => logError('[shutdown]', err));
   };
   try {
+    // Started beside the Temporal dev server (rspamd takes a few seconds to load its rules).
+    const rspamd = localRspamdFor(config, roles, opts.localRspamd === true, say);
+    cleanups.push(async () => (await rspamd)?.stop());
     let address = config.temporal.address;
     let devServer: DevServer | undefined;
     if (!address) {
@@ -100,7 +109,11 @@ export async function startService(
     // dev server registers them from its flags, but keeps an existing DATA_DIR's types (SvcMessageId was a
     // Keyword): preparing retypes it there too, and costs one list and one query when all is in place.
     await prepareSearchAttributes(temporal, { database, log: say, address });
-    const core = createCore({ database, config, workflows: createWorkflowPort(temporal, config) });
+    const local = await rspamd;
+    const filtered: Config = local
+      ? { ...config, inboundFilter: { ...config.inboundFilter, rspamdUrl: local.url } }
+      : config;
+    const core = createCore({ database, config: filtered, workflows: createWorkflowPort(temporal, config) });
     cleanups.push(() => core.close());
     // First boot creates the service domain's DKIM key (idempotent; roles starting together agree on one key).
     await core.serviceDomain.ensure();
@@ -185,6 +198,33 @@ export async function startService(
   }
 }
 
+/**
+ * The local rspamd of `npm start` (state in DATA_DIR/rspamd), when the SMTP role runs without RSPAMD_URL and
+ * the binary is on the machine; otherwise one line says that inbound mail is delivered unscored.
+ */
+async function localRspamdFor(
+  config: Config,
+  roles: Role[],
+  wanted: boolean,
+  say: (m: string) => void,
+): Promise<LocalRspamd | undefined> {
+  if (!roles.includes('smtp') || config.inboundFilter.rspamdUrl) return undefined;
+  const unscored = '[rspamd] no RSPAMD_URL: inbound mail is delivered unscored';
+  const binary = wanted ? rspamdBinary() : undefined;
+  if (!binary) {
+    say(wanted ? `${unscored} (apt-get install rspamd, and npm start runs one)` : unscored);
+    return undefined;
+  }
+  try {
+    const local = await startLocalRspamd({ dir: join(config.dataDir, 'rspamd'), binary });
+    say(`[rspamd] local rspamd scoring inbound mail on ${local.url} (set RSPAMD_URL to use another)`);
+    return local;
+  } catch (err) {
+    say(`${unscored}: the local rspamd did not start (${describeError(err)})`);
+    return undefined;
+  }
+}
+
 /** CLI entry: parse config, start roles, stop cleanly on SIGINT/SIGTERM. */
 export async function runRoles(roles: Role[]): Promise<void> {
   let config: Config;
@@ -212,7 +252,7 @@ export async function runRoles(roles: Role[]): Promise<void> {
   let service: Service;
   try {
     if (roles.includes('worker')) installTemporalRuntime(config);
-    service = await startService(config, roles);
+    service = await startService(config, roles, { localRspamd: true });
   } catch (err) {
     console.error(`Startup failed: ${describeError(err)}`);
     process.exit(1);

@@ -84,6 +84,10 @@ const AREA_DOCS: Record<string, string> = {
   broadcasts: 'broadcasts.md',
   sequences: 'sequences.md',
   enrolments: 'sequences.md',
+  inboundPolicy: 'inbound-policy.md',
+  senderRules: 'inbound-policy.md',
+  heldMessages: 'inbound-policy.md',
+  inbound: 'receiving.md',
 };
 
 /** The page an operation is explained on; `events.timeline` (GET /api/events) is the delivery timeline. */

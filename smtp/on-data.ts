@@ -56,6 +56,10 @@ export function onData(core: Pick<Core, 'inbound'>, maxBytes: number) {
               rcpts,
               ip: session.remoteAddress,
               helo: session.hostNameAppearsAs || session.clientHostname || '',
+              // The client's reverse DNS name (smtp-server writes `[ip]` when it has none).
+              ...(session.clientHostname && !session.clientHostname.startsWith('[')
+                ? { hostname: session.clientHostname }
+                : {}),
             }),
           SpanKind.SERVER,
         );

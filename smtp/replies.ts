@@ -24,10 +24,19 @@ const ANSWERS: Record<string, { temporary?: Answer; permanent?: Answer }> = {
   dns_unavailable: { temporary: [451, '4.4.3'] },
   /** RCPT for a domain that is not a verified receiving domain here. */
   unknown_domain: { permanent: [550, '5.1.2'] },
+  /** RCPT for an SRS return address (a forward's envelope sender) whose hash is wrong or that is too old: no such mailbox. */
+  srs_invalid: { permanent: [550, '5.1.1'] },
   /** Content the parse pool gave up on (time or memory budget) or the parser refused: the same bytes would fail again. */
   parse_budget_exceeded: { permanent: [554, '5.6.0'] },
   parse_memory_exceeded: { permanent: [554, '5.6.0'] },
   unparseable_message: { permanent: [554, '5.6.0'] },
+  /**
+   * The receiving domain's inbound policy (docs/inbound-policy.md): a sender its rules block, at RCPT (and at
+   * DATA by the header From); spam at or above its refusal score, or a DMARC fail of a `p=reject` sender, at
+   * the end of DATA. 550 5.7.1 "delivery not authorized, message refused": the sending server keeps the bounce.
+   */
+  sender_blocked: { permanent: [550, '5.7.1'] },
+  policy_refused: { permanent: [550, '5.7.1'] },
   /** DATA past the server's size limit (the rest of the stream was drained, never kept). */
   message_too_large: { permanent: [552, '5.3.4'] },
   /** The connection guard: too many sessions from one client, or too many commands a minute (then disconnected). */

@@ -29,8 +29,9 @@ const DYNAMIC_CONFIG = [
 /**
  * Runs the CLI under a small bash watchdog: SIGTERM to the watchdog stops the server cleanly, and if
  * this Node process dies without stopping it (SIGKILL, crash) the server is stopped within a second.
+ * The local rspamd of `npm start` runs under the same one (runtime/rspamd.ts).
  */
-const WATCHDOG = `
+export const WATCHDOG = `
 parent=$1; shift
 "$@" & child=$!
 trap 'kill -TERM $child 2>/dev/null; wait $child; exit 0' TERM INT

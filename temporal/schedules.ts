@@ -6,6 +6,7 @@ import {
   engagementSweepScheduleId,
   pruneAttemptsScheduleId,
   pruneIdempotencyKeysScheduleId,
+  sweepHeldInboundScheduleId,
   sweepOutboundScheduleId,
   sweepSequencesScheduleId,
   tlsReportsScheduleId,
@@ -16,6 +17,7 @@ import {
   pruneAttemptsWorkflow,
   pruneIdempotencyKeysWorkflow,
   sweepEngagementWorkflow,
+  sweepHeldInboundWorkflow,
   sweepSequencesWorkflow,
 } from '../workflows/housekeeping.js';
 import { sweepOutboundWorkflow } from '../workflows/sweep-outbound.js';
@@ -53,6 +55,8 @@ export async function ensureSchedules(
       workflowType: pruneIdempotencyKeysWorkflow,
       every: '1 hour',
     },
+    // Held inbound mail past QUARANTINE_DAYS (docs/inbound-policy.md).
+    { scheduleId: sweepHeldInboundScheduleId(t.taskQueue), workflowType: sweepHeldInboundWorkflow, every: '1 hour' },
     // TLS_REPORT_PERIOD: once a period, the RFC 8460 reports of the periods that ended (docs/tls-reporting.md).
     ...(opts.tlsReportPeriodMs
       ? [

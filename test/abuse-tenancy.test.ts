@@ -28,7 +28,7 @@ async function signup(email: string) {
   const s = (await stack.api('POST', '/api/auth/signup', { body: { email, password: 'tenancy password' } })).body;
   await stack.service.core.db.update(schema.users).set({ emailVerified: true }).where(eq(schema.users.id, s.user.id));
   const key = (await stack.api('GET', '/api/keys', { token: s.token })).body.key as string;
-  return { session: s.token as string, key };
+  return { session: s.token as string, key, user: s.user.id as string };
 }
 const ok = <T>(res: { status: number; body: T }) => {
   expect(res.status, JSON.stringify(res.body)).toBeLessThan(300);
@@ -112,6 +112,29 @@ beforeAll(async () => {
     async () =>
       ok(await stack.api('GET', `/api/messages/${a.inbound}`, { token: A.session })).deliveries?.[0]?.id as string,
   );
+  // A sender rule of A's domain, and a held message of A (as the inbound policy holds it: a message row `held`).
+  a.senderRule = ok(
+    await stack.api('POST', `/api/domains/${a.domain}/sender-rules`, {
+      token: A.session,
+      body: { kind: 'address', value: 'a-blocked@example.com', action: 'block' },
+    }),
+  ).rule.id;
+  a.held = 'msg_tenancyheldofaccounta0';
+  await stack.service.core.db.insert(schema.messages).values({
+    id: a.held,
+    userId: A.user,
+    direction: 'inbound',
+    kind: 'user',
+    domainId: a.domain,
+    fromAddr: 'held@far.example',
+    toAddrs: [`in@${a.domainName}`],
+    subject: 'A held subject',
+    status: 'held',
+    heldReason: 'spam score 9 at or above 5',
+    heldUntil: Date.now() + 86_400_000,
+    createdAt: Date.now(),
+    updatedAt: Date.now(),
+  });
   // Mailboxes, linked apps, contacts, lists, imports and broadcasts of A.
   const pw = ok(
     await stack.api('POST', '/api/app-passwords', {
@@ -196,6 +219,8 @@ function pathOf(op: Operation): string {
       .join('/');
     const ids: Record<string, string> = {
       '/api/domains': a.domain!,
+      '/api/domains/:id/sender-rules': a.senderRule!,
+      '/api/inbound/held': a.held!,
       '/api/messages': a.message!,
       '/api/deliveries': a.delivery!,
       '/api/routes': a.route!,
@@ -237,6 +262,8 @@ const bodies = (): Record<string, unknown> => ({
   'appPasswords.create': { domainId: a.domain, protocols: ['api'] },
   'domains.setEncryption': { publicKey: PUBLIC_KEY },
   'domains.update': { zero_retention: 1, track_opens: 1 },
+  'inboundPolicy.update': { spam_hold_score: 1 },
+  'senderRules.create': { kind: 'address', value: 'steal@example.com', action: 'allow' },
   'send.single': { from: `x@${a.domainName}`, to: 'v@example.com', subject: 's', text: 't' },
   'send.batch': { from: `x@${a.domainName}`, subject: 's', text: 't', recipients: [{ to: 'v@example.com' }] },
 });
@@ -256,6 +283,9 @@ const secretsOfA = (forScopedKey: boolean) =>
     a.accountSecret,
     a.sequence,
     'A sequence',
+    a.senderRule,
+    a.held,
+    'A held subject',
     a.enrolment,
     a.event,
     'A event payload',

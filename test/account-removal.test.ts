@@ -303,6 +303,16 @@ async function fillMidway(doomed: { userId: string; importId: string; domainId: 
   await db
     .insert(schema.tlsReports)
     .values({ id: 'tlr_doomed', ...report, ...range, success: 1, failure: 0, policies: [] });
+  // A sender rule of the domain's inbound policy (docs/inbound-policy.md).
+  await db.insert(schema.senderRules).values({
+    id: 'sbr_doomeddoomeddoomeddoomed',
+    userId: doomed.userId,
+    domainId: doomed.domainId,
+    kind: 'address',
+    value: 'pest@far.example',
+    action: 'block',
+    createdAt: now,
+  });
   // A pool an operator assigned to the account, and its outcomes by egress source (docs/egress.md).
   await db
     .insert(schema.egressAssignments)

@@ -195,6 +195,11 @@ const examples: Record<string, () => Promise<Example>> = {
   }),
   'messages.list': async () => ({ token: session, query: 'limit=5' }),
   'messages.get': async () => ({ token: session, path: `/api/messages/${await sendOne({ metadata: { k: 'v' } })}` }),
+  'messages.raw': async () => ({ token: session, path: `/api/messages/${await routedOne()}/raw` }),
+  'inbound.route': async () => ({
+    token: await key(),
+    body: { routeId: await storeRoute(), from: 'Ops <ops@example.com>', subject: 'Routed', text: 'Please handle.' },
+  }),
   'events.timeline': async () => ({ token: session }),
   'suppressions.list': async () => ({ token: session }),
   'suppressions.add': async () => ({ token: session, body: { email: `s${++n}@example.com`, reason: 'manual' } }),
@@ -279,6 +284,32 @@ const examples: Record<string, () => Promise<Example>> = {
     path: `/api/domains/${await newDomainId()}`,
     body: { track_opens: 1, zero_retention: false, tls: 'enforced' },
   }),
+  'inboundPolicy.get': async () => ({ token: session, path: `/api/domains/${await senderDomainId()}/inbound-policy` }),
+  'inboundPolicy.update': async () => ({
+    token: session,
+    path: `/api/domains/${await senderDomainId()}/inbound-policy`,
+    body: { spam_hold_score: 6, spam_refuse_score: null, refuse_dmarc_reject: false },
+  }),
+  'senderRules.list': async () => ({ token: session, path: `/api/domains/${await senderDomainId()}/sender-rules` }),
+  'senderRules.create': async () => ({
+    token: session,
+    path: `/api/domains/${await senderDomainId()}/sender-rules`,
+    body: { kind: 'ip', value: '192.0.2.0/24', action: 'block', note: 'a bad network' },
+  }),
+  'senderRules.delete': async () => {
+    const id = await senderDomainId();
+    const r = await stack.api('POST', `/api/domains/${id}/sender-rules`, {
+      token: session,
+      body: { kind: 'domain', value: `gone${++n}.example`, action: 'block' },
+    });
+    return { token: session, path: `/api/domains/${id}/sender-rules/${r.body.rule.id}` };
+  },
+  'heldMessages.list': async () => {
+    await heldMessage();
+    return { token: session, path: '/api/inbound/held', query: 'limit=10' };
+  },
+  'heldMessages.release': async () => ({ token: session, path: `/api/inbound/held/${await heldMessage()}/release` }),
+  'heldMessages.delete': async () => ({ token: session, path: `/api/inbound/held/${await heldMessage()}` }),
   'domains.dmarc': async () => ({ token: session, path: `/api/domains/${await newDomainId()}/dmarc?days=7` }),
   'domains.tlsReports': async () => ({ token: session, path: `/api/domains/${await newDomainId()}/tls-reports` }),
   'domains.delete': async () => ({ token: session, path: `/api/domains/${await newDomainId()}` }),
@@ -571,6 +602,51 @@ async function claimId(): Promise<string> {
     .body.domain.id;
 }
 
+/** A `store` route of a fresh domain of the contract account (POST /v1/route's target). */
+async function storeRoute(): Promise<string> {
+  const res = await stack.api('POST', '/api/routes', {
+    token: session,
+    body: { domainId: await claimId(), address: 'keep', action: 'store' },
+  });
+  return res.body.id;
+}
+
+/** An inbound message made by POST /v1/route into a store route: its mailbox copy is the stored copy. */
+async function routedOne(): Promise<string> {
+  const res = await stack.api('POST', '/v1/route', {
+    token: session,
+    body: { routeId: await storeRoute(), from: 'ops@example.com', subject: 'Raw', text: 'Body' },
+  });
+  return res.body.id;
+}
+
+/** A held inbound message of the contract account, as the inbound policy stores one (a message row `held`). */
+async function heldMessage(): Promise<string> {
+  const [user] = await stack.service.core.db
+    .select({ id: schema.users.id })
+    .from(schema.users)
+    .where(eq(schema.users.email, 'contract@example.com'));
+  const id = `msg_contractheld${++n}x${Date.now()}`;
+  await stack.service.core.db.insert(schema.messages).values({
+    id,
+    userId: user!.id,
+    direction: 'inbound',
+    kind: 'user',
+    domainId: await senderDomainId(),
+    fromAddr: 'held@far.example',
+    envelopeFrom: 'held@far.example',
+    toAddrs: ['in@sender.contract.svc.test'],
+    subject: 'held',
+    status: 'held',
+    heldReason: 'spam score 9 at or above 6',
+    heldUntil: Date.now() + 86_400_000,
+    spam: { scored: true, score: 9, required: 15, action: 'add header', symbols: [] },
+    receivedAt: Date.now(),
+    createdAt: Date.now(),
+    updatedAt: Date.now(),
+  });
+  return id;
+}
 async function newDomainId(): Promise<string> {
   return (await stack.api('POST', '/api/domains', { token: session, body: { domain: `x${++n}.example.com` } })).body
     .domain.id;

@@ -89,7 +89,7 @@ describe('parseEncryptionKey and encryptForStorage', () => {
     expect(parsed.fingerprint).toBe(sha256Hex(rsa.publicKey.export({ type: 'spki', format: 'der' })));
     const sealed = await encryptForStorage(parsed, RAW);
     const envelope = JSON.parse(sealed.toString('utf8'));
-    expect(envelope).toMatchObject({ v: 1, alg: 'RSA-OAEP-256', enc: 'A256GCM' });
+    expect(envelope).toMatchObject({ v: 1, keyAlg: 'RSA-OAEP-256', fp: parsed.fingerprint, enc: 'A256GCM' });
     expect(Buffer.from(envelope.iv, 'base64')).toHaveLength(12);
     expect(sealed.includes(Buffer.from('secret'))).toBe(false);
     expect(
@@ -104,7 +104,9 @@ describe('parseEncryptionKey and encryptForStorage', () => {
       ['decrypt'],
     );
     expect(
-      Buffer.from(await webcrypto.subtle.decrypt({ name: 'RSA-OAEP' }, unwrapKey, Buffer.from(envelope.key, 'base64'))),
+      Buffer.from(
+        await webcrypto.subtle.decrypt({ name: 'RSA-OAEP' }, unwrapKey, Buffer.from(envelope.wrappedKey, 'base64')),
+      ),
     ).toHaveLength(32);
   });
 

@@ -107,9 +107,9 @@ describe('inbound mail to webhooks', () => {
       text: 'Plain body',
       html: '<p>HTML body</p>',
       threadId: '<root@sender.example>',
-      auth: { spf: expect.anything(), dkim: expect.anything(), dmarc: expect.anything(), spam: null },
+      auth: { spf: expect.anything(), dkim: expect.anything(), dmarc: expect.anything(), spam: null, arc: 'none' },
     });
-    expect(Object.keys(p.auth).sort()).toEqual(['dkim', 'dmarc', 'spam', 'spf']);
+    expect(Object.keys(p.auth).sort()).toEqual(['arc', 'dkim', 'dmarc', 'spam', 'spf']);
     expect(new Date(p.receivedAtIso).getTime()).toBe(p.receivedAt);
     expect(p.attachments).toEqual([
       {

@@ -177,7 +177,7 @@ describe('route forwards', () => {
     for (const subject of ['one', 'two', 'three']) await mail({ to: `fwd@${tiny.domain}`, subject });
     const rows = await forwards(tiny, 3);
     expect(rows.filter((r) => r.status === 'failed').map((r) => [r.subject, r.lastError?.split(':')[0]])).toEqual([
-      ['Fwd: three', 'daily_limit'],
+      ['three', 'daily_limit'],
     ]);
     await eventually(async () => receivedBy(env, ['fwd-owner-t@rcpt.test']).length === 2);
   });

@@ -64,9 +64,17 @@ describe('npm start', () => {
     for (const port of ['SMTP_PORT', 'SUBMISSION_PORT', 'SUBMISSIONS_PORT', 'IMAP_PORT'] as const)
       expect(await isListening(Number(env[port])), port).toBe(true);
 
+    // No RSPAMD_URL: the SMTP role runs a local rspamd (installed here as on CI) and stops it with the rest.
+    const rspamdPort = /\[rspamd\] local rspamd scoring inbound mail on http:\/\/127\.0\.0\.1:(\d+)/.exec(
+      first.output(),
+    );
+    expect(rspamdPort, first.output().slice(-3000)).not.toBeNull();
+    expect(await isListening(Number(rspamdPort![1]))).toBe(true);
+
     first.child.kill('SIGTERM');
     const code = await exited(first.child);
     expect(code, first.output().slice(-3000)).toBe(0);
+    await eventually(async () => !(await isListening(Number(rspamdPort![1]))), 30_000, 200);
     expect(await isListening(Number(env.TEMPORAL_DEV_PORT))).toBe(false);
     expect(await isListening(Number(env.PORT))).toBe(false);
     expect(await isListening(Number(env.SUBMISSION_PORT))).toBe(false);

@@ -42,3 +42,14 @@ export async function sweepSequencesWorkflow(input: { olderThanMs?: number } = {
   }
   return { handed };
 }
+
+/** Schedule: deletes held inbound mail past its QUARANTINE_DAYS (docs/inbound-policy.md, Quarantine). */
+export async function sweepHeldInboundWorkflow() {
+  let deleted = 0;
+  for (let i = 0; i < 100; i++) {
+    const n = await acts.sweepHeldInbound({ limit: 1000 });
+    deleted += n;
+    if (n < 1000) break;
+  }
+  return { deleted };
+}

@@ -14,6 +14,7 @@ export const engagementDispatchWorkflowId = (domainId: string) => `engagement-${
 export const engagementSweepScheduleId = (taskQueue: string) => `engagement-sweep-${taskQueue}`;
 export const pruneAttemptsScheduleId = (taskQueue: string) => `attempts-prune-${taskQueue}`;
 export const pruneIdempotencyKeysScheduleId = (taskQueue: string) => `idempotency-prune-${taskQueue}`;
+export const sweepHeldInboundScheduleId = (taskQueue: string) => `held-inbound-sweep-${taskQueue}`;
 export const broadcastWorkflowId = (broadcastId: string) => `broadcast-${broadcastId}`;
 /** One delivery run per broadcast batch, named by the ledger position of its first recipient. */
 export const broadcastBatchWorkflowId = (broadcastId: string, firstSeq: number) =>

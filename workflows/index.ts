@@ -13,6 +13,7 @@ export {
   pruneIdempotencyKeysWorkflow,
   sweepEngagementWorkflow,
   sweepSequencesWorkflow,
+  sweepHeldInboundWorkflow,
 } from './housekeeping.js';
 export { enrolSequenceWorkflow } from './sequence-enrolment.js';
 export { referenceWorkflow } from './reference.js';

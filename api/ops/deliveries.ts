@@ -106,6 +106,17 @@ export const listAttempts = defineOperation({
         response_status: z.number().int().nullable(),
         response_headers: z.string().nullable(),
         response_body: z.string().nullable(),
+        control: z
+          .object({
+            status: z.enum(['ok', 'spam', 'drop']),
+            actions: z.array(z.string()),
+            applied: z.array(z.string()),
+            ignored: z.array(z.string()).optional(),
+            error: z.string().optional(),
+          })
+          .nullable()
+          .optional()
+          .describe("The consumer's control-mode reply and what it did (docs/receiving.md, Control replies)"),
         duration_ms: z.number().int().nullable(),
         requested_at: z.number().int(),
         created_at: z.number().int(),

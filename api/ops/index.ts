@@ -21,6 +21,7 @@ import * as messages from './messages.js';
 import * as suppressions from './suppressions.js';
 import * as webhooks from './webhooks.js';
 import * as routes from './routes.js';
+import * as inboundRoute from './inbound-route.js';
 import * as deliveries from './deliveries.js';
 import * as engagement from './engagement.js';
 import * as appPasswords from './app-passwords.js';
@@ -33,6 +34,7 @@ import * as events from './events.js';
 import * as warmup from './warmup.js';
 import * as metrics from './metrics.js';
 import * as egressMetrics from './egress-metrics.js';
+import * as inboundPolicy from './inbound-policy.js';
 
 /** Every module of operations, by name: the runtime list below and the `AppRouter` type are both built from it. */
 const modules = {
@@ -58,6 +60,7 @@ const modules = {
   suppressions,
   webhooks,
   routes,
+  inboundRoute,
   deliveries,
   engagement,
   appPasswords,
@@ -70,6 +73,7 @@ const modules = {
   warmup,
   metrics,
   egressMetrics,
+  inboundPolicy,
 };
 
 type OperationsIn<M> = Extract<M[keyof M], { handler: unknown; name: string }>;

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { BOUNCE_CLASSES } from '../../core/mail/bounce-classes.js';
 import { defineOperation } from '../contract.js';
 import { deliverySchema } from './deliveries.js';
+import { messageSpam } from '../../core/webhooks/payload-schemas.js';
 
 const AUTH = ['session', 'oauth', 'account_key', 'scoped_key'] as const;
 const scalar = z.union([z.string(), z.number(), z.boolean(), z.null()]);
@@ -24,6 +25,10 @@ const message = z.object({
   created_at: z.number().int(),
   updated_at: z.number().int(),
   sent_at: z.number().int().nullable(),
+  spam: messageSpam
+    .nullable()
+    .optional()
+    .describe("Inbound: rspamd's verdict (docs/spam-scoring.md); null on outbound mail"),
 });
 export const eventSchema = z.object({
   id: z.string().describe('evt_…'),
@@ -82,6 +87,20 @@ export const getMessage = defineOperation({
         .describe(
           "Outbound: each recipient's outcome (one SMTP transaction per recipient domain); empty before the first attempt",
         ),
+      sealed: z
+        .object({
+          alg: z.string().describe('RSA-OAEP-256, PGP or S/MIME: the domain key it was sealed with'),
+          envelope: z
+            .string()
+            .describe(
+              "RSA-OAEP-256: the envelope JSON the SDKs' MailKite.decrypt opens with the private key; PGP: the armored message; S/MIME: the application/pkcs7-mime entity",
+            ),
+        })
+        .nullable()
+        .optional()
+        .describe(
+          'Inbound on a domain with an encryption key: the stored copy, sealed (subject and text are then null)',
+        ),
     }),
     attachments: z.array(z.object({ filename: z.string(), contentType: z.string() })),
     deliveries: z.array(deliverySchema).describe('Webhook deliveries of an inbound message, newest first'),
@@ -121,6 +140,29 @@ export const getMessage = defineOperation({
       .describe('The workflow runs that touched the message'),
   }),
   handler: (input, { core, actor }) => core.messages.get(actor, input.id),
+});
+
+export const rawMessage = defineOperation({
+  name: 'messages.raw',
+  method: 'GET',
+  path: '/api/messages/:id/raw',
+  auth: AUTH,
+  mcp: { title: 'Download the stored copy of a received message' },
+  summary:
+    'The stored copy of an inbound message: sealed as stored on a domain with a key, else its RFC 822 source (send Accept: application/octet-stream for the bytes themselves); 404 no_stored_copy when none is kept.',
+  params: z.object({ id: z.string().regex(/^msg_[A-Za-z0-9_-]+$/, 'not a message id (msg_…)') }),
+  output: z.object({
+    id: z.string(),
+    encrypted: z.boolean(),
+    alg: z.string().nullable().describe('The sealing algorithm; null for a clear copy'),
+    raw: z
+      .string()
+      .describe('The stored bytes as UTF-8 text: the envelope (MailKite.decrypt opens it) or the RFC 822 source'),
+  }),
+  handler: async ({ id }, { core, actor }) => {
+    const copy = await core.messages.raw(actor, id);
+    return { id, encrypted: copy.encrypted, alg: copy.alg, raw: copy.raw.toString('utf8') };
+  },
 });
 
 export const listEvents = defineOperation({

@@ -125,36 +125,41 @@ export async function encryptForStorage(key: { alg: EncKeyAlg; publicKey: string
 }
 
 /**
- * The custom envelope (enc_format null), a JSON object in UTF-8:
- * `{"v":1,"alg":"RSA-OAEP-256","enc":"A256GCM","key","iv","tag","ciphertext"}`, binary fields base64.
- * Each message gets a fresh random 32-byte content key (CEK) and a 12-byte IV; the content is
- * AES-256-GCM without AAD, and `key` is the CEK wrapped with RSAES-OAEP using SHA-256 and MGF1-SHA-256
- * (what WebCrypto calls RSA-OAEP with hash SHA-256, and JOSE `RSA-OAEP-256`).
+ * The custom envelope (enc_format null), a JSON object in UTF-8, the one the official SDKs' `encrypt` and
+ * `decrypt` read: `{"v":1,"keyAlg":"RSA-OAEP-256","fp","enc":"A256GCM","iv","wrappedKey","ciphertext"}`,
+ * binary fields in standard base64. Each message gets a fresh random 32-byte content key (CEK) and a 12-byte
+ * IV; the content is AES-256-GCM without AAD with its 16-byte tag appended to `ciphertext` (the WebCrypto
+ * layout); `wrappedKey` is the CEK wrapped with RSAES-OAEP using SHA-256 and MGF1-SHA-256 (WebCrypto's
+ * RSA-OAEP with SHA-256, JOSE `RSA-OAEP-256`); `fp` is the SHA-256 of the key's SPKI DER, lowercase hex
+ * (the domain's `enc_fingerprint`). The SDKs' decrypt answers the content as UTF-8 text.
  */
 function encryptRsaOaepEnvelope(publicKeyPem: string, raw: Buffer): Buffer {
   const cek = randomBytes(32);
   const iv = randomBytes(12);
   const cipher = createCipheriv('aes-256-gcm', cek, iv);
-  const ciphertext = Buffer.concat([cipher.update(raw), cipher.final()]);
+  const ciphertext = Buffer.concat([cipher.update(raw), cipher.final(), cipher.getAuthTag()]);
+  const publicKey = createPublicKey({ key: publicKeyPem, format: 'pem' });
   // Node's oaepHash sets the OAEP digest, and OpenSSL uses the same digest for MGF1 unless told otherwise.
-  const wrapped = publicEncrypt(
-    { key: publicKeyPem, padding: constants.RSA_PKCS1_OAEP_PADDING, oaepHash: 'sha256' },
-    cek,
-  );
-  const b64 = (b: Buffer) => b.toString('base64');
+  const wrapped = publicEncrypt({ key: publicKey, padding: constants.RSA_PKCS1_OAEP_PADDING, oaepHash: 'sha256' }, cek);
   const envelope = {
     v: 1,
-    alg: 'RSA-OAEP-256',
+    keyAlg: 'RSA-OAEP-256',
+    fp: sha256Hex(publicKey.export({ type: 'spki', format: 'der' })),
     enc: 'A256GCM',
-    key: b64(wrapped),
-    iv: b64(iv),
-    tag: b64(cipher.getAuthTag()),
-    ciphertext: b64(ciphertext),
+    iv: iv.toString('base64'),
+    wrappedKey: wrapped.toString('base64'),
+    ciphertext: ciphertext.toString('base64'),
   };
   return Buffer.from(JSON.stringify(envelope), 'utf8');
 }
 
-/** Opens an RSA-OAEP-256 envelope with the matching private key (tests and operators' tooling); 400 if malformed. */
+const GCM_TAG_BYTES = 16;
+
+/**
+ * Opens an RSA-OAEP-256 envelope with the matching private key (tests and operators' tooling); 400 if
+ * malformed. Reads both layouts: the SDK one sealed now, and `{v, alg, enc, key, iv, tag, ciphertext}`
+ * (the tag apart) that copies sealed before it carry.
+ */
 export function decryptRsaOaepEnvelope(envelope: Buffer, privateKeyPem: string): Buffer {
   let e: Record<string, unknown>;
   try {
@@ -162,21 +167,33 @@ export function decryptRsaOaepEnvelope(envelope: Buffer, privateKeyPem: string):
   } catch {
     throw badRequest('Not an RSA-OAEP-256 envelope (not JSON)', 'invalid_envelope');
   }
-  const fields = [e.key, e.iv, e.tag, e.ciphertext];
-  if (e.v !== 1 || e.alg !== 'RSA-OAEP-256' || e.enc !== 'A256GCM' || !fields.every((f) => typeof f === 'string')) {
+  const sdk = e.keyAlg !== undefined;
+  const fields = sdk ? [e.wrappedKey, e.iv, e.ciphertext] : [e.key, e.iv, e.tag, e.ciphertext];
+  if (
+    e.v !== 1 ||
+    (sdk ? e.keyAlg : e.alg) !== 'RSA-OAEP-256' ||
+    e.enc !== 'A256GCM' ||
+    !fields.every((f) => typeof f === 'string')
+  ) {
     throw badRequest('Not a version 1 RSA-OAEP-256 / A256GCM envelope', 'invalid_envelope');
   }
-  const [key, iv, tag, ciphertext] = (fields as string[]).map((f) => Buffer.from(f, 'base64')) as [
-    Buffer,
-    Buffer,
-    Buffer,
-    Buffer,
-  ];
+  const [key, iv, ...rest] = (fields as string[]).map((f) => Buffer.from(f, 'base64')) as Buffer[];
+  let tag: Buffer;
+  let ciphertext: Buffer;
+  if (sdk) {
+    const all = rest[0]!;
+    if (all.length < GCM_TAG_BYTES)
+      throw badRequest('The envelope ciphertext is shorter than its tag', 'invalid_envelope');
+    ciphertext = all.subarray(0, all.length - GCM_TAG_BYTES);
+    tag = all.subarray(all.length - GCM_TAG_BYTES);
+  } else {
+    [tag, ciphertext] = rest as [Buffer, Buffer];
+  }
   const cek = privateDecrypt(
     { key: privateKeyPem, padding: constants.RSA_PKCS1_OAEP_PADDING, oaepHash: 'sha256' },
-    key,
+    key!,
   );
-  const decipher = createDecipheriv('aes-256-gcm', cek, iv);
+  const decipher = createDecipheriv('aes-256-gcm', cek, iv!);
   decipher.setAuthTag(tag);
   return Buffer.concat([decipher.update(ciphertext), decipher.final()]);
 }

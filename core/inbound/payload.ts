@@ -1,5 +1,6 @@
 import type { ParsedMail, AddressObject } from 'mailparser';
 import type { EmailReceivedPayload } from '../webhooks/payload-schemas.js';
+import type { SpamVerdict } from '../spam/rspamd.js';
 
 export type Party = { address: string; name?: string };
 export type InboundAttachment = {
@@ -30,6 +31,8 @@ export function receivedPayload(m: {
   envelopeFrom: string;
   receivedAt: number;
   auth: Record<string, string | null>;
+  /** rspamd's verdict (absent on payloads stored before scoring). */
+  spam?: SpamVerdict;
   attachments: InboundAttachment[];
 }): Omit<EmailReceivedPayload, 'to'> & { type: 'email.received'; from: Party } {
   const from = firstAddress(m.mail.from) ?? { address: m.envelopeFrom.toLowerCase() };
@@ -48,7 +51,9 @@ export function receivedPayload(m: {
       dkim: m.auth.dkim ?? null,
       dmarc: m.auth.dmarc ?? null,
       spam: m.auth.spam ?? null,
+      arc: m.auth.arc ?? null,
     },
+    ...(m.spam ? { spam: m.spam } : {}),
     attachments: m.attachments,
   };
 }

@@ -13,6 +13,8 @@ import { bestRoute, type RouteRow, type RouteService } from '../webhooks/routes.
 import { scoreMessage } from './auth.js';
 import { FORWARD_HEADER } from '../mail/headers.js';
 import type { Forwarder } from '../mailboxes/forward.js';
+import type { Srs } from '../mail/srs.js';
+import { createSrsReturns } from './srs-bounce.js';
 import type { MailboxStore } from '../mailboxes/store.js';
 import type { InboundDoor } from './door.js';
 import type { EncryptionService } from './encryption-service.js';
@@ -20,11 +22,13 @@ import type { ReportService } from './report-service.js';
 import type { AggregateStore } from '../feedback/aggregate-store.js';
 import type { AggregateBounds } from '../parsing/aggregate-types.js';
 import { dmarcReportAddress, tlsReportAddress } from '../domains/records.js';
-import { reportsReceived } from '../metrics.js';
+import { inboundPolicyOutcomes, reportsReceived, since, spamScanDuration, spamScans } from '../metrics.js';
 import { parseMail, runParse } from '../parsing/pool.js';
 import { receivedPayload, type InboundAttachment } from './payload.js';
 import { unsubscribeTokenOf } from '../contacts/unsubscribe.js';
 import { log } from '../log.js';
+import { withSpamHeaders, type SpamFilter, type SpamMeta, type SpamVerdict } from '../spam/rspamd.js';
+import { decide, policyRefused, senderBlocked, type InboundPolicy, type PolicyDecision } from './policy.js';
 
 const hashId = (prefix: string, ...parts: (string | Buffer)[]) => {
   const h = createHash('sha256');
@@ -39,7 +43,8 @@ const split = (address: string) => {
 export const isReturnPath = (address: string) =>
   split(address).local.startsWith('bounce+') || split(address).domain.startsWith('bounces.');
 
-export type Envelope = { from: string; rcpts: string[]; ip: string; helo: string };
+/** The SMTP transaction of a message; `hostname` is the client's reverse DNS name when it has one. */
+export type Envelope = { from: string; rcpts: string[]; ip: string; helo: string; hostname?: string };
 
 /** Inbound mail: who may receive, storing what arrives, and turning it into webhook deliveries. */
 export function createInboundService(deps: {
@@ -58,8 +63,15 @@ export function createInboundService(deps: {
   starts: { enqueue(ids: string[], account: string): void };
   mailboxStore: MailboxStore;
   forwarder: Forwarder;
+  /** SRS envelope senders of forwards: mail to them goes back to the original sender (core/inbound/srs-bounce.ts). */
+  srs: Srs;
+  /** rspamd: each message is scored once at DATA, before it is stored (core/spam/rspamd.ts). */
+  spam: SpamFilter;
   /** Storage counted at the door: the quota and the daily allowance of unverified accounts (RCPT and DATA). */
   door: InboundDoor;
+  /** Per-domain sender rules (RCPT and DATA) and how many days held mail is kept (docs/inbound-policy.md). */
+  policy: Pick<InboundPolicy, 'judgeSender'>;
+  quarantineDays: number;
   /** Records addresses of mail traffic as contacts (group-committed by the contact service). */
   touchContacts: (userId: string, emails: string[]) => Promise<void>;
   /** Applies the token of mail to a broadcast's `unsubscribe+<token>@bounces.<domain>` address. */
@@ -91,6 +103,7 @@ export function createInboundService(deps: {
   // The reads every inbound message makes, prepared once (named statements: no query building per message).
   const rcptDomain = db
     .select({
+      id: d.id,
       status: d.status,
       mx: d.mxVerified,
       sending: d.sendingEnabled,
@@ -128,6 +141,25 @@ export function createInboundService(deps: {
     const routes = rows.filter((x) => x.domain.id === domain.id && x.route).map((x) => x.route!);
     return { domain, match: (local) => bestRoute(routes, local) };
   }
+
+  /** One rspamd scan, counted and timed (svc_spam_scans_total, svc_spam_scan_duration_seconds). */
+  async function scan(raw: Buffer, meta: SpamMeta): Promise<SpamVerdict> {
+    const started = performance.now();
+    const v = await deps.spam.check(raw, meta);
+    spamScanDuration.observe({ result: v.scored ? 'scored' : 'unscored' }, since(started));
+    spamScans.inc(
+      v.scored
+        ? { result: 'scored', action: v.action, reason: '' }
+        : { result: 'unscored', action: '', reason: v.reason },
+    );
+    return v;
+  }
+
+  const srsReturns = createSrsReturns({
+    srs: deps.srs,
+    forwarder: deps.forwarder,
+    receivingDomain: async (name) => (await receivingDomain(name))?.domain,
+  });
 
   /** Attachments as the payload carries them: signed URLs, or inline base64 when nothing may be kept in the clear. */
   async function payloadAttachments(
@@ -168,6 +200,10 @@ export function createInboundService(deps: {
     mail: ParsedMail,
     env: Envelope,
     auth: Record<string, string | null>,
+    /** rspamd's verdict; none on a message made by POST /v1/route (no SMTP peer to judge). */
+    spam?: SpamVerdict,
+    /** The domain's policy held it (quarantine): stored with its raw copy, filed, forwarded and delivered on release only. */
+    hold?: { reason: string },
   ) {
     const rcpts = routed.map((r) => r.rcpt);
     const id = hashId('msg', domain.id, rcpts.join(','), raw);
@@ -177,11 +213,13 @@ export function createInboundService(deps: {
       const encrypted = Boolean(domain.encPublicKey);
       const receivedAt = Date.now();
       const attachments = await payloadAttachments(mail, domain, id, keepNothing || encrypted);
-      const payload = receivedPayload({ id, mail, envelopeFrom: env.from, receivedAt, auth, attachments });
+      const payload = receivedPayload({ id, mail, envelopeFrom: env.from, receivedAt, auth, spam, attachments });
       const sealed = keepNothing
         ? { content: Buffer.alloc(0), encrypted: false, encAlg: null }
         : await deps.encryption.sealForDomain(domain, raw);
-      const clear = !keepNothing && !encrypted;
+      // Held clear mail keeps its fields readable (the owner judges it) but is filed only on release.
+      const readable = !keepNothing && !encrypted;
+      const clear = readable && !hold;
       const filed: string[] = [];
       await db.transaction(async (tx) => {
         // The message row and its raw copy in one statement (a data-modifying CTE always runs).
@@ -196,12 +234,14 @@ export function createInboundService(deps: {
               domainId: domain.id,
               fromAddr: payload.from.address,
               toAddrs: rcpts,
-              subject: clear ? payload.subject : null,
-              text: clear ? payload.text : null,
-              html: clear ? payload.html : null,
-              status: 'received',
+              subject: readable ? payload.subject : null,
+              text: readable ? payload.text : null,
+              html: readable ? payload.html : null,
+              status: hold ? 'held' : 'received',
+              ...(hold ? { heldReason: hold.reason, heldUntil: receivedAt + deps.quarantineDays * 86_400_000 } : {}),
               threadId: payload.threadId,
               auth,
+              spam: spam ?? null,
               envelopeFrom: env.from,
               receivedAt,
               sizeBytes: raw.length,
@@ -217,7 +257,7 @@ export function createInboundService(deps: {
           .values({
             // A clear message's one stored copy is its mailbox body (filed below); the raw copy here is the sealed one only.
             messageId: id,
-            content: clear ? Buffer.alloc(0) : sealed.content,
+            content: clear ? Buffer.alloc(0) : hold && !encrypted ? raw : sealed.content,
             encrypted: sealed.encrypted,
             encAlg: sealed.encAlg,
             payloadSealed: deps.sealer.seal(JSON.stringify(payload)),
@@ -231,7 +271,9 @@ export function createInboundService(deps: {
           storedBytes = sealed.content.length;
         }
         if (clear) {
-          // One body for every recipient: the first filing stores it, the others refer to it.
+          // One body for every recipient: the first filing stores it, the others refer to it. The mailbox copy
+          // carries the verdict as X-Spam-* headers (a sender's own X-Spam-* lines are dropped).
+          const boxRaw = spam ? withSpamHeaders(raw, spam) : raw;
           let bodyId: string | undefined;
           for (const rcpt of rcpts) {
             const box = await deps.mailboxStore.fileIn(tx, {
@@ -239,7 +281,7 @@ export function createInboundService(deps: {
               domainId: domain.id,
               address: rcpt,
               folder: 'INBOX',
-              raw,
+              raw: boxRaw,
               fromAddr: env.from,
               subject: payload.subject,
               messageId: id,
@@ -249,7 +291,7 @@ export function createInboundService(deps: {
             if (box) filed.push(box.mailboxId);
             bodyId ??= box?.bodyId;
           }
-          if (bodyId) storedBytes = raw.length;
+          if (bodyId) storedBytes = boxRaw.length;
         }
         // The account's counters last (today's inbound and the month's usage, in the door's one statement): each
         // holds its row locked until commit, so concurrent messages of one account queue only for that statement.
@@ -261,8 +303,8 @@ export function createInboundService(deps: {
       deps
         .touchContacts(domain.userId, [payload.from.address])
         .catch((err: Error) => log.error({ error: err.message }, '[contacts] could not record a sender as a contact'));
-      // A message we forwarded once is not forwarded again (two forward routes pointing at each other).
-      const forwardedBefore = mail.headers.has(FORWARD_HEADER.toLowerCase());
+      // A message we forwarded once is not forwarded again (two forward routes pointing at each other); held mail on release.
+      const forwardedBefore = mail.headers.has(FORWARD_HEADER.toLowerCase()) || Boolean(hold);
       for (const { rcpt, route } of routed) {
         if (route?.action === 'forward' && route.destination && !forwardedBefore) {
           await deps.forwarder.forward({
@@ -273,12 +315,13 @@ export function createInboundService(deps: {
             raw,
             mail,
             envelopeFrom: env.from,
+            made: auth.source === 'api',
           });
         }
       }
     }
-    // Durable now: the workflow starts off the SMTP path (a crash before it is the sweep's to mend).
-    deps.starts.enqueue([id], domain.userId);
+    // Durable now: the workflow starts off the SMTP path (a crash before it is the sweep's to mend). Held: on release.
+    if (!hold) deps.starts.enqueue([id], domain.userId);
     return id;
   }
 
@@ -391,9 +434,11 @@ export function createInboundService(deps: {
      * not read its records; `unknown_domain` otherwise. A mailbox of an account already over its storage
      * quota or its daily allowance (unverified accounts) is `mailbox_full`, retryable.
      */
-    async checkRecipient(address: string): Promise<void> {
+    async checkRecipient(address: string, sender?: { from: string; ip: string }): Promise<void> {
       // DMARC and TLS reports about any domain here (docs/feedback.md): read at DATA, never stored as mail.
       if (isReportAddress(address)) return;
+      // The SRS envelope sender of a forward: a good hash, not expired (a forged one is refused, 550 5.1.1).
+      if (srsReturns.isSrs(address)) return srsReturns.check(address);
       const { domain } = split(address);
       const returnPath = isReturnPath(address);
       const name = returnPath && domain.startsWith('bounces.') ? domain.slice('bounces.'.length) : domain;
@@ -403,6 +448,9 @@ export function createInboundService(deps: {
       const verified = rows.find((r) => r.status === 'verified');
       if (returnPath && rows.some((r) => r.status === 'verified' || r.sending)) return;
       if (!returnPath && verified?.mx === 1) {
+        // The domain's sender rules (docs/inbound-policy.md): a blocked sender is refused here, 550 5.7.1.
+        if (sender && (await deps.policy.judgeSender(verified.id, sender)) === 'block')
+          throw senderBlocked(sender.from || sender.ip);
         rememberAtRcpt(name, verified.userId, verified.zeroRetention !== 1);
         return deps.door.atRcpt(verified.userId, address, verified.zeroRetention !== 1);
       }
@@ -434,39 +482,83 @@ export function createInboundService(deps: {
         });
         if (report) await deps.reports.apply(report);
       }
-      const mailRcpts = env.rcpts.filter((a) => !isReportAddress(a));
+      // Mail to the SRS address of a forward goes back to the original sender, never stored as mail.
+      // Returned only once the DATA is certain to be accepted (a refusal or a 4xx must not make the retry return it twice).
+      const srsRcpts = env.rcpts.filter((a) => srsReturns.isSrs(a));
+      const returnSrs = async () => (srsRcpts.length > 0 ? await srsReturns.returnAll(raw, srsRcpts) : []);
+      const mailRcpts = env.rcpts.filter((a) => !isReportAddress(a) && !srsReturns.isSrs(a));
       for (const kind of new Set(env.rcpts.map(reportKind))) {
         if (!kind) continue;
         // A report alone is refused when unreadable (554, the sender learns why); beside other mail it is dropped.
         if (mailRcpts.length === 0) await receiveAggregate(kind, raw);
         else await receiveAggregate(kind, raw).catch((err: unknown) => log.warn({ err }, 'report dropped'));
       }
-      if (mailRcpts.every(isReturnPath)) return [];
+      if (mailRcpts.every(isReturnPath)) return returnSrs();
       // Room first: a message refused at the door (`mailbox_full`) costs no parse and is stored for no domain.
       await admitAll(
         raw.length,
         mailRcpts.filter((a) => !isReturnPath(a)),
       );
       const mail = await parseMail(raw);
-      const auth = await scoreMessage(raw, {
-        ip: env.ip,
-        helo: env.helo,
-        sender: env.from,
-        mta: deps.serviceDomain,
-        resolver: deps.resolver,
-      });
+      // SPF, DKIM and DMARC, and rspamd's verdict, side by side; each bounded in time (unscored past it).
+      const [verdicts, spam] = await Promise.all([
+        scoreMessage(raw, {
+          ip: env.ip,
+          helo: env.helo,
+          sender: env.from,
+          mta: deps.serviceDomain,
+          resolver: deps.resolver,
+        }),
+        scan(raw, {
+          ip: env.ip,
+          from: env.from,
+          rcpts: mailRcpts.filter((a) => !isReturnPath(a)),
+          helo: env.helo,
+          ...(env.hostname ? { hostname: env.hostname } : {}),
+        }),
+      ]);
+      // `auth.spam` names rspamd's action (null unscored); the whole verdict is the message's `spam`.
+      const { dmarcPolicy, ...checked } = verdicts;
+      const auth = { ...checked, spam: spam.scored ? spam.action : null };
       const byDomain = new Map<string, string[]>();
       for (const r of mailRcpts.filter((a) => !isReturnPath(a)))
         byDomain.set(split(r).domain, [...(byDomain.get(split(r).domain) ?? []), r.toLowerCase()]);
-      const ids: string[] = [];
+      // Each domain's policy first: when one refuses, the whole message is refused (one answer to DATA) and nothing is stored.
+      const headerFrom = mail.from?.value[0]?.address;
+      const judged: {
+        found: NonNullable<Awaited<ReturnType<typeof receivingDomain>>>;
+        rcpts: string[];
+        decision: PolicyDecision;
+      }[] = [];
       for (const [name, rcpts] of byDomain) {
         const found = await receivingDomain(name);
         if (!found) continue;
+        const sender = await deps.policy.judgeSender(found.domain.id, {
+          from: env.from,
+          ip: env.ip,
+          ...(headerFrom ? { headerFrom } : {}),
+        });
+        if (sender === 'block') {
+          inboundPolicyOutcomes.inc({ outcome: 'blocked' });
+          throw senderBlocked(headerFrom ?? env.from);
+        }
+        const decision = decide(found.domain, { sender, spam, dmarc: auth.dmarc, dmarcPolicy: dmarcPolicy ?? null });
+        if (decision.kind === 'refuse') {
+          inboundPolicyOutcomes.inc({ outcome: 'refused' });
+          throw policyRefused(decision.reason);
+        }
+        judged.push({ found, rcpts, decision });
+      }
+      for (const { decision } of judged)
+        inboundPolicyOutcomes.inc({ outcome: decision.kind === 'hold' ? 'held' : 'delivered' });
+      const ids: string[] = await returnSrs();
+      for (const { found, rcpts, decision } of judged) {
         const { domain } = found;
         const routed = rcpts.sort().map((rcpt) => ({ rcpt, route: found.match(split(rcpt).local) }));
         const kept = routed.filter((r) => r.route?.action !== 'drop');
         // A `drop` route leaves nothing behind: no message row, no mailbox copy, no delivery.
-        if (kept.length > 0) ids.push(await acceptFor(domain, kept, raw, mail, env, auth));
+        const hold = decision.kind === 'hold' ? { reason: decision.reason } : undefined;
+        if (kept.length > 0) ids.push(await acceptFor(domain, kept, raw, mail, env, auth, spam, hold));
       }
       return ids;
     },
@@ -522,6 +614,12 @@ export function createInboundService(deps: {
     },
 
     finish,
+
+    /**
+     * `POST /v1/route` (core/inbound/route-api.ts): a message made by the API is stored and delivered through
+     * the route it names as if it had arrived for `routed`'s recipient.
+     */
+    acceptRouted: acceptFor,
   };
 
   /** Workflow step after the last attempt: zero-retention and encrypted domains keep no clear copy. */

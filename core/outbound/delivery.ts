@@ -5,6 +5,7 @@ import type { AttachmentService } from '../attachments/service.js';
 import { parsePrivateKey, signDkim, SIGNING_KEY_CACHE_MS, type DkimKey } from '../transport/dkim.js';
 import { renderMessage } from '../transport/render.js';
 import { feedbackIdOf } from '../mail/feedback-id.js';
+import { isResentForward } from '../mail/headers.js';
 import { isThrottled, type OutboundTransport, type SendContext } from '../transport/transport.js';
 import { isBulk } from '../mail/bulk.js';
 import type { EgressRouter } from '../egress/router.js';
@@ -165,6 +166,14 @@ export function createDeliveryService(deps: {
     // System mail returns to the service domain, so its bounces are processed like customers' (VERP id in the local part).
     const domain =
       row.kind === 'system' ? deps.serviceDomain : recipientsOf({ toAddrs: [row.fromAddr] })[0]?.split('@')[1];
+    // A forward sent as the original message: its bytes as prepared, its SRS envelope sender (core/mailboxes/forward.ts).
+    if (isResentForward(row.headers) && attachments[0]) {
+      return {
+        raw: await sign(row, attachments[0].content),
+        from: row.envelopeFrom || (domain ? `bounce+${row.id}@${BOUNCE_LABEL}.${domain}` : ''),
+        smtpMessageId: `<${row.id}@${deps.serviceDomain}>`,
+      };
+    }
     const rendered = await renderMessage({
       ...row,
       attachments,

@@ -5,8 +5,11 @@ import { ownedBy, type Actor } from '../tenancy.js';
 import { notFound } from '../errors.js';
 import type { EventService } from '../message-events.js';
 import { deliveryDto } from '../webhooks/deliveries.js';
+import type { SpamVerdict } from '../spam/rspamd.js';
 
 type Row = typeof schema.messages.$inferSelect;
+/** A stored verdict; a webhook's `spam` reply adds `marked`. */
+type MessageSpam = SpamVerdict & { marked?: boolean };
 
 /** Reading what happened: messages newest first, one message with its events and delivery state. */
 /** Where an operator reads a run: the Temporal UI page of a workflow (null when no UI URL is known). */
@@ -34,10 +37,45 @@ export function createMessageService(deps: { db: Db; events: EventService; runLi
     created_at: r.createdAt,
     updated_at: r.updatedAt,
     sent_at: r.sentAt,
+    // Inbound: rspamd's verdict (null on outbound mail and on mail received before scoring).
+    spam: r.direction === 'inbound' ? ((r.spam as MessageSpam | null) ?? null) : null,
   });
   const scope = (actor: Actor) => and(ownedBy(actor, m), eq(m.kind, 'user'));
 
+  /**
+   * The stored copy of an inbound message: the sealed one (`inbound_raw`, a domain with a key), else the clear
+   * bytes of its mailbox body; undefined when none is kept (zero retention, dropped, or gone with the mailbox).
+   */
+  async function storedCopy(
+    messageId: string,
+  ): Promise<{ raw: Buffer; encrypted: boolean; alg: string | null } | undefined> {
+    const [sealed] = await db
+      .select({ raw: schema.inboundRaw.content, encrypted: schema.inboundRaw.encrypted, alg: schema.inboundRaw.encAlg })
+      .from(schema.inboundRaw)
+      .where(eq(schema.inboundRaw.messageId, messageId));
+    if (sealed?.encrypted) return sealed;
+    const [body] = await db
+      .select({ raw: schema.mailboxBodies.raw })
+      .from(schema.mailboxMessages)
+      .innerJoin(schema.mailboxBodies, eq(schema.mailboxBodies.id, schema.mailboxMessages.bodyId))
+      .where(eq(schema.mailboxMessages.messageId, messageId))
+      .limit(1);
+    return body ? { raw: body.raw, encrypted: false, alg: null } : undefined;
+  }
+
   return {
+    /** `GET /api/messages/:id/raw`: the stored copy of an inbound message (sealed as stored, or clear); 404 without one. */
+    async raw(actor: Actor, id: string) {
+      const [row] = await db
+        .select({ direction: m.direction })
+        .from(m)
+        .where(and(scope(actor), eq(m.id, id)));
+      if (!row) throw notFound('Message not found');
+      const copy = row.direction === 'inbound' ? await storedCopy(id) : undefined;
+      if (!copy) throw notFound('No stored copy of this message is kept', 'no_stored_copy');
+      return { id, ...copy };
+    },
+
     async list(
       actor: Actor,
       opts: { limit: number; before?: number; search?: string; direction?: 'outbound' | 'inbound' },
@@ -122,6 +160,7 @@ export function createMessageService(deps: { db: Db; events: EventService; runLi
         ),
       );
       const runs = [...runIds].map((workflowId) => ({ workflowId, url: deps.runLink(workflowId) }));
+      const copy = row.direction === 'inbound' ? await storedCopy(id) : undefined;
       return {
         message: {
           ...dto(row),
@@ -130,6 +169,8 @@ export function createMessageService(deps: { db: Db; events: EventService; runLi
           thread_id: row.threadId,
           auth: row.direction === 'inbound' ? (row.auth ?? null) : null,
           recipients,
+          // Inbound on a domain with a key: the sealed copy, for the owner's private key (MailKite.decrypt).
+          sealed: copy?.encrypted ? { alg: copy.alg ?? 'RSA-OAEP-256', envelope: copy.raw.toString('utf8') } : null,
         },
         attachments,
         deliveries: deliveries.map(deliveryDto),
@@ -141,3 +182,9 @@ export function createMessageService(deps: { db: Db; events: EventService; runLi
   };
 }
 export type MessageService = ReturnType<typeof createMessageService>;
+/** Media types of a sealed copy, by algorithm: what the bytes of a raw download are. */
+export const SEALED_TYPES: Record<string, string> = {
+  'RSA-OAEP-256': 'application/json',
+  PGP: 'application/pgp-encrypted',
+  'S/MIME': 'message/rfc822',
+};

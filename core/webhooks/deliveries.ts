@@ -7,6 +7,7 @@ import { retryTransient } from '../retry.js';
 import type { Progress } from '../mail/progress.js';
 import type { Sealer } from '../secrets.js';
 import { markRunning, recordHealth, RUNNING_AFTER_MS } from './health.js';
+import type { ControlRecord, ControlReplies } from './control.js';
 import { postWebhook, type AttemptCapture } from './post.js';
 import { TRACKING_PATTERN } from '../mail/patterns.js';
 import type { RouteService } from './routes.js';
@@ -34,6 +35,8 @@ export function createDeliveryStore(deps: {
   routes: RouteService;
   net: NetPolicy;
   accountSecret(userId: string): Promise<string>;
+  /** Applies control-mode replies of inbound deliveries (spam, drop, block-sender); without it they are only acks. */
+  control?: () => ControlReplies;
 }) {
   const { db } = deps;
   const dl = schema.deliveries;
@@ -139,6 +142,7 @@ export function createDeliveryStore(deps: {
         response_status: a.responseStatus,
         response_headers: a.responseHeaders,
         response_body: a.responseBody,
+        control: (a.control ?? null) as ControlRecord | null,
         duration_ms: a.durationMs,
         requested_at: a.requestedAt,
         created_at: a.createdAt,
@@ -211,8 +215,11 @@ export function createDeliveryStore(deps: {
       },
       'webhook attempt',
     );
+    // A control reply acts on the message before the attempt is written (each effect is idempotent).
+    const control =
+      c.control && d.kind === 'inbound' && deps.control ? await deps.control().apply(d, c.control) : undefined;
     // The POST happened: its outcome is written even through a database outage, so a retry never posts it again.
-    return retryTransient(() => record(d, n, c, t.url, nextDelayMs), { onWait: () => progress?.beat() });
+    return retryTransient(() => record(d, n, c, t.url, nextDelayMs, control), { onWait: () => progress?.beat() });
   }
 
   /**
@@ -240,6 +247,7 @@ export function createDeliveryStore(deps: {
     c: AttemptCapture,
     url: string,
     nextDelayMs: number | null,
+    control?: ControlRecord,
   ): Promise<AttemptResult> {
     // One statement: the att_ row, the delivery moved on, and the domain's current health streak read back.
     const attempt = db.$with('attempt').as(
@@ -258,6 +266,7 @@ export function createDeliveryStore(deps: {
           responseHeaders: c.responseHeaders,
           responseBody: c.responseBody,
           durationMs: c.durationMs,
+          control: control ?? null,
           requestedAt: c.requestedAt,
           createdAt: Date.now(),
         })

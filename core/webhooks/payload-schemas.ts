@@ -12,6 +12,31 @@ const party = z.object({
 });
 const nullableString = z.string().nullable();
 
+const scoredVerdict = z.object({
+  scored: z.literal(true),
+  score: z.number().describe("rspamd's score: the higher, the more likely spam"),
+  required: z.number().describe('The score at which rspamd itself would reject'),
+  action: z
+    .string()
+    .describe("rspamd's action: no action, greylist, add header, rewrite subject, soft reject or reject"),
+  symbols: z
+    .array(z.object({ name: z.string(), score: z.number() }))
+    .describe('The rules that fired, strongest first (at most 15)'),
+});
+const unscoredVerdict = z.object({
+  scored: z.literal(false),
+  reason: z.string().describe('Why not: not_configured (no rspamd), timeout, unreachable, bad_answer or too_large'),
+});
+/** rspamd's verdict on an inbound message (docs/spam-scoring.md), as the webhook payload carries it. */
+export const spamVerdict = z
+  .union([scoredVerdict, unscoredVerdict])
+  .describe('Unscored mail is delivered all the same, and says why');
+/** The verdict as GET /api/messages/:id shows it: `marked` once a webhook answered `{"status":"spam"}`. */
+const marked = { marked: z.boolean().optional().describe('A webhook answered {"status":"spam"} for it') };
+export const messageSpam = z
+  .union([scoredVerdict.extend(marked), unscoredVerdict.extend(marked)])
+  .describe("rspamd's verdict; unscored mail was delivered all the same, and says why");
+
 export const emailReceivedPayload = z
   .object({
     id: z.string().describe('msg_… of the stored inbound message'),
@@ -25,8 +50,15 @@ export const emailReceivedPayload = z
     receivedAt: z.number().int().describe('ms epoch, the same on retries'),
     receivedAtIso: z.string(),
     auth: z
-      .object({ spf: nullableString, dkim: nullableString, dmarc: nullableString, spam: nullableString })
-      .describe('null when not scored'),
+      .object({
+        spf: nullableString,
+        dkim: nullableString,
+        dmarc: nullableString,
+        spam: nullableString,
+        arc: nullableString.optional().describe('The ARC chain: pass, fail or none (absent on mail received before)'),
+      })
+      .describe("null when not scored; spam is rspamd's action"),
+    spam: spamVerdict.optional().describe('Absent only on messages received before spam scoring'),
     attachments: z.array(
       z.object({
         id: z.string(),

@@ -3,6 +3,7 @@ import { webhookAttempts, webhookDuration } from '../metrics.js';
 import { inSpan } from '../tracing.js';
 import { resolveAllowed } from '../net/address-guard.js';
 import { requestPinned } from '../net/pinned-http.js';
+import { parseControl, type ControlReply } from './control.js';
 import { signatureHeaders } from './sign.js';
 import type { NetPolicy } from './url.js';
 
@@ -25,11 +26,13 @@ export type AttemptCapture = {
   responseBody: string | null;
   durationMs: number;
   requestedAt: number;
+  /** A 2xx answered with a control-mode reply (core/webhooks/control.ts); applied and recorded by the store. */
+  control?: ControlReply | null;
 };
 
 /**
  * One signed POST of a webhook payload (re-signed on every attempt). 15 s timeout (WEBHOOK_TIMEOUT_MS may shorten it), redirects are not
- * followed (a 3xx is a failure); `ack` mode needs 2xx plus `{"status":"ok"}` or `x-svc-ack: ok`. The host is
+ * followed (a 3xx is a failure); `ack` mode needs 2xx plus `{"status":"ok"}`, `x-svc-ack: ok` or a control reply. The host is
  * resolved once and checked (no internal addresses), and the request goes to that checked address.
  */
 export async function postWebhook(opts: PostOptions): Promise<AttemptCapture> {
@@ -73,8 +76,12 @@ async function attempt(opts: PostOptions): Promise<AttemptCapture> {
     const responseHeaders = JSON.stringify(res.headers);
     const durationMs = Math.round(performance.now() - started);
     const ack = res.headers['x-svc-ack'];
-    const reason = classify(res.status, Array.isArray(ack) ? (ack[0] ?? null) : (ack ?? null), res.text, opts.ackMode);
+    const control = res.status >= 200 && res.status < 300 ? parseControl(res.text) : null;
+    const reason = control
+      ? null
+      : classify(res.status, Array.isArray(ack) ? (ack[0] ?? null) : (ack ?? null), res.text, opts.ackMode);
     return {
+      control,
       ...base,
       ok: reason === null,
       reason,

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { boolean, index, integer, jsonb, pgTable, text, uniqueIndex } from 'drizzle-orm/pg-core';
+import { boolean, doublePrecision, index, integer, jsonb, pgTable, text, uniqueIndex } from 'drizzle-orm/pg-core';
 import { ms } from './columns.js';
 
 /**
@@ -71,6 +71,12 @@ export const domains = pgTable(
       .default('opportunistic'),
     /** Set when `email_provider_id` was chosen (a paid plan at creation) or assigned by an operator, not the platform default. */
     egressPinned: boolean('egress_pinned').notNull().default(false),
+    /** Inbound policy (docs/inbound-policy.md): rspamd score at or above which mail is held (quarantine); null: never. */
+    spamHoldScore: doublePrecision('spam_hold_score'),
+    /** The score at or above which mail is refused `550 5.7.1` at the end of DATA; null: never. */
+    spamRefuseScore: doublePrecision('spam_refuse_score'),
+    /** Refuse mail whose DMARC check fails for a sender domain publishing `p=reject`. */
+    refuseDmarcReject: boolean('refuse_dmarc_reject').notNull().default(false),
   },
   (t) => [
     uniqueIndex('domains_user_domain_uq').on(t.userId, t.domain),

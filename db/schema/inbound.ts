@@ -88,6 +88,8 @@ export const deliveryAttempts = pgTable(
     responseHeaders: text('response_headers'),
     responseBody: text('response_body'),
     durationMs: integer('duration_ms'),
+    /** The consumer's control-mode reply, as understood (`{status: ok|spam|drop, actions: […]}`), when it gave one. */
+    control: jsonb('control').$type<Record<string, unknown>>(),
     requestedAt: ms('requested_at').notNull(),
     createdAt: ms('created_at').notNull(),
   },

@@ -14,3 +14,4 @@ export * from './shaping.js';
 export * from './storage.js';
 export * from './feedback.js';
 export * from './egress.js';
+export * from './inbound-policy.js';

@@ -76,6 +76,16 @@ export const messages = pgTable(
     trail: jsonb('trail').$type<TrailEntry[]>(),
     /** Outbound: the send named a sequence; its recipients are enrolled as each one's delivery succeeds. */
     enrols: boolean('enrols').notNull().default(false),
+    /**
+     * Inbound: rspamd's verdict (docs/inbound-policy.md): `{scored, score, required, action, symbols[], reason}`;
+     * `scored: false` with the reason when rspamd did not answer in time. A webhook's `spam` reply sets `marked`.
+     */
+    spam: jsonb('spam').$type<Record<string, unknown>>(),
+    /** Inbound, held (quarantine): why, and until when it is kept before the sweep deletes it. */
+    heldReason: text('held_reason'),
+    heldUntil: ms('held_until'),
+    /** Inbound: when a held message was released (delivered as if it had just arrived, once). */
+    releasedAt: ms('released_at'),
   },
   (t) => [
     index('messages_user_created_idx').on(t.userId, t.createdAt),
