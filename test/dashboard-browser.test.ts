@@ -1,6 +1,8 @@
+import { eq } from 'drizzle-orm';
 import nodemailer from 'nodemailer';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { schema } from '../db/index.js';
 import { buildApp } from '../scripts/build-app.js';
 import { dashboardPage, hasChromium, launchChromium } from './helpers/browser.js';
 import { freePort } from './helpers/ports.js';
@@ -178,6 +180,115 @@ describe.skipIf(!hasChromium())('the dashboard in a real browser', () => {
     await receiver.waitFor('/dash-hook', hits + 1);
   });
 
+  it("sets the domain's inbound policy and a sender rule; releases held mail; shows a webhook's control reply", async () => {
+    // On the verified domain's page (left open above): thresholds and the DMARC box, saved and read back.
+    await heading(domain).waitFor();
+    await page.getByLabel('Hold score').fill('8');
+    await page.getByLabel('Refuse score').fill('15.5');
+    await page.getByLabel(/Refuse mail that fails DMARC/).check();
+    await page.getByRole('button', { name: 'Save policy' }).click();
+    await page.getByText('Policy saved: hold at 8, refuse at 15.5, DMARC p=reject refused.').waitFor();
+    await audit('domain inbound policy');
+    await page.reload();
+    await heading(domain).waitFor();
+    await page.getByRole('button', { name: 'Save policy' }).waitFor();
+    expect(await page.getByLabel('Hold score').inputValue()).toBe('8');
+    expect(await page.getByLabel('Refuse score').inputValue()).toBe('15.5');
+    expect(await page.getByLabel(/Refuse mail that fails DMARC/).isChecked()).toBe(true);
+    const [dom] = await stack.service.core.db.select().from(schema.domains).where(eq(schema.domains.domain, domain));
+    expect(dom).toMatchObject({ spamHoldScore: 8, spamRefuseScore: 15.5, refuseDmarcReject: true });
+
+    // A block rule: added, listed, deleted. A value the API refuses shows its message.
+    await page.getByLabel('Kind').selectOption('ip');
+    await page.getByLabel('Sender', { exact: true }).fill('not-an-ip');
+    await page.getByRole('button', { name: 'Add rule' }).click();
+    await page.getByRole('alert').getByText('value is not an IP address or CIDR').waitFor();
+    await page.getByLabel('Kind').selectOption('address');
+    await page.getByLabel('Sender', { exact: true }).fill('Spammer@Bad.example');
+    await page.getByLabel('Rule action').selectOption('block');
+    await page.getByRole('button', { name: 'Add rule' }).click();
+    const rules = page.getByRole('region', { name: 'Sender rules' });
+    await rules.getByText('spammer@bad.example', { exact: true }).waitFor();
+    await audit('domain sender rules');
+    await rules.getByRole('button', { name: 'Delete rule block spammer@bad.example' }).click();
+    await page.getByText('No sender rules yet.').waitFor();
+    expect(await rules.count()).toBe(0);
+
+    // Held mail (a message the policy held, stored as the quarantine stores one): listed, then released.
+    const [user] = await stack.service.core.db
+      .select({ id: schema.users.id })
+      .from(schema.users)
+      .where(eq(schema.users.email, EMAIL));
+    const heldId = `msg_dashheld${Date.now()}`;
+    const now = Date.now();
+    await stack.service.core.db.insert(schema.messages).values({
+      id: heldId,
+      userId: user!.id,
+      direction: 'inbound',
+      kind: 'user',
+      domainId: dom!.id,
+      fromAddr: 'grey@maybe.example',
+      envelopeFrom: 'grey@maybe.example',
+      toAddrs: [`held@${domain}`],
+      subject: 'Held for review',
+      status: 'held',
+      heldReason: 'spam score 9 at or above 8',
+      heldUntil: now + 10 * 86_400_000,
+      spam: { scored: true, score: 9, required: 15, action: 'add header', symbols: [] },
+      receivedAt: now,
+      createdAt: now,
+      updatedAt: now,
+    });
+    await go('Inbound', 'Inbound');
+    const held = page.getByRole('region', { name: 'Held messages' });
+    const row = held.getByRole('row', { name: /Held for review/ });
+    await row.getByText('spam score 9 at or above 8').waitFor();
+    await row.getByText('grey@maybe.example').waitFor();
+    await audit('inbound with held mail');
+    await row.getByRole('button', { name: 'Release Held for review' }).click();
+    await page.getByText('Released Held for review: delivered as if it had just arrived.').waitFor();
+    await page.getByText('No held mail.').waitFor();
+    expect(await held.count()).toBe(0);
+    const [released] = await stack.service.core.db
+      .select({ status: schema.messages.status, releasedAt: schema.messages.releasedAt })
+      .from(schema.messages)
+      .where(eq(schema.messages.id, heldId));
+    expect(released!.status).not.toBe('held');
+    expect(released!.releasedAt).toEqual(expect.any(Number));
+
+    // A webhook answering with a control reply: the message page shows it on the attempt, and the sender it
+    // blocked is listed among the domain's rules as added by a webhook reply.
+    receiver.on('/dash-control', () => ({
+      status: 200,
+      body: JSON.stringify({ status: 'ok', actions: [{ type: 'block-sender' }] }),
+    }));
+    await page.getByLabel('Address pattern').fill('report');
+    await page.getByLabel('Webhook URL').fill(`${receiver.base}/dash-control`);
+    await page.getByRole('button', { name: 'Add route' }).click();
+    await page.getByText(`Route added for report@${domain}.`).waitFor();
+    await nodemailer
+      .createTransport({ host: '127.0.0.1', port: stack.service.smtpPort!, secure: false, ignoreTLS: true })
+      .sendMail({ from: 'pest@noisy.example', to: `report@${domain}`, subject: 'Control reply check', text: 'hi' });
+    await receiver.waitFor('/dash-control', 1);
+    await page.reload();
+    await page.getByRole('link', { name: 'Control reply check' }).click();
+    await heading('Control reply check').waitFor();
+    await page.getByRole('button', { name: 'Show attempts' }).first().click();
+    await page
+      .getByRole('region', { name: /^Attempts of dlv_/ })
+      .getByText('ok · control: ok + block-sender')
+      .waitFor();
+    await audit('message with a control reply');
+    await go('Domains', 'Domains');
+    await page.getByRole('link', { name: domain }).click();
+    await heading(domain).waitFor();
+    await page
+      .getByRole('region', { name: 'Sender rules' })
+      .getByRole('row', { name: /pest@noisy\.example/ })
+      .getByText('webhook reply')
+      .waitFor();
+  });
+
   it('reveals the account key; a message sent with it shows in the dashboard with its delivery trail', async () => {
     await go('Keys', 'Keys');
     await page.getByRole('button', { name: 'Reveal account key' }).click();
@@ -244,9 +355,16 @@ describe.skipIf(!hasChromium())('the dashboard in a real browser', () => {
     expect(
       await page.getByRole('region', { name: 'Received messages' }).getByText('Dashboard trail check').count(),
     ).toBe(0);
+    // The Spam column: this stack has no rspamd, so the message says it was delivered unscored, and why.
+    await page
+      .getByRole('row', { name: /Inbound for replay/ })
+      .getByText('unscored (not configured)')
+      .waitFor();
     await audit('inbound');
     await page.getByRole('link', { name: 'Inbound for replay' }).click();
     await heading('Inbound for replay').waitFor();
+    // Its page shows the verdict too.
+    await page.getByRole('definition').getByText('unscored (not configured)').waitFor();
     await page.getByRole('button', { name: 'Show attempts' }).first().click();
     await page
       .getByRole('region', { name: /^Attempts of dlv_/ })

@@ -4,6 +4,7 @@ import { api, type Outputs } from '../api.js';
 import { Link, navigate } from '../router.js';
 import { Badge, CopyButton, ErrorBox, Field, Loading, Notice, Page, Select, Table, usePaged, when } from '../ui.js';
 import { DmarcPanel, TlsPanel } from './domain-reports.js';
+import { InboundPolicy } from './inbound-policy.js';
 import { ActivityPanel } from './overview.js';
 
 type DomainRow = Outputs['domains']['list'][number];
@@ -232,6 +233,7 @@ export function DomainDetail({ id }: { id: string }) {
       <DmarcPanel id={d.id} domain={d.domain} />
       <TlsPanel id={d.id} />
       <Webhook domain={d} />
+      <InboundPolicy domainId={d.id} />
       <DkimRotation id={d.id} />
       <section aria-labelledby="danger-h">
         <h2 id="danger-h">Delete</h2>

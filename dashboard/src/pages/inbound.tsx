@@ -2,7 +2,7 @@ import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { api } from '../api.js';
 import { Link } from '../router.js';
-import { tone, useMessagePages } from './messages.js';
+import { SpamVerdict, tone, useMessagePages } from './messages.js';
 import { Badge, CopyButton, ErrorBox, Field, Loading, Notice, Page, Select, Table, usePaged, when } from '../ui.js';
 
 export function Inbound() {
@@ -14,6 +14,7 @@ export function Inbound() {
         pattern first.
       </p>
       <Routes />
+      <HeldMail />
       <InboundMessages />
     </Page>
   );
@@ -150,7 +151,7 @@ function InboundMessages() {
       {list.isPending ? <Loading /> : <ErrorBox error={list.error} />}
       {list.data && inbound.length === 0 && <p>No inbound mail yet.</p>}
       {inbound.length > 0 && (
-        <Table label="Received messages" head={['Replay', 'Subject', 'From', 'To', 'Status', 'Received']}>
+        <Table label="Received messages" head={['Replay', 'Subject', 'From', 'To', 'Status', 'Spam', 'Received']}>
           {inbound.map((m) => (
             <tr key={m.id}>
               <td>
@@ -168,6 +169,9 @@ function InboundMessages() {
               <td>{m.to.join(', ')}</td>
               <td>
                 <Badge tone={tone(m.status)}>{m.status}</Badge>
+              </td>
+              <td>
+                <SpamVerdict spam={m.spam ?? null} />
               </td>
               <td>{when(m.created_at)}</td>
             </tr>
@@ -187,6 +191,83 @@ function InboundMessages() {
         </Notice>
       )}
       <ErrorBox error={replay.error} />
+    </section>
+  );
+}
+
+/** Mail a domain's inbound policy held (quarantine): release delivers it as if it had just arrived. */
+function HeldMail() {
+  const qc = useQueryClient();
+  const held = useQuery({ queryKey: ['held'], queryFn: () => api.heldMessages.list.query({}) });
+  const refresh = () => {
+    void qc.invalidateQueries({ queryKey: ['held'] });
+    void qc.invalidateQueries({ queryKey: ['messages'] });
+  };
+  const [done, setDone] = useState('');
+  const release = useMutation({
+    mutationFn: (id: string) => api.heldMessages.release.mutate({ id }),
+    onSuccess: (r) => {
+      setDone(`Released ${r.message.subject || r.message.id}: delivered as if it had just arrived.`);
+      refresh();
+    },
+  });
+  const remove = useMutation({
+    mutationFn: (id: string) => api.heldMessages.delete.mutate({ id }),
+    onSuccess: () => {
+      setDone('Held message deleted.');
+      refresh();
+    },
+  });
+  const list = held.data?.data ?? [];
+  const busy = release.isPending || remove.isPending;
+  return (
+    <section aria-labelledby="held-h">
+      <h2 id="held-h">Held mail</h2>
+      <p>
+        Mail your domains' inbound policy held, kept until the date shown and then deleted. Thresholds are set on each{' '}
+        <Link to="/domains">domain page</Link>.
+      </p>
+      {held.isPending ? <Loading /> : <ErrorBox error={held.error ?? release.error ?? remove.error} />}
+      {held.data && list.length === 0 && <p>No held mail.</p>}
+      {list.length > 0 && (
+        <Table label="Held messages" head={['From', 'Subject', 'To', 'Reason', 'Held until', '']}>
+          {list.map((m) => {
+            const name = m.subject || m.id;
+            return (
+              <tr key={m.id}>
+                <td>{m.from ?? m.envelope_from ?? '—'}</td>
+                <td>{m.subject ?? '—'}</td>
+                <td>{m.to.join(', ')}</td>
+                <td className="wrap">{m.held_reason ?? '—'}</td>
+                <td>{when(m.held_until)}</td>
+                <td>
+                  <button
+                    type="button"
+                    className="small"
+                    disabled={busy}
+                    onClick={() => release.mutate(m.id)}
+                    aria-label={`Release ${name}`}
+                  >
+                    Release
+                  </button>{' '}
+                  <button
+                    type="button"
+                    className="small danger"
+                    disabled={busy}
+                    onClick={() => {
+                      if (confirm(`Delete the held message ${name}?`)) remove.mutate(m.id);
+                    }}
+                    aria-label={`Delete ${name}`}
+                  >
+                    Delete
+                  </button>
+                </td>
+              </tr>
+            );
+          })}
+        </Table>
+      )}
+      {done && <Notice>{done}</Notice>}
     </section>
   );
 }

@@ -124,6 +124,25 @@ export function MessageDetail({ id }: { id: string }) {
         <dd>{m.to.join(', ')}</dd>
         <dt>Created</dt>
         <dd>{when(m.created_at)}</dd>
+        {m.spam && (
+          <>
+            <dt>Spam</dt>
+            <dd>
+              <SpamVerdict spam={m.spam} />
+              {m.spam.scored && m.spam.symbols.length > 0 && (
+                <> · {m.spam.symbols.map((s) => `${s.name} (${s.score})`).join(', ')}</>
+              )}
+            </dd>
+          </>
+        )}
+        {m.sealed && (
+          <>
+            <dt>Sealed copy</dt>
+            <dd>
+              <SealedCopy id={m.id} sealed={m.sealed} />
+            </dd>
+          </>
+        )}
         {attachments.length > 0 && (
           <>
             <dt>Attachments</dt>
@@ -282,7 +301,10 @@ export function Delivery({ d, messageId }: { d: DeliveryRow; messageId: string }
             <tr key={a.id}>
               <td>{a.attempt_number}</td>
               <td>{when(a.requested_at)}</td>
-              <td>{a.ok ? 'ok' : `failed${a.reason ? ` (${a.reason})` : ''}`}</td>
+              <td>
+                {a.ok ? 'ok' : `failed${a.reason ? ` (${a.reason})` : ''}`}
+                {a.control && <> · {controlText(a.control)}</>}
+              </td>
               <td className="wrap">
                 {a.response_status ? `HTTP ${a.response_status}` : '—'}{' '}
                 {a.response_body ? <code>{a.response_body.slice(0, 300)}</code> : null}
@@ -293,5 +315,76 @@ export function Delivery({ d, messageId }: { d: DeliveryRow; messageId: string }
         </Table>
       )}
     </div>
+  );
+}
+
+type Control = { status: string; actions: string[]; applied: string[]; ignored?: string[]; error?: string };
+
+/** A webhook's control reply on an attempt: "control: spam", "control: ok + block-sender", and what was not done. */
+export function controlText(c: Control) {
+  const skipped = c.actions.filter((a) => !c.applied.includes(a));
+  return [
+    `control: ${[c.status, ...c.actions].join(' + ')}`,
+    c.ignored?.length ? `ignored ${c.ignored.join(', ')}` : skipped.length ? `not applied ${skipped.join(', ')}` : '',
+    c.error ? `error: ${c.error}` : '',
+  ]
+    .filter(Boolean)
+    .join(' · ');
+}
+
+const SEALED_FILES: Record<string, { ext: string; type: string; opens: string }> = {
+  'RSA-OAEP-256': {
+    ext: 'json',
+    type: 'application/json',
+    opens: "Opens with the SDK's decrypt (MailKite.decrypt) and the domain's private key.",
+  },
+  PGP: { ext: 'asc', type: 'application/pgp-encrypted', opens: "Opens with the domain's PGP private key." },
+  'S/MIME': { ext: 'p7m', type: 'application/pkcs7-mime', opens: "Opens with the domain's S/MIME private key." },
+};
+
+/** The stored copy of mail to a domain with an encryption key: downloaded as it is; only the domain's key opens it. */
+function SealedCopy({ id, sealed }: { id: string; sealed: { alg: string; envelope: string } }) {
+  const file = SEALED_FILES[sealed.alg] ?? SEALED_FILES['RSA-OAEP-256']!;
+  const download = () => {
+    const url = URL.createObjectURL(new Blob([sealed.envelope], { type: file.type }));
+    const a = document.createElement('a');
+    a.href = url;
+    a.download = `${id}.sealed.${file.ext}`;
+    a.click();
+    setTimeout(() => URL.revokeObjectURL(url), 1000);
+  };
+  return (
+    <>
+      {sealed.alg}{' '}
+      <button type="button" className="small" onClick={download}>
+        Download sealed copy
+      </button>
+      <br />
+      <small>{file.opens}</small>
+    </>
+  );
+}
+
+type Spam =
+  | { scored: true; score: number; required: number; action: string; symbols: { name: string; score: number }[] }
+  | { scored: false; reason: string };
+
+/** rspamd's verdict: score and action, the strongest symbols on hover; unscored mail says why. */
+export function SpamVerdict({ spam }: { spam: Spam | null }) {
+  if (!spam) return <>—</>;
+  if (!spam.scored) return <Badge tone="plain">unscored ({spam.reason.replaceAll('_', ' ')})</Badge>;
+  const symbols = spam.symbols
+    .filter((s) => s.score !== 0 || spam.symbols.length <= 3)
+    .map((s) => `${s.name} (${s.score})`)
+    .join(', ');
+  const spamTone = ['reject', 'soft reject'].includes(spam.action)
+    ? 'bad'
+    : spam.action === 'no action'
+      ? 'ok'
+      : 'warn';
+  return (
+    <span title={symbols || undefined}>
+      <Badge tone={spamTone}>{spam.action}</Badge> {spam.score}
+    </span>
   );
 }
