@@ -133,6 +133,16 @@ const messageRow = async (id: string) =>
   (await stack.service.core.db.select().from(schema.messages).where(eq(schema.messages.id, id)))[0];
 const mailboxCopies = async (id: string) =>
   stack.service.core.db.select().from(schema.mailboxMessages).where(eq(schema.mailboxMessages.messageId, id));
+/** The account's running storage total (what the quota judges): held copies count until filed or deleted. */
+async function storageUsed(): Promise<number> {
+  const db = stack.service.core.db;
+  const [d] = await db
+    .select({ userId: schema.domains.userId })
+    .from(schema.domains)
+    .where(eq(schema.domains.id, domainId));
+  const [u] = await db.select().from(schema.storageUsage).where(eq(schema.storageUsage.userId, d!.userId));
+  return Number(u?.bytes ?? 0);
+}
 const hitsFor = (path: string, id: string) => hooks.hitsOn(path).filter((h) => h.json?.id === id);
 
 describe('sender rules at SMTP', () => {
@@ -264,11 +274,14 @@ describe('spam thresholds and the quarantine', () => {
 
   it('holds mail at the hold score and releases it exactly once to its webhook and mailbox', async () => {
     await setPolicy({ spam_refuse_score: null, spam_hold_score: 5 });
+    const usedBefore = await storageUsed();
     const sent = await transact({ from: 'grey@maybe.example', to: `hello@${DOMAIN}`, score: 7 });
     expect(sent.data?.code).toBe(250);
     const id = idOf(sent.data);
     const row = await messageRow(id);
     expect(row).toMatchObject({ status: 'held', heldReason: expect.stringContaining('7') });
+    // Its raw copy counts against the account's storage while held.
+    expect(await storageUsed()).toBe(usedBefore + row!.sizeBytes!);
     expect(row!.heldUntil! - row!.receivedAt!).toBe(10 * 86_400_000);
     // Held: nothing delivered, nothing filed.
     expect(await mailboxCopies(id)).toEqual([]);
@@ -300,6 +313,12 @@ describe('spam thresholds and the quarantine', () => {
     expect(hitsFor('/pol', id)).toHaveLength(1);
     const copies = await mailboxCopies(id);
     expect(copies).toHaveLength(1);
+    // Released: the mailbox body (with its X-Spam-* lines) is its one stored copy, counted once.
+    const [body] = await stack.service.core.db
+      .select({ size: schema.mailboxBodies.size })
+      .from(schema.mailboxBodies)
+      .where(eq(schema.mailboxBodies.id, copies[0]!.bodyId));
+    expect(await storageUsed()).toBe(usedBefore + body!.size);
     expect((await messageRow(id))!.status).not.toBe('held');
     expect((await messageRow(id))!.releasedAt).toEqual(expect.any(Number));
     expect(
@@ -309,12 +328,16 @@ describe('spam thresholds and the quarantine', () => {
 
   it('deletes held mail on request, and the sweep deletes it once expired', async () => {
     await setPolicy({ spam_hold_score: 5 });
+    const usedBefore = await storageUsed();
     const a = idOf((await transact({ from: 'grey@maybe.example', to: `one@${DOMAIN}`, score: 6 })).data);
     const b = idOf((await transact({ from: 'grey@maybe.example', to: `two@${DOMAIN}`, score: 6 })).data);
     expect((await messageRow(a))!.status).toBe('held');
+    const sizeB = (await messageRow(b))!.sizeBytes!;
+    expect(await storageUsed()).toBe(usedBefore + (await messageRow(a))!.sizeBytes! + sizeB);
     expect((await stack.api('DELETE', `/api/inbound/held/${a}`, { token: other })).status).toBe(404);
     expect((await stack.api('DELETE', `/api/inbound/held/${a}`, { token })).status).toBe(200);
     expect(await messageRow(a)).toBeUndefined();
+    expect(await storageUsed()).toBe(usedBefore + sizeB);
     expect((await stack.api('DELETE', `/api/inbound/held/${a}`, { token })).status).toBe(404);
 
     // Not expired yet: the sweep leaves it.
@@ -337,6 +360,7 @@ describe('spam thresholds and the quarantine', () => {
         .where(eq(schema.messages.id, b));
       expect((await sweep()).deleted).toBeGreaterThanOrEqual(1);
       expect(await messageRow(b)).toBeUndefined();
+      expect(await storageUsed()).toBe(usedBefore);
       expect(
         await stack.service.core.db.select().from(schema.inboundRaw).where(eq(schema.inboundRaw.messageId, b)),
       ).toEqual([]);

@@ -1,4 +1,4 @@
-import { and, desc, eq, inArray, lt } from 'drizzle-orm';
+import { and, desc, eq, inArray, lt, sql } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { conflict, notFound } from '../errors.js';
@@ -12,25 +12,48 @@ import { withSpamHeaders, type SpamVerdict } from '../spam/rspamd.js';
 
 const localOf = (address: string) => address.slice(0, address.lastIndexOf('@')).toLowerCase();
 
-/** Deletes held messages (and their raw copies) by id, only while still held; answers the ids deleted. */
+/**
+ * Deletes held messages (and their raw copies) by id, only while still held; answers the ids deleted. The
+ * copies' bytes come off their accounts' storage totals (counted at arrival by the inbound door).
+ */
 async function removeHeld(db: Db, ids: string[]): Promise<string[]> {
   if (ids.length === 0) return [];
   const m = schema.messages;
+  const raw = schema.inboundRaw;
   return db.transaction(async (tx) => {
     const gone = await tx
       .delete(m)
       .where(and(inArray(m.id, ids), eq(m.status, 'held')))
-      .returning({ id: m.id });
-    if (gone.length)
-      await tx.delete(schema.inboundRaw).where(
+      .returning({ id: m.id, userId: m.userId });
+    if (gone.length === 0) return [];
+    const copies = await tx
+      .delete(raw)
+      .where(
         inArray(
-          schema.inboundRaw.messageId,
+          raw.messageId,
           gone.map((g) => g.id),
         ),
-      );
+      )
+      .returning({ messageId: raw.messageId, bytes: sql<number>`length(${raw.content})` });
+    const freed = new Map<string, number>();
+    for (const c of copies) {
+      const userId = gone.find((g) => g.id === c.messageId)?.userId;
+      if (userId) freed.set(userId, (freed.get(userId) ?? 0) + Number(c.bytes));
+    }
+    for (const [userId, bytes] of freed) await storageRemove(tx, userId, bytes);
     return gone.map((g) => g.id);
   });
 }
+
+/** Bytes off an account's running storage total (core/storage/quota.ts keeps it; never below 0). */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+const storageRemove = (tx: any, userId: string, bytes: number) =>
+  bytes > 0
+    ? tx
+        .update(schema.storageUsage)
+        .set({ bytes: sql`greatest(${schema.storageUsage.bytes} - ${bytes}, 0)` })
+        .where(eq(schema.storageUsage.userId, userId))
+    : Promise.resolve();
 
 /** The scheduled sweep (workflows/housekeeping.ts): held messages past `held_until`, `limit` at a time; answers how many went. */
 export async function sweepExpiredHeld(db: Db, limit: number, now = Date.now()): Promise<number> {
@@ -134,11 +157,12 @@ export function createQuarantine(deps: {
             if (box) filed.push(box.mailboxId);
             bodyId ??= box?.bodyId;
           }
-          // The mailbox body is its one stored copy now, as for mail delivered at arrival.
+          // The mailbox body is its one stored copy now (counted by its trigger), as for mail delivered at arrival.
           await tx
             .update(raw)
             .set({ content: Buffer.alloc(0) })
             .where(eq(raw.messageId, id));
+          await storageRemove(tx, row.userId, bytes.length);
         }
         return { row, bytes, filed };
       });

@@ -269,6 +269,10 @@ export function createInboundService(deps: {
         if (encrypted && !keepNothing) {
           await deps.door.storedSealed(tx, domain.userId, sealed.content.length);
           storedBytes = sealed.content.length;
+        } else if (hold && !keepNothing) {
+          // Held clear mail: its raw copy counts until it is filed on release, or deleted (core/inbound/quarantine.ts).
+          await deps.door.storedSealed(tx, domain.userId, raw.length);
+          storedBytes = raw.length;
         }
         if (clear) {
           // One body for every recipient: the first filing stores it, the others refer to it. The mailbox copy
