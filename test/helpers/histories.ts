@@ -32,3 +32,23 @@ export async function recordHistories(address: string, taskQueue: string): Promi
     await t.connection.close();
   }
 }
+
+/**
+ * Deletes the Temporal Schedules a stopped test stack made on its task queue (temporal/schedules.ts). The
+ * dev server is shared by the whole run: left behind, every stack's minute schedules would go on firing
+ * for the rest of it, a load that grows with each file and slows the later ones.
+ */
+export async function dropSchedules(address: string, taskQueue: string): Promise<void> {
+  const t = await connectTemporal({ address, namespace: 'default', taskQueue, waitMs: 5_000 });
+  try {
+    const ids: string[] = [];
+    for await (const s of t.client.schedule.list()) if (s.scheduleId.endsWith(`-${taskQueue}`)) ids.push(s.scheduleId);
+    for (const id of ids)
+      await t.client.schedule
+        .getHandle(id)
+        .delete()
+        .catch(() => undefined);
+  } finally {
+    await t.connection.close();
+  }
+}

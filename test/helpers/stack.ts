@@ -6,7 +6,7 @@ import { inject } from 'vitest';
 import { loadConfig, type Config } from '../../core/config.js';
 import { configureLogging, type LogLevel } from '../../core/log.js';
 import { ALL_ROLES, startService, type Role, type Service } from '../../runtime/service.js';
-import { recordHistories } from './histories.js';
+import { dropSchedules, recordHistories } from './histories.js';
 import { createTestDatabase } from './pg.js';
 import { freePort } from './ports.js';
 
@@ -71,6 +71,9 @@ export async function startStack(env: Record<string, string> = {}, roles: Role[]
         console.warn('[histories]', (err as Error).message),
       );
       await service.stop();
+      await dropSchedules(service.temporalAddress, config.temporal.taskQueue).catch((err) =>
+        console.warn('[schedules]', (err as Error).message),
+      );
       await database.drop();
       rmSync(dataDir, { recursive: true, force: true });
     },
