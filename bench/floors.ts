@@ -23,8 +23,11 @@ export type FloorName = keyof typeof FLOORS;
  * one, where the commit before it measured 85-252 ms), so only the ratios above are held as floors.
  */
 export const TARGETS = {
-  /** bench/send.ts (a'): accept latency p99 at a steady 100 sends/s, in ms. */
-  SEND_STEADY_P99_MS: { max: 50, what: "sending: accept latency p99 at a steady 100/s, (a') ms" },
+  /**
+   * bench/send.ts (a'): accept latency p99 at a steady half of (a)'s closed-loop accept rate, in ms (a fixed
+   * 100/s until issue 35: near capacity on a slow machine, idle on a fast one). Not reported when BENCH_RATE is set.
+   */
+  SEND_STEADY_P99_MS: { max: 50, what: "sending: accept latency p99 at a steady half of (a)'s rate, (a') ms" },
   /**
    * bench/send.ts (d)/(a): messages/s accepted over SMTP submission (pooled, authenticated connections) over
    * the same messages accepted by POST /v1/send, same run, same concurrency. A target while submission is new.

@@ -11,6 +11,42 @@ export async function pool(n: number, concurrency: number, task: (i: number) => 
 export const percentile = (sorted: number[], p: number) =>
   sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0;
 
+/** The middle value (the mean of the two middle ones for an even count). */
+export function median(values: number[]): number {
+  const s = [...values].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+
+/** A run's headline figures by name, in the order they are printed. */
+export type Figures = Record<string, number>;
+
+const fmt = (v: number) => v.toFixed(Math.abs(v) >= 100 ? 1 : 2);
+
+/**
+ * Runs a benchmark BENCH_REPEAT times (default 1), each on a stack of its own, then hands `check` the figures
+ * its floors and targets are judged on: the one run's, or with more than one run each figure's median, printed
+ * with its min–max. Alternating with another commit is the operator's (docs/benchmarks.md).
+ */
+export async function repeatRuns(run: () => Promise<Figures>, check: (figures: Figures) => void): Promise<void> {
+  const n = Math.max(1, Math.floor(Number(process.env.BENCH_REPEAT || 1)));
+  const runs: Figures[] = [];
+  for (let i = 1; i <= n; i++) {
+    if (n > 1) console.log(`\n--- run ${i} of ${n} ---`);
+    runs.push(await run());
+  }
+  if (n === 1) return check(runs[0]!);
+  const medians: Figures = {};
+  console.log(`\nmedian of ${n} runs (min–max):`);
+  for (const name of Object.keys(runs[0]!)) {
+    const values = runs.map((r) => r[name]!);
+    medians[name] = median(values);
+    const range = `${fmt(Math.min(...values))}–${fmt(Math.max(...values))}`;
+    console.log(`  ${name.padEnd(34)} ${fmt(medians[name])} (${range})`);
+  }
+  check(medians);
+}
+
 /**
  * The worker as its own process (`npm run start:worker`), as production runs it: the API and the
  * worker then each get an event loop instead of sharing one. Resolves once it polls its task queue.
