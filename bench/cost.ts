@@ -52,19 +52,29 @@ export function cpuBetween(before: CpuSnapshot, after: CpuSnapshot): Map<string,
   return out;
 }
 
+type QueryStats = { queries: number; byStatement?: Record<string, number> };
+
+/** A role's stats file; the role rewrites it every half second, so a read that lands mid-write is read again. */
+function readStats(f: string): QueryStats {
+  for (let tries = 1; ; tries++) {
+    try {
+      return JSON.parse(readFileSync(f, 'utf8')) as QueryStats;
+    } catch (err) {
+      if (tries >= 20) throw err;
+    }
+  }
+}
+
 /** Statements counted by the roles that write SVC_QUERY_STATS_FILE (db/index.ts). */
 export function queriesIn(files: string[]): number {
-  return files.reduce(
-    (n, f) => n + (existsSync(f) ? (JSON.parse(readFileSync(f, 'utf8')) as { queries: number }).queries : 0),
-    0,
-  );
+  return files.reduce((n, f) => n + (existsSync(f) ? readStats(f).queries : 0), 0);
 }
 
 /** Statements by their first words, summed over the roles' files (BENCH_STATEMENTS=1 prints them per message). */
 export function statementsIn(files: string[]): Map<string, number> {
   const out = new Map<string, number>();
   for (const f of files.filter((x) => existsSync(x))) {
-    const { byStatement = {} } = JSON.parse(readFileSync(f, 'utf8')) as { byStatement?: Record<string, number> };
+    const { byStatement = {} } = readStats(f);
     for (const [head, n] of Object.entries(byStatement)) out.set(head, (out.get(head) ?? 0) + n);
   }
   return out;
