@@ -1,4 +1,6 @@
 import { randomBytes } from 'node:crypto';
+import { Client, Connection } from '@temporalio/client';
+import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startOtlpReceiver, type ReceivedSpan } from './helpers/otlp-receiver.js';
 import { startSendingStack, type SendingStack } from './helpers/sending.js';
@@ -73,5 +75,36 @@ describe('traces', () => {
     expect(all).not.toContain(token);
     expect(all).not.toContain('trace.leak');
     expect(all).not.toContain(foreignTrace);
+  }, 60_000);
+  it('a run started without a trace context opens no span; one started with a context still does', async () => {
+    const connection = await Connection.connect({ address: s.stack.service.temporalAddress });
+    try {
+      const taskQueue = s.stack.config.temporal.taskQueue;
+      const run = (client: Client, id: string) =>
+        client.workflow.execute('referenceWorkflow', {
+          taskQueue,
+          workflowId: `trace-${id}-${randomBytes(6).toString('hex')}`,
+        });
+      // Untraced first, to its end: its spans, were there any, would leave the worker's exporter before the traced run's.
+      await run(new Client({ connection }), 'untraced');
+      const traced = new Client({
+        connection,
+        interceptors: { workflow: [new OpenTelemetryWorkflowClientInterceptor()] },
+      });
+      await run(traced, 'traced');
+      const start = await eventually(
+        async () => otlp.spans.find((sp) => sp.name === 'StartWorkflow:referenceWorkflow'),
+        20_000,
+      );
+      const runSpan = await eventually(
+        async () =>
+          otlp.spans.find((sp) => sp.name === 'RunWorkflow:referenceWorkflow' && sp.traceId === start.traceId),
+        20_000,
+      );
+      expect(runSpan.parentSpanId).toBe(start.spanId);
+      expect(otlp.spans.filter((sp) => sp.name === 'RunWorkflow:referenceWorkflow')).toEqual([runSpan]);
+    } finally {
+      await connection.close();
+    }
   }, 60_000);
 });

@@ -4,7 +4,7 @@ import { schema } from '../../db/index.js';
 import type { AttachmentService } from '../attachments/service.js';
 import { parsePrivateKey, signDkim, SIGNING_KEY_CACHE_MS, type DkimKey } from '../transport/dkim.js';
 import { renderMessage } from '../transport/render.js';
-import { feedbackIdOf } from '../mail/feedback-id.js';
+import { feedbackIdOf, streamOf } from '../mail/feedback-id.js';
 import { isResentForward } from '../mail/headers.js';
 import { isThrottled, type OutboundTransport, type SendContext } from '../transport/transport.js';
 import { isBulk } from '../mail/bulk.js';
@@ -22,6 +22,7 @@ import type { EventService } from '../message-events.js';
 import type { SuppressionService } from '../gate/suppressions.js';
 import type { WarmupService } from '../shaping/warmup.js';
 import { createOutcomeWriter, type Outcome } from './outcome-writer.js';
+import { createReadCache } from '../shaping/read-cache.js';
 import { failedEvent, judgeClaimed, standingColumn } from '../gate/departure.js';
 import { refusalNote } from '../gate/gate.js';
 import {
@@ -104,26 +105,41 @@ export function createDeliveryService(deps: {
   const m = schema.messages;
 
   // Sending domains by id (signing key parsed once, TLS requirement, pinned pool), briefly cached: a batch
-  // sends many messages of one domain.
+  // sends many messages of one domain. Lanes that find the entry stale at once share one read, and a read
+  // that finds the same sealed key keeps the key already parsed (parsing costs about a signature).
   type DomainInfo = { key: DkimKey; tlsRequired: boolean; pinnedPool: string | null };
-  const domains = new Map<string, { at: number; info: DomainInfo | undefined }>();
-  async function domainInfo(id: string): Promise<DomainInfo | undefined> {
-    const hit = domains.get(id);
-    if (hit && Date.now() - hit.at < SIGNING_KEY_CACHE_MS) return hit.info;
-    const [d] = await db.select().from(schema.domains).where(eq(schema.domains.id, id));
-    const info = d && {
-      key: {
-        domain: d.domain,
-        selector: d.dkimSelector,
-        privateKey: parsePrivateKey(deps.sealer.open(d.dkimPrivateKeySealed)),
-      },
-      tlsRequired: d.tls === 'enforced',
-      pinnedPool: d.egressPinned ? d.emailProviderId : null,
-    };
-    if (domains.size > 10_000) domains.clear();
-    domains.set(id, { at: Date.now(), info });
-    return info;
-  }
+  const domains = createReadCache<string, { info: DomainInfo | undefined; sealed?: string }>({
+    ttlMs: SIGNING_KEY_CACHE_MS,
+    load: async (id, previous) => {
+      const d = schema.domains;
+      const [row] = await db
+        .select({
+          domain: d.domain,
+          selector: d.dkimSelector,
+          sealed: d.dkimPrivateKeySealed,
+          tls: d.tls,
+          egressPinned: d.egressPinned,
+          emailProviderId: d.emailProviderId,
+        })
+        .from(d)
+        .where(eq(d.id, id));
+      if (!row) return { info: undefined };
+      const parsed = previous?.info && previous.sealed === row.sealed ? previous.info.key.privateKey : undefined;
+      return {
+        sealed: row.sealed,
+        info: {
+          key: {
+            domain: row.domain,
+            selector: row.selector,
+            privateKey: parsed ?? parsePrivateKey(deps.sealer.open(row.sealed)),
+          },
+          tlsRequired: row.tls === 'enforced',
+          pinnedPool: row.egressPinned ? row.emailProviderId : null,
+        },
+      };
+    },
+  });
+  const domainInfo = async (id: string): Promise<DomainInfo | undefined> => (await domains.get(id)).info;
   const domainKey = async (id: string) => (await domainInfo(id))?.key;
 
   /** What the transport needs to know of a message: its stream, its pool, its domain's TLS requirement, whose it is. */
@@ -158,6 +174,19 @@ export function createDeliveryService(deps: {
     return key ? signDkim(raw, key) : raw;
   }
 
+  // A message's Feedback-ID depends only on its domain, account and stream (and this deployment's sender id,
+  // a hash): worked out once per combination, not per message.
+  const feedbackIds = new Map<string, string>();
+  function feedbackIdFor(row: MessageRow): string {
+    const k = `${row.kind}|${row.domainId ?? ''}|${row.userId ?? ''}|${streamOf(row)}`;
+    let id = feedbackIds.get(k);
+    if (id === undefined) {
+      if (feedbackIds.size > 10_000) feedbackIds.clear();
+      feedbackIds.set(k, (id = feedbackIdOf(row, deps.serviceDomain)));
+    }
+    return id;
+  }
+
   /** The signed bytes and envelope sender of a message (the same bytes for every transaction of it). */
   async function build(row: MessageRow): Promise<{ raw: Buffer; from: string; smtpMessageId: string }> {
     const attachments = await Promise.all(
@@ -178,7 +207,7 @@ export function createDeliveryService(deps: {
       ...row,
       attachments,
       serviceDomain: deps.serviceDomain,
-      feedbackId: feedbackIdOf(row, deps.serviceDomain),
+      feedbackId: feedbackIdFor(row),
       envelopeFrom: domain ? `bounce+${row.id}@${BOUNCE_LABEL}.${domain}` : undefined,
     });
     return { raw: await sign(row, rendered.raw), from: rendered.envelope.from, smtpMessageId: rendered.messageId };
@@ -487,6 +516,7 @@ export function createDeliveryService(deps: {
         progress,
       };
       const throttledBySite: ({ id: string } & Throttle)[] = [];
+      const deferredHere: string[] = [];
       await inLanes(claimed, DELIVERY_CONCURRENCY, progress, async (row) => {
         const refusal = refused.get(row.id);
         if (refusal) {
@@ -499,10 +529,17 @@ export function createDeliveryService(deps: {
           return void throttledBySite.push({ id: row.id, ...(await holdBulk(row, hold, attempt)) });
         const r = await deliver(row, attempt);
         if (typeof r === 'object') throttledBySite.push({ id: row.id, ...r });
-        else if (r !== 'deferred') result[r] += 1;
+        else if (r === 'deferred') deferredHere.push(row.id);
+        else result[r] += 1;
       });
       result.throttled = spread(throttledBySite);
-      // Every row of this run waiting on a retry, also those an earlier (failed) attempt deferred: the workflow starts their ladders.
+      // Every row of this run waiting on a retry, also those an earlier (failed) attempt deferred: the workflow
+      // starts their ladders. When this attempt claimed every row of the batch, no earlier attempt left one
+      // deferred (a deferred row is not claimed again), so the rows it recorded `deferred` are all of them.
+      if (claimed.length === input.messageIds.length && !progress.stopped()) {
+        result.deferred = deferredHere;
+        return result;
+      }
       const deferred = await db
         .select({ id: m.id })
         .from(m)

@@ -72,13 +72,24 @@ type Conn = {
   counted: Set<string>;
 };
 
-/** Keeps a lease alive while this process holds it: renewed every third of its TTL, so a crashed worker's slots come back within one TTL. */
-function keepLease(store: ShapingStore, leaseId: string, ttlMs: number, lost: () => void): () => void {
+/**
+ * Keeps a lease alive while this process holds it: renewed every third of its TTL, so a crashed worker's
+ * slots come back within one TTL. `kept` learns each new expiry, so a transaction does not renew it again.
+ */
+function keepLease(
+  store: ShapingStore,
+  leaseId: string,
+  ttlMs: number,
+  lost: () => void,
+  kept: (until: number) => void,
+): () => void {
   const timer = setInterval(
     () => {
-      store.renewLease(leaseId, Date.now() + ttlMs).then(
-        (kept) => {
-          if (!kept) lost();
+      const until = Date.now() + ttlMs;
+      store.renewLease(leaseId, until).then(
+        (held) => {
+          if (held) kept(until);
+          else lost();
         },
         () => undefined,
       );
@@ -148,9 +159,17 @@ export function createConnectionPool(deps: {
     const hosts = route.require?.hosts ?? site.hosts;
     let current: Conn | undefined;
     // From the grant to the socket's end; a lease taken back (it lapsed) closes the connection.
-    const stopKeeping = keepLease(deps.store, leaseId, ttlMs, () => {
-      if (current) retire(e, current, true);
-    });
+    const stopKeeping = keepLease(
+      deps.store,
+      leaseId,
+      ttlMs,
+      () => {
+        if (current) retire(e, current, true);
+      },
+      (until) => {
+        if (current) current.leaseUntil = Math.max(current.leaseUntil, until);
+      },
+    );
     for (const host of hosts) {
       let address: string;
       try {

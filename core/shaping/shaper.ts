@@ -6,6 +6,7 @@ import { createConnectionPool, type PoolResult, type Route, type SmtpOptions, ty
 import { DEFAULT_SOURCE, sourceSiteKey } from '../egress/config.js';
 import { describeLimits, effectiveLimits, siteFor, siteKeyOf, type Site } from './sites.js';
 import { createShapingStore, type SiteState } from './store.js';
+import { createReadCache } from './read-cache.js';
 
 const SITE_CACHE_MS = 60_000;
 const ROLLUP_REFRESH_MS = 10 * 60_000;
@@ -39,7 +40,8 @@ export function createShaper(deps: {
     idleMs: deps.idleMs,
   });
   const stateCacheMs = deps.stateCacheMs ?? 1000;
-  const states = new Map<string, { at: number; state: SiteState }>();
+  // Each site's suspension and overrides as this process last read them (lanes share a read when it is stale).
+  const states = createReadCache<string, SiteState>({ ttlMs: stateCacheMs, load: (key) => store.state(key) });
   const touched = new Map<string, number>();
   let rollups: { at: number; map: Map<string, Entry> } | undefined;
   let rolling: Promise<void> | undefined;
@@ -65,15 +67,9 @@ export function createShaper(deps: {
   }
 
   async function stateOf(site: Site, fresh?: SiteState): Promise<SiteState> {
-    if (fresh) {
-      states.set(site.key, { at: Date.now(), state: fresh });
-      return fresh;
-    }
-    const hit = states.get(site.key);
-    if (hit && Date.now() - hit.at < stateCacheMs) return hit.state;
-    const state = await store.state(site.key);
-    states.set(site.key, { at: Date.now(), state });
-    return state;
+    if (!fresh) return states.get(site.key);
+    states.set(site.key, fresh);
+    return fresh;
   }
 
   return {
@@ -174,18 +170,15 @@ export function createShaper(deps: {
         // Many transactions in flight get the same answer: one suspension covers them.
         if ((state.suspendedUntil ?? 0) >= now + rule.durationMs * 0.9) continue;
         await store.suspend(site.key, until, label, text, now);
-        states.set(site.key, { at: now, state: { ...state, suspendedUntil: until, suspendCause: text } });
+        states.set(site.key, { ...state, suspendedUntil: until, suspendCause: text });
         pool.drain(site.key);
       } else {
         const cur = state.overrides[action.name];
         if (cur && cur.value === action.value && cur.until >= now + rule.durationMs * 0.9) continue;
         await store.setOverride(site.key, action.name, action.value, until, label, text, now);
         states.set(site.key, {
-          at: now,
-          state: {
-            ...state,
-            overrides: { ...state.overrides, [action.name]: { value: action.value, until, cause: text } },
-          },
+          ...state,
+          overrides: { ...state.overrides, [action.name]: { value: action.value, until, cause: text } },
         });
       }
     }

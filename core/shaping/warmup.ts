@@ -5,6 +5,7 @@ import { notFound } from '../errors.js';
 import { ownedBy, type Actor } from '../tenancy.js';
 import type { Throttled } from './connections.js';
 import type { WarmupWorkflows } from '../ports/domains.js';
+import { createReadCache } from './read-cache.js';
 
 const plans = schema.warmupPlans;
 const counts = schema.warmupCounts;
@@ -47,15 +48,12 @@ export function createWarmupService(deps: {
   workflows?: WarmupWorkflows;
 }) {
   const { db } = deps;
-  const cache = new Map<string, { at: number; plan: Plan | undefined }>();
-
-  async function planOf(domainId: string): Promise<Plan | undefined> {
-    const hit = cache.get(domainId);
-    if (hit && Date.now() - hit.at < PLAN_CACHE_MS) return hit.plan;
-    const [plan] = await db.select().from(plans).where(eq(plans.domainId, domainId));
-    cache.set(domainId, { at: Date.now(), plan });
-    return plan;
-  }
+  // Each domain's plan as this process last read it (lanes share a read when it is stale).
+  const planCache = createReadCache<string, Plan | undefined>({
+    ttlMs: PLAN_CACHE_MS,
+    load: async (domainId) => (await db.select().from(plans).where(eq(plans.domainId, domainId)))[0],
+  });
+  const planOf = (domainId: string) => planCache.get(domainId);
 
   async function view(plan: Plan): Promise<WarmupView> {
     const done = plan.completedAt !== null;
@@ -168,7 +166,7 @@ export function createWarmupService(deps: {
         .set({ day, dayStartedAt: Date.now() })
         .where(and(eq(plans.domainId, domainId), sql`${plans.day} <= ${day}`))
         .returning({ d: plans.domainId });
-      cache.delete(domainId);
+      planCache.forget(domainId);
       return r.length > 0;
     },
 
@@ -176,7 +174,7 @@ export function createWarmupService(deps: {
     async finish(domainId: string): Promise<void> {
       await db.update(plans).set({ completedAt: Date.now() }).where(eq(plans.domainId, domainId));
       await db.delete(counts).where(eq(counts.domainId, domainId));
-      cache.delete(domainId);
+      planCache.forget(domainId);
     },
   };
 }
