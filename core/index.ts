@@ -109,7 +109,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
       ),
   });
   const mailer = createSystemMailer({ db, queue, serviceDomain: config.serviceDomain });
-  const keys = createKeyService({ db, sealer });
+  const keys = createKeyService({ db, sealer, listen: (channel, h) => deps.database.listen(channel, h) });
   const accounts = createAccountService({
     db,
     keys,
@@ -217,7 +217,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
     domains,
     hosted,
   });
-  const scopedKeys = createScopedKeyService({ db, sealer, domains });
+  const scopedKeys = createScopedKeyService({ db, sealer, domains, keys });
   const encryption = createEncryptionService({ db, domains });
   const domainSettings = createDomainSettings({ db, domains });
   /** Per-domain inbound policy: sender rules and spam thresholds (docs/inbound-policy.md). */
@@ -521,6 +521,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
     enrolmentStore,
     sendEnrolments,
     async close() {
+      await sending.close();
       await queue.close();
       await dispatcher.drain();
       await inboundStarts.close();

@@ -5,11 +5,19 @@ import type { DomainService } from './domains/service.js';
 import type { Actor } from './tenancy.js';
 import { forbidden, notFound } from './errors.js';
 import { newId } from './ids.js';
-import { newKeyMaterial } from './keys.js';
+import { newKeyMaterial, type KeyService } from './keys.js';
 import { credentialHash, type Sealer } from './secrets.js';
 
-/** Domain-scoped keys (`key_`): send from and manage one domain only; revoked at once by delete. */
-export function createScopedKeyService(deps: { db: Db; sealer: Sealer; domains: DomainService }) {
+/**
+ * Domain-scoped keys (`key_`): send from and manage one domain only; revoked at once by delete (every process's
+ * key cache forgets it on the commit's notification, this one before it answers).
+ */
+export function createScopedKeyService(deps: {
+  db: Db;
+  sealer: Sealer;
+  domains: DomainService;
+  keys?: Pick<KeyService, 'forget'>;
+}) {
   const { db, sealer } = deps;
   const k = schema.apiKeys;
   const d = schema.domains;
@@ -81,8 +89,9 @@ export function createScopedKeyService(deps: { db: Db; sealer: Sealer; domains: 
       const gone = await db
         .delete(k)
         .where(and(eq(k.id, id), eq(k.userId, actor.userId), eq(k.kind, 'scoped')))
-        .returning({ id: k.id });
+        .returning({ keyHash: k.keyHash });
       if (gone.length === 0) throw notFound('Scoped key not found');
+      for (const { keyHash } of gone) deps.keys?.forget(keyHash);
       return { ok: true as const };
     },
   };

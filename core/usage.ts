@@ -1,7 +1,8 @@
-import { and, eq, inArray, sql } from 'drizzle-orm';
+import { and, eq, inArray, or, sql } from 'drizzle-orm';
 import type { Db } from '../db/index.js';
 import { schema } from '../db/index.js';
 import type { Plan } from './plans.js';
+import { randomToken } from './ids.js';
 
 const iso = (now: Date) => now.toISOString();
 export const monthKey = (now = new Date()) => `m:${iso(now).slice(0, 7)}`;
@@ -26,6 +27,11 @@ export const secondsToMidnight = (now = new Date()) =>
   );
 
 type Tx = Pick<Db, 'insert'>;
+type ReserveTx = Pick<Db, 'insert' | 'select' | 'execute'>;
+/** PostgreSQL's clock in ms: every process judges lease expiry by this one clock, at the moment it runs. */
+export const DB_NOW_MS = sql`(extract(epoch from clock_timestamp()) * 1000)::bigint`;
+/** Cap allowance leased to a process for the account's day and month (see core/gate/cap-lease.ts). */
+export type LeaseGrant = { id: string; userId: string; day: string; month: string; amount: number };
 /** The machine code of the overage block: usage `overage.code` and the send refusal (402) both carry it. */
 export const OVERAGE_BLOCK_CODE = 'monthly_quota_exceeded';
 /** Which cap refused a reservation. */
@@ -83,6 +89,12 @@ export function createUsageService(deps: { db: Db; plans: Record<string, Plan>; 
       return room(planOf(planName), await counts(userId, at === undefined ? new Date() : new Date(at)));
     },
 
+    /** The plan's daily cap and blocking monthly bucket (null: none). */
+    capsFor(planName: string): { day: number | null; month: number | null } {
+      const plan = planOf(planName);
+      return { day: plan.dailySendCap, month: plan.overage === 'block' ? plan.includedEmails : null };
+    },
+
     /** True when the plan caps anything (then sends go through `reserve`, else through the cheaper `consume`). */
     capped(planName: string): boolean {
       return capsOf(planOf(planName), new Date()).length > 0;
@@ -91,21 +103,26 @@ export function createUsageService(deps: { db: Db; plans: Record<string, Plan>; 
     /**
      * Counts `n` outbound recipients against the plan's caps of the day and month of `at` (default now),
      * inside the accepting transaction. The capped counters are locked and read first (created at 0 when
-     * missing), so concurrent reservations of one account queue there and cannot pass a cap together.
+     * missing), so concurrent reservations of one account queue there and cannot pass a cap together; the
+     * unexpired cap leases of the account (allowance API processes hold, core/gate/cap-lease.ts) count as
+     * taken. When they are what stands in the way, they are taken back (deleted: a send from one then fails
+     * its check and reserves here instead), so a refusal only ever answers the counters themselves.
      * All or nothing unless `partial`, which grants what fits; answers the grant and the cap that limited it.
+     * With `lease` (a send of today), some of the room left after the grant is leased to `lease.holder`.
      */
     async reserve(
-      tx: Tx,
+      tx: ReserveTx,
       userId: string,
       planName: string,
       n: number,
-      opts: { at?: number; partial?: boolean } = {},
-    ): Promise<{ granted: number; hit: CapHit | null }> {
+      opts: { at?: number; partial?: boolean; lease?: { holder: string; ttlMs: number; max: number } } = {},
+    ): Promise<{ granted: number; hit: CapHit | null; lease?: LeaseGrant }> {
       if (n <= 0) return { granted: 0, hit: null };
       const at = opts.at === undefined ? new Date() : new Date(opts.at);
       const caps = capsOf(planOf(planName), at);
       let granted = n;
       let hit: CapHit | null = null;
+      let lease: LeaseGrant | undefined;
       if (caps.length > 0) {
         // A no-op update takes the row lock (and creates the row if missing): one statement for both counters.
         const used = await tx
@@ -113,14 +130,52 @@ export function createUsageService(deps: { db: Db; plans: Record<string, Plan>; 
           .values(caps.map(([period]) => ({ userId, period, count: 0 })))
           .onConflictDoUpdate({ target: [c.userId, c.period], set: { count: sql`${c.count}` } })
           .returning({ period: c.period, count: c.count });
-        for (const [period, cap, which] of caps) {
-          const left = Math.max(0, cap - (used.find((u) => u.period === period)?.count ?? 0));
-          if (left < granted) [granted, hit] = [left, which];
+        // Read after the lock (a statement of its own, so it sees every lease granted before it).
+        const l = schema.capLeases;
+        const [day, month] = [dayKey(at), monthKey(at)];
+        const leases = await tx
+          .select({ day: l.day, month: l.month, amount: l.amount })
+          .from(l)
+          .where(and(eq(l.userId, userId), sql`${l.expiresAt} > ${DB_NOW_MS}`));
+        const held = (period: string) =>
+          leases.filter((x) => x.day === period || x.month === period).reduce((t, x) => t + x.amount, 0);
+        const grant = (withLeases: boolean) => {
+          let g = n;
+          let h: CapHit | null = null;
+          let rest = Infinity;
+          for (const [period, cap, which] of caps) {
+            const left = Math.max(
+              0,
+              cap - (used.find((u) => u.period === period)?.count ?? 0) - (withLeases ? held(period) : 0),
+            );
+            if (left < g) [g, h] = [left, which];
+            rest = Math.min(rest, left - g);
+          }
+          return { g, h, rest };
+        };
+        let r = grant(true);
+        if (r.g < n && leases.some((x) => x.amount > 0)) {
+          // The leases stand in the way: take them back (and the expired ones with them), then judge the counters.
+          await tx.execute(
+            sql`delete from ${l} where ${and(eq(l.userId, userId), or(eq(l.day, day), eq(l.month, month)))}`,
+          );
+          r = grant(false);
         }
+        [granted, hit] = [r.g, r.h];
         if (granted < n && !opts.partial) return { granted: 0, hit };
+        // Lease a share of what is left (an eighth, so several processes can each hold some, and none near the cap).
+        const amount = Math.min(opts.lease?.max ?? 0, Math.floor(r.rest / 8));
+        if (opts.lease && opts.at === undefined && granted === n && amount > 0) {
+          lease = { id: `lease_${randomToken(18)}`, userId, day, month, amount };
+          await tx.insert(l).values({
+            ...lease,
+            holder: opts.lease.holder,
+            expiresAt: sql`${DB_NOW_MS} + ${opts.lease.ttlMs}::bigint`,
+          });
+        }
       }
       if (granted > 0) await bump(tx, userId, granted, at);
-      return { granted, hit };
+      return { granted, hit, lease };
     },
 
     /** Gives back `n` recipients reserved for the day and month of `at` (a scheduled send canceled or refused before it went out). */
@@ -131,6 +186,32 @@ export function createUsageService(deps: { db: Db; plans: Record<string, Plan>; 
         .update(c)
         .set({ count: sql`greatest(${c.count} - ${n}, 0)` })
         .where(and(eq(c.userId, userId), inArray(c.period, [dayKey(when), monthKey(when)])));
+    },
+
+    /**
+     * The statement that counts the outbound recipients of several accounts at once (the accept writer's
+     * group): one upsert of each account's day and month counters (those of now, or of the lease the
+     * recipients came from), in (account, period) order, the order every other writer locks them in, so two
+     * groups of two processes cannot deadlock on each other. Undefined when there is nothing to count.
+     */
+    outboundBump(q: Tx, counts: { userId: string; n: number; day?: string; month?: string }[]) {
+      const now = new Date();
+      const per = new Map<string, { userId: string; period: string; count: number }>();
+      for (const { userId, n, day, month } of counts)
+        for (const period of [day ?? dayKey(now), month ?? monthKey(now)]) {
+          if (n <= 0) continue;
+          const key = `${userId} ${period}`;
+          const row = per.get(key) ?? per.set(key, { userId, period, count: 0 }).get(key)!;
+          row.count += n;
+        }
+      if (per.size === 0) return undefined;
+      const values = [...per.values()].sort((a, b) =>
+        a.userId === b.userId ? (a.period < b.period ? -1 : 1) : a.userId < b.userId ? -1 : 1,
+      );
+      return q
+        .insert(c)
+        .values(values)
+        .onConflictDoUpdate({ target: [c.userId, c.period], set: { count: sql`${c.count} + excluded.count` } });
     },
 
     /** Counts `n` accepted messages, inside the accepting transaction (outbound: only for plans with no cap; see `reserve`). */

@@ -2,6 +2,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
+import type Pg from 'pg';
 import * as schema from './schema/index.js';
 
 export { schema };
@@ -13,6 +14,23 @@ export type Database = {
   ping(): Promise<void>;
   /** Runs `fn` holding a PostgreSQL session advisory lock (a no-op wrapper on single-process PGlite). */
   withLock<T>(lockId: number, fn: () => Promise<T>): Promise<T>;
+  /**
+   * LISTENs on `channel` on a connection of its own: `message(payload)` per notification (delivered on commit).
+   * `state(false)` when the connection is lost (notifications may be missed until then), `state(true)` once it
+   * listens again; it reconnects by itself until `close()`. PGlite (one process) delivers before the commit returns.
+   */
+  listen(channel: string, handlers: ListenHandlers): Listener;
+  close(): Promise<void>;
+};
+export type ListenHandlers = { message(payload: string): void; state(listening: boolean): void };
+export type Listener = {
+  /**
+   * Resolves true once every notification committed before the call has been handed to `message`; false when
+   * that cannot be known now (connection lost). PostgreSQL delivers a notification to another connection some
+   * time after the commit returns (tens of milliseconds on a busy host): a round trip on the listening connection
+   * is what makes "committed before" mean "already seen". Concurrent calls share one round trip.
+   */
+  sync(): Promise<boolean>;
   close(): Promise<void>;
 };
 
@@ -49,7 +67,8 @@ async function openPostgres(url: string, log: PoolErrorLog = consoleLog, querySt
   const { drizzle } = await import('drizzle-orm/node-postgres');
   const pool = new pg.Pool({ connectionString: url, max: 10 });
   pool.on('error', (err) => log.error({ error: err.message }, '[db] idle client error'));
-  const db = drizzle(pool, { schema, ...queryCounter(queryStatsFile) }) as unknown as Db;
+  const counter = queryCounter(queryStatsFile);
+  const db = drizzle(pool, { schema, ...counter }) as unknown as Db;
   const withLock = async <T>(lockId: number, fn: () => Promise<T>): Promise<T> => {
     const client = await pool.connect();
     try {
@@ -60,12 +79,151 @@ async function openPostgres(url: string, log: PoolErrorLog = consoleLog, querySt
       client.release();
     }
   };
+  const listeners = new Set<Listener>();
   return {
     db,
     kind: 'postgres',
     ping: async () => void (await pool.query('select 1')),
     withLock,
-    close: () => pool.end(),
+    listen(channel, handlers) {
+      // Its round trips count as statements in the benchmarks' cost model (each is one, on its own connection).
+      const l = pgListener(pg, url, log, channel, handlers, () =>
+        counter.logger?.logQuery('select 1 -- listener sync'),
+      );
+      listeners.add(l);
+      return {
+        sync: () => l.sync(),
+        close: async () => {
+          listeners.delete(l);
+          await l.close();
+        },
+      };
+    },
+    close: async () => {
+      await Promise.all([...listeners].map((l) => l.close()));
+      await pool.end();
+    },
+  };
+}
+
+/**
+ * One client outside the pool holding LISTEN; on error or end it reports the loss and reconnects (backing off).
+ * `sync` is a `select 1` on this connection: PostgreSQL sends a listening session its pending notifications
+ * before it answers a statement, so when it answers, they have been handled; a `sync` that fails or takes over
+ * 2 s answers false. Correctness rests on `sync` alone; a heartbeat every 5 s (lost after 10 s unanswered) keeps
+ * an idle connection open through firewalls and finds one that died silently.
+ */
+function pgListener(
+  pg: typeof Pg,
+  url: string,
+  log: PoolErrorLog,
+  channel: string,
+  handlers: ListenHandlers,
+  onRoundTrip: () => void = () => undefined,
+): Listener {
+  let client: InstanceType<typeof pg.Client> | undefined;
+  // The connection while it listens (undefined while connecting or lost).
+  let live: InstanceType<typeof pg.Client> | undefined;
+  let closed = false;
+  let retry: NodeJS.Timeout | undefined;
+  let heartbeat: NodeJS.Timeout | undefined;
+  let delayMs = 100;
+  const connect = async () => {
+    if (closed) return;
+    // Named, so an operator (or a test) can tell this backend apart in pg_stat_activity.
+    const c = new pg.Client({ connectionString: url, application_name: `svc listen ${process.pid}` });
+    client = c;
+    let lost = false;
+    const onLost = (err?: Error) => {
+      if (lost) return;
+      lost = true;
+      if (live === c) live = undefined;
+      clearInterval(heartbeat);
+      handlers.state(false);
+      c.end().catch(() => undefined);
+      if (closed) return;
+      log.error({ channel, error: err?.message ?? 'connection ended' }, '[db] listener lost; reconnecting');
+      retry = setTimeout(() => void connect(), delayMs);
+      delayMs = Math.min(delayMs * 2, 5_000);
+    };
+    c.on('error', onLost);
+    c.on('end', () => onLost());
+    c.on('notification', (n) => {
+      if (n.channel === channel) handlers.message(n.payload ?? '');
+    });
+    try {
+      await c.connect();
+      await c.query(`LISTEN ${c.escapeIdentifier(channel)}`);
+    } catch (err) {
+      onLost(err as Error);
+      return;
+    }
+    if (lost || closed) return;
+    delayMs = 100;
+    live = c;
+    handlers.state(true);
+    let beating = false;
+    heartbeat = setInterval(() => {
+      if (beating || lost) return;
+      beating = true;
+      const late = setTimeout(() => onLost(new Error('heartbeat unanswered for 10 s')), 10_000);
+      late.unref();
+      c.query('select 1').then(
+        () => {
+          clearTimeout(late);
+          beating = false;
+        },
+        (err: Error) => {
+          clearTimeout(late);
+          onLost(err);
+        },
+      );
+    }, 5_000);
+    heartbeat.unref();
+  };
+  void connect();
+
+  /** One `select 1` on the listening connection; false if it is not up, fails, or takes over 2 s. */
+  const roundTrip = async (): Promise<boolean> => {
+    const c = live;
+    if (!c) return false;
+    onRoundTrip();
+    let late: NodeJS.Timeout | undefined;
+    const timeout = new Promise<boolean>((resolve) => {
+      late = setTimeout(() => resolve(false), 2_000);
+    });
+    const ok = await Promise.race([
+      c.query('select 1').then(
+        () => live === c,
+        () => false,
+      ),
+      timeout,
+    ]);
+    clearTimeout(late);
+    return ok;
+  };
+  // Callers join the next round trip that has not been sent yet: it starts after they asked, so it covers them.
+  let running: Promise<unknown> = Promise.resolve();
+  let next: Promise<boolean> | undefined;
+  return {
+    sync() {
+      if (next) return next;
+      const mine = running.then(() => {
+        next = undefined;
+        const trip = roundTrip();
+        running = trip;
+        return trip;
+      });
+      next = mine;
+      return mine;
+    },
+    async close() {
+      closed = true;
+      clearTimeout(retry);
+      clearInterval(heartbeat);
+      handlers.state(false);
+      await client?.end().catch(() => undefined);
+    },
   };
 }
 
@@ -101,6 +259,26 @@ async function openPglite(dir: string): Promise<Database> {
     kind: 'pglite',
     ping: async () => void (await client.query('select 1')),
     withLock: (_id, fn) => fn(),
+    listen(channel, handlers) {
+      let stopped = false;
+      // A failed LISTEN leaves the listener down (state never true): its user falls back to reading the table.
+      const unlisten = client
+        .listen(channel, (payload) => handlers.message(payload))
+        .then((off) => {
+          if (!stopped) handlers.state(true);
+          return off;
+        })
+        .catch(() => async () => undefined);
+      return {
+        // Delivered before the committing statement returns: nothing can be pending.
+        sync: async () => !stopped,
+        close: async () => {
+          stopped = true;
+          handlers.state(false);
+          await (await unlisten)().catch(() => undefined);
+        },
+      };
+    },
     close: () => client.close(),
   };
 }

@@ -271,6 +271,16 @@ async function fillMidway(doomed: { userId: string; importId: string; domainId: 
     .insert(schema.warmupCounts)
     .values({ domainId: doomed.domainId, site: 'far.example', day: 1, sent: 1 })
     .onConflictDoNothing();
+  // A process's leased cap allowance (core/gate/cap-lease.ts), not given back yet.
+  await db.insert(schema.capLeases).values({
+    id: 'cpl_doomed',
+    userId: doomed.userId,
+    day: 'd:2026-01-01',
+    month: 'm:2026-01',
+    holder: 'doomed-holder',
+    amount: 5,
+    expiresAt: now + 30_000,
+  });
   // A send's enrolment held until its message is delivered (the scheduled one).
   await db.insert(schema.sequenceOutbox).values({
     id: 'sqo_doomeddoomeddoomeddoomed',

@@ -4,7 +4,7 @@ import { schema } from '../../db/index.js';
 import type { DomainRow } from '../domains/dto.js';
 import { AppError, forbidden, notFound, tooMany } from '../errors.js';
 import type { Actor } from '../tenancy.js';
-import { secondsToMidnight, type CapHit, type UsageService } from '../usage.js';
+import { secondsToMidnight, type CapHit, type LeaseGrant, type UsageService } from '../usage.js';
 
 /**
  * The send gate: the one set of rules every outgoing message passes (docs/sending.md, The send gate).
@@ -20,6 +20,8 @@ import { secondsToMidnight, type CapHit, type UsageService } from '../usage.js';
 export type Standing = { emailVerified: boolean; suspendedAt: number | null };
 type SenderDomain = Pick<DomainRow, 'id' | 'sendingEnabled' | 'spfVerified' | 'dkimVerified'>;
 type Tx = Pick<Db, 'insert' | 'select'>;
+/** What a reservation runs its statements on: the accepting transaction. */
+type ReserveTx = Pick<Db, 'insert' | 'select' | 'execute'>;
 
 /** Why this account may not send now, or undefined. */
 export function accountRefusal(account: Standing | undefined): AppError | undefined {
@@ -92,20 +94,29 @@ export function createSendGate(deps: { db: Db; usage: UsageService }) {
     },
 
     /** Reserves `n` recipients all or nothing (for the day of `at`, default now); answers the refusal when a cap is reached. */
-    async reserve(
-      tx: Pick<Db, 'insert'>,
-      userId: string,
-      plan: string,
-      n: number,
-      at?: number,
-    ): Promise<AppError | undefined> {
+    async reserve(tx: ReserveTx, userId: string, plan: string, n: number, at?: number): Promise<AppError | undefined> {
       const { hit } = await deps.usage.reserve(tx, userId, plan, n, { at });
       return hit ? capRefusal(hit, at) : undefined;
     },
 
+    /**
+     * `reserve` for a send of now that may also lease allowance to `lease.holder` (core/gate/cap-lease.ts):
+     * answers the refusal, or the lease granted with the reservation (when there was room to spare).
+     */
+    async reserveLeasing(
+      tx: ReserveTx,
+      userId: string,
+      plan: string,
+      n: number,
+      lease: { holder: string; ttlMs: number; max: number },
+    ): Promise<{ refusal?: AppError; lease?: LeaseGrant }> {
+      const r = await deps.usage.reserve(tx, userId, plan, n, { lease });
+      return r.hit ? { refusal: capRefusal(r.hit) } : { lease: r.lease };
+    },
+
     /** Reserves as many of `n` recipients as fit; answers how many, and the refusal of the rest. */
     async reserveUpTo(
-      tx: Pick<Db, 'insert'>,
+      tx: ReserveTx,
       userId: string,
       plan: string,
       n: number,

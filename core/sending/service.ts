@@ -1,4 +1,3 @@
-import { sql } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import type { AccountService } from '../accounts.js';
@@ -10,13 +9,15 @@ import { newId } from '../ids.js';
 import type { OutboundQueue } from '../transport/queue.js';
 import type { TemplateService } from '../templates/service.js';
 import type { MergeData } from '../render/merge.js';
-import type { UsageService } from '../usage.js';
+import type { LeaseGrant, UsageService } from '../usage.js';
 import { acceptDuration, messagesAccepted, since } from '../metrics.js';
 import { domainOf, formatMailbox, parseMailbox, parseMailboxes, type Mailbox } from '../mail/addresses.js';
 import { checkHeaders } from '../render/compose.js';
 import { renderContent } from '../parsing/render.js';
 import { bareAddress } from '../mail/recipients.js';
 import { loadSendContext } from './context.js';
+import { createAcceptWriter } from './accept-writer.js';
+import { CAP_LEASE_MAX, CAP_LEASE_TTL_MS, createCapLeases, isLeaseLost } from '../gate/cap-lease.js';
 import { sentByKey } from '../gate/departure.js';
 import { accountRefusal, capRefusal, senderRefusal, type SendGate } from '../gate/gate.js';
 import type { ScheduledSendService } from './scheduled.js';
@@ -81,7 +82,7 @@ type Prepared = {
   keyId?: string;
 };
 
-/** The accept path of POST /v1/send and /v1/send/batch: every gate, then one transaction, then the queue. */
+/** The accept path of POST /v1/send and /v1/send/batch: every gate, then one atomic write, then the queue. */
 export function createSendService(deps: {
   db: Db;
   accounts: AccountService;
@@ -98,6 +99,8 @@ export function createSendService(deps: {
   sequences: Pick<SequenceService, 'inScope'>;
 }) {
   const { db } = deps;
+  const writer = createAcceptWriter({ db, usage: deps.usage });
+  const leases = createCapLeases({ db });
 
   async function prepare(actor: Actor, input: SendInput | BatchInput, recipients: string[]): Promise<Prepared> {
     const from = parseMailbox(input.from, 'from');
@@ -188,9 +191,10 @@ export function createSendService(deps: {
   }
 
   /**
-   * Inserts the rows the plan's caps take and counts their recipients in one transaction (the gate's
-   * reservation, for the day the message goes out: now, or its scheduled time), then queues or schedules
-   * them. A single send is all or nothing (its refusal is thrown); a batch (`partial`, one recipient a row)
+   * Inserts the rows the plan's caps take and counts their recipients atomically, then queues or schedules
+   * them: a send of now with no cap to hold, or within this process's cap lease, through the group writer;
+   * else in one transaction with the gate's reservation (for the day the message goes out: now, or its
+   * scheduled time). A single send is all or nothing (its refusal is thrown); a batch (`partial`, one recipient a row)
    * keeps the rows that fit, in order, and answers the refusal of the rest.
    */
   async function commit(
@@ -201,38 +205,52 @@ export function createSendService(deps: {
   ): Promise<{ kept: MessageValues[]; refusal?: AppError; ssnd: Map<string, string> }> {
     const ssnd = new Map<string, string>();
     if (rows.length === 0) return { kept: rows, ssnd };
-    if (!p.scheduledAt && !deps.usage.capped(p.user.plan)) {
-      // No cap to hold: the rows and the counters commit in one statement, without a transaction's extra round trips.
-      const accepted = db
-        .$with('accepted', { id: sql<string>`id` })
-        .as(db.insert(schema.messages).values(rows).returning({ id: schema.messages.id }).getSQL());
-      await deps.usage.consume(
-        db.with(accepted),
-        p.user.id,
-        rows.reduce((n, r) => n + recipientCount(r), 0),
-        { outbound: true },
-      );
+    const recipients = rows.reduce((n, r) => n + recipientCount(r), 0);
+    const accepted = () => {
       deps.queue.enqueue(
         rows.map((r) => r.id!),
         p.user.id,
       );
       messagesAccepted.inc({ source }, rows.length);
       return { kept: rows, ssnd };
+    };
+    const capped = deps.usage.capped(p.user.plan);
+    if (!p.scheduledAt && !capped) {
+      // No cap to hold: the rows and the counters commit in one statement, shared with the other sends ready
+      // at the same time (group commit, ./accept-writer.ts); it resolves once they are durable.
+      await writer.write({ userId: p.user.id, rows, recipients });
+      return accepted();
+    }
+    // A send of now within this process's lease of the account's caps goes the same way, moving its
+    // recipients off the lease in that statement; a lease taken back meanwhile sends it to the reservation below.
+    const use =
+      !p.scheduledAt && !partial ? leases.take(p.user.id, recipients, deps.usage.capsFor(p.user.plan)) : undefined;
+    if (use) {
+      try {
+        await writer.write({ userId: p.user.id, rows, recipients, lease: use });
+        leases.settle(use, 'written');
+        return accepted();
+      } catch (err) {
+        const lost = isLeaseLost(err);
+        leases.settle(use, lost ? 'lost' : 'failed');
+        if (!lost) throw err;
+      }
     }
     let kept = rows;
     let refusal: AppError | undefined;
-    await db.transaction(async (tx) => {
+    let lease: LeaseGrant | undefined;
+    const startedAt = leases.now();
+    // An account that sends again soon in this process asks for a lease with its reservation.
+    const leasing = !p.scheduledAt && !partial && leases.wants(p.user.id);
+    const reserved = db.transaction(async (tx) => {
       if (partial) {
         const r = await deps.gate.reserveUpTo(tx, p.user.id, p.user.plan, rows.length, p.scheduledAt);
         [kept, refusal] = [rows.slice(0, r.granted), r.refusal];
       } else {
-        refusal = await deps.gate.reserve(
-          tx,
-          p.user.id,
-          p.user.plan,
-          rows.reduce((n, r) => n + recipientCount(r), 0),
-          p.scheduledAt,
-        );
+        if (leasing) {
+          const ask = { holder: leases.holder, ttlMs: CAP_LEASE_TTL_MS, max: CAP_LEASE_MAX };
+          ({ refusal, lease } = await deps.gate.reserveLeasing(tx, p.user.id, p.user.plan, recipients, ask));
+        } else refusal = await deps.gate.reserve(tx, p.user.id, p.user.plan, recipients, p.scheduledAt);
         if (refusal) kept = [];
       }
       if (kept.length) await tx.insert(schema.messages).values(kept);
@@ -243,6 +261,16 @@ export function createSendService(deps: {
             await deps.scheduled.insert(tx, { userId: p.user.id, messageId: r.id!, scheduledAt: p.scheduledAt }),
           );
     });
+    // The lease counts once its transaction committed (and the asking ends whatever came of it).
+    if (leasing)
+      await reserved.then(
+        () => leases.granted(p.user.id, lease, startedAt),
+        (err: unknown) => {
+          leases.granted(p.user.id, undefined, startedAt);
+          throw err;
+        },
+      );
+    else await reserved;
     if (refusal && !partial) throw refusal;
     if (kept.length) messagesAccepted.inc({ source }, kept.length);
     if (p.scheduledAt)
@@ -269,6 +297,9 @@ export function createSendService(deps: {
   }
 
   return {
+    /** Gives back this process's leased cap allowance (at shutdown). */
+    close: () => leases.close(),
+
     /** One message; `source` names the edge it came through in the accept metrics (api, or submission). */
     async send(actor: Actor, input: SendInput, source: AcceptSource = 'api') {
       const started = performance.now();

@@ -99,3 +99,26 @@ export const usageCounters = pgTable(
   },
   (t) => [uniqueIndex('usage_counters_uq').on(t.userId, t.period)],
 );
+
+/**
+ * Cap allowance an API process has leased for an account's day and month (core/gate/cap-lease.ts): counted
+ * against the caps by every reservation but not usage; each send taken from it moves its recipients from
+ * `amount` to the usage counters in the statement that writes the message. Returned when idle, taken back by
+ * a reservation that needs it, and ignored (then deleted) once `expires_at` passes, so a crashed process's
+ * allowance comes back.
+ */
+export const capLeases = pgTable(
+  'cap_leases',
+  {
+    id: text('id').primaryKey(),
+    userId: text('user_id').notNull(),
+    /** The periods it counts against (`d:YYYY-MM-DD`, `m:YYYY-MM`), as in usage_counters. */
+    day: text('day').notNull(),
+    month: text('month').notNull(),
+    holder: text('holder').notNull(),
+    /** Recipients still unused. */
+    amount: integer('amount').notNull(),
+    expiresAt: ms('expires_at').notNull(),
+  },
+  (t) => [index('cap_leases_user_idx').on(t.userId)],
+);
