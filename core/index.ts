@@ -376,6 +376,7 @@ export function createCore(deps: { database: Database; config: Config; workflows
   const aggregates = createAggregateStore({ db });
   const inbound = createInboundService({
     db,
+    listen: (channel, h) => deps.database.listen(channel, h),
     sealer,
     resolver,
     serviceDomain: config.serviceDomain,

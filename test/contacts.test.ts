@@ -2,6 +2,7 @@ import { eq } from 'drizzle-orm';
 import nodemailer from 'nodemailer';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { parseFilter } from '../core/broadcasts/filter.js';
+import { touchWithinCap } from '../core/contacts/cap.js';
 import { schema } from '../db/index.js';
 import { startWorker } from '../worker.js';
 import { FROM_DOMAIN, startSendingStack, type SendingStack } from './helpers/sending.js';
@@ -98,6 +99,57 @@ describe('contacts', () => {
     expect(rows.every((r) => r.lastSeenAt! > 0)).toBe(true);
     expect((await api('GET', '/api/contacts?search=touch-b@rcpt.test')).body).toHaveLength(1);
     expect((await api('GET', '/api/contacts?search=not-an-address')).body).toHaveLength(0);
+  });
+
+  it('traffic past the contact cap: known addresses move, new ones fill the room in address order, per account, in one statement', async () => {
+    const db = env.stack.service.core.db;
+    const signup = async (email: string) =>
+      (await env.stack.api('POST', '/api/auth/signup', { body: { email, password: 'cap test password' } })).body.user
+        .id as string;
+    const [a, b] = [await signup('cap-a@example.com'), await signup('cap-b@example.com')];
+    await touchWithinCap(db, [{ userId: a, email: 'known@cap.test', subscribed: false }], 3, 1_000);
+    await touchWithinCap(
+      db,
+      [
+        { userId: a, email: 'known@cap.test', subscribed: false },
+        { userId: a, email: 'z@cap.test', subscribed: false },
+        { userId: a, email: 'c@cap.test', subscribed: false },
+        { userId: a, email: 'd@cap.test', subscribed: false },
+        { userId: b, email: 'known@cap.test', subscribed: true },
+      ],
+      3,
+      2_000,
+    );
+    const rows = await db
+      .select({ userId: schema.contacts.userId, email: schema.contacts.email, seen: schema.contacts.lastSeenAt })
+      .from(schema.contacts)
+      .where(eq(schema.contacts.email, 'known@cap.test'));
+    expect(rows.map((r) => [r.userId === a ? 'a' : 'b', r.seen]).sort()).toEqual([
+      ['a', 2_000],
+      ['b', 2_000],
+    ]);
+    const ofA = await db
+      .select({ email: schema.contacts.email })
+      .from(schema.contacts)
+      .where(eq(schema.contacts.userId, a));
+    // Room for two more under a cap of 3: c and d come first in address order, z is not recorded.
+    expect(ofA.map((r) => r.email).sort()).toEqual(['c@cap.test', 'd@cap.test', 'known@cap.test']);
+    // At the cap, a known address still moves and a new one is not recorded.
+    await touchWithinCap(
+      db,
+      [
+        { userId: a, email: 'c@cap.test', subscribed: false },
+        { userId: a, email: 'e@cap.test', subscribed: false },
+      ],
+      3,
+      3_000,
+    );
+    const after = await db
+      .select({ email: schema.contacts.email, seen: schema.contacts.lastSeenAt })
+      .from(schema.contacts)
+      .where(eq(schema.contacts.userId, a));
+    expect(after.map((r) => r.email).sort()).toEqual(['c@cap.test', 'd@cap.test', 'known@cap.test']);
+    expect(after.find((r) => r.email === 'c@cap.test')!.seen).toBe(3_000);
   });
 
   it('addresses the account sends to or receives from become contacts, last seen now', async () => {

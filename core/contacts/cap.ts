@@ -2,6 +2,7 @@ import { and, eq, inArray, sql } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { AppError } from '../errors.js';
+import { newId } from '../ids.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Q = Db | Parameters<Parameters<Db['transaction']>[0]>[0] | any;
@@ -46,31 +47,36 @@ export async function assertContactRoom(tx: Q, userId: string, emails: string[],
 }
 
 /**
- * Traffic addresses (the touch queue's batch) within the cap: an address that is a contact already
- * always passes (its `last_seen_at` moves); new ones pass while the account has room, the rest are
- * simply not recorded (mail is never failed for a contact).
+ * Records traffic addresses (the touch queue's batch) within the cap, in one statement for every account in
+ * it: an address that is a contact already always passes (its `last_seen_at` moves); new ones pass while the
+ * account has room, in address order, and the rest are simply not recorded (mail is never failed for a
+ * contact). The account's count is read only for accounts with a new address. Rows are written sorted, so
+ * concurrent writers lock them in the same order.
  */
-export async function withinContactCap<T extends { userId: string; email: string }>(
+export async function touchWithinCap(
   db: Db,
-  batch: T[],
+  batch: { userId: string; email: string; subscribed: boolean }[],
   cap: number,
-): Promise<T[]> {
-  const byUser = new Map<string, T[]>();
-  for (const x of batch) byUser.set(x.userId, [...(byUser.get(x.userId) ?? []), x]);
-  const kept: T[] = [];
-  for (const [userId, rows] of byUser) {
-    const fresh = new Set(
-      await newAddresses(
-        db,
-        userId,
-        rows.map((r) => r.email),
-      ),
-    );
-    let room = fresh.size > 0 ? cap - (await countOf(db, userId)) : 0;
-    for (const r of rows) {
-      if (!fresh.has(r.email)) kept.push(r);
-      else if (room-- > 0) kept.push(r);
-    }
-  }
-  return kept;
+  now: number,
+): Promise<void> {
+  if (batch.length === 0) return;
+  const col = <T>(f: (x: (typeof batch)[number]) => T) => sql.param(batch.map(f));
+  await db.execute(sql`with input as (
+      select * from unnest(${col(() => newId('ctc'))}::text[], ${col((x) => x.userId)}::text[],
+        ${col((x) => x.email)}::text[], ${col((x) => x.subscribed)}::bool[]) as i(id, user_id, email, subscribed)),
+    fresh as (
+      select i.*, row_number() over (partition by i.user_id order by i.email) as n from input i
+      where not exists (select 1 from ${c} k where k.user_id = i.user_id and k.email = i.email)),
+    room as (
+      select u.user_id, ${cap} - (select count(*) from ${c} k where k.user_id = u.user_id) as room
+      from (select distinct user_id from fresh) u),
+    kept as (
+      select i.id, i.user_id, i.email, i.subscribed from input i
+      where not exists (select 1 from fresh f where f.user_id = i.user_id and f.email = i.email)
+      union all
+      select f.id, f.user_id, f.email, f.subscribed from fresh f join room r on r.user_id = f.user_id where f.n <= r.room)
+    insert into ${c} (id, user_id, email, attributes, subscribed, created_at, updated_at, last_seen_at)
+    select id, user_id, email, '{}'::jsonb, subscribed, ${now}::bigint, ${now}::bigint, ${now}::bigint
+    from kept order by user_id, email
+    on conflict (user_id, email) do update set last_seen_at = excluded.last_seen_at`);
 }

@@ -3,7 +3,7 @@ import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { badRequest, conflict, notFound } from '../errors.js';
 import { newId } from '../ids.js';
-import { assertContactRoom, withinContactCap } from './cap.js';
+import { assertContactRoom, touchWithinCap } from './cap.js';
 import type { Actor } from '../tenancy.js';
 
 export type Attributes = Record<string, string | number | boolean | null>;
@@ -244,30 +244,9 @@ function createTouchQueue(db: Db, windowMs: number, cap: number) {
   let waiting: { resolve: () => void; reject: (err: unknown) => void }[] = [];
   let timer: NodeJS.Timeout | undefined;
 
-  async function write(batch: { userId: string; email: string; subscribed: boolean }[]) {
-    if (batch.length === 0) return;
-    const now = Date.now();
-    // Past the account's contact cap a new address is simply not recorded.
-    const kept = await withinContactCap(db, batch, cap);
-    if (kept.length === 0) return;
-    // Sorted, so concurrent writers lock rows in the same order; one row per (account, address).
-    const rows = kept
-      .sort((a, b) => (a.userId + a.email < b.userId + b.email ? -1 : 1))
-      .map((x) => ({
-        id: newId('ctc'),
-        userId: x.userId,
-        email: x.email,
-        attributes: {},
-        subscribed: x.subscribed,
-        createdAt: now,
-        updatedAt: now,
-        lastSeenAt: now,
-      }));
-    await db
-      .insert(c)
-      .values(rows)
-      .onConflictDoUpdate({ target: [c.userId, c.email], set: { lastSeenAt: sql`excluded.last_seen_at` } });
-  }
+  // Past the account's contact cap a new address is simply not recorded (core/contacts/cap.ts).
+  const write = (batch: { userId: string; email: string; subscribed: boolean }[]) =>
+    touchWithinCap(db, batch, cap, Date.now());
 
   function flush(): Promise<void> {
     if (timer) clearTimeout(timer);

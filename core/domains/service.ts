@@ -18,6 +18,7 @@ import type { ProviderRegistry } from './providers.js';
 import type { EgressConfig } from '../egress/config.js';
 import { poolWarnings } from '../egress/suspensions.js';
 import { mxHostOf, newMxToken } from './records.js';
+import { receivingConfigChanged } from '../mail/config-changes.js';
 
 export const DKIM_SELECTOR = 'svc1';
 
@@ -115,6 +116,7 @@ export function createDomainService(deps: DomainDeps) {
       })
       .onConflictDoNothing()
       .returning();
+    receivingConfigChanged();
     if (!rows[0]) throw conflict(`${name} is already on this account`, 'domain_exists');
     return rows[0];
   }
@@ -184,6 +186,7 @@ export function createDomainService(deps: DomainDeps) {
         .set({ ...values, status, mxVerified: 0 })
         .where(eq(d.id, row.id));
     }
+    receivingConfigChanged();
     return { status, checks, checkedAt, sending };
   }
 
@@ -293,6 +296,7 @@ export function createDomainService(deps: DomainDeps) {
         await tx.delete(schema.tlsReports).where(eq(schema.tlsReports.domainId, row.id));
         await tx.delete(d).where(eq(d.id, row.id));
       });
+      receivingConfigChanged();
       return { ok: true as const, cleanup: { deregistered, dnsDeleted, warnings } };
     },
 

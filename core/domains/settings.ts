@@ -4,6 +4,7 @@ import { schema } from '../../db/index.js';
 import { badRequest, notFound } from '../errors.js';
 import { domainDto } from './dto.js';
 import type { Actor } from '../tenancy.js';
+import { receivingConfigChanged } from '../mail/config-changes.js';
 import type { DomainService } from './service.js';
 
 export const TLS_MODES = ['opportunistic', 'enforced'] as const;
@@ -34,6 +35,7 @@ export function createDomainSettings(deps: { db: Db; domains: DomainService }) {
         .set({ ...values, updatedAt: Date.now() })
         .where(eq(d.id, id))
         .returning();
+      receivingConfigChanged();
       if (!row) throw notFound('Domain not found');
       return { domain: domainDto(deps.domains.withPool(row)) };
     },

@@ -21,13 +21,15 @@ export async function deliverInboundBatch(
   progress?: Progress,
   concurrency = 16,
 ): Promise<HandOff[]> {
-  const prepared = await deps.inbound.prepareBatch(input.batchId, input.messageIds);
-  // Every delivery of the batch read in one statement, then posted `concurrency` at a time.
+  const { prepared, known } = await deps.inbound.claimBatch(input.batchId, input.messageIds);
+  // Every delivery of the batch posted `concurrency` at a time: the rows the claim just made as they are, the
+  // others (made by an earlier try of this step) read in one statement.
   const results = await deps.deliveries.attemptMany(
     prepared.flatMap((m) => m.deliveryIds),
     1,
     input.nextDelayMs,
     { concurrency, ...(progress ? { progress } : {}) },
+    known,
   );
   const handOff: HandOff[] = [];
   const over: string[] = [];

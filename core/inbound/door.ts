@@ -26,6 +26,12 @@ const full = (why: string) => new AppError(507, 'mailbox_full', why, true);
 const never = (why: string) => new AppError(413, 'mailbox_full', why);
 
 type View = { verified: boolean; used: number; today: { messages: number; bytes: number } };
+/**
+ * The message's own rows, written by the door's statement (data-modifying CTEs, `ctes`): `name` is the one
+ * whose RETURNING tells whether the message was new (empty: stored before, by an earlier or concurrent try).
+ */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type MessageInsert = { ctes: any[]; name: string };
 
 /**
  * Storage counted at the door of the SMTP ingress: inbound mail counts against the account's storage
@@ -43,7 +49,12 @@ export function createInboundDoor(deps: { db: Db; storage: StorageQuota; unverif
    * today's inbound before this message. With `admitting`, the same statement counts the message in today's
    * row and in the month's usage first (a refusal throws and rolls both back with the accepting transaction).
    */
-  async function read(q: Tx, userId: string, admitting?: number): Promise<View> {
+  async function read(
+    q: Tx,
+    userId: string,
+    admitting?: number,
+    message?: MessageInsert,
+  ): Promise<View & { stored: boolean }> {
     const day = Date.now() - (Date.now() % DAY_MS);
     const u = schema.users,
       t = schema.inboundDaily,
@@ -65,6 +76,7 @@ export function createInboundDoor(deps: { db: Db; storage: StorageQuota; unverif
       files: sql<string>`coalesce((select sum(${f.size}) from ${f} where ${f.userId} = ${u.id} and ${f.expiresAt} > ${Date.now()}), 0)`,
       todayMessages: today.messages,
       todayBytes: today.bytes,
+      stored: message ? sql<string>`(select count(*) from ${sql.identifier(message.name)})` : sql<string>`1`,
     };
     const admit = () => {
       // Admitting also bills the message to the month's usage (SPEC.md: inbound and outbound share the bucket).
@@ -79,13 +91,14 @@ export function createInboundDoor(deps: { db: Db; storage: StorageQuota; unverif
           .returning({ messages: t.messages, bytes: t.bytes }),
       );
       const billed = q.$with('billed').as(billMonth(q, userId, 1).returning({ count: schema.usageCounters.count }));
-      return q.with(counted, billed);
+      return q.with(counted, billed, ...(message?.ctes ?? []));
     };
     const [row] = await (admitting === undefined ? q : admit()).select(fields).from(u).where(eq(u.id, userId));
     return {
       verified: Boolean(row?.verified),
       used: Number(row?.mail ?? 0) + Number(row?.files ?? 0),
       today: { messages: Number(row?.todayMessages ?? 0), bytes: Number(row?.todayBytes ?? 0) },
+      stored: Number(row?.stored ?? 0) > 0,
     };
   }
 
@@ -144,6 +157,8 @@ export function createInboundDoor(deps: { db: Db; storage: StorageQuota; unverif
      * until commit, so concurrent messages of one account are judged one after the other, each seeing the
      * ones before it. Counts the message in today's row in the same statement, and refuses (rolling all of
      * it back) a message that passes the quota or the allowance. The view RCPT goes by then counts it.
+     * With `message`, the same statement writes the message's rows too, and answers whether it was new: a
+     * message stored before is not judged (the caller rolls the transaction back and answers as before).
      */
     async atData(
       tx: Tx,
@@ -152,8 +167,10 @@ export function createInboundDoor(deps: { db: Db; storage: StorageQuota; unverif
       bytes: number,
       keepsCopy: boolean,
       stored: number,
-    ): Promise<void> {
-      const counted = await read(tx, userId, bytes);
+      message?: MessageInsert,
+    ): Promise<{ stored: boolean }> {
+      const counted = await read(tx, userId, bytes, message);
+      if (!counted.stored) return { stored: false };
       const v: View = { ...counted, used: counted.used - stored };
       judge(v, bytes, keepsCopy, address);
       // Days before yesterday limit nothing: pruned now and then, off the accepting transaction.
@@ -166,6 +183,7 @@ export function createInboundDoor(deps: { db: Db; storage: StorageQuota; unverif
       }
       const next: View = { ...counted, today: { messages: v.today.messages + 1, bytes: v.today.bytes + bytes } };
       views.set(userId, { at: Date.now(), view: Promise.resolve(next) });
+      return { stored: true };
     },
   };
 }

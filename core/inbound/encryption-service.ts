@@ -5,6 +5,7 @@ import { AppError, notFound } from '../errors.js';
 import { domainDto, type DomainRow } from '../domains/dto.js';
 import type { DomainService } from '../domains/service.js';
 import type { Actor } from '../tenancy.js';
+import { receivingConfigChanged } from '../mail/config-changes.js';
 import { encryptForStorage, isEncKeyAlg, parseEncryptionKey } from './encryption.js';
 
 /** What the inbound path writes to `inbound_raw`: sealed bytes when the domain has a key, the raw bytes otherwise. */
@@ -24,6 +25,7 @@ export function createEncryptionService(deps: { db: Db; domains: DomainService }
       .set({ ...values, updatedAt: Date.now() })
       .where(eq(d.id, id))
       .returning();
+    receivingConfigChanged();
     if (!row) throw notFound('Domain not found');
     return row;
   }

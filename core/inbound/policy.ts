@@ -5,6 +5,7 @@ import { AppError, badRequest, conflict, notFound } from '../errors.js';
 import { newId } from '../ids.js';
 import type { Actor } from '../tenancy.js';
 import type { DomainRow } from '../domains/dto.js';
+import { receivingConfigChanged } from '../mail/config-changes.js';
 import {
   compileRules,
   normalizeRuleValue,
@@ -199,6 +200,7 @@ export function createInboundPolicy(deps: { db: Db; load: (actor: Actor, id: str
         .set({ ...values, updatedAt: Date.now() })
         .where(eq(d.id, domainId))
         .returning();
+      receivingConfigChanged();
       if (!row) throw notFound('Domain not found');
       return { policy: policyDto(row) };
     },

@@ -2,13 +2,13 @@ import { createHash } from 'node:crypto';
 import type { Resolver } from 'node:dns/promises';
 import { and, eq, getTableColumns, inArray, isNull, lt, or, sql } from 'drizzle-orm';
 import type { ParsedMail } from 'mailparser';
-import type { Db } from '../../db/index.js';
+import type { Database, Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import type { AttachmentService } from '../attachments/service.js';
 import type { DomainRow } from '../domains/dto.js';
 import { AppError } from '../errors.js';
 import type { Sealer } from '../secrets.js';
-import type { DeliveryStore, NewDelivery } from '../webhooks/deliveries.js';
+import type { DeliveryStore, DeliveryToAttempt, NewDelivery } from '../webhooks/deliveries.js';
 import { bestRoute, type RouteRow, type RouteService } from '../webhooks/routes.js';
 import { scoreMessage } from './auth.js';
 import { FORWARD_HEADER } from '../mail/headers.js';
@@ -28,6 +28,8 @@ import { receivedPayload, type InboundAttachment } from './payload.js';
 import { unsubscribeTokenOf } from '../contacts/unsubscribe.js';
 import { log } from '../log.js';
 import { withSpamHeaders, type SpamFilter, type SpamMeta, type SpamVerdict } from '../spam/rspamd.js';
+import { configCache } from './config-cache.js';
+import { watchReceivingConfig } from '../mail/config-changes.js';
 import { decide, policyRefused, senderBlocked, type InboundPolicy, type PolicyDecision } from './policy.js';
 
 const hashId = (prefix: string, ...parts: (string | Buffer)[]) => {
@@ -39,6 +41,8 @@ const split = (address: string) => {
   const at = address.lastIndexOf('@');
   return { local: address.slice(0, at).toLowerCase(), domain: address.slice(at + 1).toLowerCase() };
 };
+/** Thrown inside the accepting transaction to roll it back: the message was stored before. */
+const storedBefore = new Error('stored before');
 /** Return-path addresses of outbound mail (`bounce+<msg>@bounces.<domain>`): reports, not inbound mail. */
 export const isReturnPath = (address: string) =>
   split(address).local.startsWith('bounce+') || split(address).domain.startsWith('bounces.');
@@ -49,6 +53,8 @@ export type Envelope = { from: string; rcpts: string[]; ip: string; helo: string
 /** Inbound mail: who may receive, storing what arrives, and turning it into webhook deliveries. */
 export function createInboundService(deps: {
   db: Db;
+  /** Hears domain and route changes made by other processes (core/mail/config-changes.ts). */
+  listen?: Database['listen'];
   sealer: Sealer;
   resolver: Resolver;
   serviceDomain: string;
@@ -100,46 +106,50 @@ export function createInboundService(deps: {
     if (parsed.report.kind === 'dmarc') await deps.aggregates.storeDmarc(parsed.report);
     else await deps.aggregates.storeTls(parsed.report);
   }
-  // The reads every inbound message makes, prepared once (named statements: no query building per message).
-  const rcptDomain = db
-    .select({
-      id: d.id,
-      status: d.status,
-      mx: d.mxVerified,
-      sending: d.sendingEnabled,
-      error: d.lastCheckError,
-      userId: d.userId,
-      zeroRetention: d.zeroRetention,
-    })
-    .from(d)
-    .where(eq(d.domain, sql.placeholder('name')))
-    .prepare('inbound_rcpt_domain');
-  const receivingRows = db
+  // The read every inbound message makes (RCPT and DATA), prepared once and kept per process (config-cache.ts).
+  const domainRows = db
     .select({ domain: d, route: schema.routes })
     .from(d)
     .leftJoin(schema.routes, eq(schema.routes.domainId, d.id))
-    .where(and(eq(d.domain, sql.placeholder('name')), eq(d.status, 'verified'), eq(d.mxVerified, 1)))
-    .prepare('inbound_receiving_domain');
+    .where(eq(d.domain, sql.placeholder('name')))
+    .prepare('inbound_domain_by_name');
+  /**
+   * Every row of a domain name (any account, any status) and the one that receives its mail, with its
+   * routes, in one statement. Only the verified row with verified MX receives (at most one account holds a
+   * domain verified): a pending row of another account that added the same name never sees this mail.
+   */
+  // The first read opens the listener that clears these caches when another process changes the config.
+  const watch = watchReceivingConfig(deps.listen);
+  const byName = configCache(async (name) => {
+    watch();
+    const rows = await domainRows.execute({ name });
+    const domains = [...new Map(rows.map((x) => [x.domain.id, x.domain])).values()];
+    const domain = domains.find((x) => x.status === 'verified' && x.mxVerified === 1);
+    // The join repeats the domain once per route.
+    const routes = domain ? rows.filter((x) => x.domain.id === domain.id && x.route).map((x) => x.route!) : [];
+    return { domains, receiving: domain ? { domain, routes } : undefined };
+  });
+
+  /** A domain's routes by its id, for the worker's deliveries (kept as the domains by name are). */
+  const routesOf = configCache(async (domainId) => {
+    watch();
+    const rows = await db.select().from(schema.routes).where(eq(schema.routes.domainId, domainId));
+    return rows;
+  });
+
   const storedMessage = db
     .select({ id: schema.messages.id })
     .from(schema.messages)
     .where(eq(schema.messages.id, sql.placeholder('id')))
     .prepare('inbound_stored_message');
 
-  /**
-   * The domain that receives mail for `name` with its routes, in one statement. Only the verified row
-   * counts (at most one account holds a domain verified): a pending row of another account that added
-   * the same name never sees this mail.
-   */
+  /** The domain that receives mail for `name`, and its route for a local part. */
   async function receivingDomain(
     name: string,
   ): Promise<{ domain: DomainRow; match: (local: string) => RouteRow | undefined } | undefined> {
-    const rows = await receivingRows.execute({ name });
-    const domain = rows[0]?.domain;
-    if (!domain) return undefined;
-    // One verified row per name; the join repeats it once per route.
-    const routes = rows.filter((x) => x.domain.id === domain.id && x.route).map((x) => x.route!);
-    return { domain, match: (local) => bestRoute(routes, local) };
+    const found = (await byName(name)).receiving;
+    if (!found) return undefined;
+    return { domain: found.domain, match: (local) => bestRoute(found.routes, local) };
   }
 
   /** One rspamd scan, counted and timed (svc_spam_scans_total, svc_spam_scan_duration_seconds). */
@@ -207,10 +217,13 @@ export function createInboundService(deps: {
   ) {
     const rcpts = routed.map((r) => r.rcpt);
     const id = hashId('msg', domain.id, rcpts.join(','), raw);
-    const [seen] = await storedMessage.execute({ id });
+    const keepNothing = domain.zeroRetention === 1;
+    const encrypted = Boolean(domain.encPublicKey);
+    // Attachments kept as files are uploaded before the transaction: only then is a message stored before
+    // looked for first (a retried DATA must not upload them twice). Otherwise the insert itself tells.
+    const uploads = mail.attachments.length > 0 && !keepNothing && !encrypted;
+    const [seen] = uploads ? await storedMessage.execute({ id }) : [];
     if (!seen) {
-      const keepNothing = domain.zeroRetention === 1;
-      const encrypted = Boolean(domain.encPublicKey);
       const receivedAt = Date.now();
       const attachments = await payloadAttachments(mail, domain, id, keepNothing || encrypted);
       const payload = receivedPayload({ id, mail, envelopeFrom: env.from, receivedAt, auth, spam, attachments });
@@ -221,106 +234,128 @@ export function createInboundService(deps: {
       const readable = !keepNothing && !encrypted;
       const clear = readable && !hold;
       const filed: string[] = [];
-      await db.transaction(async (tx) => {
-        // The message row and its raw copy in one statement (a data-modifying CTE always runs).
-        const stored = tx.$with('stored').as(
-          tx
-            .insert(schema.messages)
-            .values({
-              id,
-              userId: domain.userId,
-              direction: 'inbound',
-              kind: 'user',
-              domainId: domain.id,
-              fromAddr: payload.from.address,
-              toAddrs: rcpts,
-              subject: readable ? payload.subject : null,
-              text: readable ? payload.text : null,
-              html: readable ? payload.html : null,
-              status: hold ? 'held' : 'received',
-              ...(hold ? { heldReason: hold.reason, heldUntil: receivedAt + deps.quarantineDays * 86_400_000 } : {}),
-              threadId: payload.threadId,
-              auth,
-              spam: spam ?? null,
-              envelopeFrom: env.from,
-              receivedAt,
-              sizeBytes: raw.length,
-              createdAt: receivedAt,
-              updatedAt: receivedAt,
-            })
-            .onConflictDoNothing()
-            .returning({ id: schema.messages.id }),
-        );
-        await tx
-          .with(stored)
-          .insert(schema.inboundRaw)
-          .values({
-            // A clear message's one stored copy is its mailbox body (filed below); the raw copy here is the sealed one only.
-            messageId: id,
-            content: clear ? Buffer.alloc(0) : hold && !encrypted ? raw : sealed.content,
-            encrypted: sealed.encrypted,
-            encAlg: sealed.encAlg,
-            payloadSealed: deps.sealer.seal(JSON.stringify(payload)),
-            createdAt: receivedAt,
-          })
-          .onConflictDoNothing();
-        // What this message stores goes into the account's running total (whose row stays locked until commit).
-        let storedBytes = 0;
-        if (encrypted && !keepNothing) {
-          await deps.door.storedSealed(tx, domain.userId, sealed.content.length);
-          storedBytes = sealed.content.length;
-        } else if (hold && !keepNothing) {
-          // Held clear mail: its raw copy counts until it is filed on release, or deleted (core/inbound/quarantine.ts).
-          await deps.door.storedSealed(tx, domain.userId, raw.length);
-          storedBytes = raw.length;
-        }
-        if (clear) {
-          // One body for every recipient: the first filing stores it, the others refer to it. The mailbox copy
-          // carries the verdict as X-Spam-* headers (a sender's own X-Spam-* lines are dropped).
-          const boxRaw = spam ? withSpamHeaders(raw, spam) : raw;
-          let bodyId: string | undefined;
-          for (const rcpt of rcpts) {
-            const box = await deps.mailboxStore.fileIn(tx, {
-              userId: domain.userId,
-              domainId: domain.id,
-              address: rcpt,
-              folder: 'INBOX',
-              raw: boxRaw,
-              fromAddr: env.from,
-              subject: payload.subject,
-              messageId: id,
-              internalDate: receivedAt,
-              bodyId,
-            });
-            if (box) filed.push(box.mailboxId);
-            bodyId ??= box?.bodyId;
+      const fresh = await db
+        .transaction(async (tx) => {
+          // The message row and its raw copy, written by the door's statement last (data-modifying CTEs always run).
+          const stored = tx.$with('stored').as(
+            tx
+              .insert(schema.messages)
+              .values({
+                id,
+                userId: domain.userId,
+                direction: 'inbound',
+                kind: 'user',
+                domainId: domain.id,
+                fromAddr: payload.from.address,
+                toAddrs: rcpts,
+                subject: readable ? payload.subject : null,
+                text: readable ? payload.text : null,
+                html: readable ? payload.html : null,
+                status: hold ? 'held' : 'received',
+                ...(hold ? { heldReason: hold.reason, heldUntil: receivedAt + deps.quarantineDays * 86_400_000 } : {}),
+                threadId: payload.threadId,
+                auth,
+                spam: spam ?? null,
+                envelopeFrom: env.from,
+                receivedAt,
+                sizeBytes: raw.length,
+                createdAt: receivedAt,
+                updatedAt: receivedAt,
+              })
+              .onConflictDoNothing()
+              .returning({ id: schema.messages.id }),
+          );
+          const rawCopy = tx.$with('raw_copy').as(
+            tx
+              .insert(schema.inboundRaw)
+              .values({
+                // A clear message's one stored copy is its mailbox body (filed below); the raw copy here is the sealed one only.
+                messageId: id,
+                content: clear ? Buffer.alloc(0) : hold && !encrypted ? raw : sealed.content,
+                encrypted: sealed.encrypted,
+                encAlg: sealed.encAlg,
+                payloadSealed: deps.sealer.seal(JSON.stringify(payload)),
+                createdAt: receivedAt,
+              })
+              .onConflictDoNothing()
+              .returning({ id: schema.inboundRaw.messageId }),
+          );
+          // What this message stores goes into the account's running total (whose row stays locked until commit).
+          let storedBytes = 0;
+          if (encrypted && !keepNothing) {
+            await deps.door.storedSealed(tx, domain.userId, sealed.content.length);
+            storedBytes = sealed.content.length;
+          } else if (hold && !keepNothing) {
+            // Held clear mail: its raw copy counts until it is filed on release, or deleted (core/inbound/quarantine.ts).
+            await deps.door.storedSealed(tx, domain.userId, raw.length);
+            storedBytes = raw.length;
           }
-          if (bodyId) storedBytes = boxRaw.length;
-        }
-        // The account's counters last (today's inbound and the month's usage, in the door's one statement): each
-        // holds its row locked until commit, so concurrent messages of one account queue only for that statement.
-        // A message that passes the quota or the allowance is refused and everything above rolls back.
-        await deps.door.atData(tx, domain.userId, rcpts[0]!, raw.length, !keepNothing, storedBytes);
-      });
-      filed.forEach(deps.mailboxStore.notify);
-      // The sender becomes (or stays) a contact of the account, seen now (group-committed, off the 250's path).
-      deps
-        .touchContacts(domain.userId, [payload.from.address])
-        .catch((err: Error) => log.error({ error: err.message }, '[contacts] could not record a sender as a contact'));
-      // A message we forwarded once is not forwarded again (two forward routes pointing at each other); held mail on release.
-      const forwardedBefore = mail.headers.has(FORWARD_HEADER.toLowerCase()) || Boolean(hold);
-      for (const { rcpt, route } of routed) {
-        if (route?.action === 'forward' && route.destination && !forwardedBefore) {
-          await deps.forwarder.forward({
-            userId: domain.userId,
-            domainId: domain.id,
-            rcpt,
-            destination: route.destination,
-            raw,
-            mail,
-            envelopeFrom: env.from,
-            made: auth.source === 'api',
+          if (clear) {
+            // One body for every recipient: the first filing stores it, the others refer to it. The mailbox copy
+            // carries the verdict as X-Spam-* headers (a sender's own X-Spam-* lines are dropped).
+            const boxRaw = spam ? withSpamHeaders(raw, spam) : raw;
+            let bodyId: string | undefined;
+            for (const rcpt of rcpts) {
+              const box = await deps.mailboxStore.fileIn(tx, {
+                userId: domain.userId,
+                domainId: domain.id,
+                address: rcpt,
+                folder: 'INBOX',
+                raw: boxRaw,
+                fromAddr: env.from,
+                subject: payload.subject,
+                messageId: id,
+                // A message stored before rolls this transaction back (below): no earlier copy to look for.
+                fresh: true,
+                internalDate: receivedAt,
+                bodyId,
+              });
+              if (box) filed.push(box.mailboxId);
+              bodyId ??= box?.bodyId;
+            }
+            if (bodyId) storedBytes = boxRaw.length;
+          }
+          // The account's counters last (today's inbound and the month's usage, in the door's one statement): each
+          // holds its row locked until commit, so concurrent messages of one account queue only for that statement.
+          // A message that passes the quota or the allowance is refused and everything above rolls back.
+          // The message's rows go in the same statement; a message stored before (a retried DATA, or the same
+          // bytes arriving twice at once) rolls all of this back and is answered as it was.
+          const door = await deps.door.atData(tx, domain.userId, rcpts[0]!, raw.length, !keepNothing, storedBytes, {
+            ctes: [stored, rawCopy],
+            name: 'stored',
           });
+          if (!door.stored) throw storedBefore;
+        })
+        .then(
+          () => true,
+          (err: unknown) => {
+            if (err === storedBefore) return false;
+            throw err;
+          },
+        );
+      if (fresh) {
+        filed.forEach(deps.mailboxStore.notify);
+        // The sender becomes (or stays) a contact of the account, seen now (group-committed, off the 250's path).
+        deps
+          .touchContacts(domain.userId, [payload.from.address])
+          .catch((err: Error) =>
+            log.error({ error: err.message }, '[contacts] could not record a sender as a contact'),
+          );
+        // A message we forwarded once is not forwarded again (two forward routes pointing at each other); held mail on release.
+        const forwardedBefore = mail.headers.has(FORWARD_HEADER.toLowerCase()) || Boolean(hold);
+        for (const { rcpt, route } of routed) {
+          if (route?.action === 'forward' && route.destination && !forwardedBefore) {
+            await deps.forwarder.forward({
+              userId: domain.userId,
+              domainId: domain.id,
+              rcpt,
+              destination: route.destination,
+              raw,
+              mail,
+              envelopeFrom: env.from,
+              made: auth.source === 'api',
+            });
+          }
         }
       }
     }
@@ -329,13 +364,19 @@ export function createInboundService(deps: {
     return id;
   }
 
-  type Claimed = typeof schema.messages.$inferSelect & { keepsNoCopy: boolean };
+  type Claimed = typeof schema.messages.$inferSelect & { keepsNoCopy: boolean; payloadSealed?: string | null };
 
   /**
    * Marks messages as taken by run `as` (the sweep starts those never marked) and reads them, in one
    * statement; the domain's retention settings come back with them (a subquery in RETURNING).
    */
-  async function claimMessages(messageIds: string[], as: string, takeOverFrom?: string): Promise<Claimed[]> {
+  async function claimMessages(
+    messageIds: string[],
+    as: string,
+    takeOverFrom?: string,
+    withPayload = false,
+  ): Promise<Claimed[]> {
+    const raw = schema.inboundRaw;
     const m = schema.messages;
     const free = takeOverFrom
       ? or(isNull(m.workflowId), eq(m.workflowId, as), eq(m.workflowId, takeOverFrom))
@@ -347,27 +388,37 @@ export function createInboundService(deps: {
       .returning({
         ...getTableColumns(m),
         keepsNoCopy: sql<boolean>`coalesce((select ${d.zeroRetention} = 1 or coalesce(${d.encPublicKey}, '') <> '' from ${d} where ${d.id} = ${m.domainId}), false)`,
+        ...(withPayload
+          ? {
+              payloadSealed: sql<
+                string | null
+              >`(select ${raw.payloadSealed} from ${raw} where ${raw.messageId} = ${m.id})`,
+            }
+          : {}),
       });
   }
 
   /**
    * One `dlv_` row per webhook route each message's recipients match (`store` and `forward` acted at
-   * accept time): each domain's routes read once, the rows written in one statement.
+   * accept time): each domain's routes from the per-process cache, the rows written in one statement.
    */
-  async function deliveriesFor(claimed: Claimed[], workflowId: string): Promise<Prepared[]> {
-    const matchers = new Map<string, Promise<(local: string) => RouteRow | undefined>>();
+  async function deliveriesFor(
+    claimed: Claimed[],
+    workflowId: string,
+  ): Promise<{ prepared: Prepared[]; known: DeliveryToAttempt[] }> {
     const planned = await Promise.all(
       claimed.map(async (m) => {
-        if (!m.domainId || !m.userId) return { m, rows: [] as NewDelivery[] };
-        if (!matchers.has(m.domainId)) matchers.set(m.domainId, deps.routes.matcher(m.domainId));
-        const match = await matchers.get(m.domainId)!;
+        if (!m.domainId || !m.userId) return { m, rows: [] as (NewDelivery & { route: RouteRow })[] };
+        const routes = await routesOf(m.domainId);
+        const match = (local: string) => bestRoute(routes, local);
         const byRoute = new Map<string, { route: RouteRow; to: string[] }>();
         for (const rcpt of m.toAddrs) {
           const route = match(split(rcpt).local);
           if (route?.action === 'webhook')
             byRoute.set(route.id, { route, to: [...(byRoute.get(route.id)?.to ?? []), rcpt] });
         }
-        const rows = [...byRoute.values()].map(({ route, to }): NewDelivery => ({
+        const rows = [...byRoute.values()].map(({ route, to }): NewDelivery & { route: RouteRow } => ({
+          route,
           id: hashId('dlv', m.id, route.id),
           userId: m.userId!,
           messageId: m.id,
@@ -381,8 +432,17 @@ export function createInboundService(deps: {
         return { m, rows };
       }),
     );
-    const stored = new Set((await deps.deliveries.createMany(planned.flatMap((p) => p.rows))).map((r) => r.id));
-    return planned.map(({ m, rows }) =>
+    const made = await deps.deliveries.createMany(planned.flatMap((p) => p.rows.map(({ route: _, ...row }) => row)));
+    const stored = new Set(made.map((r) => r.id));
+    // A row this statement made has no attempt yet: its attempt needs no read (payload from the claim, route as matched).
+    const known: DeliveryToAttempt[] = [];
+    for (const { made: fresh, ...d } of made) {
+      const p = planned.find((x) => x.m.id === d.messageId);
+      const route = p?.rows.find((r) => r.id === d.id)?.route;
+      if (fresh && p && route && p.m.payloadSealed !== undefined)
+        known.push({ d, done: null, sealed: p.m.payloadSealed, route });
+    }
+    const prepared = planned.map(({ m, rows }) =>
       m.domainId && m.userId
         ? {
             messageId: m.id,
@@ -393,42 +453,22 @@ export function createInboundService(deps: {
           }
         : { messageId: m.id, deliveryIds: [], keepsNoCopy: false },
     );
+    return { prepared, known };
   }
-
-  /** Receiving domains RCPT just read (name -> account), so DATA's early answer needs no query of its own. */
-  const seenAtRcpt = new Map<string, { at: number; userId: string; keepsCopy: boolean }>();
-  const SEEN_MS = 10_000;
-  const rememberAtRcpt = (name: string, userId: string, keepsCopy: boolean) => {
-    seenAtRcpt.delete(name);
-    seenAtRcpt.set(name, { at: Date.now(), userId, keepsCopy });
-    if (seenAtRcpt.size > 10_000) seenAtRcpt.delete(seenAtRcpt.keys().next().value!);
-  };
 
   /** DATA's early answer: each receiving domain's account must have room (acceptFor decides again under the lock). */
   async function admitAll(bytes: number, rcpts: string[]): Promise<void> {
-    const names = [...new Set(rcpts.map((r) => split(r).domain))];
-    const known = names
-      .map((name) => ({ name, seen: seenAtRcpt.get(name) }))
-      .filter((n) => n.seen && Date.now() - n.seen.at < SEEN_MS);
-    const missing = names.filter((name) => !known.some((k) => k.name === name));
-    const rows =
-      missing.length === 0
-        ? []
-        : await db
-            .select({ name: d.domain, userId: d.userId, zeroRetention: d.zeroRetention })
-            .from(d)
-            .where(and(inArray(d.domain, missing), eq(d.status, 'verified'), eq(d.mxVerified, 1)));
-    const accounts = [
-      ...known.map((k) => ({ name: k.name, userId: k.seen!.userId, keepsCopy: k.seen!.keepsCopy })),
-      ...rows.map((r) => ({ name: r.name, userId: r.userId, keepsCopy: r.zeroRetention !== 1 })),
-    ];
-    for (const a of accounts)
+    for (const name of new Set(rcpts.map((r) => split(r).domain))) {
+      const found = (await byName(name)).receiving;
+      if (!found) continue;
+      const { userId, zeroRetention } = found.domain;
       await deps.door.early(
-        a.userId,
-        rcpts.find((r) => split(r).domain === a.name)!,
+        userId,
+        rcpts.find((r) => split(r).domain === name)!,
         bytes,
-        a.keepsCopy,
+        zeroRetention !== 1,
       );
+    }
   }
 
   return {
@@ -448,17 +488,16 @@ export function createInboundService(deps: {
       const name = returnPath && domain.startsWith('bounces.') ? domain.slice('bounces.'.length) : domain;
       // The return path of system mail (bounce+<msg>@bounces.<SERVICE_DOMAIN>): the service domain has no domain row.
       if (returnPath && name === deps.serviceDomain) return;
-      const rows = await rcptDomain.execute({ name });
+      const { domains: rows } = await byName(name);
       const verified = rows.find((r) => r.status === 'verified');
-      if (returnPath && rows.some((r) => r.status === 'verified' || r.sending)) return;
-      if (!returnPath && verified?.mx === 1) {
+      if (returnPath && rows.some((r) => r.status === 'verified' || r.sendingEnabled)) return;
+      if (!returnPath && verified?.mxVerified === 1) {
         // The domain's sender rules (docs/inbound-policy.md): a blocked sender is refused here, 550 5.7.1.
         if (sender && (await deps.policy.judgeSender(verified.id, sender)) === 'block')
           throw senderBlocked(sender.from || sender.ip);
-        rememberAtRcpt(name, verified.userId, verified.zeroRetention !== 1);
         return deps.door.atRcpt(verified.userId, address, verified.zeroRetention !== 1);
       }
-      if (rows.some((r) => r.error)) {
+      if (rows.some((r) => r.lastCheckError)) {
         throw new AppError(
           503,
           'dns_unavailable',
@@ -575,13 +614,24 @@ export function createInboundService(deps: {
      */
     async prepareDeliveries(messageId: string, claim: { takeOverFrom?: string } = {}): Promise<Prepared> {
       const as = `inbound-${messageId}`;
-      const [prepared] = await deliveriesFor(await claimMessages([messageId], as, claim.takeOverFrom), as);
-      return prepared ?? { messageId, deliveryIds: [], keepsNoCopy: false };
+      const { prepared } = await deliveriesFor(await claimMessages([messageId], as, claim.takeOverFrom), as);
+      return prepared[0] ?? { messageId, deliveryIds: [], keepsNoCopy: false };
     },
 
     /** The batch's claim: the messages no other run has taken, marked with `batchId` and read in one statement. */
     async prepareBatch(batchId: string, messageIds: string[]): Promise<Prepared[]> {
-      return deliveriesFor(await claimMessages(messageIds, batchId), batchId);
+      return (await deliveriesFor(await claimMessages(messageIds, batchId), batchId)).prepared;
+    },
+
+    /**
+     * `prepareBatch` for the batch's own step: the claim also reads each message's stored payload, and the
+     * delivery rows it makes come back with what their first attempt needs (`known`: no read before the POSTs).
+     */
+    async claimBatch(
+      batchId: string,
+      messageIds: string[],
+    ): Promise<{ prepared: Prepared[]; known: DeliveryToAttempt[] }> {
+      return deliveriesFor(await claimMessages(messageIds, batchId, undefined, true), batchId);
     },
 
     /** Stored inbound messages whose workflow never started (a crash, or a failed start, after the commit). */

@@ -31,6 +31,8 @@ export type FileInput = {
   flags?: string[];
   internalDate?: number;
   messageId?: string | null;
+  /** `messageId` names a message this transaction stores anew (none filed can name it): no look for a copy. */
+  fresh?: boolean;
   bodyId?: string;
   shareBody?: string;
 };
@@ -117,7 +119,7 @@ export function createMailboxStore(deps: { db: Db; storage?: StorageQuota }) {
    */
   async function fileIn(tx: Tx, f: FileInput): Promise<{ mailboxId: string; uid: number; bodyId: string } | undefined> {
     const box = await lockFolder(tx, f);
-    if (f.messageId) {
+    if (f.messageId && !f.fresh) {
       const [dup] = await tx
         .select({ uid: mm.uid })
         .from(mm)

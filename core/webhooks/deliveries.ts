@@ -1,4 +1,4 @@
-import { and, desc, eq, inArray, sql } from 'drizzle-orm';
+import { and, desc, eq, getTableColumns, inArray, sql } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { forEachLimit } from '../concurrency.js';
@@ -9,6 +9,7 @@ import type { Sealer } from '../secrets.js';
 import { markRunning, recordHealth, RUNNING_AFTER_MS } from './health.js';
 import type { ControlRecord, ControlReplies } from './control.js';
 import { postWebhook, type AttemptCapture } from './post.js';
+import { createAttemptWriter, type AttemptWriter, type Recorded } from './attempt-writer.js';
 import { TRACKING_PATTERN } from '../mail/patterns.js';
 import type { RouteService } from './routes.js';
 import type { NetPolicy } from './url.js';
@@ -16,6 +17,13 @@ import { log } from '../log.js';
 
 export type DeliveryRow = typeof schema.deliveries.$inferSelect;
 export type AttemptResult = { ok: boolean; status: number | null; reason: string | null };
+/** A delivery with what its attempt needs, read with it (or known already: a row just made, its route, its payload). */
+export type DeliveryToAttempt = {
+  d: DeliveryRow;
+  done: typeof schema.deliveryAttempts.$inferSelect | null;
+  sealed: string | null;
+  route: typeof schema.routes.$inferSelect | null;
+};
 export type NewDelivery = {
   id?: string;
   userId: string;
@@ -37,10 +45,17 @@ export function createDeliveryStore(deps: {
   accountSecret(userId: string): Promise<string>;
   /** Applies control-mode replies of inbound deliveries (spam, drop, block-sender); without it they are only acks. */
   control?: () => ControlReplies;
+  /** Group commit of attempt records; one of its own when not given. */
+  attempts?: AttemptWriter;
 }) {
   const { db } = deps;
   const dl = schema.deliveries;
   const at = schema.deliveryAttempts;
+  const writer = deps.attempts ?? createAttemptWriter({ db });
+  /** Counts health folds that changed a streak; `changedAt` per domain, and the newest one of a domain forgotten. */
+  let sequence = 0;
+  let evictedUpTo = 0;
+  const folds = new Map<string, { tail: Promise<void>; changedAt: number; users: number }>();
 
   /** The body to POST: a stored inbound payload (with this delivery's `to`) or the delivery's own payload. */
   async function bodyOf(d: DeliveryRow, sealed?: string | null): Promise<string | undefined> {
@@ -67,8 +82,11 @@ export function createDeliveryStore(deps: {
     return { url: route?.url ?? d.url, ackMode, secret };
   }
 
-  /** Rows in one statement: a row that exists already (a retried step) is answered as it is, unchanged. */
-  async function createMany(vs: NewDelivery[]): Promise<DeliveryRow[]> {
+  /**
+   * Rows in one statement: a row that exists already (a retried step) is answered as it is, unchanged;
+   * `made` tells a row this statement inserted (it has no attempt yet).
+   */
+  async function createMany(vs: NewDelivery[]): Promise<(DeliveryRow & { made: boolean })[]> {
     if (vs.length === 0) return [];
     const now = Date.now();
     const rows = vs.map((v) => ({
@@ -89,7 +107,7 @@ export function createDeliveryStore(deps: {
       .insert(dl)
       .values(rows)
       .onConflictDoUpdate({ target: dl.id, set: { id: sql`${dl.id}` } })
-      .returning();
+      .returning({ ...getTableColumns(dl), made: sql<boolean>`(xmax = 0)` });
   }
 
   return {
@@ -153,22 +171,30 @@ export function createDeliveryStore(deps: {
   /**
    * Attempt `n` of each delivery (`attempt`), `concurrency` POSTs at a time, after one read for all of them:
    * the delivery, a recorded outcome of this attempt, the payload and the route. Answers by delivery id.
+   * The deliveries in `known` (rows the caller just made, with their payload and route) are not read again.
    */
   async function attemptMany(
     ids: string[],
     n: number,
     nextDelayMs: number | null,
     opts: { progress?: Progress; concurrency?: number } = {},
+    known: DeliveryToAttempt[] = [],
   ): Promise<Map<string, AttemptResult>> {
     const out = new Map<string, AttemptResult>(ids.map((id) => [id, { ok: false, status: null, reason: 'not_found' }]));
+    const given = known.filter((k) => out.has(k.d.id));
+    const rest = ids.filter((id) => !given.some((k) => k.d.id === id));
     if (ids.length === 0) return out;
-    const rows = await db
-      .select({ d: dl, done: at, sealed: schema.inboundRaw.payloadSealed, route: schema.routes })
-      .from(dl)
-      .leftJoin(at, and(eq(at.deliveryId, dl.id), eq(at.attemptNumber, n)))
-      .leftJoin(schema.inboundRaw, eq(schema.inboundRaw.messageId, dl.messageId))
-      .leftJoin(schema.routes, eq(schema.routes.id, dl.routeId))
-      .where(ids.length === 1 ? eq(dl.id, ids[0]!) : inArray(dl.id, ids));
+    const read = async () =>
+      rest.length === 0
+        ? []
+        : db
+            .select({ d: dl, done: at, sealed: schema.inboundRaw.payloadSealed, route: schema.routes })
+            .from(dl)
+            .leftJoin(at, and(eq(at.deliveryId, dl.id), eq(at.attemptNumber, n)))
+            .leftJoin(schema.inboundRaw, eq(schema.inboundRaw.messageId, dl.messageId))
+            .leftJoin(schema.routes, eq(schema.routes.id, dl.routeId))
+            .where(rest.length === 1 ? eq(dl.id, rest[0]!) : inArray(dl.id, rest));
+    const rows: DeliveryToAttempt[] = [...given, ...(await read())];
     await forEachLimit(rows, opts.concurrency ?? 16, async (row) => {
       // Cancelled (the run, or the activity's timeout): no further POST starts; the ones under way are recorded.
       if (opts.progress?.stopped()) throw new Error('attempts cancelled');
@@ -178,12 +204,7 @@ export function createDeliveryStore(deps: {
   }
 
   async function attemptRow(
-    row: {
-      d: DeliveryRow;
-      done: typeof at.$inferSelect | null;
-      sealed: string | null;
-      route: typeof schema.routes.$inferSelect | null;
-    },
+    row: DeliveryToAttempt,
     n: number,
     nextDelayMs: number | null,
     progress?: Progress,
@@ -240,7 +261,11 @@ export function createDeliveryStore(deps: {
     }
   }
 
-  /** Captures attempt `n` as an att_ row and moves the delivery and the domain's health on. */
+  /**
+   * Captures attempt `n` as an att_ row and moves the delivery and the domain's health on. The attempt and the
+   * delivery are one statement, shared with the attempts recorded meanwhile (group commit); this resolves
+   * once they are durable.
+   */
   async function record(
     d: DeliveryRow,
     n: number,
@@ -249,50 +274,42 @@ export function createDeliveryStore(deps: {
     nextDelayMs: number | null,
     control?: ControlRecord,
   ): Promise<AttemptResult> {
-    // One statement: the att_ row, the delivery moved on, and the domain's current health streak read back.
-    const attempt = db.$with('attempt').as(
-      db
-        .insert(at)
-        .values({
-          id: newId('att'),
-          deliveryId: d.id,
-          messageId: d.messageId,
-          attemptNumber: n,
-          ok: c.ok ? 1 : 0,
-          reason: c.reason,
-          requestHeaders: c.requestHeaders,
-          requestBody: c.requestBody,
-          responseStatus: c.status,
-          responseHeaders: c.responseHeaders,
-          responseBody: c.responseBody,
-          durationMs: c.durationMs,
-          control: control ?? null,
-          requestedAt: c.requestedAt,
-          createdAt: Date.now(),
-        })
-        .onConflictDoNothing()
-        .returning({ id: at.id }),
-    );
-    const retry = !c.ok && nextDelayMs !== null;
-    const [moved] = await db
-      .with(attempt)
-      .update(dl)
-      .set({
-        status: c.ok ? 'delivered' : retry ? 'pending' : 'failed',
-        attempts: n,
-        lastStatusCode: c.status,
-        lastReason: c.reason,
-        url,
-        nextRetryAt: retry ? Date.now() + nextDelayMs : null,
-        retryAttempts: retry ? n : Math.max(0, n - 1),
-        updatedAt: Date.now(),
-      })
-      .where(eq(dl.id, d.id))
-      .returning({
-        health: sql<unknown>`(select ${schema.domains.webhookHealth} from ${schema.domains} where ${schema.domains.id} = ${dl.domainId})`,
-      });
-    if (d.domainId && d.kind !== 'engagement') await recordHealth(db, d.domainId, c, moved);
+    const health = d.domainId && d.kind !== 'engagement';
+    const seen = sequence;
+    const moved = await writer.write({ deliveryId: d.id, messageId: d.messageId, n, c, url, nextDelayMs, control });
+    if (health) await foldHealth(d.domainId!, c, moved, seen);
     return { ok: c.ok, status: c.status, reason: c.reason };
+  }
+
+  /**
+   * Folds attempts into their domain's health streak one after another (per domain, in this process): the
+   * attempts of one group read the streak in the same statement, so an attempt uses what its statement read
+   * only when no fold that changed the streak ended since; otherwise it reads the streak again. Failures in
+   * one group each count.
+   */
+  function foldHealth(domainId: string, c: AttemptCapture, moved: Recorded, seen: number): Promise<void> {
+    const f = folds.get(domainId) ?? { tail: Promise.resolve(), changedAt: evictedUpTo, users: 0 };
+    folds.set(domainId, f);
+    f.users += 1;
+    const run = f.tail.then(async () => {
+      const known = moved && f.changedAt <= seen ? moved : undefined;
+      const prev = (known?.health ?? null) as { status?: string; code?: number | null } | null;
+      const steady = c.ok && known !== undefined && prev?.status === 'ok' && prev.code === c.status;
+      try {
+        await recordHealth(db, domainId, c, known);
+      } finally {
+        // A steady healthy streak only moves its time on: the next fold may still use its own read.
+        if (!steady) f.changedAt = ++sequence;
+      }
+    });
+    f.tail = run.catch(() => undefined);
+    return run.finally(() => {
+      f.users -= 1;
+      if (f.users === 0 && folds.get(domainId) === f) {
+        folds.delete(domainId);
+        evictedUpTo = Math.max(evictedUpTo, f.changedAt);
+      }
+    });
   }
 }
 export type DeliveryStore = ReturnType<typeof createDeliveryStore>;

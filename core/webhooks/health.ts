@@ -41,6 +41,12 @@ export async function markRunning(db: Db, domainIds: string[], at = Date.now()):
     );
 }
 
+/**
+ * When this process last wrote a domain's healthy streak: the attempts of one batch, in flight together, all
+ * read the streak from before any of them, and one write among them is enough.
+ */
+const okWrittenAt = new Map<string, number>();
+
 /** Folds one attempt into the domain's webhook health streak (SPEC.md webhookStatus). */
 export async function recordHealth(
   db: Db,
@@ -61,7 +67,10 @@ export async function recordHealth(
   const prev = (row.health ?? null) as WebhookStatus | null;
   const at = a.requestedAt;
   // A healthy streak that stays healthy needs no write more than once a second (this runs on every attempt).
-  if (a.ok && prev?.status === 'ok' && prev.code === a.status && prev.at !== null && at - prev.at < 1000) return;
+  if (a.ok && prev?.status === 'ok' && prev.code === a.status && prev.at !== null) {
+    const mine = okWrittenAt.get(domainId);
+    if (at - prev.at < 1000 || (mine !== undefined && at - mine < 1000 && mine >= prev.at)) return;
+  }
   const next: WebhookStatus = a.ok
     ? {
         status: 'ok',
@@ -90,5 +99,14 @@ export async function recordHealth(
         firstFailedAt: prev?.consecutiveFailures ? prev.firstFailedAt : at,
         unhealthy: (prev?.consecutiveFailures ?? 0) + 1 >= UNHEALTHY_AFTER,
       };
-  await db.update(schema.domains).set({ webhookHealth: next }).where(eq(schema.domains.id, domainId));
+  // Said before the write, so the attempts finishing meanwhile need none of their own.
+  okWrittenAt.delete(domainId);
+  if (a.ok) okWrittenAt.set(domainId, at);
+  if (okWrittenAt.size > 10_000) okWrittenAt.delete(okWrittenAt.keys().next().value!);
+  try {
+    await db.update(schema.domains).set({ webhookHealth: next }).where(eq(schema.domains.id, domainId));
+  } catch (err) {
+    if (okWrittenAt.get(domainId) === at) okWrittenAt.delete(domainId);
+    throw err;
+  }
 }

@@ -9,6 +9,7 @@ import { newId } from '../ids.js';
 import type { Sealer } from '../secrets.js';
 import { patternScore, TRACKING_PATTERN } from '../mail/patterns.js';
 import { newWebhookSecret } from './sign.js';
+import { receivingConfigChanged } from '../mail/config-changes.js';
 import { checkWebhookDestination, type NetPolicy } from './url.js';
 
 export type RouteRow = typeof schema.routes.$inferSelect;
@@ -82,6 +83,7 @@ export function createRouteService(deps: { db: Db; sealer: Sealer; domains: Doma
         .set({ url, ackMode, ...target, updatedAt: now })
         .where(eq(r.id, existing.id))
         .returning();
+      receivingConfigChanged();
       return { row: row!, secret: deps.sealer.open(existing.secretSealed) };
     }
     const secret = newWebhookSecret();
@@ -100,6 +102,7 @@ export function createRouteService(deps: { db: Db; sealer: Sealer; domains: Doma
         updatedAt: now,
       })
       .returning();
+    receivingConfigChanged();
     return { row: row!, secret };
   }
 
@@ -202,6 +205,7 @@ export function createRouteService(deps: { db: Db; sealer: Sealer; domains: Doma
     async deleteCatchAll(actor: Actor, domainId: string) {
       const d = await deps.domains.load(actor, domainId);
       await db.delete(r).where(and(eq(r.domainId, d.id), eq(r.pattern, '*')));
+      receivingConfigChanged();
       return { ok: true as const };
     },
 
@@ -254,6 +258,7 @@ export function createRouteService(deps: { db: Db; sealer: Sealer; domains: Doma
       if (!row || row.pattern === TRACKING_PATTERN || (actor.domainId && row.domainId !== actor.domainId))
         throw notFound('Route not found');
       await db.delete(r).where(eq(r.id, id));
+      receivingConfigChanged();
       return { ok: true as const };
     },
 
