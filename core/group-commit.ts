@@ -3,8 +3,8 @@ import { isTransientDbError } from './retry.js';
 type Waiting<T, R> = { item: T; resolve: (v: R) => void; reject: (err: unknown) => void };
 
 /**
- * Group commit (DESIGN.md, The Temporal budget, applied to the database): an item goes out at once when no
- * write is under way; items that arrive while one is under way share the next write. At low load nothing
+ * Group commit (DESIGN.md, The Temporal budget, applied to the database): an item goes out at once when
+ * fewer than `maxInFlight` writes are under way; items that arrive while they all are share the next write. At low load nothing
  * waits; under load one statement carries many items. A caller's promise settles once its item's write has
  * (it resolves with `answer(item)` of the write it was in).
  *
@@ -18,9 +18,12 @@ export function createGroupCommit<T, R = void>(opts: {
   max?: number;
   take?(pending: T[]): number[];
   alone?: boolean;
+  /** Writes under way at once (default 1); with more, a caller waits on a write only when all are busy. */
+  maxInFlight?: number;
 }) {
   const pending: Waiting<T, R>[] = [];
-  let busy = false;
+  const maxInFlight = opts.maxInFlight ?? 1;
+  let inFlight = 0;
 
   function take(): Waiting<T, R>[] {
     if (!opts.take) return pending.splice(0, opts.max ?? 100);
@@ -46,12 +49,13 @@ export function createGroupCommit<T, R = void>(opts: {
   }
 
   function pump(): void {
-    if (busy || pending.length === 0) return;
-    busy = true;
-    void flush(take()).finally(() => {
-      busy = false;
-      pump();
-    });
+    while (inFlight < maxInFlight && pending.length > 0) {
+      inFlight++;
+      void flush(take()).finally(() => {
+        inFlight--;
+        pump();
+      });
+    }
   }
 
   return {

@@ -81,6 +81,9 @@ export function createAcceptWriter(deps: {
       return [...Array(i).keys()];
     },
     alone: true,
+    // A send waits on another's statement only when several are under way: at a moderate rate each still
+    // goes out at once. Groups take counter and lease rows in one order, so concurrent ones cannot deadlock.
+    maxInFlight: 4,
   });
 }
 export type AcceptWriter = ReturnType<typeof createAcceptWriter>;
