@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
+import { createGroupCommit } from '../group-commit.js';
 import { retryTransient } from '../retry.js';
 import type { EventService } from '../message-events.js';
 import type { MessageStatus, RecipientStates, TrailEntry } from '../mail/recipients.js';
@@ -19,7 +20,6 @@ export type Outcome = {
   };
   events: Parameters<EventService['prepare']>[0];
 };
-type Waiting = { o: Outcome; resolve: () => void; reject: (err: unknown) => void };
 const MAX_PER_FLUSH = 100;
 
 /**
@@ -31,8 +31,6 @@ const MAX_PER_FLUSH = 100;
  */
 export function createOutcomeWriter(deps: { db: Db; events: EventService; onWait?: () => void }) {
   const { db } = deps;
-  const pending: Waiting[] = [];
-  let busy = false;
 
   async function writeAll(batch: Outcome[]): Promise<void> {
     const at = Date.now();
@@ -67,29 +65,13 @@ export function createOutcomeWriter(deps: { db: Db; events: EventService; onWait
     if (inserted) prepared.notify(inserted);
   }
 
-  function pump(): void {
-    if (busy || pending.length === 0) return;
-    busy = true;
-    const batch = pending.splice(0, MAX_PER_FLUSH);
-    writeAll(batch.map((w) => w.o))
-      .then(
-        () => batch.forEach((w) => w.resolve()),
-        (err) => batch.forEach((w) => w.reject(err)),
-      )
-      .finally(() => {
-        busy = false;
-        pump();
-      });
-  }
-
-  return {
-    /** Resolves once `o` is written (with whatever else was waiting). */
-    write(o: Outcome): Promise<void> {
-      return new Promise<void>((resolve, reject) => {
-        pending.push({ o, resolve, reject });
-        pump();
-      });
+  // A failed statement fails every outcome of it: each caller's retry records its own again.
+  return createGroupCommit<Outcome>({
+    write: async (batch) => {
+      await writeAll(batch);
+      return () => undefined;
     },
-  };
+    max: MAX_PER_FLUSH,
+  });
 }
 export type OutcomeWriter = ReturnType<typeof createOutcomeWriter>;
