@@ -1,3 +1,7 @@
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { DEFAULT_SHAPING_FILE } from '../core/config.js';
+
 /** Runs `task(i)` for i in [0, n) with at most `concurrency` in flight. */
 export async function pool(n: number, concurrency: number, task: (i: number) => Promise<unknown>): Promise<void> {
   let next = 0;
@@ -53,6 +57,8 @@ export async function repeatRuns(run: () => Promise<Figures>, check: (figures: F
  */
 export const spawnWorker = (env: Record<string, string>) => spawnRole(['main.ts', 'worker'], env, '[worker] polling');
 
+const OUTPUT_TAIL = 64 * 1024;
+
 /** One role as its own process (`tsx main.ts api`, `tsx main.ts worker`); resolves once it prints `ready`. */
 export async function spawnRole(
   args: string[],
@@ -66,21 +72,34 @@ export async function spawnRole(
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  let out = '';
+  // What the role printed up to its ready line, then only its last OUTPUT_TAIL characters: a role logs a line
+  // per message, and keeping (and searching) all of it cost this process a core over a long run.
+  let head = '';
+  let tail = '';
+  let isReady = false;
   await new Promise<void>((resolve, reject) => {
     const onData = (b: Buffer) => {
-      out += b.toString();
-      if (out.includes(ready)) resolve();
+      if (isReady) {
+        tail = (tail + b.toString()).slice(-OUTPUT_TAIL);
+        return;
+      }
+      // Only the new text and the marker's length before it can complete the marker.
+      const from = Math.max(0, head.length - ready.length);
+      head += b.toString();
+      if (head.indexOf(ready, from) >= 0) {
+        isReady = true;
+        resolve();
+      }
     };
     child.stdout!.on('data', onData);
     child.stderr!.on('data', onData);
-    child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited (${code}):\n${out}`)));
+    child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited (${code}):\n${head}${tail}`)));
   });
   return {
     pid: child.pid!,
-    /** Everything the role printed so far (its log lines after the ready line too). */
+    /** What the role printed up to its ready line, and the last of what it printed since. */
     get output() {
-      return out;
+      return head + tail;
     },
     stop: () =>
       new Promise<void>((resolve) => {
@@ -131,4 +150,21 @@ export async function jsonPoster(baseUrl: string, token: string) {
       req.on('error', reject);
       req.end(data);
     });
+}
+
+/**
+ * A shaping file for the benchmarks' loopback sink (its site is `rcpt.test`'s MX): the shipped file, with the
+ * sink's site on the reference transport's terms. The shipped default opens at most 100 connections a minute
+ * to one site, 100 messages each, so a single site takes at most about 167 messages/s however fast the
+ * platform is; the reference (a nodemailer pool: 5 connections, 100 messages each) has no such limit. The
+ * sink keeps the default connection limit and messages per connection, without the connection rate.
+ */
+export function sinkShapingFile(dir: string): string {
+  const file = join(dir, 'shaping.toml');
+  const shipped = readFileSync(DEFAULT_SHAPING_FILE, 'utf8');
+  writeFileSync(
+    file,
+    `${shipped}\n# The benchmark's sink (bench/util.ts).\n["rcpt.test"]\nmax_connection_rate = "100/s"\n`,
+  );
+  return file;
 }
