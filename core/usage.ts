@@ -188,32 +188,6 @@ export function createUsageService(deps: { db: Db; plans: Record<string, Plan>; 
         .where(and(eq(c.userId, userId), inArray(c.period, [dayKey(when), monthKey(when)])));
     },
 
-    /**
-     * The statement that counts the outbound recipients of several accounts at once (the accept writer's
-     * group): one upsert of each account's day and month counters (those of now, or of the lease the
-     * recipients came from), in (account, period) order, the order every other writer locks them in, so two
-     * groups of two processes cannot deadlock on each other. Undefined when there is nothing to count.
-     */
-    outboundBump(q: Tx, counts: { userId: string; n: number; day?: string; month?: string }[]) {
-      const now = new Date();
-      const per = new Map<string, { userId: string; period: string; count: number }>();
-      for (const { userId, n, day, month } of counts)
-        for (const period of [day ?? dayKey(now), month ?? monthKey(now)]) {
-          if (n <= 0) continue;
-          const key = `${userId} ${period}`;
-          const row = per.get(key) ?? per.set(key, { userId, period, count: 0 }).get(key)!;
-          row.count += n;
-        }
-      if (per.size === 0) return undefined;
-      const values = [...per.values()].sort((a, b) =>
-        a.userId === b.userId ? (a.period < b.period ? -1 : 1) : a.userId < b.userId ? -1 : 1,
-      );
-      return q
-        .insert(c)
-        .values(values)
-        .onConflictDoUpdate({ target: [c.userId, c.period], set: { count: sql`${c.count} + excluded.count` } });
-    },
-
     /** Counts `n` accepted messages, inside the accepting transaction (outbound: only for plans with no cap; see `reserve`). */
     async consume(tx: Tx, userId: string, n: number, opts: { outbound: boolean }): Promise<void> {
       if (n <= 0) return;
@@ -251,3 +225,29 @@ export function createUsageService(deps: { db: Db; plans: Record<string, Plan>; 
   };
 }
 export type UsageService = ReturnType<typeof createUsageService>;
+
+/** One row of the usage counters to add to. */
+export type CounterAdd = { userId: string; period: string; count: number };
+
+/**
+ * What the outbound recipients of several accounts add to the usage counters at once (the accept writer's
+ * group): each account's day and month of now (or those of the lease the recipients came from), summed per
+ * (account, period), sends of no recipients left out, in (account, period) order, the order every other
+ * writer locks them in, so two groups of two processes cannot deadlock on each other.
+ */
+export function outboundCounts(
+  counts: { userId: string; n: number; day?: string; month?: string }[],
+  now = new Date(),
+): CounterAdd[] {
+  const per = new Map<string, CounterAdd>();
+  for (const { userId, n, day, month } of counts)
+    for (const period of [day ?? dayKey(now), month ?? monthKey(now)]) {
+      if (n <= 0) continue;
+      const key = `${userId} ${period}`;
+      const row = per.get(key) ?? per.set(key, { userId, period, count: 0 }).get(key)!;
+      row.count += n;
+    }
+  return [...per.values()].sort((a, b) =>
+    a.userId === b.userId ? (a.period < b.period ? -1 : 1) : a.userId < b.userId ? -1 : 1,
+  );
+}

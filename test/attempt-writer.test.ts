@@ -1,16 +1,12 @@
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { drizzle } from 'drizzle-orm/node-postgres';
 import { eq, inArray } from 'drizzle-orm';
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { openDatabase, schema, type Database, type Db } from '../db/index.js';
+import { schema, type Database, type Db } from '../db/index.js';
 import { createAttemptWriter, type AttemptRecord } from '../core/webhooks/attempt-writer.js';
 import type { AttemptCapture } from '../core/webhooks/post.js';
 import { newId } from '../core/ids.js';
 import { retryTransient } from '../core/retry.js';
-import { createTestDatabase } from './helpers/pg.js';
+import { countingDatabase } from './helpers/counting-db.js';
 
 /**
  * Group commit of webhook attempt records (core/webhooks/attempt-writer.ts) against PostgreSQL: an attempt is
@@ -18,30 +14,23 @@ import { createTestDatabase } from './helpers/pg.js';
  * resolves only once its att_ row and its delivery are committed, and a failed statement fails no caller
  * whose own record could be written.
  */
-let pgdb: Awaited<ReturnType<typeof createTestDatabase>>;
+let t: Awaited<ReturnType<typeof countingDatabase>>;
 let database: Database;
-let pool: pg.Pool;
 let probe: pg.Client;
+/** A handle that counts its statements (`t.counted`): the writers under test get this one. */
 let db: Db;
-let statements = 0;
 
 beforeAll(async () => {
-  pgdb = await createTestDatabase();
-  database = await openDatabase({ databaseUrl: pgdb.url, dataDir: mkdtempSync(join(tmpdir(), 'svc-attempt-writer-')) });
-  pool = new pg.Pool({ connectionString: pgdb.url, max: 10 });
-  db = drizzle(pool, { schema, logger: { logQuery: () => void (statements += 1) } }) as unknown as Db;
-  probe = new pg.Client({ connectionString: pgdb.url });
+  t = await countingDatabase('attempt-writer');
+  ({ database, db } = t);
+  probe = new pg.Client({ connectionString: t.url });
   await probe.connect();
 });
 afterAll(async () => {
   await probe?.end();
-  await pool?.end();
-  await database?.close();
-  await pgdb?.drop();
+  await t?.close();
 });
-beforeEach(() => {
-  statements = 0;
-});
+beforeEach(() => t.reset());
 
 /** Delivery rows, pending, as the worker makes them before their first attempt. */
 async function deliveries(count: number): Promise<string[]> {
@@ -119,7 +108,7 @@ describe('attempt writer (group commit)', () => {
     // The statement left before write() returned: no timer, no batching delay.
     expect(flushes).toEqual([1]);
     expect(await done).toEqual({ health: null });
-    expect(statements).toBe(1);
+    expect(t.counted.statements).toBe(1);
     expect(await attemptsOf(id!)).toEqual([{ attempt_number: 1, ok: 1, request_body: rec(id!).c.requestBody }]);
     expect(await deliveryOf(id!)).toMatchObject({ status: 'delivered', attempts: 1, last_status_code: 200 });
   });
@@ -128,7 +117,7 @@ describe('attempt writer (group commit)', () => {
     const flushes: number[] = [];
     const writer = createAttemptWriter({ db, onFlush: (n) => flushes.push(n) });
     const ids = await deliveries(40);
-    statements = 0;
+    t.reset();
     const seen = await Promise.all(
       ids.map((id, i) =>
         writer
@@ -138,7 +127,7 @@ describe('attempt writer (group commit)', () => {
       ),
     );
     expect(flushes).toEqual([1, 39]);
-    expect(statements).toBe(2);
+    expect(t.counted.statements).toBe(2);
     seen.forEach(({ attempts, delivery }, i) => {
       const ok = i % 2 === 0;
       expect(attempts).toEqual([{ attempt_number: 1, ok: ok ? 1 : 0, request_body: capture(ok).requestBody }]);

@@ -63,9 +63,9 @@ function row(userId: string) {
 
 /** One process: its lease book and its writer, taking one-recipient sends the way core/sending/service.ts does. */
 function lessee() {
-  const { db, usage, gate } = services();
+  const { db, gate } = services();
   const book: CapLeases = createCapLeases({ db });
-  const writer: AcceptWriter = createAcceptWriter({ db, usage });
+  const writer: AcceptWriter = createAcceptWriter({ db });
   let fromLease = 0;
   async function send(userId: string): Promise<'ok' | 'refused'> {
     const r = row(userId);
@@ -169,7 +169,7 @@ describe('leased cap allowance', () => {
       usage.reserve(tx, userId, 'capped', 1, { lease: { holder: 'crashed', ttlMs: 300, max: CAP } }),
     );
     expect(grant.lease!.amount).toBeGreaterThan(0);
-    const writer = createAcceptWriter({ db, usage });
+    const writer = createAcceptWriter({ db });
     const { id, day, month } = grant.lease!;
     const use = { id, userId, day, month, n: 1, caps: { day: CAP, month: null } };
     // Until PostgreSQL's clock passes its expiry it holds; after, a send from it is refused and writes nothing.
@@ -201,7 +201,7 @@ describe('leased cap allowance', () => {
     expect(grant.lease!.amount).toBeGreaterThan(2);
     const { id, day, month } = grant.lease!;
     const use = () => ({ id, userId, day, month, n: 1, caps: usage.capsFor('bucket') });
-    const writer = createAcceptWriter({ db, usage });
+    const writer = createAcceptWriter({ db });
     // Inbound mail counts in the bucket with no reservation: 98 of it leaves room for exactly one more send.
     await usage.consume(db, userId, 98, { outbound: false });
     await writer.write({ userId, rows: [row(userId)], recipients: 1, lease: use() });

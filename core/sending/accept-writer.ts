@@ -1,15 +1,63 @@
-import { sql } from 'drizzle-orm';
+import { sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
-import { DB_NOW_MS, type UsageService } from '../usage.js';
+import { DB_NOW_MS, outboundCounts } from '../usage.js';
 import { LEASE_LOST, type LeaseUse } from '../gate/cap-lease.js';
 import { createGroupCommit } from '../group-commit.js';
+import { arrayInsert, named, runNamed, type Named } from './accept-sql.js';
 
 type MessageValues = typeof schema.messages.$inferInsert;
 /** One accepted call's writes: its message rows and the recipients they count for the account. */
 export type Accept = { userId: string; rows: MessageValues[]; recipients: number; lease?: LeaseUse };
-/** Rows per statement at most (a message row binds about 25 parameters; PostgreSQL takes 65,535). */
+/** Rows per statement at most (each column's values go in as one array: this bounds the statement's size). */
 const MAX_ROWS_PER_FLUSH = 500;
+
+/** The three shapes of the statement: the rows alone (no recipient to count), with the counters, and with leases. */
+type Shape = 'rows' | 'counters' | 'leases';
+const messageRows = arrayInsert(schema.messages);
+const c = schema.usageCounters;
+const l = schema.capLeases;
+const p = (name: string) => sql.placeholder(name);
+/** The counters upsert, from arrays: each (account, period) adds its count (rows already in lock order). */
+const bump = sql`insert into ${c} (${sql.identifier(c.userId.name)}, ${sql.identifier(c.period.name)}, ${sql.identifier(c.count.name)})
+  select * from unnest(${p('cu')}::text[], ${p('cp')}::text[], ${p('cn')}::int[])
+  on conflict (${sql.identifier(c.userId.name)}, ${sql.identifier(c.period.name)})
+  do update set ${sql.identifier(c.count.name)} = ${c.count} + excluded.count`;
+
+/**
+ * One statement: the rows, and the counters of their accounts (a data-modifying CTE always runs). Sends
+ * taken from a cap lease also move their recipients off the lease row, after the counters are locked (the
+ * order every reservation takes them in); unless each such lease row still holds them, unexpired, and the
+ * counters stay within the caps the send found (mail received fills the monthly bucket too, and a plan can
+ * change), the statement raises LEASE_LOST and nothing of it is written.
+ */
+function statementOf(shape: Shape, accepted: SQL): SQL {
+  if (shape === 'rows') return accepted;
+  if (shape === 'counters') return sql`with accepted as (${accepted}) ${bump}`;
+  return sql`with accepted as (${accepted}),
+      bumped as (${bump} returning ${sql.identifier(c.userId.name)}, ${sql.identifier(c.period.name)}, ${sql.identifier(c.count.name)}),
+      used as (
+        update ${l} l set amount = l.amount - u.n
+        from unnest(${p('lid')}::text[], ${p('ln')}::int[]) as u(id, n)
+        where l.id = u.id and l.amount >= u.n and l.expires_at > ${DB_NOW_MS} and (select count(*) from bumped) > 0
+        returning l.id),
+      beyond as (
+        select 1 from bumped b
+        join unnest(${p('ku')}::text[], ${p('kd')}::text[], ${p('kdc')}::int[],
+          ${p('km')}::text[], ${p('kmc')}::int[]) as k(user_id, day, day_cap, month, month_cap)
+        on b.user_id = k.user_id
+        where (b.period = k.day and b.count > k.day_cap) or (b.period = k.month and b.count > k.month_cap))
+      select (case when (select count(*) from used) = ${p('leases')} and not exists (select 1 from beyond)
+        then '1' else ${p('lost')} end)::int as ok`;
+}
+/** Each shape's text for each set of message columns a group writes, built once. */
+const statements = new Map<string, Named>();
+function statementFor(shape: Shape, variant: string, cols: Parameters<typeof messageRows.statement>[0]): Named {
+  const key = `${shape} ${variant}`;
+  let s = statements.get(key);
+  if (!s) statements.set(key, (s = named(`accept_${shape}`, statementOf(shape, messageRows.statement(cols, 'm')))));
+  return s;
+}
 
 /**
  * Writes accepted sends of plans with no cap with group commit: a send goes out at once when no write is
@@ -17,54 +65,43 @@ const MAX_ROWS_PER_FLUSH = 500;
  * into messages and one upsert of every account's usage counters, together). A caller's promise resolves
  * once its rows and counters are durable. When a shared statement fails, each of its sends is written
  * again on its own, so one bad row fails only its own caller; a send that fails alone rejects its caller.
+ * The statement's text depends only on its shape (./accept-sql.ts): a named prepared statement per connection.
  */
 export function createAcceptWriter(deps: {
   db: Db;
-  usage: Pick<UsageService, 'outboundBump'>;
   /** Called with the number of sends in each statement sent (tests and metrics). */
   onFlush?: (sends: number) => void;
 }) {
   const { db } = deps;
 
-  /**
-   * One statement: the rows, and the counters of their accounts (a data-modifying CTE always runs). Sends
-   * taken from a cap lease also move their recipients off the lease row, after the counters are locked (the
-   * order every reservation takes them in); unless each such lease row still holds them, unexpired, and the
-   * counters stay within the caps the send found (mail received fills the monthly bucket too, and a plan can
-   * change), the statement raises LEASE_LOST and nothing of it is written.
-   */
   async function writeAll(batch: Accept[]): Promise<void> {
     deps.onFlush?.(batch.length);
-    const rows = batch.flatMap((a) => a.rows);
-    const insert = db.insert(schema.messages).values(rows);
-    const bump = deps.usage.outboundBump(
-      db,
+    const rows = batch.flatMap((a) => a.rows) as Record<string, unknown>[];
+    const { variant, columns } = messageRows.columnsOf(rows);
+    const values: Record<string, unknown> = messageRows.values(columns, rows, 'm');
+    const counts = outboundCounts(
       batch.map((a) => ({ userId: a.userId, n: a.recipients, day: a.lease?.day, month: a.lease?.month })),
     );
-    if (!bump) return void (await insert);
+    if (counts.length === 0) return runNamed(db, statementFor('rows', variant, columns), values);
+    values.cu = counts.map((x) => x.userId);
+    values.cp = counts.map((x) => x.period);
+    values.cn = counts.map((x) => x.count);
     const uses = new Map<string, number>();
     for (const a of batch) if (a.lease) uses.set(a.lease.id, (uses.get(a.lease.id) ?? 0) + a.lease.n);
+    if (uses.size === 0) return runNamed(db, statementFor('counters', variant, columns), values);
     const leased = batch.flatMap((a) => (a.lease ? [a.lease] : []));
-    const col = <T>(f: (u: LeaseUse) => T) => sql.param(leased.map(f));
-    const accepted = sql`${insert.returning({ id: schema.messages.id }).getSQL()}`;
-    if (uses.size === 0) return void (await db.execute(sql`with accepted as (${accepted}) ${bump.getSQL()}`));
-    const [l, c] = [schema.capLeases, schema.usageCounters];
-    const bumped = bump.returning({ userId: c.userId, period: c.period, count: c.count }).getSQL();
-    await db.execute(sql`with accepted as (${accepted}),
-      bumped as (${bumped}),
-      used as (
-        update ${l} l set amount = l.amount - u.n
-        from unnest(${sql.param([...uses.keys()])}::text[], ${sql.param([...uses.values()])}::int[]) as u(id, n)
-        where l.id = u.id and l.amount >= u.n and l.expires_at > ${DB_NOW_MS} and (select count(*) from bumped) > 0
-        returning l.id),
-      beyond as (
-        select 1 from bumped b
-        join unnest(${col((u) => u.userId)}::text[], ${col((u) => u.day)}::text[], ${col((u) => u.caps.day)}::int[],
-          ${col((u) => u.month)}::text[], ${col((u) => u.caps.month)}::int[]) as k(user_id, day, day_cap, month, month_cap)
-        on b.user_id = k.user_id
-        where (b.period = k.day and b.count > k.day_cap) or (b.period = k.month and b.count > k.month_cap))
-      select (case when (select count(*) from used) = ${uses.size} and not exists (select 1 from beyond)
-        then '1' else ${LEASE_LOST} end)::int as ok`);
+    Object.assign(values, {
+      lid: [...uses.keys()],
+      ln: [...uses.values()],
+      ku: leased.map((u) => u.userId),
+      kd: leased.map((u) => u.day),
+      kdc: leased.map((u) => u.caps.day),
+      km: leased.map((u) => u.month),
+      kmc: leased.map((u) => u.caps.month),
+      leases: uses.size,
+      lost: LEASE_LOST,
+    });
+    await runNamed(db, statementFor('leases', variant, columns), values);
   }
 
   return createGroupCommit<Accept>({

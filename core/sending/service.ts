@@ -99,7 +99,7 @@ export function createSendService(deps: {
   sequences: Pick<SequenceService, 'inScope'>;
 }) {
   const { db } = deps;
-  const writer = createAcceptWriter({ db, usage: deps.usage });
+  const writer = createAcceptWriter({ db });
   const leases = createCapLeases({ db });
 
   async function prepare(actor: Actor, input: SendInput | BatchInput, recipients: string[]): Promise<Prepared> {
