@@ -59,6 +59,27 @@ export const spawnWorker = (env: Record<string, string>) => spawnRole(['main.ts'
 
 const OUTPUT_TAIL = 64 * 1024;
 
+/** The roles this process started and has not seen exit. */
+const roles = new Set<{ kill(signal: NodeJS.Signals): boolean }>();
+let watching = false;
+/**
+ * The roles go when the benchmark goes: at its exit, and when it is interrupted (SIGINT, SIGTERM). Without
+ * this an interrupted run left its API and worker running, and they took CPU from the next run.
+ */
+function stopRolesWithThisProcess(): void {
+  if (watching) return;
+  watching = true;
+  const stopAll = () => {
+    for (const r of roles) r.kill('SIGTERM');
+  };
+  process.once('exit', stopAll);
+  for (const signal of ['SIGINT', 'SIGTERM'] as const)
+    process.once(signal, () => {
+      stopAll();
+      process.exit(signal === 'SIGINT' ? 130 : 143);
+    });
+}
+
 /** One role as its own process (`tsx main.ts api`, `tsx main.ts worker`); resolves once it prints `ready`. */
 export async function spawnRole(
   args: string[],
@@ -72,6 +93,9 @@ export async function spawnRole(
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  stopRolesWithThisProcess();
+  roles.add(child);
+  child.once('exit', () => roles.delete(child));
   // What the role printed up to its ready line, then only its last OUTPUT_TAIL characters: a role logs a line
   // per message, and keeping (and searching) all of it cost this process a core over a long run.
   let head = '';
