@@ -2,7 +2,7 @@ import { and, eq, inArray, or, sql } from 'drizzle-orm';
 import type { Db } from '../db/index.js';
 import { schema } from '../db/index.js';
 import type { Plan } from './plans.js';
-import { randomToken } from './ids.js';
+import { newId } from './ids.js';
 
 const iso = (now: Date) => now.toISOString();
 export const monthKey = (now = new Date()) => `m:${iso(now).slice(0, 7)}`;
@@ -166,7 +166,7 @@ export function createUsageService(deps: { db: Db; plans: Record<string, Plan>; 
         // Lease a share of what is left (an eighth, so several processes can each hold some, and none near the cap).
         const amount = Math.min(opts.lease?.max ?? 0, Math.floor(r.rest / 8));
         if (opts.lease && opts.at === undefined && granted === n && amount > 0) {
-          lease = { id: `lease_${randomToken(18)}`, userId, day, month, amount };
+          lease = { id: newId('lease'), userId, day, month, amount };
           await tx.insert(l).values({
             ...lease,
             holder: opts.lease.holder,
@@ -240,13 +240,14 @@ export function outboundCounts(
   now = new Date(),
 ): CounterAdd[] {
   const per = new Map<string, CounterAdd>();
-  for (const { userId, n, day, month } of counts)
+  for (const { userId, n, day, month } of counts) {
+    if (n <= 0) continue;
     for (const period of [day ?? dayKey(now), month ?? monthKey(now)]) {
-      if (n <= 0) continue;
       const key = `${userId} ${period}`;
       const row = per.get(key) ?? per.set(key, { userId, period, count: 0 }).get(key)!;
       row.count += n;
     }
+  }
   return [...per.values()].sort((a, b) =>
     a.userId === b.userId ? (a.period < b.period ? -1 : 1) : a.userId < b.userId ? -1 : 1,
   );

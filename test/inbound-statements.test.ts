@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectTemporal } from '../temporal/client.js';
 import { inboundBatchWorkflowId } from '../workflows/ids.js';
 import { startTestDns } from './helpers/dns.js';
-import { startStack, type TestStack } from './helpers/stack.js';
+import { eventually, startStack, type TestStack } from './helpers/stack.js';
 import { startWebhookReceiver } from './helpers/webhook-receiver.js';
 
 /**
@@ -121,11 +121,14 @@ async function deliver(n: number, tag: string): Promise<number> {
     // Each sender recorded as a contact (the contact writer's group commit may be under way already).
     await stack.service.core.contacts.flushTouches();
     const senders = Array.from({ length: n }, (_, i) => `${tag}${i}@far.example`);
-    for (let seen = 0; seen < n;) {
-      const found = await probe.query('select count(*)::int as n from contacts where email = any($1)', [senders]);
-      seen = (found.rows[0] as { n: number }).n;
-      if (seen < n) await new Promise((r) => setTimeout(r, 20));
-    }
+    await eventually(
+      async () => {
+        const found = await probe.query('select count(*)::int as n from contacts where email = any($1)', [senders]);
+        return (found.rows[0] as { n: number }).n === n;
+      },
+      15_000,
+      20,
+    );
     return total();
   } finally {
     counting = false;
