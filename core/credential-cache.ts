@@ -63,16 +63,20 @@ export function createCredentialCache<T>(opts: {
         stats.misses += 1;
         return undefined;
       }
-      // Every revocation committed before this request has reached `message` once this resolves true.
+      // Every revocation committed before this request has reached `message` once this resolves true, and
+      // dropped the entry. What is there now is current: `e` itself, or a row another request read after the
+      // last invalidation (`set` refuses one read before it). Requiring `e` itself made concurrent requests
+      // miss whenever one of them refilled the entry, each refill causing the next misses (a storm under load).
       const current = await listener.sync();
-      if (!current || entries.get(hash) !== e) {
+      const now_ = entries.get(hash);
+      if (!current || !now_ || now_.expires <= now()) {
         stats.misses += 1;
         return undefined;
       }
       entries.delete(hash);
-      entries.set(hash, e);
+      entries.set(hash, now_);
       stats.hits += 1;
-      return e.value;
+      return now_.value;
     },
     /** Taken before reading the table; `set` keeps the row only if no invalidation came in between. */
     stamp(): number {

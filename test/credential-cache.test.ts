@@ -206,9 +206,17 @@ describe('credential cache bounds', () => {
     let handlers: ListenHandlers | undefined;
     const l = {
       current: true,
+      /** While set, every sync waits for it (a round trip in flight). */
+      held: undefined as Promise<void> | undefined,
       listen: (_channel: string, h: ListenHandlers) => {
         handlers = h;
-        return { sync: async () => l.current, close: async () => undefined };
+        return {
+          sync: async () => {
+            await l.held;
+            return l.current;
+          },
+          close: async () => undefined,
+        };
       },
       get handlers() {
         return handlers!;
@@ -256,6 +264,31 @@ describe('credential cache bounds', () => {
     expect(await cache.get('e')).toBe('E');
     clock += 1;
     expect(await cache.get('e')).toBeUndefined();
+    await cache.close();
+  });
+
+  it('serves a hit whose entry another request refilled during its sync; an invalidation during it is a miss', async () => {
+    const l = fakeListen();
+    const cache = createCredentialCache<string>({ listen: l.listen });
+    await cache.get('k');
+    l.handlers.state(true);
+    cache.set('k', 'old copy', cache.stamp());
+
+    // Concurrent hits wait on one sync while a request that read the row (after the last invalidation) sets it again.
+    let release!: () => void;
+    l.held = new Promise((r) => (release = r));
+    const waiting = [cache.get('k'), cache.get('k'), cache.get('k')];
+    cache.set('k', 'fresh copy', cache.stamp());
+    release();
+    expect(await Promise.all(waiting)).toEqual(['fresh copy', 'fresh copy', 'fresh copy']);
+    expect(cache.stats).toMatchObject({ hits: 3, misses: 0 });
+
+    // A revocation delivered while the hits wait on their sync: none of them is served.
+    l.held = new Promise((r) => (release = r));
+    const revoked = [cache.get('k'), cache.get('k')];
+    l.handlers.message('k');
+    release();
+    expect(await Promise.all(revoked)).toEqual([undefined, undefined]);
     await cache.close();
   });
 });
