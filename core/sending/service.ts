@@ -15,7 +15,7 @@ import { domainOf, formatMailbox, parseMailbox, parseMailboxes, type Mailbox } f
 import { checkHeaders } from '../render/compose.js';
 import { renderContent } from '../parsing/render.js';
 import { bareAddress } from '../mail/recipients.js';
-import { loadSendContext } from './context.js';
+import { createSendContextReader } from './context.js';
 import { createAcceptWriter } from './accept-writer.js';
 import { CAP_LEASE_MAX, CAP_LEASE_TTL_MS, createCapLeases, isLeaseLost } from '../gate/cap-lease.js';
 import { sentByKey } from '../gate/departure.js';
@@ -100,11 +100,12 @@ export function createSendService(deps: {
 }) {
   const { db } = deps;
   const writer = createAcceptWriter({ db });
+  const contexts = createSendContextReader(db);
   const leases = createCapLeases({ db });
 
   async function prepare(actor: Actor, input: SendInput | BatchInput, recipients: string[]): Promise<Prepared> {
     const from = parseMailbox(input.from, 'from');
-    const ctx = await loadSendContext(db, { userId: actor.userId, domain: domainOf(from.address), emails: recipients });
+    const ctx = await contexts.load({ userId: actor.userId, domain: domainOf(from.address), emails: recipients });
     // The gate's account and sender rules, over what the one round trip read.
     const domain = ctx?.domain?.id ? ctx.domain : undefined;
     const refused = accountRefusal(ctx) ?? senderRefusal(domain, domainOf(from.address), actor);
