@@ -52,6 +52,28 @@ function routedState(domainId: string, type: string): SQL<string | null> {
       and (d.webhook_events::jsonb = '"all"'::jsonb or d.webhook_events::jsonb ? ${type}))))) then 'pending' end`;
 }
 
+/**
+ * `insert into events … select … from unnest(…)`: events inserted from one array per column (placeholders
+ * `${prefix}0` to `${prefix}7` and `${prefix}at`, filled by the event service's `arrays`), so a statement carrying them has one
+ * text whatever their number (a named prepared statement). Whether each is routed to a webhook is decided in
+ * the insert, as `routedState` decides it for a single event. Returns the columns `notify` takes.
+ */
+export function eventsFromArrays(prefix: string): SQL {
+  const p = (i: number, type: string) => sql`${sql.placeholder(`${prefix}${i}`)}::${sql.raw(type)}[]`;
+  const domainEvents = sql.raw(DOMAIN_EVENT_TYPES.map((t) => `'${t}'`).join(', '));
+  return sql`insert into ${schema.events} (id, user_id, message_id, domain_id, type, recipient, data, created_at, webhook_state)
+    select ev.id, ev.user_id, ev.message_id, ev.domain_id, ev.type, ev.recipient, ev.data, ${sql.placeholder(`${prefix}at`)}::bigint,
+      case when ev.routable and exists (select 1 from ${schema.routes} r where r.domain_id = ev.domain_id
+        and (r.pattern = ${TRACKING_PATTERN} or (r.pattern = '*' and (
+          (ev.type in (${domainEvents}) and r.action = 'webhook')
+          or (ev.type not in (${domainEvents}) and exists (select 1 from ${schema.domains} d where d.id = ev.domain_id
+            and d.webhook_events is not null and (d.webhook_events::jsonb = '"all"'::jsonb or d.webhook_events::jsonb ? ev.type)))))))
+      then 'pending' end
+    from unnest(${p(0, 'text')}, ${p(1, 'text')}, ${p(2, 'text')}, ${p(3, 'text')}, ${p(4, 'text')}, ${p(5, 'text')},
+      ${p(6, 'jsonb')}, ${p(7, 'bool')}) as ev(id, user_id, message_id, domain_id, type, recipient, data, routable)
+    returning domain_id as "domainId", user_id as "userId", webhook_state as "webhookState", type`;
+}
+
 /** The delivery timeline: what the service did with each message, newest first. */
 export function createEventService(deps: { db: Db }) {
   const { db } = deps;
@@ -107,6 +129,23 @@ export function createEventService(deps: { db: Db }) {
     },
     /** Rows for `evs` to insert in a caller's statement (`returning` its columns), and `notify` with what it returned. */
     prepare: (evs: NewEvent[]) => ({ rows: rows(evs), returning, notify }),
+    /** The placeholder values of `eventsFromArrays(prefix)` for `evs`, and `notify` with what it returned. */
+    arrays(evs: NewEvent[], prefix: string) {
+      const col = (f: (ev: NewEvent) => unknown) => evs.map(f);
+      const routable = new Set<string>([...ENGAGEMENT_TYPES, ...DOMAIN_EVENT_TYPES]);
+      const values: Record<string, unknown> = {
+        [`${prefix}0`]: col(() => newId('evt')),
+        [`${prefix}1`]: col((ev) => ev.userId),
+        [`${prefix}2`]: col((ev) => ev.messageId ?? null),
+        [`${prefix}3`]: col((ev) => ev.domainId ?? null),
+        [`${prefix}4`]: col((ev) => ev.type),
+        [`${prefix}5`]: col((ev) => ev.recipient ?? null),
+        [`${prefix}6`]: col((ev) => JSON.stringify(ev.data ?? {})),
+        [`${prefix}7`]: col((ev) => Boolean(ev.domainId) && routable.has(ev.type)),
+        [`${prefix}at`]: Date.now(),
+      };
+      return { values, notify };
+    },
     async record(ev: NewEvent, tx: Tx = db) {
       const out = rows([ev]);
       notify(await tx.insert(e).values(out).returning(returning));

@@ -125,11 +125,15 @@ const prepared = new WeakMap<Db, Map<string, PgPreparedQuery<PreparedQueryConfig
  * Runs a named statement through drizzle's own prepared query of `db` (node-pg: a named prepared statement,
  * parsed and planned once per connection; PGlite: the same text, unnamed), so its logger counts it as any other.
  */
-export async function runNamed(db: Db, statement: Named, values: Record<string, unknown>): Promise<void> {
+export async function runNamed(
+  db: Db,
+  statement: Named,
+  values: Record<string, unknown>,
+): Promise<{ rows: Record<string, unknown>[] }> {
   let byName = prepared.get(db);
   if (!byName) prepared.set(db, (byName = new Map()));
   let p = byName.get(statement.name);
   if (!p)
     byName.set(statement.name, (p = db._.session.prepareQuery(statement.query, undefined, statement.name, false)));
-  await p.execute(values);
+  return (await p.execute(values)) as { rows: Record<string, unknown>[] };
 }
