@@ -1,9 +1,10 @@
-import { eq, lt, sql } from 'drizzle-orm';
+import { eq, getTableColumns, lt, sql, type Column, type Placeholder } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { AppError } from '../errors.js';
 import type { StorageQuota } from '../storage/quota.js';
-import { billMonth } from '../usage.js';
+import { monthKey } from '../usage.js';
+import { named, runNamed, toDriver, type Named } from '../prepared.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Tx = Db | Parameters<Parameters<Db['transaction']>[0]>[0] | any;
@@ -27,11 +28,14 @@ const never = (why: string) => new AppError(413, 'mailbox_full', why);
 
 type View = { verified: boolean; used: number; today: { messages: number; bytes: number } };
 /**
- * The message's own rows, written by the door's statement (data-modifying CTEs, `ctes`): `name` is the one
- * whose RETURNING tells whether the message was new (empty: stored before, by an earlier or concurrent try).
+ * The message's own rows, written by the door's statement: its `messages` row and its raw copy, each inserted
+ * unless there (the message row's insert tells whether the message was new: stored before, by an earlier or
+ * concurrent try, when it inserted nothing).
  */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-export type MessageInsert = { ctes: any[]; name: string };
+export type MessageInsert = {
+  message: typeof schema.messages.$inferInsert;
+  raw: typeof schema.inboundRaw.$inferInsert;
+};
 
 /**
  * Storage counted at the door of the SMTP ingress: inbound mail counts against the account's storage
@@ -41,65 +45,140 @@ export type MessageInsert = { ctes: any[]; name: string };
  * running-total row lock. (A view that counted a message whose transaction then failed errs toward refusing, for
  * at most a second, with a temporary refusal.) smtp/replies.ts says what each refusal answers.
  */
+/** The raw copy's columns, each a placeholder of the accepting statement. */
+const RAW_KEYS = ['messageId', 'content', 'encrypted', 'encAlg', 'payloadSealed', 'createdAt'] as const;
+const MESSAGE_COLUMNS: Record<string, Column> = getTableColumns(schema.messages);
+const RAW_COLUMNS: Record<string, Column> = getTableColumns(schema.inboundRaw);
+
+/** The account's standing as columns of a select over `users`: verified, mail stored, live attachment bytes. */
+function standing(now: number | Placeholder) {
+  const u = schema.users,
+    s = schema.storageUsage,
+    f = schema.storedFiles;
+  return {
+    verified: sql<boolean>`${u.emailVerified}`.as('verified'),
+    mail: sql<string>`coalesce((select ${s.bytes} from ${s} where ${s.userId} = ${u.id}), 0)`.as('mail'),
+    files:
+      sql<string>`coalesce((select sum(${f.size}) from ${f} where ${f.userId} = ${u.id} and ${f.expiresAt} > ${now}::bigint), 0)`.as(
+        'files',
+      ),
+  };
+}
+
+/** A standing row (by its column names) as a View. */
+function viewOfRow(row: Record<string, unknown> | undefined): View {
+  return {
+    verified: Boolean(row?.verified),
+    used: Number(row?.mail ?? 0) + Number(row?.files ?? 0),
+    today: {
+      messages: Number(row?.todayMessages ?? row?.today_messages ?? 0),
+      bytes: Number(row?.todayBytes ?? row?.today_bytes ?? 0),
+    },
+  };
+}
+
 export function createInboundDoor(deps: { db: Db; storage: StorageQuota; unverifiedDaily: InboundAllowance }) {
   const views = new Map<string, { at: number; view: Promise<View> }>();
 
   /**
    * The account's standing in one statement: verified, stored bytes (running total plus attachments), and
-   * today's inbound before this message. With `admitting`, the same statement counts the message in today's
-   * row and in the month's usage first (a refusal throws and rolls both back with the accepting transaction).
+   * today's inbound. Read-only (RCPT, the early DATA check), or in the accepting transaction (`admit`).
    */
-  async function read(
-    q: Tx,
-    userId: string,
-    admitting?: number,
-    message?: MessageInsert,
-  ): Promise<View & { stored: boolean }> {
+  async function read(q: Tx, userId: string): Promise<View> {
     const day = Date.now() - (Date.now() % DAY_MS);
     const u = schema.users,
+      t = schema.inboundDaily;
+    const [row] = await q
+      .select({
+        ...standing(Date.now()),
+        todayMessages: sql<string>`coalesce((select ${t.messages} from ${t} where ${t.userId} = ${u.id} and ${t.day} = ${day}), 0)`,
+        todayBytes: sql<string>`coalesce((select ${t.bytes} from ${t} where ${t.userId} = ${u.id} and ${t.day} = ${day}), 0)`,
+      })
+      .from(u)
+      .where(eq(u.id, userId));
+    return viewOfRow(row);
+  }
+
+  /**
+   * The accepting statement (DATA, in the transaction): writes the message's rows, counts the message in
+   * today's row and in the month's usage, and answers the account's standing with today's counts before this
+   * message (a refusal throws and rolls all of it back with the transaction). One text per set of message
+   * columns, named and prepared (PostgreSQL plans it once per connection; nothing is built per message).
+   */
+  async function admit(tx: Tx, userId: string, bytes: number, m: MessageInsert): Promise<View & { stored: boolean }> {
+    const keys = Object.keys(m.message).filter((k) => m.message[k as keyof typeof m.message] !== undefined);
+    const values: Record<string, unknown> = {
+      userId,
+      day: Date.now() - (Date.now() % DAY_MS),
+      bytes,
+      month: monthKey(),
+      now: Date.now(),
+    };
+    // Bound as drizzle binds them (null stays SQL NULL, jsonb is encoded): the placeholders are the columns' values.
+    for (const k of keys) values[`m_${k}`] = toDriver(MESSAGE_COLUMNS[k]!, m.message[k as keyof typeof m.message]);
+    for (const k of RAW_KEYS) values[`r_${k}`] = toDriver(RAW_COLUMNS[k]!, m.raw[k] ?? null);
+    const { rows } = await runNamed(tx, admitStatement(keys), values);
+    const row = rows[0] as Record<string, unknown> | undefined;
+    return { ...viewOfRow(row), stored: Number(row?.stored ?? 0) > 0 };
+  }
+
+  const statements = new Map<string, Named>();
+  /** The accepting statement for a message row setting `keys`, built once (placeholders for every value). */
+  function admitStatement(keys: string[]): Named {
+    const signature = keys.join(',');
+    const found = statements.get(signature);
+    if (found) return found;
+    const db = deps.db;
+    const ph = (name: string) => sql.placeholder(name);
+    const u = schema.users,
       t = schema.inboundDaily,
-      s = schema.storageUsage,
-      f = schema.storedFiles;
-    const today =
-      admitting === undefined
-        ? {
-            messages: sql<string>`coalesce((select ${t.messages} from ${t} where ${t.userId} = ${u.id} and ${t.day} = ${day}), 0)`,
-            bytes: sql<string>`coalesce((select ${t.bytes} from ${t} where ${t.userId} = ${u.id} and ${t.day} = ${day}), 0)`,
-          }
-        : {
-            messages: sql<string>`(select "messages" - 1 from "counted")`,
-            bytes: sql<string>`(select "bytes" - ${admitting} from "counted")`,
-          };
-    const fields = {
-      verified: u.emailVerified,
-      mail: sql<string>`coalesce((select ${s.bytes} from ${s} where ${s.userId} = ${u.id}), 0)`,
-      files: sql<string>`coalesce((select sum(${f.size}) from ${f} where ${f.userId} = ${u.id} and ${f.expiresAt} > ${Date.now()}), 0)`,
-      todayMessages: today.messages,
-      todayBytes: today.bytes,
-      stored: message ? sql<string>`(select count(*) from ${sql.identifier(message.name)})` : sql<string>`1`,
-    };
-    const admit = () => {
-      // Admitting also bills the message to the month's usage (SPEC.md: inbound and outbound share the bucket).
-      const counted = q.$with('counted').as(
-        q
-          .insert(t)
-          .values({ userId, day, messages: 1, bytes: admitting! })
-          .onConflictDoUpdate({
-            target: [t.userId, t.day],
-            set: { messages: sql`${t.messages} + 1`, bytes: sql`${t.bytes} + excluded.bytes` },
-          })
-          .returning({ messages: t.messages, bytes: t.bytes }),
-      );
-      const billed = q.$with('billed').as(billMonth(q, userId, 1).returning({ count: schema.usageCounters.count }));
-      return q.with(counted, billed, ...(message?.ctes ?? []));
-    };
-    const [row] = await (admitting === undefined ? q : admit()).select(fields).from(u).where(eq(u.id, userId));
-    return {
-      verified: Boolean(row?.verified),
-      used: Number(row?.mail ?? 0) + Number(row?.files ?? 0),
-      today: { messages: Number(row?.todayMessages ?? 0), bytes: Number(row?.todayBytes ?? 0) },
-      stored: Number(row?.stored ?? 0) > 0,
-    };
+      c = schema.usageCounters,
+      r = schema.inboundRaw;
+    const stored = db.$with('stored').as(
+      db
+        .insert(schema.messages)
+        .values(Object.fromEntries(keys.map((k) => [k, sql`${ph(`m_${k}`)}`])) as never)
+        .onConflictDoNothing()
+        .returning({ id: schema.messages.id }),
+    );
+    const rawCopy = db.$with('raw_copy').as(
+      db
+        .insert(r)
+        .values(Object.fromEntries(RAW_KEYS.map((k) => [k, sql`${ph(`r_${k}`)}`])) as never)
+        .onConflictDoNothing()
+        .returning({ id: r.messageId }),
+    );
+    const counted = db.$with('counted').as(
+      db
+        .insert(t)
+        .values({ userId: ph('userId'), day: ph('day'), messages: 1, bytes: ph('bytes') })
+        .onConflictDoUpdate({
+          target: [t.userId, t.day],
+          set: { messages: sql`${t.messages} + 1`, bytes: sql`${t.bytes} + excluded.bytes` },
+        })
+        .returning({ messages: t.messages, bytes: t.bytes }),
+    );
+    // Admitting also bills the message to the month's usage (SPEC.md: inbound and outbound share the bucket).
+    const billed = db.$with('billed').as(
+      db
+        .insert(c)
+        .values({ userId: ph('userId'), period: ph('month'), count: 1 })
+        .onConflictDoUpdate({ target: [c.userId, c.period], set: { count: sql`${c.count} + excluded.count` } })
+        .returning({ count: c.count }),
+    );
+    const query = db
+      .with(counted, billed, stored, rawCopy)
+      .select({
+        ...standing(ph('now')),
+        todayMessages: sql<string>`(select "messages" - 1 from "counted")`.as('today_messages'),
+        todayBytes: sql<string>`(select "bytes" - ${ph('bytes')}::bigint from "counted")`.as('today_bytes'),
+        stored: sql<string>`(select count(*) from "stored")`.as('stored'),
+      })
+      .from(u)
+      .where(eq(u.id, ph('userId')));
+    const statement = named('inbound_admit', query.getSQL());
+    statements.set(signature, statement);
+    return statement;
   }
 
   /** Throws the refusal for `bytes` more (0 at RCPT: is the account already past a limit?). */
@@ -167,9 +246,9 @@ export function createInboundDoor(deps: { db: Db; storage: StorageQuota; unverif
       bytes: number,
       keepsCopy: boolean,
       stored: number,
-      message?: MessageInsert,
+      message: MessageInsert,
     ): Promise<{ stored: boolean }> {
-      const counted = await read(tx, userId, bytes, message);
+      const counted = await admit(tx, userId, bytes, message);
       if (!counted.stored) return { stored: false };
       const v: View = { ...counted, used: counted.used - stored };
       judge(v, bytes, keepsCopy, address);

@@ -16,7 +16,7 @@ import type { Forwarder } from '../mailboxes/forward.js';
 import type { Srs } from '../mail/srs.js';
 import { createSrsReturns } from './srs-bounce.js';
 import type { MailboxStore } from '../mailboxes/store.js';
-import type { InboundDoor } from './door.js';
+import type { InboundDoor, MessageInsert } from './door.js';
 import type { EncryptionService } from './encryption-service.js';
 import type { ReportService } from './report-service.js';
 import type { AggregateStore } from '../feedback/aggregate-store.js';
@@ -237,49 +237,39 @@ export function createInboundService(deps: {
       const fresh = await db
         .transaction(async (tx) => {
           // The message row and its raw copy, written by the door's statement last (data-modifying CTEs always run).
-          const stored = tx.$with('stored').as(
-            tx
-              .insert(schema.messages)
-              .values({
-                id,
-                userId: domain.userId,
-                direction: 'inbound',
-                kind: 'user',
-                domainId: domain.id,
-                fromAddr: payload.from.address,
-                toAddrs: rcpts,
-                subject: readable ? payload.subject : null,
-                text: readable ? payload.text : null,
-                html: readable ? payload.html : null,
-                status: hold ? 'held' : 'received',
-                ...(hold ? { heldReason: hold.reason, heldUntil: receivedAt + deps.quarantineDays * 86_400_000 } : {}),
-                threadId: payload.threadId,
-                auth,
-                spam: spam ?? null,
-                envelopeFrom: env.from,
-                receivedAt,
-                sizeBytes: raw.length,
-                createdAt: receivedAt,
-                updatedAt: receivedAt,
-              })
-              .onConflictDoNothing()
-              .returning({ id: schema.messages.id }),
-          );
-          const rawCopy = tx.$with('raw_copy').as(
-            tx
-              .insert(schema.inboundRaw)
-              .values({
-                // A clear message's one stored copy is its mailbox body (filed below); the raw copy here is the sealed one only.
-                messageId: id,
-                content: clear ? Buffer.alloc(0) : hold && !encrypted ? raw : sealed.content,
-                encrypted: sealed.encrypted,
-                encAlg: sealed.encAlg,
-                payloadSealed: deps.sealer.seal(JSON.stringify(payload)),
-                createdAt: receivedAt,
-              })
-              .onConflictDoNothing()
-              .returning({ id: schema.inboundRaw.messageId }),
-          );
+          const message: MessageInsert = {
+            message: {
+              id,
+              userId: domain.userId,
+              direction: 'inbound',
+              kind: 'user',
+              domainId: domain.id,
+              fromAddr: payload.from.address,
+              toAddrs: rcpts,
+              subject: readable ? payload.subject : null,
+              text: readable ? payload.text : null,
+              html: readable ? payload.html : null,
+              status: hold ? 'held' : 'received',
+              ...(hold ? { heldReason: hold.reason, heldUntil: receivedAt + deps.quarantineDays * 86_400_000 } : {}),
+              threadId: payload.threadId,
+              auth,
+              spam: spam ?? null,
+              envelopeFrom: env.from,
+              receivedAt,
+              sizeBytes: raw.length,
+              createdAt: receivedAt,
+              updatedAt: receivedAt,
+            },
+            raw: {
+              // A clear message's one stored copy is its mailbox body (filed below); the raw copy here is the sealed one only.
+              messageId: id,
+              content: clear ? Buffer.alloc(0) : hold && !encrypted ? raw : sealed.content,
+              encrypted: sealed.encrypted,
+              encAlg: sealed.encAlg,
+              payloadSealed: deps.sealer.seal(JSON.stringify(payload)),
+              createdAt: receivedAt,
+            },
+          };
           // What this message stores goes into the account's running total (whose row stays locked until commit).
           let storedBytes = 0;
           if (encrypted && !keepNothing) {
@@ -320,10 +310,15 @@ export function createInboundService(deps: {
           // A message that passes the quota or the allowance is refused and everything above rolls back.
           // The message's rows go in the same statement; a message stored before (a retried DATA, or the same
           // bytes arriving twice at once) rolls all of this back and is answered as it was.
-          const door = await deps.door.atData(tx, domain.userId, rcpts[0]!, raw.length, !keepNothing, storedBytes, {
-            ctes: [stored, rawCopy],
-            name: 'stored',
-          });
+          const door = await deps.door.atData(
+            tx,
+            domain.userId,
+            rcpts[0]!,
+            raw.length,
+            !keepNothing,
+            storedBytes,
+            message,
+          );
           if (!door.stored) throw storedBefore;
         })
         .then(

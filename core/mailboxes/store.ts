@@ -4,6 +4,7 @@ import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { newId } from '../ids.js';
 import { deleteMailboxMessages } from '../storage/mailbox-rows.js';
+import { named, runNamed } from '../prepared.js';
 import type { StorageQuota } from '../storage/quota.js';
 
 export type MailboxRow = typeof schema.mailboxes.$inferSelect;
@@ -54,6 +55,33 @@ const META = {
 const FULL = { ...META, raw: bodies.raw };
 
 /**
+ * The statements of filing, each one text (named, so PostgreSQL plans it once per connection and nothing is built
+ * per message; core/sending/accept-sql.ts): the folder row, created if missing and locked until commit; and the
+ * new bytes (unless shared), the message and the folder's next UID together (a data-modifying CTE always runs).
+ */
+const ph = (name: string) => sql`${sql.placeholder(name)}`;
+const LOCK_FOLDER = named(
+  'mailbox_lock',
+  sql`insert into ${mb} (id, user_id, domain_id, address, name, uid_validity, uid_next, created_at)
+    values (${ph('id')}, ${ph('userId')}, ${ph('domainId')}, ${ph('address')}, ${ph('name')}, ${ph('uidValidity')}, 1, ${ph('createdAt')})
+    on conflict (domain_id, address, name) do update set uid_next = ${mb}.uid_next returning id`,
+);
+const filing = (withBody: boolean) => {
+  const body = sql`body as (insert into ${bodies} (id, user_id, size, raw, created_at)
+    values (${ph('bodyId')}, ${ph('userId')}, ${ph('size')}, ${ph('raw')}, ${ph('createdAt')}) returning id), `;
+  return named(
+    withBody ? 'mailbox_file_body' : 'mailbox_file',
+    sql`with ${withBody ? body : sql``}filed as (insert into ${mm} (mailbox_id, message_id, flags, from_addr, to_addr, subject, size, body_id, internal_date)
+      values (${ph('mailboxId')}, ${ph('messageId')}, ${ph('flags')}, ${ph('fromAddr')}, ${ph('toAddr')}, ${ph('subject')}, ${ph('size')}, ${ph('bodyId')}, ${ph('internalDate')})
+      returning uid)
+    update ${mb} set uid_next = greatest(${mb}.uid_next, (select uid + 1 from filed)) where id = ${ph('mailboxId')}::text
+    returning (select uid from filed) as uid`,
+  );
+};
+const FILE_WITH_BODY = filing(true);
+const FILE_SHARING_BODY = filing(false);
+
+/**
  * Mailbox storage shared by the mailbox API and IMAP: folders per address, messages with UIDs from
  * one sequence (unique service-wide, ascending per folder: filing locks the folder row first), flags.
  * Writers call `notify` after commit; IMAP sessions in this process hear it at once, others poll.
@@ -95,22 +123,17 @@ export function createMailboxStore(deps: { db: Db; storage?: StorageQuota }) {
   async function lockFolder(
     tx: Tx,
     m: { userId: string; domainId: string; address: string; folder: Folder },
-  ): Promise<MailboxRow> {
-    const [row] = await tx
-      .insert(mb)
-      .values({
-        id: newId('mbx'),
-        userId: m.userId,
-        domainId: m.domainId,
-        address: m.address.toLowerCase(),
-        name: m.folder,
-        uidValidity: Math.floor(Date.now() / 1000) % 2_000_000_000,
-        uidNext: 1,
-        createdAt: Date.now(),
-      })
-      .onConflictDoUpdate({ target: [mb.domainId, mb.address, mb.name], set: { uidNext: sql`${mb.uidNext}` } })
-      .returning();
-    return row!;
+  ): Promise<{ id: string }> {
+    const { rows } = await runNamed(tx, LOCK_FOLDER, {
+      id: newId('mbx'),
+      userId: m.userId,
+      domainId: m.domainId,
+      address: m.address.toLowerCase(),
+      name: m.folder,
+      uidValidity: Math.floor(Date.now() / 1000) % 2_000_000_000,
+      createdAt: Date.now(),
+    });
+    return { id: String(rows[0]!.id) };
   }
 
   /**
@@ -131,36 +154,22 @@ export function createMailboxStore(deps: { db: Db; storage?: StorageQuota }) {
       ? (await tx.select({ id: bodies.id }).from(bodies).where(eq(bodies.id, f.shareBody)).for('share'))[0]?.id
       : undefined;
     const bodyId = f.bodyId ?? shared ?? newId('mbb');
-    // New bytes, the message and the folder's next UID in one statement (a data-modifying CTE always runs).
-    const body = tx
-      .$with('body')
-      .as(
-        tx
-          .insert(bodies)
-          .values({ id: bodyId, userId: f.userId, size: f.raw.length, raw: f.raw, createdAt: Date.now() })
-          .returning({ id: bodies.id }),
-      );
-    const filed = tx.$with('filed').as(
-      tx
-        .insert(mm)
-        .values({
-          mailboxId: box.id,
-          messageId: f.messageId ?? null,
-          flags: f.flags ?? [],
-          fromAddr: f.fromAddr,
-          toAddr: f.address.toLowerCase(),
-          subject: f.subject,
-          size: f.raw.length,
-          bodyId,
-          internalDate: f.internalDate ?? Date.now(),
-        })
-        .returning({ uid: mm.uid }),
-    );
-    const [row] = await (f.bodyId || shared ? tx.with(filed) : tx.with(body, filed))
-      .update(mb)
-      .set({ uidNext: sql`greatest(${mb.uidNext}, (select uid + 1 from ${filed}))` })
-      .where(eq(mb.id, box.id))
-      .returning({ uid: sql<number>`(select uid from ${filed})` });
+    // New bytes, the message and the folder's next UID in one statement.
+    const { rows } = await runNamed(tx, f.bodyId || shared ? FILE_SHARING_BODY : FILE_WITH_BODY, {
+      bodyId,
+      userId: f.userId,
+      size: f.raw.length,
+      raw: f.raw,
+      createdAt: Date.now(),
+      mailboxId: box.id,
+      messageId: f.messageId ?? null,
+      flags: JSON.stringify(f.flags ?? []),
+      fromAddr: f.fromAddr,
+      toAddr: f.address.toLowerCase(),
+      subject: f.subject,
+      internalDate: f.internalDate ?? Date.now(),
+    });
+    const row = rows[0];
     return { mailboxId: box.id, uid: Number(row!.uid), bodyId };
   }
 

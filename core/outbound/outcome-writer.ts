@@ -4,7 +4,7 @@ import { schema } from '../../db/index.js';
 import { createGroupCommit } from '../group-commit.js';
 import { retryTransient } from '../retry.js';
 import { eventsFromArrays, type EventService } from '../message-events.js';
-import { named, runNamed } from '../sending/accept-sql.js';
+import { named, runNamed } from '../prepared.js';
 import type { MessageStatus, RecipientStates, TrailEntry } from '../mail/recipients.js';
 
 /** One transaction's outcome for one message; `final` also moves the message's status (its last transaction). */

@@ -1,7 +1,6 @@
-import { createHash } from 'node:crypto';
-import { getTableColumns, getTableName, is, Placeholder, SQL, sql, type Column, type Query } from 'drizzle-orm';
-import { PgDialect, type PgPreparedQuery, type PgTable, type PreparedQueryConfig } from 'drizzle-orm/pg-core';
-import type { Db } from '../../db/index.js';
+import { getTableColumns, getTableName, is, SQL, sql, type Column } from 'drizzle-orm';
+import type { PgTable } from 'drizzle-orm/pg-core';
+import { toDriver } from '../prepared.js';
 
 /**
  * Statements whose text depends on their shape only, not on how many rows they carry: each column's values go
@@ -24,15 +23,6 @@ type ArrayColumn = {
   /** The value of a row that leaves it undefined while other rows of its group set it. */
   missing: () => unknown;
 };
-
-/** A value as drizzle binds it for `column` (null stays null; jsonb is JSON-encoded, by the column). */
-function toDriver(column: Column, value: unknown): unknown {
-  if (value === null) return null;
-  if (is(value, SQL) || is(value, Placeholder)) throw new Error(`${column.name}: an SQL value cannot go in an array`);
-  const mapped = column.mapToDriverValue(value);
-  if (is(mapped, SQL)) throw new Error(`${column.name}: a value mapped to SQL cannot go in an array`);
-  return mapped;
-}
 
 /**
  * What drizzle's multi-row insert writes for a row that leaves `column` undefined, as a value: the result of
@@ -110,30 +100,4 @@ export function arrayInsert(table: PgTable) {
       return out;
     },
   };
-}
-
-const dialect = new PgDialect();
-/** A statement's text and its name: the same text always gets the same name (a hash of it). */
-export type Named = { name: string; query: Query };
-export function named(prefix: string, statement: SQL): Named {
-  const query = dialect.sqlToQuery(statement);
-  return { name: `${prefix}_${createHash('sha1').update(query.sql).digest('hex').slice(0, 16)}`, query };
-}
-
-const prepared = new WeakMap<Db, Map<string, PgPreparedQuery<PreparedQueryConfig>>>();
-/**
- * Runs a named statement through drizzle's own prepared query of `db` (node-pg: a named prepared statement,
- * parsed and planned once per connection; PGlite: the same text, unnamed), so its logger counts it as any other.
- */
-export async function runNamed(
-  db: Db,
-  statement: Named,
-  values: Record<string, unknown>,
-): Promise<{ rows: Record<string, unknown>[] }> {
-  let byName = prepared.get(db);
-  if (!byName) prepared.set(db, (byName = new Map()));
-  let p = byName.get(statement.name);
-  if (!p)
-    byName.set(statement.name, (p = db._.session.prepareQuery(statement.query, undefined, statement.name, false)));
-  return (await p.execute(values)) as { rows: Record<string, unknown>[] };
 }

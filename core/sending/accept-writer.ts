@@ -4,7 +4,8 @@ import { schema } from '../../db/index.js';
 import { DB_NOW_MS, outboundCounts } from '../usage.js';
 import { LEASE_LOST, type LeaseUse } from '../gate/cap-lease.js';
 import { createGroupCommit } from '../group-commit.js';
-import { arrayInsert, named, runNamed, type Named } from './accept-sql.js';
+import { arrayInsert } from './accept-sql.js';
+import { named, runNamed, type Named } from '../prepared.js';
 
 type MessageValues = typeof schema.messages.$inferInsert;
 /** One accepted call's writes: its message rows and the recipients they count for the account. */
