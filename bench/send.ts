@@ -12,7 +12,7 @@
  * one pooled, authenticated STARTTLS connection per concurrent client) and reports accepted/s over (a)'s
  * against its target (0.8), and delivered/s; in the split mode the submission role runs as its own process.
  *   BENCH_MESSAGES (default 2000), BENCH_CONCURRENCY (default 32), BENCH_RATE, BENCH_REPEAT, TEST_PG_URL,
- *   TEMPORAL_ADDRESS.
+ *   TEMPORAL_ADDRESS; BENCH_SUBMISSION=0 leaves (d) out.
  */
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -238,21 +238,24 @@ async function main(): Promise<Figures> {
 
     // (d) the same number of messages, same concurrency, through SMTP submission (recipients past (a)'s).
     await sink.waitForCount(steadyN, Number(process.env.BENCH_TIMEOUT_MS ?? 300_000)); // (a')'s, before (d) counts
-    const submitted = await runSubmissionPhase({
-      port: submissionPort,
-      key,
-      n: N,
-      c: C,
-      message: (i) => body(N + steadyN + i),
-      sink,
-      groups: split ? [{ name: 'submission', pids: () => [roles[2]!.pid] }, ...groups] : groups,
-      statsFiles: [stats.api, stats.worker, stats.submission],
-      timeoutMs: Number(process.env.BENCH_TIMEOUT_MS ?? 300_000),
-    }).catch((err) => {
-      if (split) console.error(`submission role's last output:\n${roles[2]!.output.slice(-4000)}`);
-      throw err;
-    });
-    printSubmission(submitted, N, { accepted: N / acceptSecs, delivered: e2e });
+    const skipSubmission = process.env.BENCH_SUBMISSION === '0';
+    const submitted = skipSubmission
+      ? undefined
+      : await runSubmissionPhase({
+          port: submissionPort,
+          key,
+          n: N,
+          c: C,
+          message: (i) => body(N + steadyN + i),
+          sink,
+          groups: split ? [{ name: 'submission', pids: () => [roles[2]!.pid] }, ...groups] : groups,
+          statsFiles: [stats.api, stats.worker, stats.submission],
+          timeoutMs: Number(process.env.BENCH_TIMEOUT_MS ?? 300_000),
+        }).catch((err) => {
+          if (split) console.error(`submission role's last output:\n${roles[2]!.output.slice(-4000)}`);
+          throw err;
+        });
+    if (submitted) printSubmission(submitted, N, { accepted: N / acceptSecs, delivered: e2e });
     return {
       '(a) accepted/s': N / acceptSecs,
       '(a) accept p99 ms': percentile(latencies, 99),
@@ -268,7 +271,7 @@ async function main(): Promise<Figures> {
             'CPU platform / reference': platformCpuPerMsg / refCpuPerMsg,
           }),
       'SQL statements/message': sql / N,
-      '(d)/(a) accepted': submitted.accepted / (N / acceptSecs),
+      ...(submitted ? { '(d)/(a) accepted': submitted.accepted / (N / acceptSecs) } : {}),
     };
   } finally {
     for (const r of roles) await r.stop();
@@ -302,5 +305,5 @@ async function runReference(input: Record<string, unknown>): Promise<{ secs: num
 await repeatRuns(main, (f) => {
   checkFloors(f['(b)/(c)'] !== undefined ? { SEND_RATIO: f['(b)/(c)'] } : {});
   if (!process.env.BENCH_RATE) reportTargets({ SEND_STEADY_P99_MS: f["(a') accept p99 ms"]! });
-  reportTargets({ SUBMISSION_ACCEPT_RATIO: f['(d)/(a) accepted']! });
+  if (f['(d)/(a) accepted'] !== undefined) reportTargets({ SUBMISSION_ACCEPT_RATIO: f['(d)/(a) accepted'] });
 });
