@@ -130,6 +130,8 @@ async function main(): Promise<Figures> {
     const ceiling = N / ((performance.now() - t0) / 1000);
     const refCpu = cpuBetween(refCpuBefore, snapshotCpu(groups));
     port.startInboundBatch = start;
+    // The statement counts are written every 500 ms: (a)'s last ones must be in them before (b)'s snapshot.
+    await new Promise((r) => setTimeout(r, 1000));
 
     // (b) accepted over SMTP and delivered to the webhook.
     const cpuBefore = snapshotCpu(groups);
