@@ -37,14 +37,6 @@ export type MessageInsert = {
   raw: typeof schema.inboundRaw.$inferInsert;
 };
 
-/**
- * Storage counted at the door of the SMTP ingress: inbound mail counts against the account's storage
- * quota, and an account whose address is not verified has a small daily allowance. RCPT refuses an
- * account already past either (from a view at most 1 s old); DATA refuses a message that would pass
- * either, checked early from that view and then last in the accepting transaction, under the account's
- * running-total row lock. (A view that counted a message whose transaction then failed errs toward refusing, for
- * at most a second, with a temporary refusal.) smtp/replies.ts says what each refusal answers.
- */
 /** The raw copy's columns, each a placeholder of the accepting statement. */
 const RAW_KEYS = ['messageId', 'content', 'encrypted', 'encAlg', 'payloadSealed', 'createdAt'] as const;
 const MESSAGE_COLUMNS: Record<string, Column> = getTableColumns(schema.messages);
@@ -77,6 +69,14 @@ function viewOfRow(row: Record<string, unknown> | undefined): View {
   };
 }
 
+/**
+ * Storage counted at the door of the SMTP ingress: inbound mail counts against the account's storage
+ * quota, and an account whose address is not verified has a small daily allowance. RCPT refuses an
+ * account already past either (from a view at most 1 s old); DATA refuses a message that would pass
+ * either, checked early from that view and then last in the accepting transaction, under the account's
+ * running-total row lock. (A view that counted a message whose transaction then failed errs toward refusing, for
+ * at most a second, with a temporary refusal.) smtp/replies.ts says what each refusal answers.
+ */
 export function createInboundDoor(deps: { db: Db; storage: StorageQuota; unverifiedDaily: InboundAllowance }) {
   const views = new Map<string, { at: number; view: Promise<View> }>();
 
