@@ -56,7 +56,7 @@ const FULL = { ...META, raw: bodies.raw };
 
 /**
  * The statements of filing, each one text (named, so PostgreSQL plans it once per connection and nothing is built
- * per message; core/sending/accept-sql.ts): the folder row, created if missing and locked until commit; and the
+ * per message; core/prepared.ts): the folder row, created if missing and locked until commit; and the
  * new bytes (unless shared), the message and the folder's next UID together (a data-modifying CTE always runs).
  */
 const ph = (name: string) => sql`${sql.placeholder(name)}`;
