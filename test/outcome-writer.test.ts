@@ -4,7 +4,7 @@ import { schema } from '../db/index.js';
 import { createOutcomeWriter, type Outcome } from '../core/outbound/outcome-writer.js';
 import { createEventService } from '../core/message-events.js';
 import { newId } from '../core/ids.js';
-import { countingDatabase } from './helpers/counting-db.js';
+import { countingDatabase, domainRow } from './helpers/counting-db.js';
 
 /**
  * Group commit of delivery outcomes (core/outbound/outcome-writer.ts) against PostgreSQL: each outcome moves its
@@ -37,20 +37,7 @@ beforeAll(async () => {
     ['dom_some', '["email.bounced"]'],
     ['dom_none', '"all"'],
   ] as const)
-    await db.insert(schema.domains).values({
-      id,
-      userId: 'usr_o',
-      domain: `${id}.test`,
-      status: 'verified',
-      provider: 'test',
-      mxToken: id,
-      dkimSelector: 's',
-      dkimPublicKey: 'p',
-      dkimPrivateKeySealed: 'k',
-      webhookEvents: events,
-      createdAt: 1,
-      updatedAt: 1,
-    });
+    await db.insert(schema.domains).values(domainRow(id, 'usr_o', `${id}.test`, { webhookEvents: events }));
   await db
     .insert(schema.routes)
     .values([

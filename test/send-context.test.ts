@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { schema } from '../db/index.js';
 import { createSendContextReader } from '../core/sending/context.js';
-import { countingDatabase } from './helpers/counting-db.js';
+import { countingDatabase, domainRow } from './helpers/counting-db.js';
 
 /**
  * The send gates' read (core/sending/context.ts) against PostgreSQL: sends of one account and domain that arrive
@@ -18,19 +18,7 @@ beforeAll(async () => {
     ['dom_a', 'usr_a', 'a.test'],
     ['dom_b', 'usr_b', 'b.test'],
   ] as const)
-    await db.insert(schema.domains).values({
-      id,
-      userId,
-      domain,
-      status: 'verified',
-      provider: 'test',
-      mxToken: id,
-      dkimSelector: 's',
-      dkimPublicKey: 'p',
-      dkimPrivateKeySealed: 'k',
-      createdAt: 1,
-      updatedAt: 1,
-    });
+    await db.insert(schema.domains).values(domainRow(id, userId, domain));
   // usr_a suppresses even-numbered recipients; usr_b suppresses r1 only.
   for (let i = 0; i < 40; i += 2)
     await db

@@ -57,3 +57,26 @@ export function quietPool(url: string, max: number): pg.Pool {
   pool.on('error', () => undefined);
   return pool;
 }
+
+/** A verified domain row for a writer's test: only what the schema requires, and `extra`. */
+export function domainRow(
+  id: string,
+  userId: string,
+  domain: string,
+  extra: Partial<typeof schema.domains.$inferInsert> = {},
+) {
+  return {
+    id,
+    userId,
+    domain,
+    status: 'verified' as const,
+    provider: 'test',
+    mxToken: id,
+    dkimSelector: 's',
+    dkimPublicKey: 'p',
+    dkimPrivateKeySealed: 'k',
+    createdAt: 1,
+    updatedAt: 1,
+    ...extra,
+  };
+}
