@@ -68,15 +68,15 @@ export function createCredentialCache<T>(opts: {
       // last invalidation (`set` refuses one read before it). Requiring `e` itself made concurrent requests
       // miss whenever one of them refilled the entry, each refill causing the next misses (a storm under load).
       const current = await listener.sync();
-      const now_ = entries.get(hash);
-      if (!current || !now_ || now_.expires <= now()) {
+      const found = entries.get(hash);
+      if (!current || !found || found.expires <= now()) {
         stats.misses += 1;
         return undefined;
       }
       entries.delete(hash);
-      entries.set(hash, now_);
+      entries.set(hash, found);
       stats.hits += 1;
-      return now_.value;
+      return found.value;
     },
     /** Taken before reading the table; `set` keeps the row only if no invalidation came in between. */
     stamp(): number {

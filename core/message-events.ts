@@ -36,39 +36,40 @@ export type FeedbackListener = { note(domainId: string, userId: string): void };
 /** Domain events (no message) go to the tracking webhook, else the catch-all route, whatever the domain opted in to. */
 export const DOMAIN_EVENT_TYPES = ['domain.sending_paused'] as const;
 
+/** The types an event of a domain can be routed to a webhook for. */
+const ROUTABLE_TYPES = new Set<string>([...ENGAGEMENT_TYPES, ...DOMAIN_EVENT_TYPES]);
+const isRoutable = (ev: NewEvent) => Boolean(ev.domainId) && ROUTABLE_TYPES.has(ev.type);
+
 /**
- * Whether the domain routes `type` to a webhook, decided by the database inside the insert itself (no
- * round trip per event, never stale): a tracking webhook takes every engagement type; else the
- * catch-all route takes the types the domain opted in to (`webhook_events`: "all" or a list).
+ * Whether the domain routes an event of `type` to a webhook, as a condition of the insert itself (no round trip
+ * per event, never stale): a tracking webhook takes every type; else a catch-all webhook route takes a domain
+ * event, and an engagement type the domain opted in to (`webhook_events`: "all" or a list).
  */
+function routedTo(domainId: SQL, type: SQL): SQL {
+  const domainEvents = sql.raw(DOMAIN_EVENT_TYPES.map((t) => `'${t}'`).join(', '));
+  return sql`exists (select 1 from ${schema.routes} r where r.domain_id = ${domainId}
+    and (r.pattern = ${TRACKING_PATTERN} or (r.pattern = '*' and (
+      (${type} in (${domainEvents}) and r.action = 'webhook')
+      or (${type} not in (${domainEvents}) and exists (select 1 from ${schema.domains} d where d.id = ${domainId}
+        and d.webhook_events is not null and (d.webhook_events::jsonb = '"all"'::jsonb or d.webhook_events::jsonb ? ${type})))))))`;
+}
+
+/** The webhook state of one new event of a domain: 'pending' when routed, else null. */
 function routedState(domainId: string, type: string): SQL<string | null> {
-  if ((DOMAIN_EVENT_TYPES as readonly string[]).includes(type))
-    return sql<string | null>`case when exists (select 1 from ${schema.routes} r where r.domain_id = ${domainId}
-      and (r.pattern = ${TRACKING_PATTERN} or (r.pattern = '*' and r.action = 'webhook'))) then 'pending' end`;
-  return sql<
-    string | null
-  >`case when exists (select 1 from ${schema.routes} r where r.domain_id = ${domainId} and (r.pattern = ${TRACKING_PATTERN}
-    or (r.pattern = '*' and exists (select 1 from ${schema.domains} d where d.id = ${domainId} and d.webhook_events is not null
-      and (d.webhook_events::jsonb = '"all"'::jsonb or d.webhook_events::jsonb ? ${type}))))) then 'pending' end`;
+  return sql<string | null>`case when ${routedTo(sql`${domainId}::text`, sql`${type}::text`)} then 'pending' end`;
 }
 
 /**
  * `insert into events … select … from unnest(…)`: events inserted from one array per column (placeholders
- * `${prefix}0` to `${prefix}7` and `${prefix}at`, filled by the event service's `arrays`), so a statement carrying them has one
- * text whatever their number (a named prepared statement). Whether each is routed to a webhook is decided in
- * the insert, as `routedState` decides it for a single event. Returns the columns `notify` takes.
+ * `${prefix}0` to `${prefix}7` and `${prefix}at`, filled by the event service's `arrays`), so a statement
+ * carrying them has one text whatever their number (a named prepared statement). Each one's webhook state is
+ * decided in the insert, as for a single event. Returns the columns `notify` takes.
  */
 export function eventsFromArrays(prefix: string): SQL {
   const p = (i: number, type: string) => sql`${sql.placeholder(`${prefix}${i}`)}::${sql.raw(type)}[]`;
-  const domainEvents = sql.raw(DOMAIN_EVENT_TYPES.map((t) => `'${t}'`).join(', '));
   return sql`insert into ${schema.events} (id, user_id, message_id, domain_id, type, recipient, data, created_at, webhook_state)
     select ev.id, ev.user_id, ev.message_id, ev.domain_id, ev.type, ev.recipient, ev.data, ${sql.placeholder(`${prefix}at`)}::bigint,
-      case when ev.routable and exists (select 1 from ${schema.routes} r where r.domain_id = ev.domain_id
-        and (r.pattern = ${TRACKING_PATTERN} or (r.pattern = '*' and (
-          (ev.type in (${domainEvents}) and r.action = 'webhook')
-          or (ev.type not in (${domainEvents}) and exists (select 1 from ${schema.domains} d where d.id = ev.domain_id
-            and d.webhook_events is not null and (d.webhook_events::jsonb = '"all"'::jsonb or d.webhook_events::jsonb ? ev.type)))))))
-      then 'pending' end
+      case when ev.routable and ${routedTo(sql`ev.domain_id`, sql`ev.type`)} then 'pending' end
     from unnest(${p(0, 'text')}, ${p(1, 'text')}, ${p(2, 'text')}, ${p(3, 'text')}, ${p(4, 'text')}, ${p(5, 'text')},
       ${p(6, 'jsonb')}, ${p(7, 'bool')}) as ev(id, user_id, message_id, domain_id, type, recipient, data, routable)
     returning domain_id as "domainId", user_id as "userId", webhook_state as "webhookState", type`;
@@ -101,10 +102,7 @@ export function createEventService(deps: { db: Db }) {
       recipient: ev.recipient ?? null,
       data: ev.data ?? {},
       createdAt: now,
-      webhookState:
-        ev.domainId && [...ENGAGEMENT_TYPES, ...DOMAIN_EVENT_TYPES].includes(ev.type as never)
-          ? routedState(ev.domainId, ev.type)
-          : null,
+      webhookState: isRoutable(ev) ? routedState(ev.domainId!, ev.type) : null,
     }));
   }
   const returning = { domainId: e.domainId, userId: e.userId, webhookState: e.webhookState, type: e.type };
@@ -132,7 +130,6 @@ export function createEventService(deps: { db: Db }) {
     /** The placeholder values of `eventsFromArrays(prefix)` for `evs`, and `notify` with what it returned. */
     arrays(evs: NewEvent[], prefix: string) {
       const col = (f: (ev: NewEvent) => unknown) => evs.map(f);
-      const routable = new Set<string>([...ENGAGEMENT_TYPES, ...DOMAIN_EVENT_TYPES]);
       const values: Record<string, unknown> = {
         [`${prefix}0`]: col(() => newId('evt')),
         [`${prefix}1`]: col((ev) => ev.userId),
@@ -141,7 +138,7 @@ export function createEventService(deps: { db: Db }) {
         [`${prefix}4`]: col((ev) => ev.type),
         [`${prefix}5`]: col((ev) => ev.recipient ?? null),
         [`${prefix}6`]: col((ev) => JSON.stringify(ev.data ?? {})),
-        [`${prefix}7`]: col((ev) => Boolean(ev.domainId) && routable.has(ev.type)),
+        [`${prefix}7`]: col(isRoutable),
         [`${prefix}at`]: Date.now(),
       };
       return { values, notify };

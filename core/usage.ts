@@ -1,4 +1,4 @@
-import { and, eq, inArray, or, sql } from 'drizzle-orm';
+import { and, eq, inArray, or, sql, type Placeholder } from 'drizzle-orm';
 import type { Db } from '../db/index.js';
 import { schema } from '../db/index.js';
 import type { Plan } from './plans.js';
@@ -8,12 +8,17 @@ const iso = (now: Date) => now.toISOString();
 export const monthKey = (now = new Date()) => `m:${iso(now).slice(0, 7)}`;
 /**
  * The statement that counts `n` messages in the account's bucket of this month (SPEC.md: inbound and outbound
- * share it); a builder, so the inbound door can run it inside its own statement (as a CTE).
+ * share it); a builder, so the inbound door can run it inside its own statement (as a CTE, with placeholders).
  */
-export const billMonth = (q: Pick<Db, 'insert'>, userId: string, n: number) =>
+export const billMonth = (
+  q: Pick<Db, 'insert'>,
+  userId: string | Placeholder,
+  n: number,
+  period: string | Placeholder = monthKey(),
+) =>
   q
     .insert(schema.usageCounters)
-    .values({ userId, period: monthKey(), count: n })
+    .values({ userId, period, count: n })
     .onConflictDoUpdate({
       target: [schema.usageCounters.userId, schema.usageCounters.period],
       set: { count: sql`${schema.usageCounters.count} + excluded.count` },

@@ -3,7 +3,7 @@ import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { AppError } from '../errors.js';
 import type { StorageQuota } from '../storage/quota.js';
-import { monthKey } from '../usage.js';
+import { billMonth, monthKey } from '../usage.js';
 import { named, runNamed, toDriver, type Named } from '../prepared.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -132,7 +132,6 @@ export function createInboundDoor(deps: { db: Db; storage: StorageQuota; unverif
     const ph = (name: string) => sql.placeholder(name);
     const u = schema.users,
       t = schema.inboundDaily,
-      c = schema.usageCounters,
       r = schema.inboundRaw;
     const stored = db.$with('stored').as(
       db
@@ -159,13 +158,9 @@ export function createInboundDoor(deps: { db: Db; storage: StorageQuota; unverif
         .returning({ messages: t.messages, bytes: t.bytes }),
     );
     // Admitting also bills the message to the month's usage (SPEC.md: inbound and outbound share the bucket).
-    const billed = db.$with('billed').as(
-      db
-        .insert(c)
-        .values({ userId: ph('userId'), period: ph('month'), count: 1 })
-        .onConflictDoUpdate({ target: [c.userId, c.period], set: { count: sql`${c.count} + excluded.count` } })
-        .returning({ count: c.count }),
-    );
+    const billed = db
+      .$with('billed')
+      .as(billMonth(db, ph('userId'), 1, ph('month')).returning({ count: schema.usageCounters.count }));
     const query = db
       .with(counted, billed, stored, rawCopy)
       .select({

@@ -83,13 +83,19 @@ export function createAcceptWriter(deps: {
     const counts = outboundCounts(
       batch.map((a) => ({ userId: a.userId, n: a.recipients, day: a.lease?.day, month: a.lease?.month })),
     );
-    if (counts.length === 0) return void (await runNamed(db, statementFor('rows', variant, columns), values));
+    if (counts.length === 0) {
+      await runNamed(db, statementFor('rows', variant, columns), values);
+      return;
+    }
     values.cu = counts.map((x) => x.userId);
     values.cp = counts.map((x) => x.period);
     values.cn = counts.map((x) => x.count);
     const uses = new Map<string, number>();
     for (const a of batch) if (a.lease) uses.set(a.lease.id, (uses.get(a.lease.id) ?? 0) + a.lease.n);
-    if (uses.size === 0) return void (await runNamed(db, statementFor('counters', variant, columns), values));
+    if (uses.size === 0) {
+      await runNamed(db, statementFor('counters', variant, columns), values);
+      return;
+    }
     const leased = batch.flatMap((a) => (a.lease ? [a.lease] : []));
     Object.assign(values, {
       lid: [...uses.keys()],
