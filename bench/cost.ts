@@ -19,6 +19,17 @@ export function cpuMsOf(pid: number): number {
   }
 }
 
+/** utime + stime of a process's main thread (its event loop, for Node), in ms; 0 once it is gone. */
+export function mainThreadCpuMsOf(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * TICK_MS;
+  } catch {
+    return 0;
+  }
+}
+
 /** Every process whose command name is `comm` (PostgreSQL backends: `postgres`; the Temporal dev server: `temporal`). */
 export function pidsByComm(comm: string): number[] {
   return readdirSync('/proc')

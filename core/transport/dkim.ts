@@ -1,6 +1,8 @@
-import { createHash, createPrivateKey, type KeyObject } from 'node:crypto';
+import { createHash, createPrivateKey, sign as rsaSign, type KeyObject } from 'node:crypto';
 import MessageParser from 'nodemailer/lib/dkim/message-parser';
 import signHeaders from 'nodemailer/lib/dkim/sign';
+import { foldLines } from 'nodemailer/lib/mime-funcs';
+import { normalizeDomain } from 'nodemailer/lib/shared';
 
 /**
  * mailauth's and nodemailer's default signed headers plus List-Unsubscribe-Post (RFC 8058 wants the one-click
@@ -97,23 +99,58 @@ export function relaxedBodyHash(body: Buffer): string {
   return createHash('sha256').update(out.subarray(0, o)).digest('base64');
 }
 
+/** A tag value as nodemailer writes it: no control characters, DEL, `;` or `=` (none can close the tag). */
+const tagValue = (v: string) =>
+  Array.from(v)
+    .filter((c) => c > '\x1f' && c !== '\x7f' && c !== ';' && c !== '=')
+    .join('');
+
+/** The RSA signature of `data` (SHA-256, PKCS#1 v1.5), made on libuv's thread pool, not the event loop. */
+const rsaSha256 = (data: Buffer, key: KeyObject) =>
+  new Promise<Buffer>((resolve, reject) =>
+    rsaSign('sha256', data, key, (err, sig) => (err ? reject(err) : resolve(sig))),
+  );
+
 /**
- * Prepends a DKIM-Signature (rsa-sha256, relaxed/relaxed) to `raw`. The bytes are all in memory, so
- * this does at once what nodemailer's streaming signer does over several turns of the event loop: the
- * same header parsing and header signing (its own code), the same body hash, the same output (an RSA
- * PKCS#1 v1.5 signature is deterministic, so both give identical bytes). A key that cannot sign is an
- * error here, never a silently unsigned message.
+ * Prepends a DKIM-Signature (rsa-sha256, relaxed/relaxed) to `raw`. The bytes are all in memory, so this does
+ * at once what nodemailer's streaming signer does over several turns of the event loop, with its header
+ * parsing and header canonicalization, and gives the same bytes (an RSA PKCS#1 v1.5 signature is
+ * deterministic). The signature itself, the costliest step of a delivery, runs on the thread pool, so a
+ * worker delivering a batch signs one message while it talks SMTP for the others. A key that cannot sign
+ * is an error here, never a silently unsigned message.
  */
-export function signDkim(raw: Buffer, key: DkimKey): Buffer {
+export async function signDkim(raw: Buffer, key: DkimKey): Promise<Buffer> {
   const start = bodyStart(raw);
   // The parser's own header splitting (it reads nothing but `rawHeaders`), without a stream around it.
   const headers = MessageParser.prototype.parseHeaders.call({ rawHeaders: raw.subarray(0, start) } as MessageParser);
-  const field = signHeaders(headers, 'sha256', relaxedBodyHash(raw.subarray(start)), {
-    domainName: key.domain,
-    keySelector: key.selector,
-    privateKey: key.privateKey,
-    headerFieldNames: SIGNED_HEADERS,
-  });
-  if (!field) throw new Error(`DKIM signing for ${key.domain} failed (the key cannot sign)`);
-  return Buffer.concat([Buffer.from(`${field}\r\n`), raw]);
+  const signed = signHeaders.relaxedHeaders(headers, SIGNED_HEADERS);
+  const tags = [
+    'v=1',
+    'a=rsa-sha256',
+    'c=relaxed/relaxed',
+    `d=${normalizeDomain(tagValue(key.domain), false)}`,
+    'q=dns/txt',
+    `s=${tagValue(key.selector)}`,
+    `bh=${relaxedBodyHash(raw.subarray(start))}`,
+    `h=${tagValue(signed.fieldNames)}`,
+  ].join('; ');
+  const field = `${foldLines(`DKIM-Signature: ${tags}`, 76)};\r\n b=`;
+  // The signature covers the header itself with an empty b=, canonicalized like the others.
+  const own = signHeaders.relaxedHeaders([{ key: 'dkim-signature', line: field }], 'dkim-signature').headers;
+  let signature: string;
+  try {
+    signature = (await rsaSha256(Buffer.from(signed.headers + own.slice(0, -2), 'latin1'), key.privateKey)).toString(
+      'base64',
+    );
+  } catch {
+    throw new Error(`DKIM signing for ${key.domain} failed (the key cannot sign)`);
+  }
+  return Buffer.concat([Buffer.from(`${field}${foldSignature(signature)}\r\n`, 'latin1'), raw]);
+}
+
+/** The b= value folded as nodemailer folds it: 73 characters on the tag's line, then 75 per continuation line. */
+function foldSignature(b64: string): string {
+  const lines = [b64.slice(0, 73)];
+  for (let i = 73; i < b64.length; i += 75) lines.push(b64.slice(i, i + 75));
+  return lines.join('\r\n ');
 }
