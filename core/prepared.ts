@@ -43,3 +43,16 @@ export async function runNamed(
     byName.set(statement.name, (p = db._.session.prepareQuery(statement.query, undefined, statement.name, false)));
   return (await p.execute(values)) as { rows: Record<string, unknown>[] };
 }
+
+/**
+ * A row as a named statement returns it (by column name, in driver values), as drizzle gives it for these
+ * `columns` (by key, each mapped by its column: numbers for the ms columns, parsed jsonb, …).
+ */
+export function rowOf<T>(columns: Record<string, Column>, raw: Record<string, unknown>): T {
+  const out: Record<string, unknown> = {};
+  for (const [key, column] of Object.entries(columns)) {
+    const v = raw[column.name];
+    out[key] = v === null || v === undefined ? null : column.mapFromDriverValue(v);
+  }
+  return out as T;
+}

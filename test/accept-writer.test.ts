@@ -7,7 +7,7 @@ import { boolean, integer, jsonb, pgTable, text } from 'drizzle-orm/pg-core';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { openDatabase, schema, type Database, type Db } from '../db/index.js';
 import { createAcceptWriter, type Accept } from '../core/sending/accept-writer.js';
-import { arrayInsert } from '../core/sending/accept-sql.js';
+import { arrayInsert } from '../core/array-insert.js';
 import { isLeaseLost, LEASE_LOST, type LeaseUse } from '../core/gate/cap-lease.js';
 import { dayKey, DB_NOW_MS, monthKey, outboundCounts } from '../core/usage.js';
 import { newId } from '../core/ids.js';

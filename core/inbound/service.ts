@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Resolver } from 'node:dns/promises';
-import { and, eq, getTableColumns, inArray, isNull, lt, or, sql } from 'drizzle-orm';
+import { and, eq, getTableColumns, inArray, isNull, lt, sql } from 'drizzle-orm';
 import type { ParsedMail } from 'mailparser';
 import type { Database, Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
@@ -27,6 +27,7 @@ import { parseMail, runParse } from '../parsing/pool.js';
 import { receivedPayload, type InboundAttachment } from './payload.js';
 import { unsubscribeTokenOf } from '../contacts/unsubscribe.js';
 import { log } from '../log.js';
+import { named, rowOf, runNamed, type Named } from '../prepared.js';
 import { withSpamHeaders, type SpamFilter, type SpamMeta, type SpamVerdict } from '../spam/rspamd.js';
 import { configCache } from './config-cache.js';
 import { watchReceivingConfig } from '../mail/config-changes.js';
@@ -365,32 +366,46 @@ export function createInboundService(deps: {
    * Marks messages as taken by run `as` (the sweep starts those never marked) and reads them, in one
    * statement; the domain's retention settings come back with them (a subquery in RETURNING).
    */
+  // The claim is a named prepared statement (core/prepared.ts), one text per variant whatever the batch's size:
+  // built by drizzle per batch, with one parameter per id, it cost the worker more than the rest of the claim.
+  const claimStatements = new Map<string, Named>();
+  function claimStatement(takeOver: boolean, withPayload: boolean): Named {
+    const key = `${takeOver}:${withPayload}`;
+    let s = claimStatements.get(key);
+    if (s) return s;
+    const raw = schema.inboundRaw;
+    const m = schema.messages;
+    const as = sql.placeholder('as');
+    s = named(
+      'inbound_claim',
+      sql`update ${m} set ${sql.identifier(m.workflowId.name)} = ${as}
+        where ${m.id} = any(${sql.placeholder('ids')}::text[])
+          and (${m.workflowId} is null or ${m.workflowId} = ${as}${takeOver ? sql` or ${m.workflowId} = ${sql.placeholder('from')}` : sql``})
+        returning *,
+          coalesce((select ${d.zeroRetention} = 1 or coalesce(${d.encPublicKey}, '') <> '' from ${d} where ${d.id} = ${m.domainId}), false) as keeps_no_copy
+          ${withPayload ? sql`, (select ${raw.payloadSealed} from ${raw} where ${raw.messageId} = ${m.id}) as payload_sealed` : sql``}`,
+    );
+    claimStatements.set(key, s);
+    return s;
+  }
+  const messageColumns = getTableColumns(schema.messages);
+
   async function claimMessages(
     messageIds: string[],
     as: string,
     takeOverFrom?: string,
     withPayload = false,
   ): Promise<Claimed[]> {
-    const raw = schema.inboundRaw;
-    const m = schema.messages;
-    const free = takeOverFrom
-      ? or(isNull(m.workflowId), eq(m.workflowId, as), eq(m.workflowId, takeOverFrom))
-      : or(isNull(m.workflowId), eq(m.workflowId, as));
-    return db
-      .update(m)
-      .set({ workflowId: as })
-      .where(and(inArray(m.id, messageIds), free))
-      .returning({
-        ...getTableColumns(m),
-        keepsNoCopy: sql<boolean>`coalesce((select ${d.zeroRetention} = 1 or coalesce(${d.encPublicKey}, '') <> '' from ${d} where ${d.id} = ${m.domainId}), false)`,
-        ...(withPayload
-          ? {
-              payloadSealed: sql<
-                string | null
-              >`(select ${raw.payloadSealed} from ${raw} where ${raw.messageId} = ${m.id})`,
-            }
-          : {}),
-      });
+    const { rows } = await runNamed(db, claimStatement(takeOverFrom !== undefined, withPayload), {
+      as,
+      ids: messageIds,
+      ...(takeOverFrom !== undefined ? { from: takeOverFrom } : {}),
+    });
+    return rows.map((r) => ({
+      ...rowOf<typeof schema.messages.$inferSelect>(messageColumns, r),
+      keepsNoCopy: r.keeps_no_copy === true,
+      ...(withPayload ? { payloadSealed: (r.payload_sealed as string | null) ?? null } : {}),
+    }));
   }
 
   /**

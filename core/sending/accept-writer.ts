@@ -4,7 +4,7 @@ import { schema } from '../../db/index.js';
 import { DB_NOW_MS, outboundCounts } from '../usage.js';
 import { LEASE_LOST, type LeaseUse } from '../gate/cap-lease.js';
 import { createGroupCommit } from '../group-commit.js';
-import { arrayInsert } from './accept-sql.js';
+import { arrayInsert } from '../array-insert.js';
 import { named, runNamed, type Named } from '../prepared.js';
 
 type MessageValues = typeof schema.messages.$inferInsert;
@@ -66,7 +66,7 @@ function statementFor(shape: Shape, variant: string, cols: Parameters<typeof mes
  * into messages and one upsert of every account's usage counters, together). A caller's promise resolves
  * once its rows and counters are durable. When a shared statement fails, each of its sends is written
  * again on its own, so one bad row fails only its own caller; a send that fails alone rejects its caller.
- * The statement's text depends only on its shape (./accept-sql.ts): a named prepared statement per connection.
+ * The statement's text depends only on its shape (core/array-insert.ts): a named prepared statement per connection.
  */
 export function createAcceptWriter(deps: {
   db: Db;

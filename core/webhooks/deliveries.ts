@@ -14,6 +14,8 @@ import { TRACKING_PATTERN } from '../mail/patterns.js';
 import type { RouteService } from './routes.js';
 import type { NetPolicy } from './url.js';
 import { log } from '../log.js';
+import { named, rowOf, runNamed, type Named } from '../prepared.js';
+import { arrayInsert } from '../array-insert.js';
 
 export type DeliveryRow = typeof schema.deliveries.$inferSelect;
 export type AttemptResult = { ok: boolean; status: number | null; reason: string | null };
@@ -82,6 +84,12 @@ export function createDeliveryStore(deps: {
     return { url: route?.url ?? d.url, ackMode, secret };
   }
 
+  // The rows go in from one array per column (core/array-insert.ts): one text per variant, a named
+  // prepared statement however many rows it carries, nothing built per call but the arrays.
+  const deliveryRows = arrayInsert(dl);
+  const deliveryColumns = getTableColumns(dl);
+  const insertStatements = new Map<string, Named>();
+
   /**
    * Rows in one statement: a row that exists already (a retried step) is answered as it is, unchanged;
    * `made` tells a row this statement inserted (it has no attempt yet).
@@ -103,11 +111,18 @@ export function createDeliveryStore(deps: {
       createdAt: now,
       updatedAt: now,
     }));
-    return db
-      .insert(dl)
-      .values(rows)
-      .onConflictDoUpdate({ target: dl.id, set: { id: sql`${dl.id}` } })
-      .returning({ ...getTableColumns(dl), made: sql<boolean>`(xmax = 0)` });
+    const { variant, columns } = deliveryRows.columnsOf(rows);
+    let statement = insertStatements.get(variant);
+    if (!statement)
+      insertStatements.set(
+        variant,
+        (statement = named(
+          'deliveries_insert',
+          sql`${deliveryRows.statement(columns, 'd')} on conflict (${sql.identifier(dl.id.name)}) do update set ${sql.identifier(dl.id.name)} = excluded.${sql.identifier(dl.id.name)} returning *, (xmax = 0) as made`,
+        )),
+      );
+    const { rows: stored } = await runNamed(db, statement, deliveryRows.values(columns, rows, 'd'));
+    return stored.map((r) => ({ ...rowOf<DeliveryRow>(deliveryColumns, r), made: r.made === true }));
   }
 
   return {

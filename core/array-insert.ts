@@ -1,6 +1,6 @@
 import { getTableColumns, getTableName, is, SQL, sql, type Column } from 'drizzle-orm';
 import type { PgTable } from 'drizzle-orm/pg-core';
-import { toDriver } from '../prepared.js';
+import { toDriver } from './prepared.js';
 
 /**
  * Statements whose text depends on their shape only, not on how many rows they carry: each column's values go
