@@ -1,6 +1,7 @@
 /**
  * npm run bench:inbound — inbound throughput on this machine: PostgreSQL, the Temporal dev server, the
- * API + SMTP ingress in this process, the worker in its own, the webhook receiver in its own. Measures
+ * API + SMTP ingress in this process, the worker in its own, the webhook receiver, the DNS server and the SMTP
+ * load generator (bench/smtp-load.ts) each in its own. Measures
  * (a) the ingress alone (SMTP accept, parse, SPF/DKIM/DMARC scoring, persist; no workflow started),
  * (b) messages accepted over SMTP and delivered, signed, to the loopback webhook (inbound batch runs),
  * and (c) workflows with two local activities on the same server; prints accepted/(a) and delivered/(c), and
@@ -13,12 +14,10 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import nodemailer from 'nodemailer';
 import { loadConfig } from '../core/config.js';
 import { startService } from '../runtime/service.js';
 import {} from '../worker.js';
 import { startDevServer } from '../temporal/dev-server.js';
-import { startTestDns } from '../test/helpers/dns.js';
 import { createTestDatabase } from '../test/helpers/pg.js';
 import { freePort } from '../test/helpers/ports.js';
 import { apiClient } from '../test/helpers/stack.js';
@@ -34,14 +33,16 @@ import {
   type ProcessGroup,
 } from './cost.js';
 import { checkFloors } from './floors.js';
-import { pool, repeatRuns, spawnRole, spawnWorker, type Figures } from './util.js';
+import { pool, repeatRuns, runScript, spawnRole, spawnWorker, type Figures } from './util.js';
 import { referenceWorkflow } from '../workflows/reference.js';
 
 const N = Number(process.env.BENCH_MESSAGES ?? 1000);
 const C = Number(process.env.BENCH_CONCURRENCY ?? 16);
 
 async function main(): Promise<Figures> {
-  const dns = await startTestDns();
+  // The DNS host is the senders' and recipients', not the service's: a process of its own (bench/dns-server.ts).
+  const dns = await spawnRole(['bench/dns-server.ts'], {}, 'listening');
+  const dnsAddress = /listening (\S+)/.exec(dns.output)![1]!;
   // The webhook receiver is the customer's server: its own process, so it shares no event loop with the ingress.
   const hooks = await spawnRole(['bench/webhook-sink.ts'], {}, 'listening');
   const hooksBase = `http://127.0.0.1:${/listening (\d+)/.exec(hooks.output)![1]}`;
@@ -63,7 +64,7 @@ async function main(): Promise<Figures> {
     DATABASE_URL: pg.url,
     TEMPORAL_ADDRESS: process.env.TEMPORAL_ADDRESS ?? temporal!.address,
     SERVICE_DOMAIN: 'bench.svc.test',
-    DNS_SERVERS: dns.server.address,
+    DNS_SERVERS: dnsAddress,
     SECRET_KEY: 'bench-secret-key-0123456789-abcdefghijklmnop',
     SIGNUP_LIMIT_PER_HOUR: '1000',
     NODE_ENV: 'production',
@@ -89,28 +90,22 @@ async function main(): Promise<Figures> {
   const workerStats = join(env.DATA_DIR!, 'worker-queries.json');
   const worker = split ? await spawnWorker({ ...env, SVC_QUERY_STATS_FILE: workerStats }) : undefined;
   const groups: ProcessGroup[] = [
-    { name: split ? 'API + SMTP + load' : 'all roles + load', pids: () => [process.pid] },
+    { name: split ? 'API + SMTP' : 'all roles', pids: () => [process.pid] },
     ...(worker ? [{ name: 'worker', pids: () => [worker.pid] }] : []),
     { name: 'PostgreSQL', pids: () => pidsByComm('postgres') },
     { name: 'Temporal server', pids: () => pidsByComm('temporal') },
   ];
   const api = apiClient(`http://127.0.0.1:${service.apiPort}`);
-  const smtp = nodemailer.createTransport({
-    host: '127.0.0.1',
-    port: service.smtpPort!,
-    pool: true,
-    maxConnections: C,
-    maxMessages: Infinity,
-    secure: false,
-    ignoreTLS: true,
-  });
-  const message = (i: number, tag: string) => ({
-    from: `Sender ${i} <s${i}@far.example>`,
-    to: `in${i}@inbox.bench.svc.test`,
-    subject: `${tag} ${i}`,
-    text: `Hello ${i}`,
-    html: `<p>Hello <b>${i}</b></p>`,
-  });
+  // The SMTP clients run in a process of their own (bench/smtp-load.ts): `phase` snapshots the CPU as its first
+  // message goes and answers the seconds its N messages took to be accepted.
+  const load = async (offset: number, tag: string, atStart: () => void) =>
+    runScript<{ secs: number; cpuMs: number }>(
+      'bench/smtp-load.ts',
+      'BENCH_LOAD',
+      { port: service.smtpPort!, n: N, c: C, offset, tag },
+      'LOAD',
+      (line) => line === 'START' && atStart(),
+    );
   try {
     const s = (
       await api('POST', '/api/auth/signup', { body: { email: 'bench-in@example.com', password: 'bench password' } })
@@ -124,22 +119,24 @@ async function main(): Promise<Figures> {
     const start = port.startInboundBatch;
     port.startInboundBatch = async () => undefined;
     // (a)'s own CPU, over the same processes as (b)'s below.
-    const refCpuBefore = snapshotCpu(groups);
-    const t0 = performance.now();
-    await pool(N, C, (i) => smtp.sendMail(message(i, 'ceiling')));
-    const ceiling = N / ((performance.now() - t0) / 1000);
+    let refCpuBefore = snapshotCpu(groups);
+    const ingressAlone = await load(0, 'ceiling', () => (refCpuBefore = snapshotCpu(groups)));
+    const ceiling = N / ingressAlone.secs;
     const refCpu = cpuBetween(refCpuBefore, snapshotCpu(groups));
     port.startInboundBatch = start;
     // The statement counts are written every 500 ms: (a)'s last ones must be in them before (b)'s snapshot.
     await new Promise((r) => setTimeout(r, 1000));
 
     // (b) accepted over SMTP and delivered to the webhook.
-    const cpuBefore = snapshotCpu(groups);
+    let cpuBefore = snapshotCpu(groups);
     const sqlBefore = queriesIn([workerStats, ingressStats]);
     const statementsBefore = statementsIn([workerStats, ingressStats]);
-    const t1 = performance.now();
-    await pool(N, C, (i) => smtp.sendMail(message(N + i, 'full')));
-    const acceptSecs = (performance.now() - t1) / 1000;
+    let t1 = performance.now();
+    const accepted = await load(N, 'full', () => {
+      cpuBefore = snapshotCpu(groups);
+      t1 = performance.now();
+    });
+    const acceptSecs = accepted.secs;
     for (const deadline = Date.now() + 600_000; (await received()) < N;) {
       if (Date.now() > deadline) throw new Error(`only ${await received()}/${N} delivered`);
       await new Promise((r) => setTimeout(r, 20));
@@ -185,6 +182,7 @@ async function main(): Promise<Figures> {
     const refParts = [...refCpu].map(([name, ms]) => `${name} ${(ms / N).toFixed(2)}`).join(', ');
     console.log(`  CPU reference (a)       ${total(refCpu).toFixed(2)} ms (the ingress alone: ${refParts})`);
     console.log(`  CPU total / reference's ${(total(cpu) / total(refCpu)).toFixed(2)}`);
+    console.log(`  (the SMTP load generator, its own process: ${(accepted.cpuMs / N).toFixed(2)} ms, not counted)`);
     printStatements(statementsBefore, statements, N);
     return {
       '(a) ingress alone/s': ceiling,
@@ -199,13 +197,12 @@ async function main(): Promise<Figures> {
       'SQL statements/message': sql / N,
     };
   } finally {
-    smtp.close();
     await worker?.stop();
     await service.stop();
     await temporal?.stop();
     await pg.drop();
     await hooks.stop();
-    await dns.close();
+    await dns.stop();
   }
 }
 

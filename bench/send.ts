@@ -44,7 +44,7 @@ import {
 } from './cost.js';
 import { checkFloors, reportTargets } from './floors.js';
 import { runSubmissionPhase, printSubmission } from './submission.js';
-import { percentile, pool, repeatRuns, spawnRole, spawnWorker, jsonPoster, type Figures } from './util.js';
+import { percentile, pool, repeatRuns, runScript, spawnRole, spawnWorker, jsonPoster, type Figures } from './util.js';
 
 const N = Number(process.env.BENCH_MESSAGES ?? 2000);
 const C = Number(process.env.BENCH_CONCURRENCY ?? 32);
@@ -290,20 +290,8 @@ async function main(): Promise<Figures> {
 }
 
 /** Runs (c) in its own process and answers its duration and CPU (bench/reference-send.ts). */
-async function runReference(input: Record<string, unknown>): Promise<{ secs: number; cpuMs: number }> {
-  const { spawn } = await import('node:child_process');
-  const child = spawn(process.execPath, ['--import', 'tsx', 'bench/reference-send.ts'], {
-    env: { ...process.env, BENCH_REF: JSON.stringify(input) },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  child.stdout.on('data', (b: Buffer) => (out += b.toString()));
-  child.stderr.on('data', (b: Buffer) => (out += b.toString()));
-  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
-  const line = out.split('\n').find((l) => l.startsWith('REF '));
-  if (code !== 0 || !line) throw new Error(`the reference (c) failed (${code}):\n${out}`);
-  return JSON.parse(line.slice(4)) as { secs: number; cpuMs: number };
-}
+const runReference = (input: Record<string, unknown>) =>
+  runScript<{ secs: number; cpuMs: number }>('bench/reference-send.ts', 'BENCH_REF', input, 'REF');
 
 // The floors docs/benchmarks.md states (bench/floors.ts): a ratio below one makes the run exit 1 (judged on the
 // medians when BENCH_REPEAT runs more than once); (b)/(c) needs the ceiling. The steady p99 is reported against

@@ -52,6 +52,41 @@ export async function repeatRuns(run: () => Promise<Figures>, check: (figures: F
 }
 
 /**
+ * Runs a benchmark's helper script (`bench/<file>`) as a process of its own with `input` as JSON in `envName`,
+ * and answers the JSON of its `<marker> …` line once it exits. `onLine` sees each line it prints as it comes.
+ */
+export async function runScript<T>(
+  file: string,
+  envName: string,
+  input: Record<string, unknown>,
+  marker: string,
+  onLine?: (line: string) => void,
+): Promise<T> {
+  const { spawn } = await import('node:child_process');
+  const child = spawn(process.execPath, ['--import', 'tsx', file], {
+    env: { ...process.env, [envName]: JSON.stringify(input) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  stopRolesWithThisProcess();
+  roles.add(child);
+  child.once('exit', () => roles.delete(child));
+  let out = '';
+  let seen = 0;
+  child.stdout.on('data', (b: Buffer) => {
+    out += b.toString();
+    for (let nl = out.indexOf('\n', seen); nl !== -1; nl = out.indexOf('\n', seen)) {
+      onLine?.(out.slice(seen, nl));
+      seen = nl + 1;
+    }
+  });
+  child.stderr.on('data', (b: Buffer) => (out += b.toString()));
+  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+  const line = out.split('\n').find((l) => l.startsWith(`${marker} `));
+  if (code !== 0 || !line) throw new Error(`${file} failed (${code}):\n${out}`);
+  return JSON.parse(line.slice(marker.length + 1)) as T;
+}
+
+/**
  * The worker as its own process (`npm run start:worker`), as production runs it: the API and the
  * worker then each get an event loop instead of sharing one. Resolves once it polls its task queue.
  */
