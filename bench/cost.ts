@@ -8,10 +8,10 @@ import type { Client } from '@temporalio/client';
 
 const TICK_MS = 10; // CLK_TCK = 100 on Linux
 
-/** utime + stime of one process, in ms; 0 once it is gone. */
-export function cpuMsOf(pid: number): number {
+/** utime + stime from a /proc stat file, in ms; 0 once its process or thread is gone. */
+function statCpuMs(path: string): number {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const stat = readFileSync(path, 'utf8');
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     return (Number(fields[11]) + Number(fields[12])) * TICK_MS;
   } catch {
@@ -19,16 +19,11 @@ export function cpuMsOf(pid: number): number {
   }
 }
 
+/** utime + stime of one process, in ms; 0 once it is gone. */
+export const cpuMsOf = (pid: number): number => statCpuMs(`/proc/${pid}/stat`);
+
 /** utime + stime of a process's main thread (its event loop, for Node), in ms; 0 once it is gone. */
-export function mainThreadCpuMsOf(pid: number): number {
-  try {
-    const stat = readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[11]) + Number(fields[12])) * TICK_MS;
-  } catch {
-    return 0;
-  }
-}
+export const mainThreadCpuMsOf = (pid: number): number => statCpuMs(`/proc/${pid}/task/${pid}/stat`);
 
 /** Every process whose command name is `comm` (PostgreSQL backends: `postgres`; the Temporal dev server: `temporal`). */
 export function pidsByComm(comm: string): number[] {

@@ -96,8 +96,8 @@ async function main(): Promise<Figures> {
     { name: 'Temporal server', pids: () => pidsByComm('temporal') },
   ];
   const api = apiClient(`http://127.0.0.1:${service.apiPort}`);
-  // The SMTP clients run in a process of their own (bench/smtp-load.ts): `phase` snapshots the CPU as its first
-  // message goes and answers the seconds its N messages took to be accepted.
+  // The SMTP clients run in a process of their own (bench/smtp-load.ts): `load` calls `atStart` as its first
+  // message goes (the CPU snapshot) and answers the seconds its N messages took to be accepted.
   const load = async (offset: number, tag: string, atStart: () => void) =>
     runScript<{ secs: number; cpuMs: number }>(
       'bench/smtp-load.ts',

@@ -56,3 +56,13 @@ export function rowOf<T>(columns: Record<string, Column>, raw: Record<string, un
   }
   return out as T;
 }
+
+/** Named statements built once per key (each variant of a statement's text), the same `Named` on every call after. */
+export function namedCache(): (key: string, build: () => Named) => Named {
+  const built = new Map<string, Named>();
+  return (key, build) => {
+    let statement = built.get(key);
+    if (!statement) built.set(key, (statement = build()));
+    return statement;
+  };
+}

@@ -4,7 +4,7 @@ import { schema } from '../../db/index.js';
 import { AppError } from '../errors.js';
 import type { StorageQuota } from '../storage/quota.js';
 import { billMonth, monthKey } from '../usage.js';
-import { named, runNamed, toDriver, type Named } from '../prepared.js';
+import { named, namedCache, runNamed, toDriver, type Named } from '../prepared.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Tx = Db | Parameters<Parameters<Db['transaction']>[0]>[0] | any;
@@ -122,12 +122,10 @@ export function createInboundDoor(deps: { db: Db; storage: StorageQuota; unverif
     return { ...viewOfRow(row), stored: Number(row?.stored ?? 0) > 0 };
   }
 
-  const statements = new Map<string, Named>();
+  const statements = namedCache();
   /** The accepting statement for a message row setting `keys`, built once (placeholders for every value). */
-  function admitStatement(keys: string[]): Named {
-    const signature = keys.join(',');
-    const found = statements.get(signature);
-    if (found) return found;
+  const admitStatement = (keys: string[]): Named => statements(keys.join(','), () => buildAdmit(keys));
+  function buildAdmit(keys: string[]): Named {
     const db = deps.db;
     const ph = (name: string) => sql.placeholder(name);
     const u = schema.users,
@@ -171,9 +169,7 @@ export function createInboundDoor(deps: { db: Db; storage: StorageQuota; unverif
       })
       .from(u)
       .where(eq(u.id, ph('userId')));
-    const statement = named('inbound_admit', query.getSQL());
-    statements.set(signature, statement);
-    return statement;
+    return named('inbound_admit', query.getSQL());
   }
 
   /** Throws the refusal for `bytes` more (0 at RCPT: is the account already past a limit?). */

@@ -27,7 +27,7 @@ import { parseMail, runParse } from '../parsing/pool.js';
 import { receivedPayload, type InboundAttachment } from './payload.js';
 import { unsubscribeTokenOf } from '../contacts/unsubscribe.js';
 import { log } from '../log.js';
-import { named, rowOf, runNamed, type Named } from '../prepared.js';
+import { named, namedCache, rowOf, runNamed, type Named } from '../prepared.js';
 import { withSpamHeaders, type SpamFilter, type SpamMeta, type SpamVerdict } from '../spam/rspamd.js';
 import { configCache } from './config-cache.js';
 import { watchReceivingConfig } from '../mail/config-changes.js';
@@ -362,21 +362,16 @@ export function createInboundService(deps: {
 
   type Claimed = typeof schema.messages.$inferSelect & { keepsNoCopy: boolean; payloadSealed?: string | null };
 
-  /**
-   * Marks messages as taken by run `as` (the sweep starts those never marked) and reads them, in one
-   * statement; the domain's retention settings come back with them (a subquery in RETURNING).
-   */
   // The claim is a named prepared statement (core/prepared.ts), one text per variant whatever the batch's size:
   // built by drizzle per batch, with one parameter per id, it cost the worker more than the rest of the claim.
-  const claimStatements = new Map<string, Named>();
-  function claimStatement(takeOver: boolean, withPayload: boolean): Named {
-    const key = `${takeOver}:${withPayload}`;
-    let s = claimStatements.get(key);
-    if (s) return s;
+  const claimStatements = namedCache();
+  const claimStatement = (takeOver: boolean, withPayload: boolean): Named =>
+    claimStatements(`${takeOver}:${withPayload}`, () => buildClaim(takeOver, withPayload));
+  function buildClaim(takeOver: boolean, withPayload: boolean): Named {
     const raw = schema.inboundRaw;
     const m = schema.messages;
     const as = sql.placeholder('as');
-    s = named(
+    return named(
       'inbound_claim',
       sql`update ${m} set ${sql.identifier(m.workflowId.name)} = ${as}
         where ${m.id} = any(${sql.placeholder('ids')}::text[])
@@ -385,11 +380,13 @@ export function createInboundService(deps: {
           coalesce((select ${d.zeroRetention} = 1 or coalesce(${d.encPublicKey}, '') <> '' from ${d} where ${d.id} = ${m.domainId}), false) as keeps_no_copy
           ${withPayload ? sql`, (select ${raw.payloadSealed} from ${raw} where ${raw.messageId} = ${m.id}) as payload_sealed` : sql``}`,
     );
-    claimStatements.set(key, s);
-    return s;
   }
   const messageColumns = getTableColumns(schema.messages);
 
+  /**
+   * Marks messages as taken by run `as` (the sweep starts those never marked) and reads them, in one
+   * statement; the domain's retention settings come back with them (a subquery in RETURNING).
+   */
   async function claimMessages(
     messageIds: string[],
     as: string,

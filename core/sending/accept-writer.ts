@@ -5,7 +5,7 @@ import { DB_NOW_MS, outboundCounts } from '../usage.js';
 import { LEASE_LOST, type LeaseUse } from '../gate/cap-lease.js';
 import { createGroupCommit } from '../group-commit.js';
 import { arrayInsert } from '../array-insert.js';
-import { named, runNamed, type Named } from '../prepared.js';
+import { named, namedCache, runNamed, type Named } from '../prepared.js';
 
 type MessageValues = typeof schema.messages.$inferInsert;
 /** One accepted call's writes: its message rows and the recipients they count for the account. */
@@ -52,13 +52,11 @@ function statementOf(shape: Shape, accepted: SQL): SQL {
         then '1' else ${p('lost')} end)::int as ok`;
 }
 /** Each shape's text for each set of message columns a group writes, built once. */
-const statements = new Map<string, Named>();
-function statementFor(shape: Shape, variant: string, cols: Parameters<typeof messageRows.statement>[0]): Named {
-  const key = `${shape} ${variant}`;
-  let s = statements.get(key);
-  if (!s) statements.set(key, (s = named(`accept_${shape}`, statementOf(shape, messageRows.statement(cols, 'm')))));
-  return s;
-}
+const statements = namedCache();
+const statementFor = (shape: Shape, variant: string, cols: Parameters<typeof messageRows.statement>[0]): Named =>
+  statements(`${shape} ${variant}`, () =>
+    named(`accept_${shape}`, statementOf(shape, messageRows.statement(cols, 'm'))),
+  );
 
 /**
  * Writes accepted sends of plans with no cap with group commit: a send goes out at once when no write is

@@ -14,7 +14,7 @@ import { TRACKING_PATTERN } from '../mail/patterns.js';
 import type { RouteService } from './routes.js';
 import type { NetPolicy } from './url.js';
 import { log } from '../log.js';
-import { named, rowOf, runNamed, type Named } from '../prepared.js';
+import { named, namedCache, rowOf, runNamed } from '../prepared.js';
 import { arrayInsert } from '../array-insert.js';
 
 export type DeliveryRow = typeof schema.deliveries.$inferSelect;
@@ -88,7 +88,8 @@ export function createDeliveryStore(deps: {
   // prepared statement however many rows it carries, nothing built per call but the arrays.
   const deliveryRows = arrayInsert(dl);
   const deliveryColumns = getTableColumns(dl);
-  const insertStatements = new Map<string, Named>();
+  const insertStatements = namedCache();
+  const id = sql.identifier(dl.id.name);
 
   /**
    * Rows in one statement: a row that exists already (a retried step) is answered as it is, unchanged;
@@ -112,15 +113,12 @@ export function createDeliveryStore(deps: {
       updatedAt: now,
     }));
     const { variant, columns } = deliveryRows.columnsOf(rows);
-    let statement = insertStatements.get(variant);
-    if (!statement)
-      insertStatements.set(
-        variant,
-        (statement = named(
-          'deliveries_insert',
-          sql`${deliveryRows.statement(columns, 'd')} on conflict (${sql.identifier(dl.id.name)}) do update set ${sql.identifier(dl.id.name)} = excluded.${sql.identifier(dl.id.name)} returning *, (xmax = 0) as made`,
-        )),
-      );
+    const statement = insertStatements(variant, () =>
+      named(
+        'deliveries_insert',
+        sql`${deliveryRows.statement(columns, 'd')} on conflict (${id}) do update set ${id} = excluded.${id} returning *, (xmax = 0) as made`,
+      ),
+    );
     const { rows: stored } = await runNamed(db, statement, deliveryRows.values(columns, rows, 'd'));
     return stored.map((r) => ({ ...rowOf<DeliveryRow>(deliveryColumns, r), made: r.made === true }));
   }
