@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import { and, asc, eq, inArray, sql } from 'drizzle-orm';
+import { and, asc, eq, getTableName, inArray, sql } from 'drizzle-orm';
 import type { Db } from '../../db/index.js';
 import { schema } from '../../db/index.js';
 import { newId } from '../ids.js';
@@ -80,6 +80,41 @@ const filing = (withBody: boolean) => {
 };
 const FILE_WITH_BODY = filing(true);
 const FILE_SHARING_BODY = filing(false);
+/** The sequence every UID comes from (`mailbox_messages.uid` is a serial). */
+const UID_SEQ = sql.raw(`'${getTableName(mm)}_uid_seq'`);
+/**
+ * A new message filed in one statement, where the two above are two: the folder row is created or locked by
+ * the upsert, which sets `uid_next` past the UID it takes from the sequence, and the message takes that UID.
+ * On a folder that exists the update takes it, once it holds the lock, so UIDs still become visible in
+ * ascending order per folder. A folder it creates takes it in VALUES, which runs before the conflict check:
+ * only when the statement's snapshot has no such folder, so a filing into an existing folder spends one value.
+ * A folder deleted meanwhile and made again answers `created` with `uid_next` still 1: the caller sets it, in
+ * the same transaction, from the UID the message got by default.
+ */
+const fresh = (withBody: boolean) => {
+  const body = sql`body as (insert into ${bodies} (id, user_id, size, raw, created_at)
+    values (${ph('bodyId')}, ${ph('userId')}, ${ph('size')}, ${ph('raw')}, ${ph('createdAt')}) returning id), `;
+  return named(
+    withBody ? 'mailbox_file_new_body' : 'mailbox_file_new',
+    sql`with box as (insert into ${mb} (id, user_id, domain_id, address, name, uid_validity, uid_next, created_at)
+      values (${ph('id')}, ${ph('userId')}, ${ph('domainId')}, ${ph('address')}, ${ph('name')}, ${ph('uidValidity')},
+        (select case when exists (select 1 from ${mb} where domain_id = ${ph('domainId')} and address = ${ph('address')} and name = ${ph('name')})
+          then 1 else nextval(${UID_SEQ}) + 1 end), ${ph('createdAt')})
+      on conflict (domain_id, address, name) do update set uid_next = nextval(${UID_SEQ}) + 1
+      returning id, uid_next),
+    ${withBody ? body : sql``}filed as (insert into ${mm} (uid, mailbox_id, message_id, flags, from_addr, to_addr, subject, size, body_id, internal_date)
+      select case when box.uid_next = 1 then nextval(${UID_SEQ}) else box.uid_next - 1 end, box.id, ${ph('messageId')}, ${ph('flags')},
+        ${ph('fromAddr')}, ${ph('toAddr')}, ${ph('subject')}, ${ph('size')}, ${ph('bodyId')}, ${ph('internalDate')} from box
+      returning uid, mailbox_id)
+    select filed.uid, filed.mailbox_id, box.uid_next = 1 as created from filed, box`,
+  );
+};
+const FILE_NEW_WITH_BODY = fresh(true);
+const FILE_NEW_SHARING_BODY = fresh(false);
+const SET_UID_NEXT = named(
+  'mailbox_uid_next',
+  sql`update ${mb} set uid_next = greatest(${mb}.uid_next, ${ph('uid')}::int + 1) where id = ${ph('mailboxId')}::text`,
+);
 
 /**
  * Mailbox storage shared by the mailbox API and IMAP: folders per address, messages with UIDs from
@@ -141,6 +176,7 @@ export function createMailboxStore(deps: { db: Db; storage?: StorageQuota }) {
    * filed there already. Answers the body it refers to, for the next recipient of the same bytes.
    */
   async function fileIn(tx: Tx, f: FileInput): Promise<{ mailboxId: string; uid: number; bodyId: string } | undefined> {
+    if (!f.shareBody && (!f.messageId || f.fresh)) return fileNew(tx, f);
     const box = await lockFolder(tx, f);
     if (f.messageId && !f.fresh) {
       const [dup] = await tx
@@ -171,6 +207,33 @@ export function createMailboxStore(deps: { db: Db; storage?: StorageQuota }) {
     });
     const row = rows[0];
     return { mailboxId: box.id, uid: Number(row!.uid), bodyId };
+  }
+
+  /** `fileIn` of a message no row can hold yet, in one statement (two when a folder was deleted meanwhile). */
+  async function fileNew(tx: Tx, f: FileInput): Promise<{ mailboxId: string; uid: number; bodyId: string }> {
+    const bodyId = f.bodyId ?? newId('mbb');
+    const { rows } = await runNamed(tx, f.bodyId ? FILE_NEW_SHARING_BODY : FILE_NEW_WITH_BODY, {
+      id: newId('mbx'),
+      userId: f.userId,
+      domainId: f.domainId,
+      address: f.address.toLowerCase(),
+      name: f.folder,
+      uidValidity: Math.floor(Date.now() / 1000) % 2_000_000_000,
+      createdAt: Date.now(),
+      bodyId,
+      size: f.raw.length,
+      raw: f.raw,
+      messageId: f.messageId ?? null,
+      flags: JSON.stringify(f.flags ?? []),
+      fromAddr: f.fromAddr,
+      toAddr: f.address.toLowerCase(),
+      subject: f.subject,
+      internalDate: f.internalDate ?? Date.now(),
+    });
+    const row = rows[0]!;
+    const out = { mailboxId: String(row.mailbox_id), uid: Number(row.uid), bodyId };
+    if (row.created === true) await runNamed(tx, SET_UID_NEXT, { uid: out.uid, mailboxId: out.mailboxId });
+    return out;
   }
 
   const notify = (mailboxId: string) => events.emit('change', mailboxId);
