@@ -84,7 +84,7 @@ const envSchema = z.object({
   OUTBOUND_TLS_CA_FILE: z.string().min(1).optional(),
   OUTBOUND_SMTP_TIMEOUT_MS: z.coerce.number().int().min(1000).default(60_000),
   OUTBOUND_STARTS_PER_SECOND: z.coerce.number().min(0.1).max(10_000).default(5),
-  INBOUND_STARTS_PER_SECOND: z.coerce.number().min(0.1).max(10_000).default(5),
+  INBOUND_STARTS_PER_SECOND: z.coerce.number().min(0.1).max(10_000).default(2),
   TEMPORAL_UI_URL: z.url({ protocol: /^https?$/ }).optional(),
   IMAP_PORT: port.default(1143),
   IMAPS_PORT: port.default(1993),
