@@ -1,5 +1,5 @@
-import type { Resolver } from 'node:dns/promises';
 import { authenticate } from 'mailauth';
+import type { Resolve } from '../dns.js';
 
 /** `arc`: the ARC chain's verdict (`pass`, `fail`, `none` when the message carries no ARC set). */
 export type AuthVerdicts = {
@@ -12,20 +12,20 @@ export type AuthVerdicts = {
 const NOT_SCORED: AuthVerdicts = { spf: null, dkim: null, dmarc: null, spam: null, arc: null };
 
 /**
- * Scores SPF, DKIM, DMARC and the ARC chain with mailauth through DNS_SERVERS. Bounded in time: a slow resolver
+ * Scores SPF, DKIM, DMARC and the ARC chain with mailauth, its lookups made by `resolve` (DNS_SERVERS, answers
+ * kept a minute: core/inbound/service.ts). Bounded in time: a slow resolver
  * must not hold the SMTP transaction, so after `timeoutMs` the message is delivered unscored (nulls).
  */
 export async function scoreMessage(
   raw: Buffer,
-  opts: { ip: string; helo: string; sender: string; mta: string; resolver: Resolver; timeoutMs?: number },
+  opts: { ip: string; helo: string; sender: string; mta: string; resolve: Resolve; timeoutMs?: number },
 ): Promise<AuthVerdicts & { dmarcPolicy?: string | null }> {
-  const resolve = (name: string, rr: string) => opts.resolver.resolve(name, rr);
   const scoring = authenticate(raw, {
     ip: opts.ip,
     helo: opts.helo,
     sender: opts.sender,
     mta: opts.mta,
-    resolver: resolve as never,
+    resolver: opts.resolve as never,
     disableBimi: true,
   } as never)
     .then((r) => ({

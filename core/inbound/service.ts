@@ -11,6 +11,7 @@ import type { Sealer } from '../secrets.js';
 import type { DeliveryStore, DeliveryToAttempt, NewDelivery } from '../webhooks/deliveries.js';
 import { bestRoute, type RouteRow, type RouteService } from '../webhooks/routes.js';
 import { scoreMessage } from './auth.js';
+import { cachedResolve } from '../dns.js';
 import { FORWARD_HEADER } from '../mail/headers.js';
 import type { Forwarder } from '../mailboxes/forward.js';
 import type { Srs } from '../mail/srs.js';
@@ -42,6 +43,8 @@ const split = (address: string) => {
   const at = address.lastIndexOf('@');
   return { local: address.slice(0, at).toLowerCase(), domain: address.slice(at + 1).toLowerCase() };
 };
+/** How long an answer of a sender's DNS (SPF, DKIM keys, DMARC) is used again when scoring (core/dns.ts). */
+const SCORING_DNS_KEEP_MS = 60_000;
 /** Thrown inside the accepting transaction to roll it back: the message was stored before. */
 const storedBefore = new Error('stored before');
 /** Return-path addresses of outbound mail (`bounce+<msg>@bounces.<domain>`): reports, not inbound mail. */
@@ -107,6 +110,8 @@ export function createInboundService(deps: {
     if (parsed.report.kind === 'dmarc') await deps.aggregates.storeDmarc(parsed.report);
     else await deps.aggregates.storeTls(parsed.report);
   }
+  // The senders' SPF, DKIM and DMARC records, kept a minute: a burst from one domain asks its DNS once.
+  const scoringLookups = cachedResolve(deps.resolver, SCORING_DNS_KEEP_MS);
   // The read every inbound message makes (RCPT and DATA), prepared once and kept per process (config-cache.ts).
   const domainRows = db
     .select({ domain: d, route: schema.routes })
@@ -557,7 +562,7 @@ export function createInboundService(deps: {
           helo: env.helo,
           sender: env.from,
           mta: deps.serviceDomain,
-          resolver: deps.resolver,
+          resolve: scoringLookups,
         }),
         scan(raw, {
           ip: env.ip,
