@@ -59,6 +59,8 @@ export function createGroupCommit<T, R = void>(opts: {
   }
 
   return {
+    /** Items waiting for a write (not those in one under way). */
+    waiting: () => pending.length,
     /** Settles once `item` is written, with whatever else was waiting. */
     write(item: T): Promise<R> {
       return new Promise<R>((resolve, reject) => {

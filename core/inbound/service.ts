@@ -12,6 +12,7 @@ import type { DeliveryStore, DeliveryToAttempt, NewDelivery } from '../webhooks/
 import { bestRoute, type RouteRow, type RouteService } from '../webhooks/routes.js';
 import { scoreMessage } from './auth.js';
 import { cachedResolve } from '../dns.js';
+import { createGroupCommit } from '../group-commit.js';
 import { FORWARD_HEADER } from '../mail/headers.js';
 import type { Forwarder } from '../mailboxes/forward.js';
 import type { Srs } from '../mail/srs.js';
@@ -45,6 +46,10 @@ const split = (address: string) => {
 };
 /** How long an answer of a sender's DNS (SPF, DKIM keys, DMARC) is used again when scoring (core/dns.ts). */
 const SCORING_DNS_KEEP_MS = 60_000;
+/** At most this many messages share one accepting transaction. */
+const ACCEPT_GROUP_MAX = 32;
+/** One message's part of an accepting transaction. */
+type AcceptWork = (tx: Parameters<Parameters<Db['transaction']>[0]>[0]) => Promise<void>;
 /** Thrown inside the accepting transaction to roll it back: the message was stored before. */
 const storedBefore = new Error('stored before');
 /** Return-path addresses of outbound mail (`bounce+<msg>@bounces.<domain>`): reports, not inbound mail. */
@@ -240,8 +245,11 @@ export function createInboundService(deps: {
       const readable = !keepNothing && !encrypted;
       const clear = readable && !hold;
       const filed: string[] = [];
-      const fresh = await db
-        .transaction(async (tx) => {
+      // In one transaction with the other messages accepted meanwhile (`accepting`, below).
+      const fresh = await accepting
+        .write(async (tx) => {
+          // Run again alone when the group it was in failed: nothing of that try was kept.
+          filed.length = 0;
           // The message row and its raw copy, written by the door's statement last (data-modifying CTEs always run).
           const message: MessageInsert = {
             message: {
@@ -364,6 +372,25 @@ export function createInboundService(deps: {
     if (!hold) deps.starts.enqueue([id], domain.userId);
     return id;
   }
+
+  /**
+   * The accepting transactions of messages that arrive together are one (core/group-commit.ts): at low load each
+   * message commits alone at once; under load one transaction, one begin and one commit, carries those that came
+   * meanwhile, each written and judged at the door in turn, so each sees the ones before it as it would alone.
+   * One group at a time, so two groups never wait for each other's rows. A group that fails (a refusal at the
+   * door, a message stored before) is rolled back and each of its messages runs again in its own transaction, to
+   * its own answer.
+   */
+  const accepting = createGroupCommit<AcceptWork, void>({
+    alone: true,
+    max: ACCEPT_GROUP_MAX,
+    async write(items) {
+      await db.transaction(async (tx) => {
+        for (const work of items) await work(tx);
+      });
+      return () => undefined;
+    },
+  });
 
   type Claimed = typeof schema.messages.$inferSelect & { keepsNoCopy: boolean; payloadSealed?: string | null };
 
@@ -680,6 +707,9 @@ export function createInboundService(deps: {
     },
 
     finish,
+
+    /** Messages waiting for the accepting transaction under way (core/group-commit.ts): they share the next. */
+    acceptsWaiting: () => accepting.waiting(),
 
     /**
      * `POST /v1/route` (core/inbound/route-api.ts): a message made by the API is stored and delivered through

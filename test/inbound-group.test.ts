@@ -1,0 +1,136 @@
+import pg from 'pg';
+import nodemailer, { type Transporter } from 'nodemailer';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestDns } from './helpers/dns.js';
+import { eventually, startStack, type TestStack } from './helpers/stack.js';
+
+/**
+ * Inbound messages accepted together share one accepting transaction (core/inbound/service.ts, `accepting`):
+ * while one transaction is under way (here held on the account's storage row by the test), the messages that
+ * arrive wait and then commit together, one begin and one commit. A group with a message stored before rolls back
+ * and each of its messages is accepted alone, each answered as it would be alone.
+ */
+const SERVICE = 'grp.svc.test';
+const DOMAIN = `inbox.${SERVICE}`;
+let stack: TestStack;
+let dns: Awaited<ReturnType<typeof startTestDns>>;
+let userId: string;
+let probe: pg.Client;
+
+/** Transactions begun by this process's pg clients while `counting`. */
+let counting = false;
+let begins = 0;
+const query = pg.Client.prototype.query;
+
+beforeAll(async () => {
+  pg.Client.prototype.query = function (this: pg.Client, ...args: any[]) {
+    const q = args[0] as string | { text?: string };
+    if (counting && this !== probe && (typeof q === 'string' ? q : q.text) === 'begin') begins += 1;
+    return (query as any).apply(this, args);
+  } as typeof query;
+  dns = await startTestDns();
+  stack = await startStack({
+    SERVICE_DOMAIN: SERVICE,
+    DNS_SERVERS: dns.server.address,
+    SMTP_MAX_CLIENTS_PER_IP: '100',
+    SMTP_COMMANDS_PER_MINUTE: '100000',
+  });
+  const signup = (
+    await stack.api('POST', '/api/auth/signup', { body: { email: 'group@example.com', password: 'group password' } })
+  ).body;
+  userId = signup.user.id;
+  await stack.api('POST', '/api/domains/subdomain', { token: signup.token, body: { subdomain: 'inbox' } });
+  probe = new pg.Client({ connectionString: stack.config.databaseUrl! });
+  await probe.connect();
+});
+afterAll(async () => {
+  pg.Client.prototype.query = query;
+  await probe?.end();
+  await stack?.stop();
+  await dns?.close();
+});
+
+const smtp = (n: number) =>
+  nodemailer.createTransport({
+    host: '127.0.0.1',
+    port: stack.service.smtpPort!,
+    pool: true,
+    maxConnections: n,
+    secure: false,
+    ignoreTLS: true,
+  });
+/** The same bytes every time for one `n`: a second copy is a message stored before. */
+const raw = (n: number) =>
+  `From: s${n}@far.example\r\nTo: in${n}@${DOMAIN}\r\nSubject: group ${n}\r\nMessage-ID: <g${n}@far.example>\r\n\r\nhello ${n}\r\n`;
+const send = (t: Transporter, n: number) =>
+  t
+    .sendMail({ envelope: { from: `s${n}@far.example`, to: [`in${n}@${DOMAIN}`] }, raw: raw(n) })
+    .then((info) => /queued as (msg_[\w-]+)/.exec(String(info.response))![1]!);
+
+/** Holds the account's storage row until `release`: the accepting transaction under way waits on it. */
+async function holdStorageRow(): Promise<() => Promise<void>> {
+  await probe.query('begin');
+  await probe.query('select 1 from storage_usage where user_id = $1 for update', [userId]);
+  return async () => {
+    await probe.query('commit');
+  };
+}
+
+describe('accepting transactions shared by messages that arrive together', () => {
+  it('messages arriving while one transaction is under way commit together', async () => {
+    const t = smtp(8);
+    try {
+      await send(t, 0); // the account's storage row exists from here on
+      const release = await holdStorageRow();
+      begins = 0;
+      counting = true;
+      const first = send(t, 1);
+      await eventually(async () => begins === 1, 15_000, 10);
+      const others = [2, 3, 4, 5, 6].map((n) => send(t, n));
+      await eventually(async () => stack.service.core.inbound.acceptsWaiting() === 5, 15_000, 10);
+      await release();
+      const ids = await Promise.all([first, ...others]);
+      counting = false;
+      // The first message's transaction, then one for the five that waited.
+      expect(begins).toBe(2);
+      const { rows } = await probe.query('select id from messages where id = any($1)', [ids]);
+      expect(rows).toHaveLength(6);
+    } finally {
+      counting = false;
+      t.close();
+    }
+  });
+
+  it('a group with a message stored before is accepted again one by one, each answered as alone', async () => {
+    const t = smtp(8);
+    try {
+      const before = await send(t, 10);
+      const release = await holdStorageRow();
+      begins = 0;
+      counting = true;
+      const first = send(t, 11);
+      await eventually(async () => begins === 1, 15_000, 10);
+      // Message 10 again (the same bytes and recipient: a retried DATA) among three new ones.
+      const others = [12, 10, 13, 14].map((n) => send(t, n));
+      await eventually(async () => stack.service.core.inbound.acceptsWaiting() === 4, 15_000, 10);
+      await release();
+      const ids = await Promise.all([first, ...others]);
+      counting = false;
+      expect(ids[2]).toBe(before);
+      // The first, the group that rolled back, then each of its four alone.
+      expect(begins).toBe(6);
+      // Five messages, each stored and filed once.
+      const { rows } = await probe.query('select id from messages where id = any($1)', [ids]);
+      expect(rows).toHaveLength(5);
+      const { rows: filed } = await probe.query(
+        `select count(*)::int as n from mailbox_messages m join mailboxes b on b.id = m.mailbox_id
+          where b.address = any($1)`,
+        [[10, 11, 12, 13, 14].map((n) => `in${n}@${DOMAIN}`)],
+      );
+      expect((filed[0] as { n: number }).n).toBe(5);
+    } finally {
+      counting = false;
+      t.close();
+    }
+  });
+});
