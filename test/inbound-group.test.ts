@@ -1,8 +1,8 @@
 import pg from 'pg';
-import nodemailer, { type Transporter } from 'nodemailer';
+import type { Transporter } from 'nodemailer';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestDns } from './helpers/dns.js';
-import { eventually, startStack, type TestStack } from './helpers/stack.js';
+import { startInboundStack, waitingForLocks } from './helpers/inbound-stack.js';
+import { eventually, type TestStack } from './helpers/stack.js';
 
 /**
  * Inbound messages accepted together share one accepting transaction (core/inbound/service.ts, `accepting`):
@@ -12,8 +12,8 @@ import { eventually, startStack, type TestStack } from './helpers/stack.js';
  */
 const SERVICE = 'grp.svc.test';
 const DOMAIN = `inbox.${SERVICE}`;
+let inbound: Awaited<ReturnType<typeof startInboundStack>>;
 let stack: TestStack;
-let dns: Awaited<ReturnType<typeof startTestDns>>;
 let userId: string;
 let probe: pg.Client;
 
@@ -38,37 +38,17 @@ beforeAll(async () => {
       accepting.add(`${seen.client}:${seen.tx}`);
     return (query as any).apply(this, args);
   } as typeof query;
-  dns = await startTestDns();
-  stack = await startStack({
-    SERVICE_DOMAIN: SERVICE,
-    DNS_SERVERS: dns.server.address,
-    SMTP_MAX_CLIENTS_PER_IP: '100',
-    SMTP_COMMANDS_PER_MINUTE: '100000',
-  });
-  const signup = (
-    await stack.api('POST', '/api/auth/signup', { body: { email: 'group@example.com', password: 'group password' } })
-  ).body;
-  userId = signup.user.id;
-  await stack.api('POST', '/api/domains/subdomain', { token: signup.token, body: { subdomain: 'inbox' } });
-  probe = new pg.Client({ connectionString: stack.config.databaseUrl! });
-  await probe.connect();
+  inbound = await startInboundStack(SERVICE, 'group');
+  stack = inbound.stack;
+  userId = inbound.userId;
+  probe = inbound.probe;
 });
 afterAll(async () => {
   pg.Client.prototype.query = query;
-  await probe?.end();
-  await stack?.stop();
-  await dns?.close();
+  await inbound?.stop();
 });
 
-const smtp = (n: number) =>
-  nodemailer.createTransport({
-    host: '127.0.0.1',
-    port: stack.service.smtpPort!,
-    pool: true,
-    maxConnections: n,
-    secure: false,
-    ignoreTLS: true,
-  });
+const smtp = (n: number) => inbound.smtp(n);
 /** The same bytes every time for one `n`: a second copy is a message stored before. */
 const raw = (n: number) =>
   `From: s${n}@far.example\r\nTo: in${n}@${DOMAIN}\r\nSubject: group ${n}\r\nMessage-ID: <g${n}@far.example>\r\n\r\nhello ${n}\r\n`;
@@ -87,12 +67,7 @@ async function holdStorageRow(): Promise<() => Promise<void>> {
 }
 
 /** The first message's transaction waits for the row the test holds. */
-const waitsOnTheRow = async () =>
-  (
-    await probe.query(
-      "select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database()",
-    )
-  ).rows[0].n === 1;
+const waitsOnTheRow = () => waitingForLocks(probe, 1);
 
 describe('accepting transactions shared by messages that arrive together', () => {
   it('messages arriving while one transaction is under way commit together', async () => {

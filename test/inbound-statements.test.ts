@@ -1,10 +1,9 @@
 import pg from 'pg';
-import nodemailer from 'nodemailer';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectTemporal } from '../temporal/client.js';
 import { inboundBatchWorkflowId } from '../workflows/ids.js';
-import { startTestDns } from './helpers/dns.js';
-import { eventually, startStack, type TestStack } from './helpers/stack.js';
+import { startInboundStack } from './helpers/inbound-stack.js';
+import { eventually, type TestStack } from './helpers/stack.js';
 import { startWebhookReceiver } from './helpers/webhook-receiver.js';
 
 /**
@@ -15,8 +14,8 @@ import { startWebhookReceiver } from './helpers/webhook-receiver.js';
  */
 const SERVICE = 'stm.svc.test';
 const DOMAIN = `inbox.${SERVICE}`;
+let inbound: Awaited<ReturnType<typeof startInboundStack>>;
 let stack: TestStack;
-let dns: Awaited<ReturnType<typeof startTestDns>>;
 let hooks: Awaited<ReturnType<typeof startWebhookReceiver>>;
 
 /** Statements sent while `counting`, by their first words. */
@@ -36,36 +35,21 @@ beforeAll(async () => {
     }
     return (query as any).apply(this, args);
   } as typeof query;
-  dns = await startTestDns();
   hooks = await startWebhookReceiver();
-  stack = await startStack({
-    SERVICE_DOMAIN: SERVICE,
-    DNS_SERVERS: dns.server.address,
-    // The burst opens one connection per message.
-    SMTP_MAX_CLIENTS_PER_IP: '100',
-    SMTP_COMMANDS_PER_MINUTE: '100000',
-  });
-  const token = (
-    await stack.api('POST', '/api/auth/signup', {
-      body: { email: 'statements@example.com', password: 'statements password' },
-    })
-  ).body.token;
-  const domain = (await stack.api('POST', '/api/domains/subdomain', { token, body: { subdomain: 'inbox' } })).body
-    .domain;
+  inbound = await startInboundStack(SERVICE, 'statements');
+  stack = inbound.stack;
+  const { token, domain } = inbound;
   const res = await stack.api('PUT', `/api/domains/${domain.id}/webhook`, {
     token,
     body: { url: `${hooks.base}/in` },
   });
   expect(res.status).toBe(200);
-  probe = new pg.Client({ connectionString: stack.config.databaseUrl! });
-  await probe.connect();
+  probe = inbound.probe;
 });
 afterAll(async () => {
   pg.Client.prototype.query = query;
-  await probe?.end();
-  await stack?.stop();
+  await inbound?.stop();
   await hooks?.close();
-  await dns?.close();
 });
 
 const total = () => [...sent.values()].reduce((a, b) => a + b, 0);
@@ -81,14 +65,7 @@ const breakdown = () =>
  * statements sent meanwhile.
  */
 async function deliver(n: number, tag: string): Promise<number> {
-  const smtp = nodemailer.createTransport({
-    host: '127.0.0.1',
-    port: stack.service.smtpPort!,
-    pool: true,
-    maxConnections: n,
-    secure: false,
-    ignoreTLS: true,
-  });
+  const smtp = inbound.smtp(n);
   const tc = await connectTemporal({
     address: stack.service.temporalAddress,
     namespace: 'default',

@@ -4,6 +4,7 @@ import { schema, type Db } from '../db/index.js';
 import { createMailboxStore, type FileInput } from '../core/mailboxes/store.js';
 import { countingDatabase } from './helpers/counting-db.js';
 import { eventually } from './helpers/stack.js';
+import { waitingForLocks } from './helpers/inbound-stack.js';
 
 /**
  * Filing a new message (core/mailboxes/store.ts) on PostgreSQL: the folder (made or locked), its next UID and
@@ -84,16 +85,7 @@ describe('filing a new message', () => {
     const filing = h.database.db.transaction((tx) =>
       store.fileIn(tx, { ...message('gone@g.test', 1), userId: 'usr_g', domainId: 'dom_g' }),
     );
-    await eventually(
-      async () => {
-        const { rows } = await h.pool.query(
-          "select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database()",
-        );
-        return (rows[0] as { n: number }).n === 1;
-      },
-      10_000,
-      10,
-    );
+    await eventually(() => waitingForLocks(h.pool, 1), 10_000, 10);
     release();
     await deleter;
     const filed = (await filing)!;
@@ -122,16 +114,7 @@ describe('filing a new message', () => {
     const waiting = h.database.db.transaction(async (tx) => {
       waitingUid = (await store.fileIn(tx, message('held@f.test', 2)))!.uid;
     });
-    await eventually(
-      async () => {
-        const { rows } = await h.pool.query(
-          "select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database()",
-        );
-        return (rows[0] as { n: number }).n === 1;
-      },
-      10_000,
-      10,
-    );
+    await eventually(() => waitingForLocks(h.pool, 1), 10_000, 10);
     expect(waitingUid).toBe(0);
     release();
     await holder;

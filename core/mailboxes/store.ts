@@ -116,6 +116,31 @@ const SET_UID_NEXT = named(
   sql`update ${mb} set uid_next = greatest(${mb}.uid_next, ${ph('uid')}::int + 1) where id = ${ph('mailboxId')}::text`,
 );
 
+/** The folder statement's values: a new folder's row, should it be made. */
+const folderValues = (m: { userId: string; domainId: string; address: string; folder: Folder }) => ({
+  id: newId('mbx'),
+  userId: m.userId,
+  domainId: m.domainId,
+  address: m.address.toLowerCase(),
+  name: m.folder,
+  uidValidity: Math.floor(Date.now() / 1000) % 2_000_000_000,
+  createdAt: Date.now(),
+});
+/** The filing statement's values: the body (unless shared) and the message's row. */
+const filingValues = (f: FileInput, bodyId: string) => ({
+  bodyId,
+  userId: f.userId,
+  size: f.raw.length,
+  raw: f.raw,
+  createdAt: Date.now(),
+  messageId: f.messageId ?? null,
+  flags: JSON.stringify(f.flags ?? []),
+  fromAddr: f.fromAddr,
+  toAddr: f.address.toLowerCase(),
+  subject: f.subject,
+  internalDate: f.internalDate ?? Date.now(),
+});
+
 /**
  * Mailbox storage shared by the mailbox API and IMAP: folders per address, messages with UIDs from
  * one sequence (unique service-wide, ascending per folder: filing locks the folder row first), flags.
@@ -159,15 +184,7 @@ export function createMailboxStore(deps: { db: Db; storage?: StorageQuota }) {
     tx: Tx,
     m: { userId: string; domainId: string; address: string; folder: Folder },
   ): Promise<{ id: string }> {
-    const { rows } = await runNamed(tx, LOCK_FOLDER, {
-      id: newId('mbx'),
-      userId: m.userId,
-      domainId: m.domainId,
-      address: m.address.toLowerCase(),
-      name: m.folder,
-      uidValidity: Math.floor(Date.now() / 1000) % 2_000_000_000,
-      createdAt: Date.now(),
-    });
+    const { rows } = await runNamed(tx, LOCK_FOLDER, folderValues(m));
     return { id: String(rows[0]!.id) };
   }
 
@@ -192,18 +209,8 @@ export function createMailboxStore(deps: { db: Db; storage?: StorageQuota }) {
     const bodyId = f.bodyId ?? shared ?? newId('mbb');
     // New bytes, the message and the folder's next UID in one statement.
     const { rows } = await runNamed(tx, f.bodyId || shared ? FILE_SHARING_BODY : FILE_WITH_BODY, {
-      bodyId,
-      userId: f.userId,
-      size: f.raw.length,
-      raw: f.raw,
-      createdAt: Date.now(),
+      ...filingValues(f, bodyId),
       mailboxId: box.id,
-      messageId: f.messageId ?? null,
-      flags: JSON.stringify(f.flags ?? []),
-      fromAddr: f.fromAddr,
-      toAddr: f.address.toLowerCase(),
-      subject: f.subject,
-      internalDate: f.internalDate ?? Date.now(),
     });
     const row = rows[0];
     return { mailboxId: box.id, uid: Number(row!.uid), bodyId };
@@ -213,22 +220,8 @@ export function createMailboxStore(deps: { db: Db; storage?: StorageQuota }) {
   async function fileNew(tx: Tx, f: FileInput): Promise<{ mailboxId: string; uid: number; bodyId: string }> {
     const bodyId = f.bodyId ?? newId('mbb');
     const { rows } = await runNamed(tx, f.bodyId ? FILE_NEW_SHARING_BODY : FILE_NEW_WITH_BODY, {
-      id: newId('mbx'),
-      userId: f.userId,
-      domainId: f.domainId,
-      address: f.address.toLowerCase(),
-      name: f.folder,
-      uidValidity: Math.floor(Date.now() / 1000) % 2_000_000_000,
-      createdAt: Date.now(),
-      bodyId,
-      size: f.raw.length,
-      raw: f.raw,
-      messageId: f.messageId ?? null,
-      flags: JSON.stringify(f.flags ?? []),
-      fromAddr: f.fromAddr,
-      toAddr: f.address.toLowerCase(),
-      subject: f.subject,
-      internalDate: f.internalDate ?? Date.now(),
+      ...folderValues(f),
+      ...filingValues(f, bodyId),
     });
     const row = rows[0]!;
     const out = { mailboxId: String(row.mailbox_id), uid: Number(row.uid), bodyId };
