@@ -116,7 +116,15 @@ const allSent = (ids: string[], timeoutMs = 90_000) =>
   eventually(
     async () => {
       const rows = await rowsOf(ids);
-      return rows.length === ids.length && rows.every((r) => r.status === 'sent') ? rows : undefined;
+      if (rows.length === ids.length && rows.every((r) => r.status === 'sent')) return rows;
+      // Not yet: say where the messages are, so a timeout names the ones that never went (and their last step).
+      const by = new Map<string, number>();
+      for (const r of rows) by.set(r.status, (by.get(r.status) ?? 0) + 1);
+      const late = rows.find((r) => r.status !== 'sent');
+      throw new Error(
+        `${[...by].map(([status, n]) => `${n} ${status}`).join(', ')} of ${ids.length}` +
+          (late ? `; ${late.id}: ${JSON.stringify((late.trail ?? []).slice(-3))}` : ''),
+      );
     },
     timeoutMs,
     200,
