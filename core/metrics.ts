@@ -119,6 +119,11 @@ export const parseTaskDuration = new Histogram({
   buckets: SECONDS,
   registers: [registry],
 });
+export const inboundAcceptsWaiting = new Gauge({
+  name: 'svc_inbound_accepts_waiting',
+  help: 'Inbound messages waiting for the accepting transaction under way (they share the next one)',
+  registers: [registry],
+});
 export const imapSessions = new Gauge({
   name: 'svc_imap_sessions',
   help: 'IMAP connections open now',

@@ -1,8 +1,9 @@
 import pg from 'pg';
 import type { Transporter } from 'nodemailer';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { inboundAcceptsWaiting } from '../core/metrics.js';
 import { startInboundStack, waitingForLocks } from './helpers/inbound-stack.js';
-import { eventually, type TestStack } from './helpers/stack.js';
+import { eventually } from './helpers/stack.js';
 
 /**
  * Inbound messages accepted together share one accepting transaction (core/inbound/service.ts, `accepting`):
@@ -13,7 +14,6 @@ import { eventually, type TestStack } from './helpers/stack.js';
 const SERVICE = 'grp.svc.test';
 const DOMAIN = `inbox.${SERVICE}`;
 let inbound: Awaited<ReturnType<typeof startInboundStack>>;
-let stack: TestStack;
 let userId: string;
 let probe: pg.Client;
 
@@ -39,7 +39,6 @@ beforeAll(async () => {
     return (query as any).apply(this, args);
   } as typeof query;
   inbound = await startInboundStack(SERVICE, 'group');
-  stack = inbound.stack;
   userId = inbound.userId;
   probe = inbound.probe;
 });
@@ -66,6 +65,8 @@ async function holdStorageRow(): Promise<() => Promise<void>> {
   };
 }
 
+/** svc_inbound_accepts_waiting: messages waiting for the transaction under way. */
+const waiting = async () => (await inboundAcceptsWaiting.get()).values[0]?.value;
 /** The first message's transaction waits for the row the test holds. */
 const waitsOnTheRow = () => waitingForLocks(probe, 1);
 
@@ -80,7 +81,7 @@ describe('accepting transactions shared by messages that arrive together', () =>
       const first = send(t, 1);
       await eventually(waitsOnTheRow, 15_000, 10);
       const others = [2, 3, 4, 5, 6].map((n) => send(t, n));
-      await eventually(async () => stack.service.core.inbound.acceptsWaiting() === 5, 15_000, 10);
+      await eventually(async () => (await waiting()) === 5, 15_000, 10);
       await release();
       const ids = await Promise.all([first, ...others]);
       counting = false;
@@ -105,7 +106,7 @@ describe('accepting transactions shared by messages that arrive together', () =>
       await eventually(waitsOnTheRow, 15_000, 10);
       // Message 10 again (the same bytes and recipient: a retried DATA) among three new ones.
       const others = [12, 10, 13, 14].map((n) => send(t, n));
-      await eventually(async () => stack.service.core.inbound.acceptsWaiting() === 4, 15_000, 10);
+      await eventually(async () => (await waiting()) === 4, 15_000, 10);
       await release();
       const ids = await Promise.all([first, ...others]);
       counting = false;

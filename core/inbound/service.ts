@@ -24,7 +24,14 @@ import type { ReportService } from './report-service.js';
 import type { AggregateStore } from '../feedback/aggregate-store.js';
 import type { AggregateBounds } from '../parsing/aggregate-types.js';
 import { dmarcReportAddress, tlsReportAddress } from '../domains/records.js';
-import { inboundPolicyOutcomes, reportsReceived, since, spamScanDuration, spamScans } from '../metrics.js';
+import {
+  inboundAcceptsWaiting,
+  inboundPolicyOutcomes,
+  reportsReceived,
+  since,
+  spamScanDuration,
+  spamScans,
+} from '../metrics.js';
 import { parseMail, runParse } from '../parsing/pool.js';
 import { receivedPayload, type InboundAttachment } from './payload.js';
 import { unsubscribeTokenOf } from '../contacts/unsubscribe.js';
@@ -246,102 +253,102 @@ export function createInboundService(deps: {
       const clear = readable && !hold;
       const filed: string[] = [];
       // In one transaction with the other messages accepted meanwhile (`accepting`, below).
-      const fresh = await accepting
-        .write(async (tx) => {
-          // Run again alone when the group it was in failed: nothing of that try was kept.
-          filed.length = 0;
-          // The message row and its raw copy, written by the door's statement last (data-modifying CTEs always run).
-          const message: MessageInsert = {
-            message: {
-              id,
-              userId: domain.userId,
-              direction: 'inbound',
-              kind: 'user',
-              domainId: domain.id,
-              fromAddr: payload.from.address,
-              toAddrs: rcpts,
-              subject: readable ? payload.subject : null,
-              text: readable ? payload.text : null,
-              html: readable ? payload.html : null,
-              status: hold ? 'held' : 'received',
-              ...(hold ? { heldReason: hold.reason, heldUntil: receivedAt + deps.quarantineDays * 86_400_000 } : {}),
-              threadId: payload.threadId,
-              auth,
-              spam: spam ?? null,
-              envelopeFrom: env.from,
-              receivedAt,
-              sizeBytes: raw.length,
-              createdAt: receivedAt,
-              updatedAt: receivedAt,
-            },
-            raw: {
-              // A clear message's one stored copy is its mailbox body (filed below); the raw copy here is the sealed one only.
-              messageId: id,
-              content: clear ? Buffer.alloc(0) : hold && !encrypted ? raw : sealed.content,
-              encrypted: sealed.encrypted,
-              encAlg: sealed.encAlg,
-              payloadSealed: deps.sealer.seal(JSON.stringify(payload)),
-              createdAt: receivedAt,
-            },
-          };
-          // What this message stores goes into the account's running total (whose row stays locked until commit).
-          let storedBytes = 0;
-          if (encrypted && !keepNothing) {
-            await deps.door.storedSealed(tx, domain.userId, sealed.content.length);
-            storedBytes = sealed.content.length;
-          } else if (hold && !keepNothing) {
-            // Held clear mail: its raw copy counts until it is filed on release, or deleted (core/inbound/quarantine.ts).
-            await deps.door.storedSealed(tx, domain.userId, raw.length);
-            storedBytes = raw.length;
-          }
-          if (clear) {
-            // One body for every recipient: the first filing stores it, the others refer to it. The mailbox copy
-            // carries the verdict as X-Spam-* headers (a sender's own X-Spam-* lines are dropped).
-            const boxRaw = spam ? withSpamHeaders(raw, spam) : raw;
-            let bodyId: string | undefined;
-            for (const rcpt of rcpts) {
-              const box = await deps.mailboxStore.fileIn(tx, {
-                userId: domain.userId,
-                domainId: domain.id,
-                address: rcpt,
-                folder: 'INBOX',
-                raw: boxRaw,
-                fromAddr: env.from,
-                subject: payload.subject,
-                messageId: id,
-                // A message stored before rolls this transaction back (below): no earlier copy to look for.
-                fresh: true,
-                internalDate: receivedAt,
-                bodyId,
-              });
-              if (box) filed.push(box.mailboxId);
-              bodyId ??= box?.bodyId;
-            }
-            if (bodyId) storedBytes = boxRaw.length;
-          }
-          // The account's counters last (today's inbound and the month's usage, in the door's one statement): each
-          // holds its row locked until commit, so concurrent messages of one account queue only for that statement.
-          // A message that passes the quota or the allowance is refused and everything above rolls back.
-          // The message's rows go in the same statement; a message stored before (a retried DATA, or the same
-          // bytes arriving twice at once) rolls all of this back and is answered as it was.
-          const door = await deps.door.atData(
-            tx,
-            domain.userId,
-            rcpts[0]!,
-            raw.length,
-            !keepNothing,
-            storedBytes,
-            message,
-          );
-          if (!door.stored) throw storedBefore;
-        })
-        .then(
-          () => true,
-          (err: unknown) => {
-            if (err === storedBefore) return false;
-            throw err;
+      const accepted = accepting.write(async (tx) => {
+        // Run again alone when the group it was in failed: nothing of that try was kept.
+        filed.length = 0;
+        // The message row and its raw copy, written by the door's statement last (data-modifying CTEs always run).
+        const message: MessageInsert = {
+          message: {
+            id,
+            userId: domain.userId,
+            direction: 'inbound',
+            kind: 'user',
+            domainId: domain.id,
+            fromAddr: payload.from.address,
+            toAddrs: rcpts,
+            subject: readable ? payload.subject : null,
+            text: readable ? payload.text : null,
+            html: readable ? payload.html : null,
+            status: hold ? 'held' : 'received',
+            ...(hold ? { heldReason: hold.reason, heldUntil: receivedAt + deps.quarantineDays * 86_400_000 } : {}),
+            threadId: payload.threadId,
+            auth,
+            spam: spam ?? null,
+            envelopeFrom: env.from,
+            receivedAt,
+            sizeBytes: raw.length,
+            createdAt: receivedAt,
+            updatedAt: receivedAt,
           },
+          raw: {
+            // A clear message's one stored copy is its mailbox body (filed below); the raw copy here is the sealed one only.
+            messageId: id,
+            content: clear ? Buffer.alloc(0) : hold && !encrypted ? raw : sealed.content,
+            encrypted: sealed.encrypted,
+            encAlg: sealed.encAlg,
+            payloadSealed: deps.sealer.seal(JSON.stringify(payload)),
+            createdAt: receivedAt,
+          },
+        };
+        // What this message stores goes into the account's running total (whose row stays locked until commit).
+        let storedBytes = 0;
+        if (encrypted && !keepNothing) {
+          await deps.door.storedSealed(tx, domain.userId, sealed.content.length);
+          storedBytes = sealed.content.length;
+        } else if (hold && !keepNothing) {
+          // Held clear mail: its raw copy counts until it is filed on release, or deleted (core/inbound/quarantine.ts).
+          await deps.door.storedSealed(tx, domain.userId, raw.length);
+          storedBytes = raw.length;
+        }
+        if (clear) {
+          // One body for every recipient: the first filing stores it, the others refer to it. The mailbox copy
+          // carries the verdict as X-Spam-* headers (a sender's own X-Spam-* lines are dropped).
+          const boxRaw = spam ? withSpamHeaders(raw, spam) : raw;
+          let bodyId: string | undefined;
+          for (const rcpt of rcpts) {
+            const box = await deps.mailboxStore.fileIn(tx, {
+              userId: domain.userId,
+              domainId: domain.id,
+              address: rcpt,
+              folder: 'INBOX',
+              raw: boxRaw,
+              fromAddr: env.from,
+              subject: payload.subject,
+              messageId: id,
+              // A message stored before rolls this transaction back (below): no earlier copy to look for.
+              fresh: true,
+              internalDate: receivedAt,
+              bodyId,
+            });
+            if (box) filed.push(box.mailboxId);
+            bodyId ??= box?.bodyId;
+          }
+          if (bodyId) storedBytes = boxRaw.length;
+        }
+        // The account's counters last (today's inbound and the month's usage, in the door's one statement): each
+        // holds its row locked until commit, so concurrent messages of one account queue only for that statement.
+        // A message that passes the quota or the allowance is refused and everything above rolls back.
+        // The message's rows go in the same statement; a message stored before (a retried DATA, or the same
+        // bytes arriving twice at once) rolls all of this back and is answered as it was.
+        const door = await deps.door.atData(
+          tx,
+          domain.userId,
+          rcpts[0]!,
+          raw.length,
+          !keepNothing,
+          storedBytes,
+          message,
         );
+        if (!door.stored) throw storedBefore;
+      });
+      inboundAcceptsWaiting.set(accepting.waiting());
+      const fresh = await accepted.then(
+        () => true,
+        (err: unknown) => {
+          if (err === storedBefore) return false;
+          throw err;
+        },
+      );
       if (fresh) {
         filed.forEach(deps.mailboxStore.notify);
         // The sender becomes (or stays) a contact of the account, seen now (group-committed, off the 250's path).
@@ -385,6 +392,7 @@ export function createInboundService(deps: {
     alone: true,
     max: ACCEPT_GROUP_MAX,
     async write(items) {
+      inboundAcceptsWaiting.set(accepting.waiting());
       await db.transaction(async (tx) => {
         for (const work of items) await work(tx);
       });
@@ -707,9 +715,6 @@ export function createInboundService(deps: {
     },
 
     finish,
-
-    /** Messages waiting for the accepting transaction under way (core/group-commit.ts): they share the next. */
-    acceptsWaiting: () => accepting.waiting(),
 
     /**
      * `POST /v1/route` (core/inbound/route-api.ts): a message made by the API is stored and delivered through
